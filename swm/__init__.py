@@ -1,0 +1,1 @@
+"""TRiSK shallow-water model on meshops operators."""
