@@ -1,5 +1,6 @@
 import pathlib
 
+import numpy as np
 import pytest
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -9,3 +10,23 @@ DATA = pathlib.Path(__file__).parent / "data"
 def x1_162_path():
     """The real MPAS mesh x1.162.grid.nc (unit sphere, written by MPAS's mesh converter)."""
     return DATA / "x1.162.grid.nc"
+
+
+def pytest_collection_modifyitems(config, items):
+    from meshops.backend import cupy_available
+
+    if cupy_available():
+        return
+    skip = pytest.mark.skip(reason="needs CuPy and a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh random generator per test (seeded from the test id, printed on failure)."""
+    seed = np.random.SeedSequence().entropy % 2**32
+    request.node.user_properties.append(("seed", seed))
+    print(f"random seed: {seed}")
+    return np.random.default_rng(seed)

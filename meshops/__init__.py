@@ -1,0 +1,15 @@
+"""meshops: MPAS-style mesh operators with hand-derived adjoints on NumPy and CuPy.
+
+Every operator infers its backend from its inputs, takes fields of shape (n,) or (n, nlev)
+(level index last) in float32 or float64, and treats a connectivity entry < 0 as a missing
+neighbour that contributes nothing. `meshops.registry.OPERATORS` lists every operator with its
+adjoint (and tangent-linear model for nonlinear operators) and the locations it maps between.
+"""
+from meshops.modes import adjoint_mode, get_adjoint_mode, set_adjoint_mode
+from meshops.registry import OPERATORS, register
+from meshops.divergence import div_e2c, div_e2c_adj, flux_div_e2c, flux_div_e2c_adj, flux_div_e2c_tl
+
+__all__ = [
+    "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",
+    "div_e2c", "div_e2c_adj", "flux_div_e2c", "flux_div_e2c_tl", "flux_div_e2c_adj",
+]

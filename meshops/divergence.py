@@ -1,0 +1,124 @@
+"""Divergence edge -> cell: plain `div_e2c` and the bilinear flux divergence `flux_div_e2c`.
+
+Both live on cells and read normal components on edges. With e_j = edgesOnCell[c, j],
+j < nEdgesOnCell[c], and s_cj = edgeSignOnCell[c, j] (+1 where the edge normal points out of c):
+
+    div_e2c(F)[c]          = 1/areaCell[c] * sum_j s_cj * dvEdge[e_j] * F[e_j]
+    flux_div_e2c(h, u)[c]  = 1/areaCell[c] * sum_j s_cj * dvEdge[e_j] * h[e_j] * u[e_j]
+
+(`flux_div_e2c` is GRIST's divergence_operator_2d with h the edge thickness.) Adjoints, with
+c0, c1 = cellsOnEdge[e] (the normal points from c0 to c1):
+
+    div_e2c_adj(g)[e] = dvEdge[e] * (g[c0] / areaCell[c0] - g[c1] / areaCell[c1])
+    flux_div_e2c_tl(h, u; dh, du) = div_e2c(dh * u + h * du)
+    flux_div_e2c_adj(h, u; g)     = (u * div_e2c_adj(g), h * div_e2c_adj(g))
+
+The inner product of every adjoint is the plain Euclidean sum over entries (and levels).
+Adjoint mode `atomic` scatters from each cell through edgesOnCell (atomicAdd on the GPU);
+`deterministic` gathers into each edge through cellsOnEdge (bitwise reproducible).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from meshops import stencil
+from meshops.backend import array_module, check_field, prepared
+from meshops.kernels import get_kernel, launch
+from meshops.modes import resolve_mode
+from meshops.registry import register
+
+_FAMILY = "divergence"
+_KERNELS = ("div_e2c", "div_e2c_adj_atomic", "div_e2c_adj_gather")
+
+
+def _build(mesh) -> dict:
+    return dict(nEdgesOnCell=mesh.nEdgesOnCell, edgesOnCell=mesh.edgesOnCell,
+                edgeSignOnCell=mesh.edgeSignOnCell, cellsOnEdge=mesh.cellsOnEdge,
+                dvEdge=mesh.dvEdge, invAreaCell=1.0 / mesh.areaCell)
+
+
+def _arrays(mesh, x):
+    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+
+
+def _launch(name, dtype, n, nlev, *args):
+    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
+
+
+# -- forward -------------------------------------------------------------------------------------
+
+def div_e2c(mesh, F):
+    """Divergence of the edge-normal flux F, on cells: (nEdges[, nlev]) -> (nCells[, nlev]).
+
+    div[c] = 1/areaCell[c] * sum_{j < nEdgesOnCell[c]} edgeSignOnCell[c,j] * dvEdge[e_j] * F[e_j],
+    e_j = edgesOnCell[c, j]. Adjoint: `div_e2c_adj`.
+    """
+    F = check_field(F, mesh.nEdges, "F", "edge")
+    a, xp = _arrays(mesh, F), array_module(F)
+    nlev = stencil.nlev_of(F)
+    if xp is np:
+        coef = a.edgeSignOnCell * a.dvEdge[a.edgesOnCell] * a.invAreaCell[:, None]
+        return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, coef, F)
+    out = xp.empty((mesh.nCells,) + F.shape[1:], F.dtype)
+    _launch("div_e2c", F.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell, a.edgeSignOnCell,
+            a.dvEdge, a.invAreaCell, F, out, np.int32(mesh.maxEdges))
+    return out
+
+
+def div_e2c_adj(mesh, g, *, mode=None):
+    """Adjoint of `div_e2c`: cell field g -> edge field, (nCells[, nlev]) -> (nEdges[, nlev]).
+
+    F_adj[e] = dvEdge[e] * (g[c0] / areaCell[c0] - g[c1] / areaCell[c1]), (c0, c1) = cellsOnEdge[e],
+    so that sum_c div_e2c(F)[c] g[c] = sum_e F[e] F_adj[e].
+    """
+    g = check_field(g, mesh.nCells, "g", "cell")
+    mode = resolve_mode(mode)
+    a, xp = _arrays(mesh, g), array_module(g)
+    nlev = stencil.nlev_of(g)
+    if xp is np:
+        if mode == "atomic":
+            coef = a.edgeSignOnCell * a.dvEdge[a.edgesOnCell] * a.invAreaCell[:, None]
+            return stencil.scatter_sum(a.edgesOnCell, a.nEdgesOnCell, coef, g, mesh.nEdges)
+        coef = a.dvEdge[:, None] * np.array([1.0, -1.0], g.dtype) * a.invAreaCell[a.cellsOnEdge]
+        return stencil.gather_sum(a.cellsOnEdge, None, coef, g)
+    if mode == "atomic":
+        out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
+        _launch("div_e2c_adj_atomic", g.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell,
+                a.edgeSignOnCell, a.dvEdge, a.invAreaCell, g, out, np.int32(mesh.maxEdges))
+    else:
+        out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
+        _launch("div_e2c_adj_gather", g.dtype, mesh.nEdges, nlev, a.cellsOnEdge, a.dvEdge,
+                a.invAreaCell, g, out)
+    return out
+
+
+# -- flux divergence (bilinear in h and u) -------------------------------------------------------
+
+def flux_div_e2c(mesh, h, u):
+    """Flux divergence of h*u on cells: edge fields h, u -> cell field (GRIST divergence_operator_2d).
+
+    flux_div[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * h[e_j] * u[e_j].
+    Tangent: `flux_div_e2c_tl`; adjoint: `flux_div_e2c_adj`.
+    """
+    h = check_field(h, mesh.nEdges, "h", "edge")
+    u = check_field(u, mesh.nEdges, "u", "edge")
+    return div_e2c(mesh, h * u)
+
+
+def flux_div_e2c_tl(mesh, h, u, dh, du):
+    """Tangent-linear of `flux_div_e2c` about (h, u): div_e2c(dh * u + h * du)."""
+    return div_e2c(mesh, dh * u + h * du)
+
+
+def flux_div_e2c_adj(mesh, h, u, g, *, mode=None):
+    """Adjoint of `flux_div_e2c_tl` about (h, u): g on cells -> (h_adj, u_adj) on edges.
+
+    h_adj[e] = u[e] * div_e2c_adj(g)[e],  u_adj[e] = h[e] * div_e2c_adj(g)[e].
+    """
+    F_adj = div_e2c_adj(mesh, g, mode=mode)
+    return u * F_adj, h * F_adj
+
+
+register("div_e2c", forward=div_e2c, adjoint=div_e2c_adj, domain="edge", range="cell")
+register("flux_div_e2c", forward=flux_div_e2c, tangent=flux_div_e2c_tl, adjoint=flux_div_e2c_adj,
+         domain=("edge", "edge"), range="cell")
