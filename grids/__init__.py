@@ -1,0 +1,22 @@
+"""Meshes: MPAS netCDF I/O, validation, geometry, icosahedral generation, reordering.
+
+Public names: Mesh, read_mesh, write_mesh, validate_mesh, MeshError, generate_icosahedral,
+complete_mesh, reorder_mesh. The last three are imported from their modules on first use.
+"""
+from .mesh import EARTH_OMEGA, EARTH_RADIUS, Mesh
+from .mpas_io import read_mesh, write_mesh
+from .validate import MeshError, validate_mesh
+
+_LAZY = {"generate_icosahedral": "icosahedral", "complete_mesh": "geometry",
+         "reorder_mesh": "reorder"}
+
+__all__ = ["Mesh", "read_mesh", "write_mesh", "validate_mesh", "MeshError",
+           "generate_icosahedral", "complete_mesh", "reorder_mesh", "EARTH_RADIUS", "EARTH_OMEGA"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

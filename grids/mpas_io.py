@@ -1,0 +1,335 @@
+"""MPAS mesh netCDF files: read into a `Mesh`, write a `Mesh` back.
+
+On disk MPAS indices are 1-based with 0 pads; in memory (`Mesh`) they are 0-based with -1 pads.
+This module is the only place that converts. Variables the mesh does not interpret (indexToCellID,
+cellQuality, meshDensity, boundaryVertex, ...) are kept in `mesh.extra` as (dims, array), unchanged,
+and written back; global attributes are kept in `mesh.attributes`.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Literal, overload
+
+import numpy as np
+
+from .mesh import EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, REQUIRED_FIELDS, Mesh
+from .validate import (INDEX_TARGET, MeshError, check_counts, check_fields, check_structure,
+                       used_slots, validate_mesh)
+
+#: netCDF formats write_mesh accepts.
+FORMATS = ("NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA", "NETCDF3_CLASSIC", "NETCDF4",
+           "NETCDF4_CLASSIC")
+#: Dimensions a mesh file must define (maxEdges2 may be absent when edgesOnEdge is).
+REQUIRED_DIMS = ("nCells", "nEdges", "nVertices", "maxEdges", "TWO", "vertexDegree")
+#: Fields scaled by r / r_file (lengths) and by (r / r_file)^2 (areas) when a radius is asked for.
+SCALED_LENGTHS = ("xCell", "yCell", "zCell", "xEdge", "yEdge", "zEdge",
+                  "xVertex", "yVertex", "zVertex", "dcEdge", "dvEdge")
+SCALED_AREAS = ("areaCell", "areaTriangle", "kiteAreasOnVertex")
+#: Extra (uninterpreted) variables that hold lengths in the mesh's units, scaled with the mesh.
+SCALED_EXTRA_LENGTHS = ("gridSpacing",)
+#: Units written as the `units` attribute of each mesh variable (MPAS Registry).
+UNITS = {
+    **{f"{c}{k}": "m" for c in "xyz" for k in ("Cell", "Edge", "Vertex")},
+    **{f"{a}{k}": "radians" for a in ("lat", "lon") for k in ("Cell", "Edge", "Vertex")},
+    "dcEdge": "m", "dvEdge": "m", "angleEdge": "radians",
+    "areaCell": "m^2", "areaTriangle": "m^2", "kiteAreasOnVertex": "m^2",
+    "fCell": "s^-1", "fEdge": "s^-1", "fVertex": "s^-1",
+    **{name: "unitless" for name in ("weightsOnEdge", "edgeSignOnCell", "edgeSignOnVertex")},
+}
+
+
+# -- reading -------------------------------------------------------------------------------------
+def _read_netcdf(path: str):
+    """(dims, {name: (dims, array)}, attributes) of a netCDF file; MeshError if unreadable."""
+    import netCDF4
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such mesh file")
+    try:
+        with netCDF4.Dataset(path, "r") as ds:
+            ds.set_auto_maskandscale(False)
+            dims = {name: len(d) for name, d in ds.dimensions.items()}
+            variables = {name: (tuple(v.dimensions), np.asarray(v[...]))
+                         for name, v in ds.variables.items()}
+            attributes = {name: ds.getncattr(name) for name in ds.ncattrs()}
+    except (OSError, RuntimeError, ValueError, IndexError, KeyError) as exc:
+        raise MeshError(f"cannot read the file as netCDF ({exc})", file=path,
+                        expected="a readable netCDF mesh file (classic, 64-bit offset or netCDF-4)"
+                        ) from exc
+    return dims, variables, attributes
+
+
+def _check_one_based(name: str, raw: np.ndarray, used: np.ndarray | None, n: int, source: str):
+    """Reject indices that cannot come from a 1-based MPAS file (signs of a 0-based file)."""
+    def fail(bad, message, expected):
+        if bad.any():
+            flat = int(np.flatnonzero(bad.ravel())[0])
+            idx = tuple(int(i) for i in np.unravel_index(flat, bad.shape))
+            raise MeshError(message, file=source, field=name, index=idx[0] if len(idx) == 1 else idx,
+                            value=raw[idx].item(), expected=expected)
+
+    fail(raw < 0, "negative index in a file claimed as MPAS (a 0-based file with -1 pads?)",
+         f"1-based indices 1..{n} with 0 pads")
+    if used is not None:
+        fail(used & (raw == 0),
+             "index 0 where an MPAS file (1-based) can hold no pad: the file looks 0-based",
+             f"1-based indices 1..{n} ({INDEX_TARGET[name]} = {n})")
+        if used.any() and raw[used].max() == n - 1 and raw[used].min() <= 1:
+            raise MeshError("no index reaches the entity count: the file looks 0-based", file=source,
+                            field=name, value=f"max {int(raw[used].max())}",
+                            expected=f"1-based indices reaching {n} ({INDEX_TARGET[name]})")
+
+
+def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source: str,
+                        one_based: bool, sphere_radius: float | None = None, validate: bool = True,
+                        recompute_geometry: bool = False, omega: float = EARTH_OMEGA) -> Mesh:
+    """A Mesh from MPAS variables {name: (dims, array)} with dimension sizes `dims`.
+
+    one_based=True: MPAS file convention (1-based, 0 pads), converted here to 0-based, -1 pads.
+    The radius is attributes["sphere_radius"] (else |xCell| of cell 0); with `sphere_radius`
+    given, positions and lengths are scaled by r / r_file, areas by (r / r_file)^2. Missing fields
+    are derived by `grids.geometry.complete_mesh`. Index ranges and topology are always checked
+    (derivations rely on them); geometry and orientation too when `validate`.
+    """
+    for dim in REQUIRED_DIMS:
+        if dim not in dims:
+            raise MeshError("missing dimension", file=source, field=dim,
+                            expected=f"MPAS dimensions {', '.join(REQUIRED_DIMS)}")
+    if str(attributes.get("on_a_sphere", "YES")).strip().upper() != "YES":
+        raise MeshError("only spherical meshes are supported", file=source, field="on_a_sphere",
+                        value=attributes.get("on_a_sphere"), expected="YES")
+    fields, extra = {}, {}
+    for name, (vdims, arr) in variables.items():
+        if name not in FIELD_DIMS:
+            extra[name] = (tuple(vdims), arr)
+            continue
+        if tuple(vdims) != FIELD_DIMS[name]:
+            raise MeshError("wrong dimensions", file=source, field=name, value=tuple(vdims),
+                            expected=f"dimensions {FIELD_DIMS[name]}")
+        fields[name] = arr
+    sizes = {d: dims.get(d) for d in ("nCells", "nEdges", "nVertices", "maxEdges", "maxEdges2",
+                                      "vertexDegree", "TWO")}
+    # Shapes, dtypes and counts before touching indices, so nothing below indexes out of bounds.
+    check_structure(fields, sizes, source)
+    check_counts(fields, sizes, source)
+    if one_based:
+        for name in INDEX_FIELDS:
+            if name in fields:
+                raw = fields[name]
+                _check_one_based(name, raw, used_slots(fields, name), sizes[INDEX_TARGET[name]],
+                                 source)
+                fields[name] = raw - raw.dtype.type(1)
+    radius_file = _file_radius(attributes, fields, source)
+    radius = radius_file if sphere_radius is None else float(sphere_radius)
+    if radius != radius_file:
+        _scale(fields, extra, radius / radius_file)
+    attributes = dict(attributes)
+    if "sphere_radius" in attributes or sphere_radius is not None:
+        attributes["sphere_radius"] = np.float64(radius)
+    check_fields(fields, sizes, radius, source, geometry=validate)
+
+    from .geometry import complete_mesh
+
+    try:
+        mesh = complete_mesh(fields, radius, omega=omega, recompute=recompute_geometry,
+                             attributes=attributes, extra=extra)
+    except MeshError:
+        raise
+    except ValueError as exc:
+        raise MeshError(f"cannot derive the missing fields ({exc})", file=source,
+                        expected="a closed spherical MPAS mesh") from exc
+    if validate:
+        validate_mesh(mesh, source=source)
+    return mesh
+
+
+def _file_radius(attributes: dict, fields: dict, source: str) -> float:
+    if "sphere_radius" in attributes:
+        value = np.asarray(attributes["sphere_radius"])
+        if value.size != 1 or not np.issubdtype(value.dtype, np.number) \
+                or not np.isfinite(value.item()) or value.item() <= 0:
+            raise MeshError("bad global attribute", file=source, field="sphere_radius",
+                            value=attributes["sphere_radius"], expected="a finite positive number")
+        return float(value.item())
+    p = np.array([fields["xCell"][0], fields["yCell"][0], fields["zCell"][0]], dtype=np.float64)
+    r = float(np.linalg.norm(p))
+    if not np.isfinite(r) or r <= 0:
+        raise MeshError("no sphere_radius attribute and cell 0 gives no radius", file=source,
+                        field="xCell", index=0, value=r, expected="a finite nonzero position")
+    return r
+
+
+def _scale(fields: dict, extra: dict, s: float) -> None:
+    """Lengths times s, areas times s^2 (in place in the dicts; arrays are new)."""
+    s2 = s * s
+    for name in SCALED_LENGTHS:
+        if name in fields:
+            fields[name] = fields[name] * s
+    for name in SCALED_AREAS:
+        if name in fields:
+            fields[name] = fields[name] * s2
+    for name in SCALED_EXTRA_LENGTHS:
+        if name in extra and np.issubdtype(extra[name][1].dtype, np.floating):
+            extra[name] = (extra[name][0], extra[name][1] * s)
+
+
+@overload
+def read_mesh(path, *, sphere_radius: float | None = ..., validate: bool = ..., reorder: None = ...,
+              recompute_geometry: bool = ...) -> Mesh: ...
+@overload
+def read_mesh(path, *, sphere_radius: float | None = ..., validate: bool = ..., reorder: str,
+              recompute_geometry: bool = ...) -> tuple: ...
+
+
+def read_mesh(path, *, sphere_radius=None, validate=True, reorder=None, recompute_geometry=False):
+    """Read an MPAS mesh file (netCDF, 1-based, 0 pads) into a Mesh (0-based, -1 pads).
+
+    path -> Mesh, or (Mesh, MeshPermutation) when `reorder` names a method ("morton", ...).
+
+    - sphere_radius: None keeps the file's radius (attribute `sphere_radius`); a value scales
+      positions, dcEdge, dvEdge (and the extra gridSpacing) by r / r_file, areaCell, areaTriangle,
+      kiteAreasOnVertex by (r / r_file)^2. lat/lon, angles and weightsOnEdge are unchanged.
+    - validate: run `validate_mesh` on the result (geometry, orientation, signs). Index ranges,
+      counts and topology are checked always, and signs of a 0-based file (negative indices, 0
+      where no pad can be, no index reaching n) are rejected.
+    - reorder: renumber cells, edges and vertices with `grids.reorder.reorder_mesh`; the file's
+      order is kept when None. See `reorder_keeping_ids` for how the permutation is recorded.
+    - recompute_geometry: derive all geometry from positions and connectivity instead of using the
+      file's (fields the file lacks, e.g. fCell or edgeSignOnCell, are always derived).
+
+    Raises MeshError (file, field, first bad index, value, expected) for any bad or unreadable file,
+    FileNotFoundError when there is no file.
+    """
+    path = os.fspath(path)
+    dims, variables, attributes = _read_netcdf(path)
+    mesh = mesh_from_variables(dims, variables, attributes, source=path, one_based=True,
+                               sphere_radius=sphere_radius, validate=validate,
+                               recompute_geometry=recompute_geometry)
+    if reorder is None:
+        return mesh
+    return reorder_keeping_ids(mesh, reorder)
+
+
+ID_NAMES = {"nCells": "indexToCellID", "nEdges": "indexToEdgeID", "nVertices": "indexToVertexID"}
+
+
+def reorder_keeping_ids(mesh: Mesh, method: str = "morton"):
+    """Mesh -> (reordered Mesh, MeshPermutation), the permutation recorded MPAS-style.
+
+    Uses `grids.reorder.reorder_mesh`. Extra variables along nCells / nEdges / nVertices are
+    permuted with their entities (new position i takes old perm.cells[i], ...). The extra variables
+    indexToCellID, indexToEdgeID, indexToVertexID (1-based global IDs, created as 1..n in the input
+    order when absent) travel with their entities, so the written file says where each entity came
+    from: new cell i is input cell indexToCellID[i] - 1 when the input held IDs 1..n.
+    """
+    from .reorder import reorder_mesh
+
+    new, perm = reorder_mesh(mesh, method=method)
+    order = {"nCells": perm.cells, "nEdges": perm.edges, "nVertices": perm.vertices}
+    extra = dict(mesh.extra)
+    sizes = mesh.sizes()
+    for dim, name in ID_NAMES.items():
+        if name not in extra:
+            extra[name] = ((dim,), np.arange(1, sizes[dim] + 1, dtype=np.int32))
+    permuted = {}
+    for name, (vdims, arr) in extra.items():
+        for axis, dim in enumerate(vdims):
+            if dim in order and arr.shape[axis] == sizes[dim]:
+                arr = np.take(arr, order[dim], axis=axis)
+        permuted[name] = (vdims, arr)
+    return new.replace(extra=permuted), perm
+
+
+# -- writing -------------------------------------------------------------------------------------
+def _attribute_value(value):
+    """Attribute values netCDF accepts in every format (bools as 0/1)."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.int32(value)
+    return value
+
+
+def _dimension_sizes(mesh: Mesh, path: str) -> dict:
+    sizes = dict(mesh.sizes())
+    for name, (vdims, arr) in mesh.extra.items():
+        if len(vdims) != np.ndim(arr):
+            raise MeshError("extra variable's dimensions do not match its array", file=path,
+                            field=name, value=f"dims {vdims}, shape {np.shape(arr)}",
+                            expected="one dimension name per axis")
+        for dim, n in zip(vdims, np.shape(arr)):
+            if dim == "Time":
+                continue
+            if sizes.setdefault(dim, n) != n:
+                raise MeshError("extra variable disagrees with a dimension size", file=path,
+                                field=name, value=f"{dim} = {n}", expected=f"{dim} = {sizes[dim]}")
+    return sizes
+
+
+def _write(mesh: Mesh, path: str, fmt: str, sizes: dict) -> None:
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w", format=fmt, clobber=False) as ds:
+        ds.set_auto_maskandscale(False)
+        ds.set_fill_off()
+        attributes = dict(mesh.attributes)
+        attributes.update(on_a_sphere="YES", sphere_radius=np.float64(mesh.sphere_radius),
+                          Conventions="MPAS")
+        attributes.setdefault("is_periodic", "NO")
+        attributes.setdefault("mesh_spec", "1.0")
+        for name, value in attributes.items():
+            ds.setncattr(name, _attribute_value(value))
+        for dim, n in sizes.items():
+            ds.createDimension(dim, n)
+        ds.createDimension("Time", None)
+        for name, arr in mesh.fields().items():
+            if name in INDEX_FIELDS:
+                arr = (arr + 1).astype(np.int32)
+            elif name in ("nEdgesOnCell", "nEdgesOnEdge"):
+                arr = arr.astype(np.int32)
+            _write_variable(ds, name, FIELD_DIMS[name], arr, UNITS.get(name))
+        for name, (vdims, arr) in mesh.extra.items():
+            _write_variable(ds, name, tuple(vdims), np.asarray(arr), None)
+
+
+def _write_variable(ds, name: str, dims: tuple, arr: np.ndarray, units: str | None) -> None:
+    var = ds.createVariable(name, arr.dtype, dims)
+    if units is not None:
+        var.units = units
+    var[...] = arr
+
+
+def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET") -> None:
+    """Write a Mesh (0-based, -1 pads) as an MPAS mesh file (1-based, 0 pads, int32 indices).
+
+    Mesh -> netCDF file at `path` with MPAS dimension and variable names, each mesh variable with
+    its `units`, global attributes from mesh.attributes plus on_a_sphere="YES",
+    sphere_radius=mesh.sphere_radius, Conventions="MPAS" (is_periodic="NO", mesh_spec="1.0" unless
+    given), and the extra variables written back unchanged. format: one of FORMATS.
+
+    Written atomically: into a temporary file in the same directory, then os.replace; on any error
+    the temporary file is removed and `path` is left as it was. Structure and index ranges are
+    checked first (MeshError).
+    """
+    path = os.fspath(path)
+    if format not in FORMATS:
+        raise ValueError(f"{path}: netCDF format {format!r} not supported; expected one of {FORMATS}")
+    for name, total in mesh.sizes().items():
+        if total >= 2**31 - 1:
+            raise MeshError("too large for int32 MPAS indices", file=path, field=name, value=total,
+                            expected="fewer than 2**31 - 1 entities")
+    check_fields(mesh.fields(), mesh.sizes(), None, path, required=tuple(FIELD_DIMS), geometry=False)
+    sizes = _dimension_sizes(mesh, path)
+    directory, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{base}.{uuid.uuid4().hex}.tmp")
+    try:
+        _write(mesh, tmp, format, sizes)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

@@ -1,0 +1,398 @@
+"""Mesh validation: structure, index ranges, topology, geometry and orientation of MPAS fields.
+
+Every check is vectorised and stops at the first bad entry, raising `MeshError` that names the file,
+the field, the first bad index, its value and what was expected. `check_fields` works on a partial
+field dict (what a file holds, 0-based, before derivation) and runs every check whose fields are
+present; `validate_mesh` checks a complete `Mesh`.
+
+Conventions checked (MPAS, see `grids.mesh`):
+- 0-based indices, -1 pads; slots j < nEdgesOnCell[c] of edgesOnCell/cellsOnCell/verticesOnCell
+  (and j < nEdgesOnEdge[e] of edgesOnEdge) hold indices, later slots hold -1; cellsOnEdge,
+  verticesOnEdge, cellsOnVertex, edgesOnVertex hold no pads (a global mesh);
+- edge e joins two distinct cells cellsOnEdge[e, :] and two distinct vertices verticesOnEdge[e, :];
+  each edge appears in edgesOnCell exactly twice and in edgesOnVertex exactly twice;
+- edgesOnCell runs counter-clockwise seen from outside the sphere; the normal (angleEdge, measured
+  from local east towards north) points from cellsOnEdge[e, 0] to cellsOnEdge[e, 1]; the tangent
+  k x n points from verticesOnEdge[e, 0] to verticesOnEdge[e, 1];
+- edgeSignOnCell[c, j] = +1 where c == cellsOnEdge[edgesOnCell[c, j], 0] (the normal points out
+  of c), else -1; edgeSignOnVertex[v, j] = +1 where v == verticesOnEdge[edgesOnVertex[v, j], 1],
+  else -1 (MPAS-Atmosphere's edgesOnCell_sign / edgesOnVertex_sign, as `grids.geometry` derives);
+- cellsOnVertex[v, j] lies between edgesOnVertex[v, j] and edgesOnVertex[v, j+1] (MPAS order);
+- nEdgesOnEdge[e] = nEdgesOnCell[c0] + nEdgesOnCell[c1] - 2;
+- positions finite and on the sphere (|x| = sphere_radius to `SPHERE_RTOL`), lat/lon agree with
+  x, y, z to `ANGLE_TOL`; areas and lengths positive.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .mesh import COUNT_FIELDS, FIELD_DIMS, INDEX_FIELDS, REQUIRED_FIELDS
+
+#: Relative tolerance of | |x| - sphere_radius | / sphere_radius for positions on the sphere.
+SPHERE_RTOL = 1e-6
+#: Tolerance (radians) between the direction given by lat/lon and by x, y, z.
+ANGLE_TOL = 1e-6
+
+#: Entity each index field points to.
+INDEX_TARGET = {
+    "edgesOnCell": "nEdges", "cellsOnCell": "nCells", "verticesOnCell": "nVertices",
+    "cellsOnEdge": "nCells", "verticesOnEdge": "nVertices", "edgesOnEdge": "nEdges",
+    "cellsOnVertex": "nCells", "edgesOnVertex": "nEdges",
+}
+#: Count field that says how many leading slots of a padded index field are used.
+PAD_COUNT = {
+    "edgesOnCell": "nEdgesOnCell", "cellsOnCell": "nEdgesOnCell", "verticesOnCell": "nEdgesOnCell",
+    "edgesOnEdge": "nEdgesOnEdge",
+}
+LENGTH_FIELDS = ("dcEdge", "dvEdge")
+AREA_FIELDS = ("areaCell", "areaTriangle", "kiteAreasOnVertex")
+POSITION_GROUPS = {"Cell": "nCells", "Edge": "nEdges", "Vertex": "nVertices"}
+
+
+class MeshError(ValueError):
+    """A mesh (file or in memory) that breaks the MPAS conventions.
+
+    Attributes: `file` (path or "<memory>"), `field` (MPAS variable or dimension name, or None),
+    `index` (first bad index: int or tuple, or None), `value` (the bad value), `expected` (text).
+    """
+
+    def __init__(self, message: str, *, file: str = "<memory>", field: str | None = None,
+                 index=None, value=None, expected: str | None = None):
+        self.file = str(file)
+        self.field = field
+        self.index = index
+        self.value = value
+        self.expected = expected
+        self.reason = message
+        where = self.file
+        if field is not None:
+            where += f": {field}"
+            if index is not None:
+                idx = ", ".join(str(i) for i in index) if isinstance(index, tuple) else str(index)
+                where += f"[{idx}]"
+            if value is not None:
+                where += f" = {_short(value)}"
+        text = f"{where}: {message}"
+        if expected is not None:
+            text += f"; expected {expected}"
+        super().__init__(text)
+
+
+def _short(value) -> str:
+    text = np.array2string(value, threshold=12) if isinstance(value, np.ndarray) else repr(value)
+    if isinstance(value, (np.generic,)):
+        text = repr(value.item())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _index(flat: int, shape) -> int | tuple:
+    idx = tuple(int(i) for i in np.unravel_index(flat, shape))
+    return idx[0] if len(idx) == 1 else idx
+
+
+def _raise_first(bad: np.ndarray, arr: np.ndarray, source: str, field: str, message: str,
+                 expected: str, value_of=None):
+    """Raise MeshError at the first True entry of `bad` (same shape as `arr`, or arr's rows)."""
+    if not bad.any():
+        return
+    flat = int(np.flatnonzero(bad.ravel())[0])
+    idx = _index(flat, bad.shape)
+    value = value_of(idx) if value_of is not None else arr[idx]
+    if isinstance(value, np.generic):
+        value = value.item()
+    raise MeshError(message.format(idx=idx), file=source, field=field, index=idx, value=value,
+                    expected=expected)
+
+
+# -- structure -----------------------------------------------------------------------------------
+def check_structure(fields: dict, sizes: dict, source: str, *, required=REQUIRED_FIELDS) -> None:
+    """Required fields present; every present field has its MPAS shape and a numeric dtype."""
+    for name in required:
+        if fields.get(name) is None:
+            raise MeshError("missing variable", file=source, field=name,
+                            expected=f"a variable of dimensions {FIELD_DIMS[name]}")
+    for name, arr in fields.items():
+        if name not in FIELD_DIMS or arr is None:
+            continue
+        dims = FIELD_DIMS[name]
+        want = tuple(sizes.get(d) for d in dims)
+        if not isinstance(arr, np.ndarray) or arr.shape != want:
+            got = getattr(arr, "shape", type(arr).__name__)
+            raise MeshError("wrong shape", file=source, field=name, value=got,
+                            expected=f"shape {want} for dimensions {dims}")
+        integral = name in INDEX_FIELDS or name in COUNT_FIELDS
+        if integral and not np.issubdtype(arr.dtype, np.integer):
+            raise MeshError("indices and counts must be integers", file=source, field=name,
+                            value=str(arr.dtype), expected="an integer dtype")
+        if not integral and not np.issubdtype(arr.dtype, np.floating):
+            raise MeshError("wrong dtype", file=source, field=name, value=str(arr.dtype),
+                            expected="a floating-point dtype")
+
+
+def check_finite(fields: dict, source: str) -> None:
+    """No NaN or inf in any floating-point field."""
+    for name, arr in fields.items():
+        if name in FIELD_DIMS and arr is not None and np.issubdtype(arr.dtype, np.floating):
+            _raise_first(~np.isfinite(arr), arr, source, name, "not finite", "a finite number")
+
+
+def check_counts(fields: dict, sizes: dict, source: str) -> None:
+    """3 <= nEdgesOnCell <= maxEdges; 0 <= nEdgesOnEdge <= maxEdges2."""
+    n = fields.get("nEdgesOnCell")
+    if n is not None:
+        hi = sizes["maxEdges"]
+        _raise_first((n < 3) | (n > hi), n, source, "nEdgesOnCell", "count out of range",
+                     f"3 <= nEdgesOnCell <= maxEdges = {hi}")
+    n = fields.get("nEdgesOnEdge")
+    if n is not None:
+        hi = sizes["maxEdges2"]
+        _raise_first((n < 0) | (n > hi), n, source, "nEdgesOnEdge", "count out of range",
+                     f"0 <= nEdgesOnEdge <= maxEdges2 = {hi}")
+
+
+def used_slots(fields: dict, name: str) -> np.ndarray | None:
+    """Boolean mask of the slots of index field `name` that must hold an index (not a pad)."""
+    arr = fields[name]
+    count = PAD_COUNT.get(name)
+    if count is None:
+        return np.ones(arr.shape, dtype=bool)
+    if fields.get(count) is None:
+        return None
+    return np.arange(arr.shape[1])[None, :] < fields[count][:, None]
+
+
+def check_indices(fields: dict, sizes: dict, source: str) -> None:
+    """Used slots hold 0 <= i < n of the target entity; pad slots hold -1."""
+    for name in INDEX_FIELDS:
+        arr = fields.get(name)
+        if arr is None:
+            continue
+        n = sizes[INDEX_TARGET[name]]
+        used = used_slots(fields, name)
+        if used is None:    # count missing: pads allowed anywhere
+            _raise_first((arr < -1) | (arr >= n), arr, source, name, "index out of range",
+                         f"-1 (pad) or 0..{n - 1} ({INDEX_TARGET[name]} = {n})")
+            continue
+        _raise_first(used & ((arr < 0) | (arr >= n)), arr, source, name, "index out of range",
+                     f"0..{n - 1} ({INDEX_TARGET[name]} = {n}) in a used slot")
+        if name in PAD_COUNT:
+            _raise_first(~used & (arr != -1), arr, source, name, "pad slot holds a value",
+                         f"-1 beyond {PAD_COUNT[name]}")
+
+
+# -- topology ------------------------------------------------------------------------------------
+def check_topology(fields: dict, sizes: dict, source: str) -> None:
+    """Edges join two distinct cells/vertices; cell, edge and vertex connectivity agree."""
+    f = fields
+    coe, voe = f.get("cellsOnEdge"), f.get("verticesOnEdge")
+    if coe is not None:
+        _raise_first(coe[:, 0] == coe[:, 1], coe, source, "cellsOnEdge",
+                     "edge joins a cell to itself", "two distinct cells",
+                     value_of=lambda e: coe[e].tolist())
+    if voe is not None:
+        _raise_first(voe[:, 0] == voe[:, 1], voe, source, "verticesOnEdge",
+                     "edge joins a vertex to itself", "two distinct vertices",
+                     value_of=lambda e: voe[e].tolist())
+    eoc, noc = f.get("edgesOnCell"), f.get("nEdgesOnCell")
+    if eoc is not None and noc is not None:
+        used = used_slots(f, "edgesOnCell")
+        uses = np.bincount(eoc[used], minlength=sizes["nEdges"])
+        _raise_first(uses != 2, uses, source, "edgesOnCell",
+                     "edge {idx} appears in edgesOnCell a wrong number of times",
+                     "every edge on exactly two cells", value_of=lambda e: int(uses[e]))
+        if coe is not None:
+            cell = np.broadcast_to(np.arange(eoc.shape[0])[:, None], eoc.shape)
+            ends = coe[np.where(used, eoc, 0)]                       # (nCells, maxEdges, 2)
+            on_edge = (ends == cell[..., None]).any(-1)
+            _raise_first(used & ~on_edge, eoc, source, "edgesOnCell",
+                         "cell {idx[0]} lists an edge whose cellsOnEdge does not hold it",
+                         "edges whose cellsOnEdge include the cell")
+            coc = f.get("cellsOnCell")
+            if coc is not None:
+                other = np.where(ends[..., 0] == cell, ends[..., 1], ends[..., 0])
+                _raise_first(used & (coc != other), coc, source, "cellsOnCell",
+                             "neighbour differs from the cell across edgesOnCell",
+                             "cellsOnCell[c, j] = the other cell of edgesOnCell[c, j]")
+        voc = f.get("verticesOnCell")
+        if voc is not None and voe is not None:
+            nxt = np.arange(eoc.shape[1])[None, :] + 1
+            nxt = np.where(nxt >= noc[:, None], 0, nxt)
+            e_next = np.take_along_axis(eoc, nxt, axis=1)
+            v = voc[..., None]
+            ok = ((voe[np.where(used, eoc, 0)] == v).any(-1)
+                  & (voe[np.where(used, e_next, 0)] == v).any(-1))
+            _raise_first(used & ~ok, voc, source, "verticesOnCell",
+                         "vertex is not shared by edgesOnCell[c, j] and edgesOnCell[c, j+1]",
+                         "verticesOnCell[c, j] between edgesOnCell[c, j] and [c, j+1] (MPAS order)")
+    eov = f.get("edgesOnVertex")
+    if eov is not None:
+        uses = np.bincount(eov.ravel(), minlength=sizes["nEdges"])
+        _raise_first(uses != 2, uses, source, "edgesOnVertex",
+                     "edge {idx} appears in edgesOnVertex a wrong number of times",
+                     "every edge on exactly two vertices", value_of=lambda e: int(uses[e]))
+        if voe is not None:
+            vert = np.arange(eov.shape[0])[:, None, None]
+            _raise_first(~(voe[eov] == vert).any(-1), eov, source, "edgesOnVertex",
+                         "vertex {idx[0]} lists an edge whose verticesOnEdge does not hold it",
+                         "edges whose verticesOnEdge include the vertex")
+    cov, voc = f.get("cellsOnVertex"), f.get("verticesOnCell")
+    if cov is not None and voc is not None:
+        vert = np.arange(cov.shape[0])[:, None, None]
+        _raise_first(~(voc[cov] == vert).any(-1), cov, source, "cellsOnVertex",
+                     "vertex {idx[0]} lists a cell whose verticesOnCell does not hold it",
+                     "cells whose verticesOnCell include the vertex")
+    if cov is not None and eov is not None and coe is not None:
+        for shift in (0, 1):
+            e = np.roll(eov, -shift, axis=1)
+            between = (coe[e, 0] == cov) | (coe[e, 1] == cov)
+            _raise_first(~between, cov, source, "cellsOnVertex",
+                         f"cell is not on edgesOnVertex[v, j{' + 1' if shift else ''}]",
+                         "cellsOnVertex[v, j] between edgesOnVertex[v, j] and [v, j+1] (MPAS order)")
+    eoe, neoe = f.get("edgesOnEdge"), f.get("nEdgesOnEdge")
+    if neoe is not None and noc is not None and coe is not None:
+        want = noc[coe[:, 0]] + noc[coe[:, 1]] - 2
+        _raise_first(neoe != want, neoe, source, "nEdgesOnEdge",
+                     "count differs from the two cells' edges", "nEdgesOnCell[c0] + nEdgesOnCell[c1] - 2",
+                     value_of=lambda e: f"{int(neoe[e])} (expected {int(want[e])})")
+    if eoe is not None and neoe is not None and coe is not None:
+        used = used_slots(f, "edgesOnEdge")
+        ends = coe[np.where(used, eoe, 0)]                           # (nEdges, maxEdges2, 2)
+        shares = (ends[..., :, None] == coe[:, None, None, :]).any((-1, -2))
+        _raise_first(used & (~shares | (eoe == np.arange(eoe.shape[0])[:, None])), eoe, source,
+                     "edgesOnEdge", "not an edge of either cell of edge {idx[0]}",
+                     "the other edges of cellsOnEdge[e, 0] and cellsOnEdge[e, 1]")
+
+
+# -- geometry ------------------------------------------------------------------------------------
+def _xyz(fields: dict, kind: str) -> np.ndarray | None:
+    parts = [fields.get(f"{c}{kind}") for c in "xyz"]
+    return None if any(p is None for p in parts) else np.stack(parts, axis=-1)
+
+
+def check_sphere(fields: dict, sphere_radius: float, source: str) -> None:
+    """Positions lie on the sphere; lat/lon agree with x, y, z."""
+    if not (np.isfinite(sphere_radius) and sphere_radius > 0):
+        raise MeshError("bad sphere radius", file=source, field="sphere_radius",
+                        value=sphere_radius, expected="a finite positive radius (m)")
+    for kind in POSITION_GROUPS:
+        p = _xyz(fields, kind)
+        if p is None:
+            continue
+        r = np.sqrt(np.einsum("ij,ij->i", p, p))
+        _raise_first(np.abs(r - sphere_radius) > SPHERE_RTOL * sphere_radius, r, source,
+                     f"x{kind}", "position off the sphere (value is |x|)",
+                     f"|x| = sphere_radius = {sphere_radius!r} to relative {SPHERE_RTOL:g}")
+        lat, lon = fields.get(f"lat{kind}"), fields.get(f"lon{kind}")
+        if lat is not None and lon is not None:
+            unit = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], -1)
+            err = np.linalg.norm(unit - p / r[:, None], axis=1)
+            _raise_first(err > ANGLE_TOL, lat, source, f"lat{kind}",
+                         "lat/lon point elsewhere than x, y, z",
+                         f"lat{kind}, lon{kind} of the point x{kind}, y{kind}, z{kind}")
+
+
+def _triple(a, b, c) -> np.ndarray:
+    """a . (b x c) row-wise."""
+    return np.einsum("...i,...i->...", a, np.cross(b, c))
+
+
+def check_orientation(fields: dict, source: str) -> None:
+    """edgesOnCell counter-clockwise; normal from cellsOnEdge[:, 0] to [:, 1]; tangent k x n from
+    verticesOnEdge[:, 0] to [:, 1]. The normal test uses angleEdge; it skips edges within 1e-10
+    of a pole, where local east is undefined."""
+    f = fields
+    pc, pe, pv = _xyz(f, "Cell"), _xyz(f, "Edge"), _xyz(f, "Vertex")
+    eoc, noc = f.get("edgesOnCell"), f.get("nEdgesOnCell")
+    if pc is not None and pe is not None and eoc is not None and noc is not None:
+        used = used_slots(f, "edgesOnCell")
+        nxt = np.arange(eoc.shape[1])[None, :] + 1
+        nxt = np.where(nxt >= noc[:, None], 0, nxt)
+        m0 = pe[np.where(used, eoc, 0)] - pc[:, None, :]
+        m1 = pe[np.where(used, np.take_along_axis(eoc, nxt, axis=1), 0)] - pc[:, None, :]
+        turn = _triple(np.broadcast_to(pc[:, None, :], m0.shape), m0, m1)
+        bad = (used & ~(turn > 0)).any(axis=1)
+        _raise_first(bad, eoc, source, "edgesOnCell",
+                     "edges of cell {idx} are not counter-clockwise seen from outside the sphere",
+                     "edgesOnCell ordered counter-clockwise",
+                     value_of=lambda c: eoc[c, :noc[c]].tolist())
+    coe, voe = f.get("cellsOnEdge"), f.get("verticesOnEdge")
+    if pc is not None and pe is not None and coe is not None:
+        d = pc[coe[:, 1]] - pc[coe[:, 0]]
+        ang, lat, lon = f.get("angleEdge"), f.get("latEdge"), f.get("lonEdge")
+        if ang is not None and lat is not None and lon is not None:
+            east = np.stack([-np.sin(lon), np.cos(lon), np.zeros_like(lon)], -1)
+            north = np.stack([-np.sin(lat) * np.cos(lon), -np.sin(lat) * np.sin(lon), np.cos(lat)], -1)
+            normal = np.cos(ang)[:, None] * east + np.sin(ang)[:, None] * north
+            dot = np.einsum("ij,ij->i", normal, d)
+            defined = np.abs(np.cos(lat)) > 1e-10
+            _raise_first(defined & ~(dot > 0), coe, source, "cellsOnEdge",
+                         "normal of edge {idx} (angleEdge) points from cellsOnEdge[e, 1] to [e, 0]",
+                         "the normal from cellsOnEdge[e, 0] to cellsOnEdge[e, 1]",
+                         value_of=lambda e: coe[e].tolist())
+        if pv is not None and voe is not None:
+            t = pv[voe[:, 1]] - pv[voe[:, 0]]
+            _raise_first(~(_triple(pe, d, t) > 0), voe, source, "verticesOnEdge",
+                         "tangent of edge {idx} points from verticesOnEdge[e, 1] to [e, 0]",
+                         "the tangent k x n from verticesOnEdge[e, 0] to verticesOnEdge[e, 1]",
+                         value_of=lambda e: voe[e].tolist())
+
+
+def check_signs(fields: dict, source: str) -> None:
+    """edgeSignOnCell +1 on the edge's first cell; edgeSignOnVertex +1 on the edge's second vertex."""
+    f = fields
+    for sign_name, idx_name, end_name, end, count in (
+            ("edgeSignOnCell", "edgesOnCell", "cellsOnEdge", 0, "nEdgesOnCell"),
+            ("edgeSignOnVertex", "edgesOnVertex", "verticesOnEdge", 1, None)):
+        sign, edges, ends = f.get(sign_name), f.get(idx_name), f.get(end_name)
+        if sign is None or edges is None or ends is None or (count and f.get(count) is None):
+            continue
+        used = used_slots(f, idx_name) if count else np.ones(edges.shape, bool)
+        owner = np.arange(edges.shape[0])[:, None]
+        want = np.where(ends[np.where(used, edges, 0), end] == owner, 1.0, -1.0)
+        _raise_first(used & (sign != want), sign, source, sign_name, "wrong sign",
+                     f"+1 where the entity is {end_name}[e, {end}], -1 where it is the other")
+
+
+def check_positive(fields: dict, source: str) -> None:
+    """Lengths and areas strictly positive."""
+    for name in LENGTH_FIELDS + AREA_FIELDS:
+        arr = fields.get(name)
+        if arr is not None:
+            _raise_first(~(arr > 0), arr, source, name, "not positive",
+                         "a positive length" if name in LENGTH_FIELDS else "a positive area")
+
+
+def check_fields(fields: dict, sizes: dict, sphere_radius: float | None, source: str = "<memory>", *,
+                 required=REQUIRED_FIELDS, geometry: bool = True) -> None:
+    """Check a (possibly partial) dict of 0-based MPAS fields; every check runs whose fields exist.
+
+    `sizes` maps MPAS dimension names to sizes. With geometry=False only the structure, counts,
+    index ranges and topology are checked (what derivations need to run safely).
+    """
+    check_structure(fields, sizes, source, required=required)
+    check_counts(fields, sizes, source)
+    check_indices(fields, sizes, source)
+    check_topology(fields, sizes, source)
+    if geometry:
+        check_finite(fields, source)
+        if sphere_radius is not None:
+            check_sphere(fields, sphere_radius, source)
+        check_orientation(fields, source)
+        check_signs(fields, source)
+        check_positive(fields, source)
+
+
+def validate_mesh(mesh, *, source: str = "<memory>") -> None:
+    """Check every MPAS convention on a complete Mesh; raise MeshError at the first violation.
+
+    Also checks 0 <= nCellsSolve <= nCells (likewise edges, vertices). Returns None when valid.
+    """
+    fields = mesh.fields()
+    check_fields(fields, mesh.sizes(), float(mesh.sphere_radius), source,
+                 required=tuple(FIELD_DIMS))
+    for name, total in (("nCellsSolve", mesh.nCells), ("nEdgesSolve", mesh.nEdges),
+                        ("nVerticesSolve", mesh.nVertices)):
+        value = getattr(mesh, name)
+        if not 0 <= value <= total:
+            raise MeshError("owned count out of range", file=source, field=name, value=value,
+                            expected=f"0..{total}")
