@@ -87,8 +87,8 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
     """A Mesh from MPAS variables {name: (dims, array)} with dimension sizes `dims`.
 
     one_based=True: MPAS file convention (1-based, 0 pads), converted here to 0-based, -1 pads.
-    The radius is attributes["sphere_radius"] (else |xCell| of cell 0); with `sphere_radius`
-    given, positions and lengths are scaled by r / r_file, areas by (r / r_file)^2. Missing fields
+    The radius is attributes["sphere_radius"] (else |xCell| of cell 0), and the mesh's
+    attributes["sphere_radius"] is set to the mesh's radius; with `sphere_radius` given, positions and lengths are scaled by r / r_file, areas by (r / r_file)^2. Missing fields
     are derived by `grids.geometry.complete_mesh`. Index ranges and topology are always checked
     (derivations rely on them); geometry and orientation too when `validate`.
     """
@@ -125,8 +125,7 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
     if radius != radius_file:
         _scale(fields, extra, radius / radius_file)
     attributes = dict(attributes)
-    if "sphere_radius" in attributes or sphere_radius is not None:
-        attributes["sphere_radius"] = np.float64(radius)
+    attributes["sphere_radius"] = np.float64(radius)
     check_fields(fields, sizes, radius, source, geometry=validate)
 
     from .geometry import complete_mesh
