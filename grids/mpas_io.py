@@ -61,7 +61,13 @@ def _read_netcdf(path: str):
 
 
 def _check_one_based(name: str, raw: np.ndarray, used: np.ndarray | None, n: int, source: str):
-    """Reject indices that cannot come from a 1-based MPAS file (signs of a 0-based file)."""
+    """Check an index field as stored in an MPAS file: 1..n in used slots, 0 in pad slots.
+
+    Reports the file's own (1-based) values. A field whose used slots span 0..n-1 is reported as
+    a 0-based file claimed as MPAS.
+    """
+    target = f"{INDEX_TARGET[name]} = {n}"
+
     def fail(bad, message, expected):
         if bad.any():
             flat = int(np.flatnonzero(bad.ravel())[0])
@@ -69,16 +75,20 @@ def _check_one_based(name: str, raw: np.ndarray, used: np.ndarray | None, n: int
             raise MeshError(message, file=source, field=name, index=idx[0] if len(idx) == 1 else idx,
                             value=raw[idx].item(), expected=expected)
 
+    if used is None:
+        used = np.ones(raw.shape, dtype=bool)
+    if used.any():
+        lo, hi = int(raw[used].min()), int(raw[used].max())
+        if lo <= 0 and hi == n - 1:
+            raise MeshError("the file looks 0-based (used indices span 0..n-1), but MPAS files are "
+                            "1-based with 0 pads", file=source, field=name,
+                            value=f"min {lo}, max {hi}", expected=f"indices 1..{n} ({target})")
     fail(raw < 0, "negative index in a file claimed as MPAS (a 0-based file with -1 pads?)",
-         f"1-based indices 1..{n} with 0 pads")
-    if used is not None:
-        fail(used & (raw == 0),
-             "index 0 where an MPAS file (1-based) can hold no pad: the file looks 0-based",
-             f"1-based indices 1..{n} ({INDEX_TARGET[name]} = {n})")
-        if used.any() and raw[used].max() == n - 1 and raw[used].min() <= 1:
-            raise MeshError("no index reaches the entity count: the file looks 0-based", file=source,
-                            field=name, value=f"max {int(raw[used].max())}",
-                            expected=f"1-based indices reaching {n} ({INDEX_TARGET[name]})")
+         f"1-based indices 1..{n} ({target}) with 0 pads")
+    fail(used & (raw == 0), "0 (the MPAS pad) where an index is required: a missing neighbour, "
+         "or a 0-based file", f"1-based indices 1..{n} ({target})")
+    fail(raw > n, "index out of range", f"1-based indices 1..{n} ({target})")
+    fail(~used & (raw != 0), "pad slot holds a value", "0 (the MPAS pad) beyond the count")
 
 
 def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source: str,

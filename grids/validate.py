@@ -18,7 +18,8 @@ Conventions checked (MPAS, see `grids.mesh`):
   of c), else -1; edgeSignOnVertex[v, j] = +1 where v == verticesOnEdge[edgesOnVertex[v, j], 1],
   else -1 (MPAS-Atmosphere's edgesOnCell_sign / edgesOnVertex_sign, as `grids.geometry` derives);
 - cellsOnVertex[v, j] lies between edgesOnVertex[v, j] and edgesOnVertex[v, j+1] (MPAS order);
-- nEdgesOnEdge[e] = nEdgesOnCell[c0] + nEdgesOnCell[c1] - 2;
+- nEdgesOnEdge[e] = nEdgesOnCell[c0] + nEdgesOnCell[c1] - 2 and edgesOnEdge[e] lists each other
+  edge of the two cells once;
 - positions finite and on the sphere (|x| = sphere_radius to `SPHERE_RTOL`), lat/lon agree with
   x, y, z to `ANGLE_TOL`; areas and lengths positive.
 """
@@ -261,6 +262,13 @@ def check_topology(fields: dict, sizes: dict, source: str) -> None:
         _raise_first(used & (~shares | (eoe == np.arange(eoe.shape[0])[:, None])), eoe, source,
                      "edgesOnEdge", "not an edge of either cell of edge {idx[0]}",
                      "the other edges of cellsOnEdge[e, 0] and cellsOnEdge[e, 1]")
+        key = np.where(used, eoe, -1 - np.arange(eoe.shape[1])[None, :])   # pads never repeat
+        order = np.argsort(key, axis=1, kind="stable")
+        ranked = np.take_along_axis(key, order, axis=1)
+        repeat = np.zeros(eoe.shape, dtype=bool)
+        np.put_along_axis(repeat, order[:, 1:], ranked[:, 1:] == ranked[:, :-1], axis=1)
+        _raise_first(repeat, eoe, source, "edgesOnEdge", "edge listed twice",
+                     "each other edge of the two cells once")
 
 
 # -- geometry ------------------------------------------------------------------------------------
