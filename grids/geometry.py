@@ -1,0 +1,387 @@
+"""Mesh geometry derived from positions and connectivity, as MPAS's mesh converter derives it.
+
+`complete_mesh` turns the connectivity and positions of a closed spherical Voronoi mesh into a full
+`Mesh` (lengths, areas, kites, angles, signs, TRiSK weights, Coriolis parameters). Every formula is
+evaluated on unit vectors and scaled by `sphere_radius` (lengths) or its square (areas):
+
+- dcEdge[e] = a * arc(cellsOnEdge[e,0], cellsOnEdge[e,1]),  dvEdge[e] = a * arc(verticesOnEdge[e,0..1]),
+  with arc(p, q) = atan2(|p x q|, p . q);
+- areaCell[c] = a^2 * sum_j T(cell c, verticesOnCell[c,j-1], verticesOnCell[c,j]);
+- areaTriangle[v] = a^2 * T(cellsOnVertex[v,0], cellsOnVertex[v,1], cellsOnVertex[v,2]) (vertexDegree 3;
+  the sum of the kites otherwise);
+- kiteAreasOnVertex[v,j] = a^2 * (T(v, edgesOnVertex[v,j], c) + T(v, c, edgesOnVertex[v,j+1])),
+  c = cellsOnVertex[v,j] (MPAS: the part of triangle v inside cell c, bounded by the two edge points);
+- T(p, q, r) is the signed spherical-triangle area 2 atan2(p . (q x r), 1 + p.q + q.r + r.p)
+  (exact to round-off for small triangles, unlike L'Huilier's formula with acos-based sides that the
+  C++ converter uses: the two agree to ~1e-9 relative on x1.162, see tests/grids/test_geometry.py);
+- angleEdge[e] = atan2(n . north, n . east) at the edge point, n the unit normal of edge e (the
+  direction of cellsOnEdge[e,0] -> cellsOnEdge[e,1]). MPAS's converter evaluates the same angle with
+  acos((latVertex[v1] - latVertex[v0]) / dvEdge), a first-order approximation of it; the two differ by
+  O(dvEdge^2 / a^2) (1e-3 rad on x1.162, ~1e-6 rad at 30 km), which is measured in the tests;
+- edgeSignOnCell[c,j] = +1 if c == cellsOnEdge[edgesOnCell[c,j], 0] else -1 (the normal points out of c);
+- edgeSignOnVertex[v,j] = +1 if v == verticesOnEdge[edgesOnVertex[v,j], 1] else -1 (MPAS
+  `edgesOnVertex_sign`: +1 where the normal circulates counter-clockwise around v, so that
+  curl = sum_j edgeSignOnVertex[v,j] * dcEdge * u / areaTriangle);
+- edgesOnEdge / weightsOnEdge (Thuburn et al. 2009, Ringler et al. 2010), in MPAS's order: the edges
+  of cellsOnEdge[e,0] counter-clockwise starting after e, then those of cellsOnEdge[e,1]; with
+  R_i the running sum of kite/areaCell over the vertices passed from e to the i-th edge e_i,
+  weightsOnEdge[e,i] = s * edgeSignOnCell[c, e_i] * (1/2 - R_i) * dvEdge[e_i] / dcEdge[e],
+  s = +1 on cellsOnEdge[e,0] and -1 on cellsOnEdge[e,1]; then the tangential velocity along the
+  tangent (k x n) is v[e] = sum_i weightsOnEdge[e,i] * u[edgesOnEdge[e,i]];
+- fCell = 2 omega sin(latCell), and likewise fEdge, fVertex.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from grids.mesh import (COUNT_FIELDS, EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, REQUIRED_FIELDS, Mesh)
+
+#: Entities processed per block by the heavier steps (bounds the size of temporaries).
+CHUNK = 1 << 20
+#: Index dtype of every connectivity field built here (MPAS files hold int32).
+INDEX_DTYPE = np.int32
+
+_SIZE_OF_DIM = {"nCells": "xCell", "nEdges": "xEdge", "nVertices": "xVertex"}
+
+
+# --------------------------------------------------------------------------------------------
+# small spherical kernels on (n, 3) unit vectors
+# --------------------------------------------------------------------------------------------
+def unit_vectors(x, y, z) -> np.ndarray:
+    """(n, 3) unit vectors along (x, y, z)."""
+    p = np.stack([np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64),
+                  np.asarray(z, dtype=np.float64)], axis=1)
+    p /= np.linalg.norm(p, axis=1)[:, None]
+    return p
+
+
+def _dot(p, q):
+    return np.einsum("ij,ij->i", p, q)
+
+
+def arc_length(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Great-circle angle between unit vectors p and q (radians): atan2(|p x q|, p . q)."""
+    return np.arctan2(np.linalg.norm(np.cross(p, q - p), axis=1), _dot(p, q))
+
+
+def triangle_area(p: np.ndarray, q: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Signed area of the spherical triangle (p, q, r) on the unit sphere (> 0 counter-clockwise).
+
+    tan(E/2) = p . (q x r) / (1 + p.q + q.r + r.p) (Van Oosterom & Strackee 1983), with
+    p . (q x r) evaluated as p . ((q - p) x (r - p)) to keep full relative precision for small triangles.
+    """
+    num = _dot(p, np.cross(q - p, r - p))   # = p . (q x r), without cancellation for small triangles
+    den = 1.0 + _dot(p, q) + _dot(q, r) + _dot(r, p)
+    return 2.0 * np.arctan2(num, den)
+
+
+def lat_lon(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Latitude in [-pi/2, pi/2] and longitude in [0, 2 pi) of unit vectors (MPAS's ranges)."""
+    lat = np.arcsin(np.clip(p[:, 2], -1.0, 1.0))
+    lon = np.arctan2(p[:, 1], p[:, 0])
+    lon = np.where(lon < 0.0, lon + 2.0 * np.pi, lon)
+    return lat, lon
+
+
+def _chunks(n: int):
+    for start in range(0, n, CHUNK):
+        yield slice(start, min(start + CHUNK, n))
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------------
+def _sizes(fields) -> dict[str, int]:
+    return {dim: int(np.asarray(fields[name]).shape[0]) for dim, name in _SIZE_OF_DIM.items()}
+
+
+def _check_fields(fields: dict, sphere_radius: float) -> None:
+    """Raise ValueError naming the field, the first bad index and value, and what was expected."""
+    missing = [name for name in REQUIRED_FIELDS if name not in fields]
+    if missing:
+        raise ValueError(f"complete_mesh: required fields {missing} are missing "
+                         f"(expected all of {list(REQUIRED_FIELDS)})")
+    if not (np.isfinite(sphere_radius) and sphere_radius > 0):
+        raise ValueError(f"complete_mesh: sphere_radius={sphere_radius!r}, expected a positive number")
+    sizes = _sizes(fields)
+    for name, arr in fields.items():
+        if name not in FIELD_DIMS:
+            continue
+        arr = np.asarray(arr)
+        dims = FIELD_DIMS[name]
+        if arr.ndim != len(dims) or arr.shape[0] != sizes[dims[0]]:
+            raise ValueError(f"complete_mesh: field {name} has shape {arr.shape}, expected "
+                             f"{dims} with {dims[0]}={sizes[dims[0]]}")
+    for loc in ("Cell", "Edge", "Vertex"):
+        r = np.sqrt(sum(np.asarray(fields[f"{c}{loc}"], dtype=np.float64) ** 2 for c in "xyz"))
+        bad = np.flatnonzero(np.abs(r - sphere_radius) > 1e-6 * sphere_radius)
+        if bad.size:
+            i = bad[0]
+            raise ValueError(f"complete_mesh: (x{loc}, y{loc}, z{loc})[{i}] has radius {r[i]!r}, "
+                             f"expected sphere_radius={sphere_radius!r} (to 1e-6 relative)")
+    targets = {"edgesOnCell": "nEdges", "cellsOnCell": "nCells", "verticesOnCell": "nVertices",
+               "cellsOnEdge": "nCells", "verticesOnEdge": "nVertices", "edgesOnEdge": "nEdges",
+               "cellsOnVertex": "nCells", "edgesOnVertex": "nEdges"}
+    nEdgesOnCell = np.asarray(fields["nEdgesOnCell"])
+    maxEdges = np.asarray(fields["edgesOnCell"]).shape[1]
+    bad = np.flatnonzero((nEdgesOnCell < 3) | (nEdgesOnCell > maxEdges))
+    if bad.size:
+        i = bad[0]
+        raise ValueError(f"complete_mesh: nEdgesOnCell[{i}] = {nEdgesOnCell[i]}, expected 3..{maxEdges}")
+    for name in INDEX_FIELDS:
+        if name not in fields or name == "edgesOnEdge":
+            continue
+        arr = np.asarray(fields[name])
+        n = sizes[targets[name]]
+        if FIELD_DIMS[name][1] == "maxEdges":
+            inside = np.arange(arr.shape[1])[None, :] < nEdgesOnCell[:, None]
+        else:
+            inside = np.ones(arr.shape, dtype=bool)
+        bad = np.argwhere(inside & ((arr < 0) | (arr >= n)))
+        if bad.size:
+            i = tuple(bad[0])
+            raise ValueError(f"complete_mesh: {name}{list(i)} = {arr[i]}, expected an index in "
+                             f"[0, {n}) ({targets[name]}); complete_mesh needs a closed spherical mesh")
+    # MPAS order around a vertex: cellsOnVertex[v, j] lies between edgesOnVertex[v, j] and [v, j+1].
+    cov = np.asarray(fields["cellsOnVertex"])
+    eov = np.asarray(fields["edgesOnVertex"])
+    coe = np.asarray(fields["cellsOnEdge"])
+    for shift in (0, 1):
+        e = np.roll(eov, -shift, axis=1)
+        ok = (coe[e, 0] == cov) | (coe[e, 1] == cov)
+        bad = np.argwhere(~ok)
+        if bad.size:
+            v, j = bad[0]
+            raise ValueError(f"complete_mesh: cellsOnVertex[{v}, {j}] = {cov[v, j]} is not a cell of "
+                             f"edgesOnVertex[{v}, {(j + shift) % eov.shape[1]}] = {e[v, j]}; expected "
+                             "MPAS order (cellsOnVertex[v, j] between edgesOnVertex[v, j] and [v, j+1])")
+
+
+# --------------------------------------------------------------------------------------------
+# geometry pieces
+# --------------------------------------------------------------------------------------------
+def edge_signs_on_cell(edgesOnCell, nEdgesOnCell, cellsOnEdge) -> np.ndarray:
+    """edgeSignOnCell[c, j] = +1 if c == cellsOnEdge[edgesOnCell[c, j], 0] else -1; 0 on pads."""
+    n, m = edgesOnCell.shape
+    inside = np.arange(m)[None, :] < nEdgesOnCell[:, None]
+    first = cellsOnEdge[np.where(inside, edgesOnCell, 0), 0]
+    sign = np.where(first == np.arange(n)[:, None], 1.0, -1.0)
+    return np.where(inside, sign, 0.0)
+
+
+def edge_signs_on_vertex(edgesOnVertex, verticesOnEdge) -> np.ndarray:
+    """edgeSignOnVertex[v, j] = +1 if v == verticesOnEdge[edgesOnVertex[v, j], 1] else -1."""
+    v = np.arange(edgesOnVertex.shape[0])[:, None]
+    return np.where(verticesOnEdge[edgesOnVertex, 1] == v, 1.0, -1.0)
+
+
+def cell_areas(pc, pv, verticesOnCell, nEdgesOnCell) -> np.ndarray:
+    """areaCell on the unit sphere: sum_j T(c, verticesOnCell[c, j-1], verticesOnCell[c, j])."""
+    n, m = verticesOnCell.shape
+    area = np.zeros(n)
+    cols = np.arange(m)
+    for s in _chunks(n):
+        voc, ne = verticesOnCell[s], nEdgesOnCell[s]
+        prev = voc[np.arange(voc.shape[0])[:, None], (cols[None, :] - 1) % ne[:, None]]
+        inside = cols[None, :] < ne[:, None]
+        c = np.repeat(pc[s], m, axis=0)
+        t = triangle_area(c, pv[np.where(inside, prev, 0).ravel()],
+                          pv[np.where(inside, voc, 0).ravel()]).reshape(-1, m)
+        area[s] = np.where(inside, t, 0.0).sum(axis=1)
+    return area
+
+
+def kite_areas(pc, pe, pv, cellsOnVertex, edgesOnVertex) -> np.ndarray:
+    """kiteAreasOnVertex on the unit sphere (MPAS: T(v, e_j, c_j) + T(v, c_j, e_{j+1}))."""
+    n, deg = cellsOnVertex.shape
+    kites = np.empty((n, deg))
+    for s in _chunks(n):
+        v = np.repeat(pv[s], deg, axis=0)
+        c = pc[cellsOnVertex[s].ravel()]
+        e1 = pe[edgesOnVertex[s].ravel()]
+        e2 = pe[np.roll(edgesOnVertex[s], -1, axis=1).ravel()]
+        kites[s] = (triangle_area(v, e1, c) + triangle_area(v, c, e2)).reshape(-1, deg)
+    return kites
+
+
+def edge_angles(pc, pe, cellsOnEdge) -> np.ndarray:
+    """angleEdge: atan2(n . north, n . east) at the edge point, n along cellsOnEdge[e,0] -> [e,1]."""
+    n = pe.shape[0]
+    angle = np.empty(n)
+    for s in _chunks(n):
+        p = pe[s]
+        d = pc[cellsOnEdge[s, 1]] - pc[cellsOnEdge[s, 0]]
+        east = np.stack([-p[:, 1], p[:, 0], np.zeros(p.shape[0])], axis=1)
+        norm_east = np.linalg.norm(east, axis=1)
+        east /= np.where(norm_east > 0, norm_east, 1.0)[:, None]
+        north = np.cross(p, east)
+        angle[s] = np.arctan2(_dot(d, north), _dot(d, east))
+    return angle
+
+
+def _slot_of(rows: np.ndarray, table: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """j such that table[rows, j] == value (first match), -1 where none."""
+    hit = table[rows] == value[:, None]
+    j = hit.argmax(axis=1)
+    return np.where(hit[np.arange(hit.shape[0]), j], j, -1)
+
+
+def trisk_weights(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge, cellsOnVertex,
+                  edgeSignOnCell, areaCell, kiteAreasOnVertex, dcEdge, dvEdge):
+    """nEdgesOnEdge, edgesOnEdge and weightsOnEdge in MPAS's order and sign convention.
+
+    Works for any radius: kite/areaCell is dimensionless and dvEdge/dcEdge too.
+    """
+    nCells, maxEdges = edgesOnCell.shape
+    nEdges = cellsOnEdge.shape[0]
+    # kite of cell c at its vertex verticesOnCell[c, j], divided by areaCell[c]
+    kite_frac = np.zeros((nCells, maxEdges))
+    cols = np.arange(maxEdges)
+    for s in _chunks(nCells):
+        voc = verticesOnCell[s]
+        inside = cols[None, :] < nEdgesOnCell[s, None]
+        v = np.where(inside, voc, 0).ravel()
+        c = np.repeat(np.arange(s.start, s.stop), maxEdges)
+        j = _slot_of(v, cellsOnVertex, c)
+        if np.any(inside.ravel() & (j < 0)):
+            k = np.flatnonzero(inside.ravel() & (j < 0))[0]
+            raise ValueError(f"complete_mesh: cell {c[k]} is not in cellsOnVertex[{v[k]}] although "
+                             f"verticesOnCell[{c[k]}, {k % maxEdges}] = {v[k]}")
+        kite = kiteAreasOnVertex[v, np.maximum(j, 0)].reshape(-1, maxEdges)
+        kite_frac[s] = np.where(inside, kite, 0.0) / areaCell[s, None]
+
+    nEdgesOnEdge = np.zeros(nEdges, dtype=INDEX_DTYPE)
+    edgesOnEdge = np.full((nEdges, 2 * maxEdges), -1, dtype=INDEX_DTYPE)
+    weightsOnEdge = np.zeros((nEdges, 2 * maxEdges))
+    for s in _chunks(nEdges):
+        e = np.arange(s.start, s.stop)
+        rows = np.arange(e.size)
+        offset = np.zeros(e.size, dtype=np.int64)
+        for side, sign in ((0, 1.0), (1, -1.0)):
+            c = cellsOnEdge[s, side]
+            ne = nEdgesOnCell[c].astype(np.int64)
+            k = _slot_of(c, edgesOnCell, e)
+            if np.any(k < 0):
+                i = np.flatnonzero(k < 0)[0]
+                raise ValueError(f"complete_mesh: edge {e[i]} is not in edgesOnCell[{c[i]}] although "
+                                 f"cellsOnEdge[{e[i]}, {side}] = {c[i]}")
+            running = np.zeros(e.size)
+            for i in range(1, maxEdges):
+                live = i < ne
+                jj = (k + i) % ne
+                running += kite_frac[c, (k + i - 1) % ne]
+                cur = edgesOnCell[c, jj]
+                w = sign * edgeSignOnCell[c, jj] * (0.5 - running) * dvEdge[cur] / dcEdge[s]
+                col = offset + i - 1
+                r, cl = rows[live], col[live]
+                edgesOnEdge[s][r, cl] = cur[live]
+                weightsOnEdge[s][r, cl] = w[live]
+            offset += ne - 1
+        nEdgesOnEdge[s] = offset
+    return nEdgesOnEdge, edgesOnEdge, weightsOnEdge
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def complete_mesh(fields: dict[str, np.ndarray], sphere_radius: float, *, omega: float = EARTH_OMEGA,
+                  recompute: bool = False, attributes: dict | None = None,
+                  extra: dict | None = None) -> Mesh:
+    """Build a `Mesh` from positions and connectivity, deriving every absent MPAS field.
+
+    Input: `fields` holds at least `grids.mesh.REQUIRED_FIELDS` of a closed spherical mesh
+    (positions in metres on the sphere of radius `sphere_radius`, 0-based connectivity with -1 pads
+    beyond nEdgesOnCell, MPAS orderings). Fields present are kept unless `recompute=True`, in which
+    case every non-required field is derived again. Output: a global `Mesh` (nCellsSolve = nCells).
+    The formulas (MPAS names) are in this module's docstring. Raises ValueError naming the field,
+    the first bad index and value when the input is not such a mesh.
+    """
+    _check_fields(fields, sphere_radius)
+    a = float(sphere_radius)
+    out = {}
+    for name in REQUIRED_FIELDS:
+        arr = np.asarray(fields[name])
+        out[name] = arr.astype(INDEX_DTYPE) if (name in INDEX_FIELDS or name in COUNT_FIELDS) \
+            else arr.astype(np.float64)
+
+    def have(name):
+        return (not recompute) and name in fields
+
+    def keep(name):
+        arr = np.asarray(fields[name])
+        if name in INDEX_FIELDS or name in COUNT_FIELDS:
+            return arr.astype(INDEX_DTYPE)
+        return arr.astype(np.float64)
+
+    pc = unit_vectors(out["xCell"], out["yCell"], out["zCell"])
+    pe = unit_vectors(out["xEdge"], out["yEdge"], out["zEdge"])
+    pv = unit_vectors(out["xVertex"], out["yVertex"], out["zVertex"])
+    for loc, p in (("Cell", pc), ("Edge", pe), ("Vertex", pv)):
+        if have(f"lat{loc}") and have(f"lon{loc}"):
+            out[f"lat{loc}"], out[f"lon{loc}"] = keep(f"lat{loc}"), keep(f"lon{loc}")
+        else:
+            out[f"lat{loc}"], out[f"lon{loc}"] = lat_lon(p)
+
+    eoc, noc, voc = out["edgesOnCell"], out["nEdgesOnCell"], out["verticesOnCell"]
+    coe, voe = out["cellsOnEdge"], out["verticesOnEdge"]
+    cov, eov = out["cellsOnVertex"], out["edgesOnVertex"]
+
+    def derive(name, fn):
+        out[name] = keep(name) if have(name) else fn()
+
+    derive("edgeSignOnCell", lambda: edge_signs_on_cell(eoc, noc, coe))
+    derive("edgeSignOnVertex", lambda: edge_signs_on_vertex(eov, voe))
+    derive("dcEdge", lambda: a * arc_length(pc[coe[:, 0]], pc[coe[:, 1]]))
+    derive("dvEdge", lambda: a * arc_length(pv[voe[:, 0]], pv[voe[:, 1]]))
+    derive("areaCell", lambda: a * a * cell_areas(pc, pv, voc, noc))
+    derive("kiteAreasOnVertex", lambda: a * a * kite_areas(pc, pe, pv, cov, eov))
+    if cov.shape[1] == 3:
+        derive("areaTriangle",
+               lambda: a * a * triangle_area(pc[cov[:, 0]], pc[cov[:, 1]], pc[cov[:, 2]]))
+    else:
+        derive("areaTriangle", lambda: out["kiteAreasOnVertex"].sum(axis=1))
+    derive("angleEdge", lambda: edge_angles(pc, pe, coe))
+    del pc, pe, pv
+    if have("nEdgesOnEdge") and have("edgesOnEdge") and have("weightsOnEdge"):
+        for name in ("nEdgesOnEdge", "edgesOnEdge", "weightsOnEdge"):
+            out[name] = keep(name)
+    else:
+        out["nEdgesOnEdge"], out["edgesOnEdge"], out["weightsOnEdge"] = trisk_weights(
+            eoc, noc, voc, coe, cov, out["edgeSignOnCell"], out["areaCell"],
+            out["kiteAreasOnVertex"], out["dcEdge"], out["dvEdge"])
+    for loc in ("Cell", "Edge", "Vertex"):
+        derive(f"f{loc}", lambda loc=loc: 2.0 * omega * np.sin(out[f"lat{loc}"]))
+    return Mesh(sphere_radius=a, attributes=dict(attributes or {}), extra=dict(extra or {}), **out)
+
+
+def mesh_quality(mesh: Mesh) -> dict:
+    """Summary of a mesh's quality, with MPAS's definitions (MpasMeshConverter's buildMeshQualities).
+
+    cellQuality[c] = min / max of dvEdge over the edges of c; triangleQuality[v] = min / max of dcEdge
+    over the edges of v; triangleAngleQuality[v] = min / max angle of the planar triangle with sides
+    dcEdge (vertexDegree 3), obtuse when its largest angle exceeds pi/2. Returns plain floats/ints:
+    {"nCells", "nEdges", "nVertices", "dcEdge_min", "dcEdge_max", "dvEdge_min", "dvEdge_max",
+     "cellQuality_min", "cellQuality_mean", "triangleQuality_min", "triangleQuality_mean",
+     "triangleAngleQuality_min", "triangleAngleQuality_mean", "obtuseTriangles"}.
+    """
+    inside = np.arange(mesh.maxEdges)[None, :] < mesh.nEdgesOnCell[:, None]
+    dv = mesh.dvEdge[np.where(inside, mesh.edgesOnCell, 0)]
+    cell_q = np.where(inside, dv, np.inf).min(axis=1) / np.where(inside, dv, 0.0).max(axis=1)
+    dc = mesh.dcEdge[mesh.edgesOnVertex]
+    tri_q = dc.min(axis=1) / dc.max(axis=1)
+    out = {"nCells": mesh.nCells, "nEdges": mesh.nEdges, "nVertices": mesh.nVertices,
+           "dcEdge_min": float(mesh.dcEdge.min()), "dcEdge_max": float(mesh.dcEdge.max()),
+           "dvEdge_min": float(mesh.dvEdge.min()), "dvEdge_max": float(mesh.dvEdge.max()),
+           "cellQuality_min": float(cell_q.min()), "cellQuality_mean": float(cell_q.mean()),
+           "triangleQuality_min": float(tri_q.min()), "triangleQuality_mean": float(tri_q.mean())}
+    if mesh.vertexDegree == 3:
+        la, lb, lc = dc[:, 0], dc[:, 1], dc[:, 2]
+        ang = np.stack([
+            np.arccos(np.clip((lb * lb + lc * lc - la * la) / (2 * lb * lc), -1, 1)),
+            np.arccos(np.clip((la * la + lc * lc - lb * lb) / (2 * la * lc), -1, 1)),
+            np.arccos(np.clip((la * la + lb * lb - lc * lc) / (2 * la * lb), -1, 1))], axis=1)
+        angle_q = ang.min(axis=1) / ang.max(axis=1)
+        out.update(triangleAngleQuality_min=float(angle_q.min()),
+                   triangleAngleQuality_mean=float(angle_q.mean()),
+                   obtuseTriangles=int(np.count_nonzero(ang.max(axis=1) > np.pi / 2)))
+    return out
