@@ -1,0 +1,184 @@
+"""TRiSK potential-vorticity flux edge -> edge: `pv_flux_e2e`, its tangent-linear model and adjoint.
+
+The nonlinear Coriolis term of the momentum equation (Thuburn et al. 2009, Ringler et al. 2010; MPAS
+core_sw compute_tend: q = q + weightsOnEdge * u(eoe) * workpv * h_edge(eoe), workpv = 0.5 * (pv_edge(e)
++ pv_edge(eoe)), added to tend_u with a plus sign). With eoe_j = edgesOnEdge[e, j], j < nEdgesOnEdge[e],
+w_ej = weightsOnEdge[e, j], F = h_edge * u the thickness flux and q the potential vorticity on edges:
+
+    pv_flux_e2e(F, q)[e] = sum_j w_ej * F[eoe_j] * 0.5 * (q[e] + q[eoe_j])
+
+Energy neutrality: the weights satisfy dcEdge[e] * w_ee' = -dcEdge[e'] * w_e'e * dvEdge[e'] / dvEdge[e]
+(MPAS convention of `grids.geometry`), so sum_e dcEdge[e] * dvEdge[e] * F[e] * pv_flux_e2e(F, q)[e] = 0
+for every F and q. The operator is bilinear:
+
+    pv_flux_e2e_tl(F, q; dF, dq)[e] = sum_j w_ej * (dF[eoe_j] * 0.5 * (q[e] + q[eoe_j])
+                                                    + F[eoe_j] * 0.5 * (dq[e] + dq[eoe_j]))
+    pv_flux_e2e_adj(F, q; g) = (F_adj, q_adj) with, over the transposed pairs (e, j) with eoe_j = e',
+        F_adj[e'] = sum_{(e, j)} w_ej * 0.5 * (q[e] + q[e']) * g[e]
+        q_adj[e'] = 0.5 * g[e'] * sum_j w_e'j * F[eoe_j]  +  0.5 * F[e'] * sum_{(e, j)} w_ej * g[e]
+
+so that sum_e pv_flux_e2e_tl(F, q; dF, dq)[e] g[e] = sum_e (dF[e] F_adj[e] + dq[e] q_adj[e]) (plain
+Euclidean inner product over entries and levels). Adjoint mode `atomic` scatters from each edge e
+through edgesOnEdge (atomicAdd on the GPU); `deterministic` gathers into each edge e' through the
+transposed map (edgesOnEdgeT, weightsOnEdgeT: the e and w_ej of every pair with eoe_j = e', in
+increasing (e, j) order), which is bitwise reproducible.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from meshops import stencil
+from meshops.backend import array_module, check_field, prepared
+from meshops.kernels import get_kernel, launch
+from meshops.modes import resolve_mode
+from meshops.registry import register
+
+_FAMILY = "pv_flux"
+_KERNELS = ("pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj_atomic", "pv_flux_e2e_adj_gather")
+
+
+def transpose_edges_on_edge(nEdgesOnEdge, edgesOnEdge, weightsOnEdge, nEdges):
+    """The transposed TRiSK stencil: for each edge e', every (e, j) with edgesOnEdge[e, j] = e'.
+
+    Returns (nEdgesOnEdgeT (nEdges,), edgesOnEdgeT (nEdges, K), weightsOnEdgeT (nEdges, K)) with
+    edgesOnEdgeT[e', s] = e and weightsOnEdgeT[e', s] = weightsOnEdge[e, j] for the s-th such pair in
+    increasing (e, j) order; -1 / 0 pads. Slots j >= nEdgesOnEdge[e] and entries < 0 are skipped.
+    """
+    m = edgesOnEdge.shape[1]
+    valid = (np.arange(m)[None, :] < nEdgesOnEdge[:, None]) & (edgesOnEdge >= 0)
+    src, slot = np.nonzero(valid)                  # row-major: increasing (e, j)
+    dst = edgesOnEdge[src, slot].astype(np.int64)
+    order = np.argsort(dst, kind="stable")
+    src, slot, dst = src[order], slot[order], dst[order]
+    count = np.bincount(dst, minlength=nEdges)
+    start = np.concatenate(([0], np.cumsum(count)[:-1]))
+    rank = np.arange(dst.size) - start[dst]
+    width = max(int(count.max(initial=0)), 1)
+    edgesT = np.full((nEdges, width), -1, dtype=np.int64)
+    weightsT = np.zeros((nEdges, width))
+    edgesT[dst, rank] = src
+    weightsT[dst, rank] = weightsOnEdge[src, slot]
+    return count, edgesT, weightsT
+
+
+def _build(mesh) -> dict:
+    countT, edgesT, weightsT = transpose_edges_on_edge(mesh.nEdgesOnEdge, mesh.edgesOnEdge,
+                                                       mesh.weightsOnEdge, mesh.nEdges)
+    return dict(nEdgesOnEdge=mesh.nEdgesOnEdge, edgesOnEdge=mesh.edgesOnEdge,
+                weightsOnEdge=mesh.weightsOnEdge, nEdgesOnEdgeT=countT, edgesOnEdgeT=edgesT,
+                weightsOnEdgeT=weightsT)
+
+
+def _arrays(mesh, x):
+    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+
+
+def _launch(name, dtype, n, nlev, *args):
+    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
+
+
+def _check(mesh, name, x, like=None):
+    x = check_field(x, mesh.nEdges, name, "edge")
+    if like is not None and x.shape != like.shape:
+        raise ValueError(f"{name}: expected shape {tuple(like.shape)} (as F), got {tuple(x.shape)}")
+    return x
+
+
+def _slots(count, idx, weights):
+    """Per stencil slot j: (valid rows, safe indices, weights zeroed where invalid)."""
+    for j in range(idx.shape[1]):
+        e = idx[:, j]
+        valid = (j < count) & (e >= 0)
+        yield valid, np.where(valid, e, 0), np.where(valid, weights[:, j], 0)
+
+
+def _col(w, x):
+    return w[:, None] if x.ndim == 2 else w
+
+
+def pv_flux_e2e(mesh, F, q):
+    """TRiSK PV flux on edges: edge fields F (thickness flux), q (PV) -> edge field.
+
+    out[e] = sum_{j < nEdgesOnEdge[e]} weightsOnEdge[e,j] * F[eoe_j] * 0.5 * (q[e] + q[eoe_j]),
+    eoe_j = edgesOnEdge[e, j]. Shapes (nEdges[, nlev]). Tangent: `pv_flux_e2e_tl`; adjoint:
+    `pv_flux_e2e_adj`.
+    """
+    F = _check(mesh, "F", F)
+    q = _check(mesh, "q", q, F)
+    a, xp = _arrays(mesh, F), array_module(F, q)
+    if xp is np:
+        out = np.zeros_like(F)
+        for _, e2, w in _slots(a.nEdgesOnEdge, a.edgesOnEdge, a.weightsOnEdge):
+            out += _col(w, F) * F[e2] * (q + q[e2])
+        return 0.5 * out
+    out = xp.empty_like(F)
+    _launch("pv_flux_e2e", F.dtype, mesh.nEdges, stencil.nlev_of(F), a.nEdgesOnEdge, a.edgesOnEdge,
+            a.weightsOnEdge, F, q, out, np.int32(mesh.maxEdges2))
+    return out
+
+
+def pv_flux_e2e_tl(mesh, F, q, dF, dq):
+    """Tangent-linear of `pv_flux_e2e` about (F, q): edge fields -> edge field.
+
+    dout[e] = sum_j weightsOnEdge[e,j] * 0.5 * (dF[eoe_j] * (q[e] + q[eoe_j])
+                                                + F[eoe_j] * (dq[e] + dq[eoe_j])).
+    """
+    F = _check(mesh, "F", F)
+    q, dF, dq = (_check(mesh, n, x, F) for n, x in (("q", q), ("dF", dF), ("dq", dq)))
+    a, xp = _arrays(mesh, F), array_module(F, q, dF, dq)
+    if xp is np:
+        out = np.zeros_like(F)
+        for _, e2, w in _slots(a.nEdgesOnEdge, a.edgesOnEdge, a.weightsOnEdge):
+            out += _col(w, F) * (dF[e2] * (q + q[e2]) + F[e2] * (dq + dq[e2]))
+        return 0.5 * out
+    out = xp.empty_like(F)
+    _launch("pv_flux_e2e_tl", F.dtype, mesh.nEdges, stencil.nlev_of(F), a.nEdgesOnEdge,
+            a.edgesOnEdge, a.weightsOnEdge, F, q, dF, dq, out, np.int32(mesh.maxEdges2))
+    return out
+
+
+def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
+    """Adjoint of `pv_flux_e2e_tl` about (F, q): edge field g -> (F_adj, q_adj) on edges.
+
+    Over the pairs (e, j) with edgesOnEdge[e, j] = e' (w_ej = weightsOnEdge[e, j]):
+    F_adj[e'] = sum w_ej * 0.5 * (q[e] + q[e']) * g[e];
+    q_adj[e'] = 0.5 * g[e'] * sum_j weightsOnEdge[e',j] * F[eoe_j] + 0.5 * F[e'] * sum w_ej * g[e];
+    so that <pv_flux_e2e_tl(F, q; dF, dq), g> = <dF, F_adj> + <dq, q_adj>.
+    """
+    F = _check(mesh, "F", F)
+    q, g = (_check(mesh, n, x, F) for n, x in (("q", q), ("g", g)))
+    mode = resolve_mode(mode)
+    a, xp = _arrays(mesh, F), array_module(F, q, g)
+    nlev = stencil.nlev_of(F)
+    if xp is np:
+        F_adj, q_adj = np.zeros_like(F), np.zeros_like(F)
+        if mode == "atomic":
+            for valid, e2, w in _slots(a.nEdgesOnEdge, a.edgesOnEdge, a.weightsOnEdge):
+                wg = 0.5 * _col(w, g) * g
+                wgF = wg * F[e2]
+                q_adj += wgF
+                np.add.at(F_adj, e2[valid], (wg * (q + q[e2]))[valid])
+                np.add.at(q_adj, e2[valid], wgF[valid])
+            return F_adj, q_adj
+        for _, e2, w in _slots(a.nEdgesOnEdge, a.edgesOnEdge, a.weightsOnEdge):
+            q_adj += _col(w, F) * F[e2]
+        q_adj *= g
+        for _, e, w in _slots(a.nEdgesOnEdgeT, a.edgesOnEdgeT, a.weightsOnEdgeT):
+            wg = _col(w, g) * g[e]
+            F_adj += wg * (q[e] + q)
+            q_adj += wg * F
+        return 0.5 * F_adj, 0.5 * q_adj
+    if mode == "atomic":
+        F_adj, q_adj = xp.zeros_like(F), xp.zeros_like(F)
+        _launch("pv_flux_e2e_adj_atomic", F.dtype, mesh.nEdges, nlev, a.nEdgesOnEdge, a.edgesOnEdge,
+                a.weightsOnEdge, F, q, g, F_adj, q_adj, np.int32(mesh.maxEdges2))
+    else:
+        F_adj, q_adj = xp.empty_like(F), xp.empty_like(F)
+        _launch("pv_flux_e2e_adj_gather", F.dtype, mesh.nEdges, nlev, a.nEdgesOnEdge, a.edgesOnEdge,
+                a.weightsOnEdge, a.nEdgesOnEdgeT, a.edgesOnEdgeT, a.weightsOnEdgeT, F, q, g, F_adj,
+                q_adj, np.int32(mesh.maxEdges2), np.int32(a.edgesOnEdgeT.shape[1]))
+    return F_adj, q_adj
+
+
+register("pv_flux_e2e", forward=pv_flux_e2e, tangent=pv_flux_e2e_tl, adjoint=pv_flux_e2e_adj,
+         domain=("edge", "edge"), range="edge")
