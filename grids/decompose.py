@@ -1,0 +1,365 @@
+"""Per-rank local meshes: owned entities first, then halo layers in order of depth; exchange lists.
+
+Ownership (given `cell_owner`, one rank per cell):
+- a cell belongs to `cell_owner[c]`;
+- an edge belongs to the owner of the adjacent cell with the smallest global index among
+  cellsOnEdge[e, :] (missing cells skipped); a vertex to the owner of the cell with the smallest
+  global index among cellsOnVertex[v, :]. So every owned edge and vertex touches an owned cell, and
+  the rule does not depend on the edge's orientation.
+
+Local numbering on rank r (cells, edges and vertices alike): owned entities first (nCellsSolve,
+nEdgesSolve, nVerticesSolve), then halo layer 1, 2, ..., each block in ascending global index.
+- Cell halo layer k: the cells across an edge (cellsOnCell) from layer k-1 not already present
+  (layer 0 = owned), k = 1 .. halo_depth.
+- Local edges and vertices: every edge and vertex of a local cell. A non-owned one is in halo layer
+  max(1, smallest layer of its local adjacent cells) — the edges and vertices that layer-k cells
+  touch are present for every k <= halo_depth.
+- Connectivity keeps the global slot order (so stencils sum in the same order as on the global
+  mesh); an entry pointing outside the local set becomes -1. Geometry is copied from the global mesh.
+- Exchange lists, per location and neighbour rank p: `recv_index` (local halo entities owned by
+  p) and `send_index` (local owned entities that p holds as halo), both in ascending global index,
+  so the k-th entry sent by p lands on the k-th entry received from p.
+
+Memory: `distribute_mesh` holds the global mesh on the root rank only, builds one rank's local mesh
+at a time (work and memory O(local size), plus O(nCells) for the partition), sends it and drops it.
+Every other rank holds only its local mesh: O(N/P + halo) entities, the halo growing like
+halo_depth * sqrt(N/P) on a quasi-uniform sphere mesh. `decompose` is the variant where every rank
+already holds the global mesh (small meshes, tests).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .mesh import FIELD_DIMS, INDEX_FIELDS, Mesh
+from .partition import check_partition
+
+LOCATIONS = ("cell", "edge", "vertex")
+#: MPAS leading dimension of each location and the index field that points to it.
+DIM_OF = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+_LOC_OF_DIM = {v: k for k, v in DIM_OF.items()}
+_TARGET = {"edgesOnCell": "edge", "cellsOnCell": "cell", "verticesOnCell": "vertex",
+           "cellsOnEdge": "cell", "verticesOnEdge": "vertex", "edgesOnEdge": "edge",
+           "cellsOnVertex": "cell", "edgesOnVertex": "edge"}
+
+
+class DecompositionError(ValueError):
+    """A decomposition request that cannot be met (bad halo depth, mismatched partition, ...)."""
+
+
+@dataclass
+class LocalMesh:
+    """One rank's part of a global mesh.
+
+    mesh: a `Mesh` with local indices (owned first, then halo layers; -1 outside the local set).
+    l2g: {"cell"|"edge"|"vertex": (n_local,) int64 global index of each local entity}.
+    owner: {location: (n_local,) int32 owning rank of each local entity}.
+    layer_offsets: {location: (halo_depth + 2,) int64}; entities of layer k are local indices
+        layer_offsets[k] .. layer_offsets[k+1] - 1 (layer 0 = owned).
+    """
+
+    mesh: Mesh
+    rank: int
+    nranks: int
+    halo_depth: int
+    l2g: dict
+    owner: dict
+    layer_offsets: dict
+
+    def n_owned(self, location: str) -> int:
+        return int(self.layer_offsets[location][1])
+
+    def n_local(self, location: str) -> int:
+        return int(self.l2g[location].shape[0])
+
+
+@dataclass
+class ExchangeList:
+    """Who sends what to whom for one location (local indices, ascending global index per peer).
+
+    peers: neighbour ranks (ascending); send_index / recv_index: concatenated local indices with
+    offsets send_offsets / recv_offsets (len(peers) + 1): entries send_offsets[i]:send_offsets[i+1]
+    go to peers[i], recv_offsets[i]:recv_offsets[i+1] come from peers[i].
+    """
+
+    peers: np.ndarray
+    send_index: np.ndarray
+    send_offsets: np.ndarray
+    recv_index: np.ndarray
+    recv_offsets: np.ndarray
+
+    def send_slice(self, i: int) -> slice:
+        return slice(int(self.send_offsets[i]), int(self.send_offsets[i + 1]))
+
+    def recv_slice(self, i: int) -> slice:
+        return slice(int(self.recv_offsets[i]), int(self.recv_offsets[i + 1]))
+
+
+@dataclass
+class Decomposition:
+    """A rank's local mesh with its exchange lists ({location: ExchangeList})."""
+
+    local: LocalMesh
+    exchange: dict = field(default_factory=dict)
+
+    @property
+    def mesh(self) -> Mesh:
+        return self.local.mesh
+
+    @property
+    def rank(self) -> int:
+        return self.local.rank
+
+    @property
+    def nranks(self) -> int:
+        return self.local.nranks
+
+    @property
+    def halo_depth(self) -> int:
+        return self.local.halo_depth
+
+    def n_owned(self, location: str) -> int:
+        return self.local.n_owned(location)
+
+    def n_local(self, location: str) -> int:
+        return self.local.n_local(location)
+
+
+# -- ownership ------------------------------------------------------------------------------------
+
+def _min_valid(idx: np.ndarray) -> np.ndarray:
+    """Smallest non-negative entry of each row (rows with none give -1)."""
+    big = np.iinfo(np.int64).max
+    m = np.where(idx >= 0, idx.astype(np.int64), big).min(axis=1)
+    return np.where(m == big, -1, m)
+
+
+def entity_owners(mesh: Mesh, cell_owner: np.ndarray) -> dict:
+    """{location: (n,) int32 owning rank} for cells, edges and vertices (rule in the module doc)."""
+    cell_owner = np.asarray(cell_owner, dtype=np.int32)
+    first_e = _min_valid(np.asarray(mesh.cellsOnEdge))
+    first_v = _min_valid(np.asarray(mesh.cellsOnVertex))
+    for name, first in (("cellsOnEdge", first_e), ("cellsOnVertex", first_v)):
+        bad = np.flatnonzero(first < 0)
+        if bad.size:
+            raise DecompositionError(f"{name}[{bad[0]}] holds no cell; expected at least one cell "
+                                     "per edge and vertex to decide its owner")
+    return {"cell": cell_owner, "edge": cell_owner[first_e], "vertex": cell_owner[first_v]}
+
+
+# -- local mesh -----------------------------------------------------------------------------------
+
+def _used(idx: np.ndarray, count: np.ndarray | None) -> np.ndarray:
+    valid = idx >= 0
+    if count is not None:
+        valid &= np.arange(idx.shape[1])[None, :] < np.asarray(count)[:, None]
+    return valid
+
+
+def _lookup(sorted_gids: np.ndarray, order: np.ndarray, gids: np.ndarray) -> np.ndarray:
+    """Local index of each global index in `gids` (-1 where absent or gids < 0)."""
+    if sorted_gids.size == 0:
+        return np.full(gids.shape, -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_gids, gids), sorted_gids.size - 1)
+    found = (gids >= 0) & (sorted_gids[pos] == gids)
+    return np.where(found, order[pos], -1)
+
+
+class _Index:
+    """Global -> local lookup of one location's local entities."""
+
+    def __init__(self, l2g: np.ndarray):
+        self.order = np.argsort(l2g, kind="stable")
+        self.sorted = l2g[self.order]
+
+    def __call__(self, gids) -> np.ndarray:
+        gids = np.asarray(gids, dtype=np.int64)
+        return _lookup(self.sorted, self.order, gids.ravel()).reshape(gids.shape)
+
+
+def _cell_layers(mesh: Mesh, owned: np.ndarray, depth: int) -> list[np.ndarray]:
+    layers, present = [owned], owned
+    for _ in range(depth):
+        rows = mesh.cellsOnCell[layers[-1]]
+        nbrs = np.unique(rows[_used(rows, mesh.nEdgesOnCell[layers[-1]])])
+        new = np.setdiff1d(nbrs, present, assume_unique=True)
+        layers.append(new)
+        present = np.union1d(present, new)
+    return layers
+
+
+def _touched_layers(conn_rows, cell_layer_of_local, cell_index, owner_rows, rank):
+    """Layer of each touched edge/vertex: 0 if owned by `rank`, else max(1, min adjacent layer)."""
+    local_cells = cell_index(conn_rows)
+    big = np.iinfo(np.int64).max
+    lay = np.where(local_cells >= 0, cell_layer_of_local[np.maximum(local_cells, 0)], big).min(axis=1)
+    return np.where(owner_rows == rank, 0, np.maximum(lay, 1))
+
+
+def _order_by_layer(gids: np.ndarray, layer: np.ndarray, depth: int):
+    order = np.lexsort((gids, layer))
+    counts = np.bincount(layer, minlength=depth + 1)[: depth + 1]
+    offsets = np.zeros(depth + 2, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return gids[order], layer[order], offsets
+
+
+def local_mesh(mesh: Mesh, cell_owner, rank: int, halo_depth: int = 2, *,
+               owners: dict | None = None) -> LocalMesh:
+    """Rank `rank`'s local mesh with `halo_depth` cell layers of halo (owned first, then layers).
+
+    `owners` may pass `entity_owners(mesh, cell_owner)` when building many ranks.
+    """
+    if int(halo_depth) != halo_depth or halo_depth < 0:
+        raise DecompositionError(f"halo_depth = {halo_depth!r}: expected an integer >= 0 (cell layers)")
+    nranks = int(np.max(cell_owner)) + 1
+    cell_owner = check_partition(cell_owner, mesh.nCells, nranks, source="cell_owner")
+    if not 0 <= rank < nranks:
+        raise DecompositionError(f"rank = {rank}: expected 0 <= rank < {nranks} (ranks in the partition)")
+    owners = entity_owners(mesh, cell_owner) if owners is None else owners
+
+    layers = _cell_layers(mesh, np.flatnonzero(cell_owner == rank), halo_depth)
+    cell_gids = np.concatenate(layers).astype(np.int64)
+    cell_layer = np.concatenate([np.full(l.size, k, np.int64) for k, l in enumerate(layers)])
+    cell_offsets = np.zeros(halo_depth + 2, dtype=np.int64)
+    np.cumsum([l.size for l in layers], out=cell_offsets[1:])
+    cells = _Index(cell_gids)
+
+    eoc, voc = mesh.edgesOnCell[cell_gids], mesh.verticesOnCell[cell_gids]
+    used = _used(eoc, mesh.nEdgesOnCell[cell_gids])
+    edge_gids = np.unique(eoc[used]).astype(np.int64)
+    vertex_gids = np.unique(voc[_used(voc, mesh.nEdgesOnCell[cell_gids])]).astype(np.int64)
+    edge_layer = _touched_layers(mesh.cellsOnEdge[edge_gids], cell_layer, cells,
+                                 owners["edge"][edge_gids], rank)
+    vertex_layer = _touched_layers(mesh.cellsOnVertex[vertex_gids], cell_layer, cells,
+                                   owners["vertex"][vertex_gids], rank)
+    edge_gids, _, edge_offsets = _order_by_layer(edge_gids, edge_layer, halo_depth)
+    vertex_gids, _, vertex_offsets = _order_by_layer(vertex_gids, vertex_layer, halo_depth)
+
+    l2g = {"cell": cell_gids, "edge": edge_gids, "vertex": vertex_gids}
+    index = {"cell": cells, "edge": _Index(edge_gids), "vertex": _Index(vertex_gids)}
+    fields = {}
+    for name, dims in FIELD_DIMS.items():
+        rows = getattr(mesh, name)[l2g[_LOC_OF_DIM[dims[0]]]]
+        if name in INDEX_FIELDS:
+            rows = index[_TARGET[name]](rows).astype(getattr(mesh, name).dtype)
+        fields[name] = rows
+    local = Mesh(sphere_radius=mesh.sphere_radius, **fields,
+                 nCellsSolve=int(cell_offsets[1]), nEdgesSolve=int(edge_offsets[1]),
+                 nVerticesSolve=int(vertex_offsets[1]), attributes=dict(mesh.attributes))
+    owner = {loc: owners[loc][l2g[loc]].astype(np.int32) for loc in LOCATIONS}
+    offsets = {"cell": cell_offsets, "edge": edge_offsets, "vertex": vertex_offsets}
+    return LocalMesh(local, int(rank), nranks, int(halo_depth), l2g, owner, offsets)
+
+
+# -- exchange lists -------------------------------------------------------------------------------
+
+def exchange_lists(local: LocalMesh, comm) -> dict:
+    """{location: ExchangeList} of this rank (collective over `comm`, one alltoall per location)."""
+    size = comm.Get_size()
+    if size != local.nranks:
+        raise DecompositionError(f"communicator has {size} ranks, the partition {local.nranks}; "
+                                 "expected one rank per part")
+    result = {}
+    for loc in LOCATIONS:
+        n_owned = local.n_owned(loc)
+        halo = np.arange(n_owned, local.n_local(loc))
+        halo_owner = local.owner[loc][halo]
+        # halo entities sorted by (owner, global index): per-peer blocks in ascending global index
+        order = np.lexsort((local.l2g[loc][halo], halo_owner))
+        recv_index, recv_owner = halo[order], halo_owner[order]
+        recv_counts = np.bincount(recv_owner, minlength=size)
+        wanted = np.split(local.l2g[loc][recv_index], np.cumsum(recv_counts)[:-1])
+        asked = comm.alltoall(wanted)          # asked[p]: global ids that rank p wants from me
+        owned_index = _Index(local.l2g[loc][:n_owned])
+        send_parts = []
+        for p, gids in enumerate(asked):
+            idx = owned_index(np.asarray(gids, dtype=np.int64))
+            if idx.size and idx.min() < 0:
+                bad = int(np.flatnonzero(idx < 0)[0])
+                raise DecompositionError(f"rank {local.rank}: rank {p} asks for {loc} {gids[bad]}, "
+                                         "which this rank does not own")
+            send_parts.append(idx)
+        send_counts = np.array([s.size for s in send_parts], dtype=np.int64)
+        peers = np.flatnonzero((send_counts > 0) | (recv_counts > 0))
+        send_offsets = np.concatenate([[0], np.cumsum(send_counts[peers])]).astype(np.int64)
+        recv_offsets = np.concatenate([[0], np.cumsum(recv_counts[peers])]).astype(np.int64)
+        send_index = (np.concatenate([send_parts[p] for p in peers]) if peers.size
+                      else np.zeros(0, np.int64)).astype(np.int64)
+        result[loc] = ExchangeList(peers.astype(np.int64), send_index, send_offsets,
+                                   recv_index.astype(np.int64), recv_offsets)
+    return result
+
+
+# -- drivers --------------------------------------------------------------------------------------
+
+def decompose(mesh: Mesh, cell_owner, comm, halo_depth: int = 2) -> Decomposition:
+    """Every rank holds the global mesh and the partition: build this rank's Decomposition."""
+    local = local_mesh(mesh, cell_owner, comm.Get_rank(), halo_depth)
+    return Decomposition(local, exchange_lists(local, comm))
+
+
+_TAG_MESH = 7301
+
+
+def _send_local(comm, local: LocalMesh, dest: int) -> None:
+    arrays = {f"mesh.{name}": getattr(local.mesh, name) for name in FIELD_DIMS}
+    for kind in ("l2g", "owner", "layer_offsets"):
+        arrays.update({f"{kind}.{loc}": getattr(local, kind)[loc] for loc in LOCATIONS})
+    arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    header = dict(rank=local.rank, nranks=local.nranks, halo_depth=local.halo_depth,
+                  sphere_radius=local.mesh.sphere_radius, attributes=local.mesh.attributes,
+                  solve=(local.mesh.nCellsSolve, local.mesh.nEdgesSolve, local.mesh.nVerticesSolve),
+                  arrays=[(k, v.shape, v.dtype.str) for k, v in arrays.items()])
+    comm.send(header, dest=dest, tag=_TAG_MESH)
+    for v in arrays.values():
+        comm.Send(v.reshape(-1).view(np.uint8), dest=dest, tag=_TAG_MESH)
+
+
+def _recv_local(comm, source: int) -> LocalMesh:
+    header = comm.recv(source=source, tag=_TAG_MESH)
+    arrays = {}
+    for name, shape, dtype in header["arrays"]:
+        a = np.empty(shape, dtype=np.dtype(dtype))
+        comm.Recv(a.reshape(-1).view(np.uint8), source=source, tag=_TAG_MESH)
+        arrays[name] = a
+    nc, ne, nv = header["solve"]
+    mesh = Mesh(sphere_radius=header["sphere_radius"],
+                **{name: arrays[f"mesh.{name}"] for name in FIELD_DIMS},
+                nCellsSolve=nc, nEdgesSolve=ne, nVerticesSolve=nv, attributes=header["attributes"])
+    maps = {kind: {loc: arrays[f"{kind}.{loc}"] for loc in LOCATIONS}
+            for kind in ("l2g", "owner", "layer_offsets")}
+    return LocalMesh(mesh, header["rank"], header["nranks"], header["halo_depth"], maps["l2g"],
+                     maps["owner"], maps["layer_offsets"])
+
+
+def distribute_mesh(comm, mesh: Mesh | None = None, cell_owner=None, *, halo_depth: int = 2,
+                    root: int = 0, method: str = "auto", weights=None) -> Decomposition:
+    """Build every rank's Decomposition from a global mesh held on `root` only (collective).
+
+    On `root`: `mesh` is the global mesh; `cell_owner` the partition (computed with
+    `partition_cells(mesh, comm.size, method=method, weights=weights)` when None). Other ranks pass
+    nothing. Root builds and sends one local mesh at a time; see the module doc for memory.
+    """
+    from .partition import partition_cells
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if rank == root:
+        if mesh is None:
+            raise DecompositionError(f"distribute_mesh: rank {root} (root) needs the global mesh")
+        if cell_owner is None:
+            cell_owner = partition_cells(mesh, size, method=method, weights=weights)
+        cell_owner = check_partition(cell_owner, mesh.nCells, size, source="cell_owner")
+        owners = entity_owners(mesh, cell_owner)
+        mine = None
+        for r in range(size):
+            local = local_mesh(mesh, cell_owner, r, halo_depth, owners=owners)
+            if r == root:
+                mine = local
+            else:
+                _send_local(comm, local, r)
+            del local
+    else:
+        mine = _recv_local(comm, root)
+    return Decomposition(mine, exchange_lists(mine, comm))

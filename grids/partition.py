@@ -1,0 +1,321 @@
+"""Partition the cells of a mesh over ranks; MPAS `graph.info` / `graph.info.part.N` files.
+
+A partition is an int array `cell_owner` of shape (nCells,): the rank (0 .. nparts-1) owning each
+cell. Methods:
+
+- `partition_metis`: METIS k-way (pymetis) on the cell adjacency graph (cellsOnCell), optionally
+  weighted per cell (e.g. by the number of active levels);
+- `partition_sfc`: a space-filling curve (3-D Hilbert order of the cell centres) cut into parts of
+  equal weight, used when pymetis is missing;
+- `read_partition` / `write_partition`: MPAS `graph.info.part.N` files (one 0-based rank id per
+  line, line i for cell i), so partitions made by MPAS tools (gpmetis graph.info N) can be used;
+  `write_graph_info` / `read_graph_info`: the METIS graph MPAS writes (1-based neighbours, first line
+  "nCells nEdges [fmt]", fmt "010" when each line starts with a cell weight).
+
+`partition_quality` reports the edge cut (cell pairs across ranks, i.e. mesh edges between cells of
+different ranks) and the imbalance max(part weight) / mean(part weight).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class PartitionError(ValueError):
+    """A bad partition or graph file, or a partition that does not fit the mesh."""
+
+
+# -- graph --------------------------------------------------------------------------------------
+
+def cell_graph(mesh) -> tuple[np.ndarray, np.ndarray]:
+    """CSR adjacency (xadj, adjncy) of the cells: the valid cellsOnCell[c, j < nEdgesOnCell[c]]."""
+    coc = np.asarray(mesh.cellsOnCell)
+    used = np.arange(coc.shape[1])[None, :] < np.asarray(mesh.nEdgesOnCell)[:, None]
+    valid = used & (coc >= 0)
+    xadj = np.zeros(coc.shape[0] + 1, dtype=np.int64)
+    np.cumsum(valid.sum(axis=1), out=xadj[1:])
+    return xadj, coc[valid].astype(np.int64)
+
+
+def _check_weights(weights, n: int, name: str = "weights") -> np.ndarray | None:
+    if weights is None:
+        return None
+    w = np.asarray(weights)
+    if w.shape != (n,):
+        raise PartitionError(f"{name}: expected one weight per cell, shape ({n},), got {w.shape}")
+    if not np.issubdtype(w.dtype, np.integer):
+        if not np.all(w == np.round(w)):
+            bad = int(np.flatnonzero(w != np.round(w))[0])
+            raise PartitionError(f"{name}[{bad}] = {w[bad]!r}: expected an integer level count")
+        w = w.astype(np.int64)
+    bad = np.flatnonzero(w < 1)
+    if bad.size:
+        raise PartitionError(f"{name}[{bad[0]}] = {w[bad[0]]}: expected a level count >= 1")
+    return w.astype(np.int64)
+
+
+# -- METIS ----------------------------------------------------------------------------------------
+
+def metis_available() -> bool:
+    try:
+        import pymetis  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def partition_metis(mesh, nparts: int, *, weights=None) -> np.ndarray:
+    """METIS k-way partition of the cell graph into `nparts` parts: (nCells,) int32 rank ids.
+
+    `weights` (nCells,) are per-cell integer weights (the level count of each column).
+    """
+    import pymetis
+
+    nparts = _check_nparts(nparts, mesh.nCells)
+    if nparts == 1:
+        return np.zeros(mesh.nCells, dtype=np.int32)
+    w = _check_weights(weights, mesh.nCells)
+    xadj, adjncy = cell_graph(mesh)
+    kwargs = {} if w is None else {"vweights": w.tolist()}
+    _, parts = pymetis.part_graph(nparts, xadj=xadj.tolist(), adjncy=adjncy.tolist(), **kwargs)
+    owner = np.asarray(parts, dtype=np.int32)
+    check_partition(owner, mesh.nCells, nparts, source="METIS")
+    return owner
+
+
+# -- space-filling curve --------------------------------------------------------------------------
+
+_HILBERT_BITS = 16
+
+
+def hilbert_keys(x, y, z, bits: int = _HILBERT_BITS) -> np.ndarray:
+    """3-D Hilbert curve index of points (x, y, z), each axis quantised to 2^bits cells.
+
+    Skilling's transpose algorithm (AIP Conf. Proc. 707, 2004), vectorised over points.
+    """
+    pts = np.stack([np.asarray(x, float), np.asarray(y, float), np.asarray(z, float)], axis=1)
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    top = (1 << bits) - 1
+    X = np.minimum(((pts - lo) / span * top).round().astype(np.int64), top)
+    n = 3
+    # inverse undo of excess work
+    q = 1 << (bits - 1)
+    while q > 1:
+        p = q - 1
+        for i in range(n):
+            hit = (X[:, i] & q) != 0
+            X[hit, 0] ^= p
+            t = (X[~hit, 0] ^ X[~hit, i]) & p
+            X[~hit, 0] ^= t
+            X[~hit, i] ^= t
+        q >>= 1
+    # Gray encode
+    for i in range(1, n):
+        X[:, i] ^= X[:, i - 1]
+    t = np.zeros(X.shape[0], dtype=np.int64)
+    q = 1 << (bits - 1)
+    while q > 1:
+        hit = (X[:, n - 1] & q) != 0
+        t[hit] ^= q - 1
+        q >>= 1
+    X ^= t[:, None]
+    # interleave the transposed bits into one key (most significant first)
+    key = np.zeros(X.shape[0], dtype=np.int64)
+    for b in range(bits - 1, -1, -1):
+        for i in range(n):
+            key = (key << 1) | ((X[:, i] >> b) & 1)
+    return key
+
+
+def partition_sfc(mesh, nparts: int, *, weights=None) -> np.ndarray:
+    """Cut the Hilbert order of the cell centres into `nparts` runs of equal total weight."""
+    nparts = _check_nparts(nparts, mesh.nCells)
+    w = _check_weights(weights, mesh.nCells)
+    w = np.ones(mesh.nCells, dtype=np.int64) if w is None else w
+    order = np.argsort(hilbert_keys(mesh.xCell, mesh.yCell, mesh.zCell), kind="stable")
+    before = np.cumsum(w[order]) - w[order]          # weight of the cells before each in the order
+    part = np.minimum(before * nparts // w.sum(), nparts - 1).astype(np.int32)
+    owner = np.empty(mesh.nCells, dtype=np.int32)
+    owner[order] = part
+    check_partition(owner, mesh.nCells, nparts, source="space-filling curve")
+    return owner
+
+
+def partition_cells(mesh, nparts: int, *, method: str = "auto", weights=None) -> np.ndarray:
+    """Partition with `method` "metis", "sfc", or "auto" (METIS when pymetis imports, else SFC)."""
+    if method == "auto":
+        method = "metis" if metis_available() else "sfc"
+    if method == "metis":
+        return partition_metis(mesh, nparts, weights=weights)
+    if method == "sfc":
+        return partition_sfc(mesh, nparts, weights=weights)
+    raise PartitionError(f"partition method {method!r}: expected 'auto', 'metis' or 'sfc'")
+
+
+def _check_nparts(nparts, ncells: int) -> int:
+    if int(nparts) != nparts or not 1 <= nparts <= ncells:
+        raise PartitionError(f"nparts = {nparts!r}: expected an integer in [1, nCells={ncells}]")
+    return int(nparts)
+
+
+# -- checks and quality ---------------------------------------------------------------------------
+
+def check_partition(owner, ncells: int, nparts: int, *, source: str = "partition") -> np.ndarray:
+    """Check length, range and that no rank is empty; return `owner` as int32."""
+    owner = np.asarray(owner)
+    if owner.shape != (ncells,):
+        raise PartitionError(f"{source}: {owner.shape[0] if owner.ndim == 1 else owner.shape} "
+                             f"entries, expected one rank id per cell (nCells={ncells})")
+    bad = np.flatnonzero((owner < 0) | (owner >= nparts))
+    if bad.size:
+        raise PartitionError(f"{source}: cell {bad[0]} has rank id {owner[bad[0]]}, "
+                             f"expected a rank in [0, {nparts})")
+    counts = np.bincount(owner, minlength=nparts)
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        raise PartitionError(f"{source}: rank {empty[0]} owns no cell (of {nparts} ranks); "
+                             "expected every rank to own at least one cell")
+    return owner.astype(np.int32)
+
+
+@dataclass
+class PartitionQuality:
+    nparts: int
+    edge_cut: int            # mesh edges whose two cells lie on different ranks
+    edge_cut_fraction: float  # edge_cut / number of interior edges
+    imbalance: float         # max part weight / mean part weight
+    part_weights: np.ndarray
+
+    def __str__(self) -> str:
+        return (f"{self.nparts} parts: edge cut {self.edge_cut} ({100 * self.edge_cut_fraction:.1f}% "
+                f"of edges), imbalance {self.imbalance:.4f}, weights {self.part_weights.min()}.."
+                f"{self.part_weights.max()}")
+
+
+def partition_quality(mesh, owner, *, weights=None) -> PartitionQuality:
+    """Edge cut and imbalance of a partition (weights: per-cell, default 1)."""
+    nparts = int(np.max(owner)) + 1
+    owner = check_partition(owner, mesh.nCells, nparts)
+    coe = np.asarray(mesh.cellsOnEdge)
+    interior = (coe[:, 0] >= 0) & (coe[:, 1] >= 0)
+    a, b = coe[interior, 0], coe[interior, 1]
+    cut = int(np.count_nonzero(owner[a] != owner[b]))
+    w = _check_weights(weights, mesh.nCells)
+    w = np.ones(mesh.nCells, dtype=np.int64) if w is None else w
+    part_weights = np.bincount(owner, weights=w, minlength=nparts).astype(np.int64)
+    return PartitionQuality(nparts, cut, cut / max(int(interior.sum()), 1),
+                            float(part_weights.max() / part_weights.mean()), part_weights)
+
+
+# -- MPAS files -----------------------------------------------------------------------------------
+
+def _atomic_write(path, text: str) -> None:
+    path = os.fspath(path)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_graph_info(mesh, path, *, weights=None) -> None:
+    """Write the METIS graph of the cells as MPAS's `graph.info` (1-based neighbours)."""
+    xadj, adjncy = cell_graph(mesh)
+    w = _check_weights(weights, mesh.nCells)
+    header = f"{mesh.nCells} {adjncy.size // 2}" + ("" if w is None else " 010")
+    lines = [header]
+    rows = np.split(adjncy + 1, xadj[1:-1])
+    for c, row in enumerate(rows):
+        items = ([str(w[c])] if w is not None else []) + [str(v) for v in row]
+        lines.append(" ".join(items))
+    _atomic_write(path, "\n".join(lines) + "\n")
+
+
+def read_graph_info(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Read an MPAS/METIS `graph.info`: (xadj, adjncy 0-based, weights or None)."""
+    path = os.fspath(path)
+    with open(path) as f:
+        lines = [ln for ln in f.read().splitlines() if not ln.lstrip().startswith("%")]
+    if not lines:
+        raise PartitionError(f"{path}: empty file, expected a header 'nCells nEdges [fmt]'")
+    head = lines[0].split()
+    try:
+        n, m = int(head[0]), int(head[1])
+    except (IndexError, ValueError):
+        raise PartitionError(f"{path}: line 1 = {lines[0]!r}, expected 'nCells nEdges [fmt]'") from None
+    fmt = head[2] if len(head) > 2 else "0"
+    has_w = fmt.rjust(3, "0")[1] == "1"
+    if len(lines) - 1 != n:
+        raise PartitionError(f"{path}: {len(lines) - 1} adjacency lines, expected nCells={n}")
+    xadj = np.zeros(n + 1, dtype=np.int64)
+    adj, weights = [], np.ones(n, dtype=np.int64) if has_w else None
+    for i, ln in enumerate(lines[1:]):
+        try:
+            vals = [int(v) for v in ln.split()]
+        except ValueError:
+            raise PartitionError(f"{path}: line {i + 2} = {ln!r}, expected integers") from None
+        if has_w:
+            weights[i], vals = vals[0], vals[1:]
+        adj.append(vals)
+        xadj[i + 1] = xadj[i] + len(vals)
+    adjncy = np.fromiter((v for row in adj for v in row), dtype=np.int64, count=int(xadj[-1])) - 1
+    bad = np.flatnonzero((adjncy < 0) | (adjncy >= n))
+    if bad.size:
+        line = int(np.searchsorted(xadj, bad[0], side="right")) + 1
+        raise PartitionError(f"{path}: line {line}: neighbour {adjncy[bad[0]] + 1}, expected 1..{n}")
+    if adjncy.size != 2 * m:
+        raise PartitionError(f"{path}: {adjncy.size} adjacency entries, expected 2 x nEdges = {2 * m}")
+    return xadj, adjncy, weights
+
+
+def write_partition(path, owner) -> None:
+    """Write `graph.info.part.N`: one 0-based rank id per line, line i for cell i."""
+    owner = np.asarray(owner)
+    _atomic_write(path, "\n".join(str(int(r)) for r in owner) + "\n")
+
+
+def partition_path(prefix, nparts: int) -> str:
+    """MPAS's name of the partition file: `{prefix}.part.{nparts}` (prefix e.g. 'x1.162.graph.info')."""
+    return f"{os.fspath(prefix)}.part.{nparts}"
+
+
+def read_partition(path, ncells: int, nparts: int | None = None) -> np.ndarray:
+    """Read `graph.info.part.N` for a mesh of `ncells` cells: (nCells,) int32 rank ids.
+
+    `nparts` defaults to N from the file name's `.part.N` suffix. Errors name the file, the line
+    and the value: a wrong line count, a non-integer, a rank id out of [0, nparts), an empty rank.
+    """
+    path = os.fspath(path)
+    if nparts is None:
+        match = re.search(r"\.part\.(\d+)$", path)
+        if match is None:
+            raise PartitionError(f"{path}: cannot tell the rank count; expected a name ending in "
+                                 "'.part.N' or an explicit nparts")
+        nparts = int(match.group(1))
+    with open(path) as f:
+        lines = f.read().split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if len(lines) != ncells:
+        raise PartitionError(f"{path}: {len(lines)} lines, expected one rank id per cell "
+                             f"(nCells={ncells})")
+    text = np.char.strip(np.asarray(lines, dtype=str))
+    numeric = np.char.isdigit(np.char.lstrip(text, "-")) & (np.char.count(text, "-") <= 1)
+    numeric &= ~np.char.startswith(np.char.lstrip(text, "-"), "-") & (np.char.str_len(text) > 0)
+    bad = np.flatnonzero(~numeric)
+    if bad.size:
+        raise PartitionError(f"{path}: line {bad[0] + 1} = {lines[bad[0]]!r}, expected an integer "
+                             f"rank id in [0, {nparts})")
+    owner = text.astype(np.int64)
+    bad = np.flatnonzero((owner < 0) | (owner >= nparts))
+    if bad.size:
+        raise PartitionError(f"{path}: line {bad[0] + 1}: rank id {owner[bad[0]]} out of range, "
+                             f"expected 0..{nparts - 1}")
+    empty = np.flatnonzero(np.bincount(owner, minlength=nparts) == 0)
+    if empty.size:
+        raise PartitionError(f"{path}: rank {empty[0]} owns no cell (of {nparts} ranks); expected "
+                             "every rank to own at least one cell")
+    return owner.astype(np.int32)

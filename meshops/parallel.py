@@ -1,0 +1,151 @@
+"""Communicator helpers: the world communicator (or a serial stand-in), abort-on-error, device choice.
+
+- `world()`: `mpi4py.MPI.COMM_WORLD`, or a `SerialComm` (size 1) when mpi4py is not installed or
+  `MESHOPS_NO_MPI=1` is set, so one process without mpiexec (and without mpi4py) runs the same code.
+- `abort_on_error(comm)`: a context manager that prints the rank and traceback of an exception to
+  stderr and calls `comm.Abort(1)`, so one failing rank ends the whole job instead of leaving the
+  others blocked in a collective. `install_excepthook(comm)` does the same for uncaught exceptions.
+- `allreduce_sum(comm)`: a float -> float sum over ranks (for global inner products).
+- `select_device(comm)`: one GPU per rank, chosen by the node-local rank.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+
+
+class SerialComm:
+    """A one-rank stand-in for an mpi4py communicator (the calls this package uses)."""
+
+    rank = 0
+    size = 1
+
+    def Get_rank(self) -> int:
+        return 0
+
+    def Get_size(self) -> int:
+        return 1
+
+    def barrier(self) -> None:
+        pass
+
+    Barrier = barrier
+
+    def bcast(self, obj, root: int = 0):
+        return obj
+
+    def allreduce(self, obj, op=None):
+        return obj
+
+    def gather(self, obj, root: int = 0):
+        return [obj]
+
+    def allgather(self, obj):
+        return [obj]
+
+    def alltoall(self, objs):
+        if len(objs) != 1:
+            raise ValueError(f"SerialComm.alltoall: expected 1 item (one rank), got {len(objs)}")
+        return list(objs)
+
+    def Abort(self, errorcode: int = 1):
+        sys.stderr.flush()
+        os._exit(errorcode)
+
+    def __repr__(self) -> str:
+        return "SerialComm(size=1)"
+
+
+def mpi_module():
+    """`mpi4py.MPI`, or None when mpi4py is missing or `MESHOPS_NO_MPI=1`."""
+    if os.environ.get("MESHOPS_NO_MPI", "0") == "1":
+        return None
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return None
+    return MPI
+
+
+def world():
+    """The world communicator: mpi4py's COMM_WORLD, or a SerialComm without mpi4py."""
+    MPI = mpi_module()
+    return SerialComm() if MPI is None else MPI.COMM_WORLD
+
+
+def is_serial(comm) -> bool:
+    return isinstance(comm, SerialComm) or comm.Get_size() == 1
+
+
+def allreduce_sum(comm):
+    """A function float -> float that sums over the ranks of `comm`."""
+    if isinstance(comm, SerialComm):
+        return lambda value: float(value)
+    MPI = mpi_module()
+    return lambda value: float(comm.allreduce(float(value), op=MPI.SUM))
+
+
+def _report(comm, exc_type, exc, tb) -> None:
+    rank = comm.Get_rank()
+    text = "".join(traceback.format_exception(exc_type, exc, tb))
+    sys.stderr.write(f"[rank {rank} of {comm.Get_size()}] aborting the job on an error:\n{text}")
+    sys.stderr.flush()
+    sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def abort_on_error(comm=None):
+    """Run a block; on any exception print the rank and traceback and call comm.Abort(1).
+
+    With one rank the exception propagates normally (nothing can hang).
+    """
+    comm = world() if comm is None else comm
+    try:
+        yield comm
+    except BaseException as exc:  # noqa: B902 - every error must end the job
+        if comm.Get_size() == 1:
+            raise
+        _report(comm, type(exc), exc, exc.__traceback__)
+        comm.Abort(1)
+
+
+def install_excepthook(comm=None) -> None:
+    """Make an uncaught exception on any rank abort the whole job with its message."""
+    comm = world() if comm is None else comm
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        if comm.Get_size() == 1:
+            previous(exc_type, exc, tb)
+            return
+        _report(comm, exc_type, exc, tb)
+        comm.Abort(1)
+
+    sys.excepthook = hook
+
+
+def node_local_rank(comm) -> int:
+    """Rank of this process among the ranks on the same node."""
+    if isinstance(comm, SerialComm):
+        return 0
+    MPI = mpi_module()
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        return local.Get_rank()
+    finally:
+        local.Free()
+
+
+def select_device(comm=None) -> int:
+    """Make GPU (node-local rank mod device count) current for this rank and return its id."""
+    import cupy
+
+    comm = world() if comm is None else comm
+    count = cupy.cuda.runtime.getDeviceCount()
+    if count == 0:
+        raise RuntimeError(f"rank {comm.Get_rank()}: select_device found no CUDA device")
+    device = node_local_rank(comm) % count
+    cupy.cuda.Device(device).use()
+    return device
