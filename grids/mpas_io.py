@@ -53,10 +53,16 @@ def _read_netcdf(path: str):
             variables = {name: (tuple(v.dimensions), np.asarray(v[...]))
                          for name, v in ds.variables.items()}
             attributes = {name: ds.getncattr(name) for name in ds.ncattrs()}
+            classic = ds.data_model.startswith("NETCDF3")
     except (OSError, RuntimeError, ValueError, IndexError, KeyError) as exc:
         raise MeshError(f"cannot read the file as netCDF ({exc})", file=path,
                         expected="a readable netCDF mesh file (classic, 64-bit offset or netCDF-4)"
                         ) from exc
+    if classic:    # netCDF-C reads a truncated classic file's missing data as fill values
+        size, need = os.path.getsize(path), sum(arr.nbytes for _, arr in variables.values())
+        if size < need:
+            raise MeshError(f"truncated netCDF file: {size} bytes, its variables need at least "
+                            f"{need}", file=path, expected="a complete netCDF file")
     return dims, variables, attributes
 
 
