@@ -8,8 +8,15 @@ adjoint (and tangent-linear model for nonlinear operators) and the locations it 
 from meshops.modes import adjoint_mode, get_adjoint_mode, set_adjoint_mode
 from meshops.registry import OPERATORS, register
 from meshops.divergence import div_e2c, div_e2c_adj, flux_div_e2c, flux_div_e2c_adj, flux_div_e2c_tl
+from meshops.kinetic_energy import ke_e2c, ke_e2c_adj, ke_e2c_tl
+from meshops.pv_flux import pv_flux_e2e, pv_flux_e2e_adj, pv_flux_e2e_tl
+from meshops.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj, reconstruct_zonal_meridional_e2c,
+                                 reconstruct_zonal_meridional_e2c_adj)
 
 __all__ = [
     "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",
     "div_e2c", "div_e2c_adj", "flux_div_e2c", "flux_div_e2c_tl", "flux_div_e2c_adj",
+    "ke_e2c", "ke_e2c_tl", "ke_e2c_adj", "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj",
+    "reconstruct_e2c", "reconstruct_e2c_adj", "reconstruct_zonal_meridional_e2c",
+    "reconstruct_zonal_meridional_e2c_adj",
 ]
