@@ -8,6 +8,11 @@ adjoint (and tangent-linear model for nonlinear operators) and the locations it 
 from meshops.modes import adjoint_mode, get_adjoint_mode, set_adjoint_mode
 from meshops.registry import OPERATORS, register
 from meshops.divergence import div_e2c, div_e2c_adj, flux_div_e2c, flux_div_e2c_adj, flux_div_e2c_tl
+from meshops.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
+from meshops.curl import circulation_e2v, circulation_e2v_adj, curl_e2v, curl_e2v_adj
+from meshops.interpolation import (interp_c2e, interp_c2e_adj, interp_c2v, interp_c2v_adj, interp_v2c,
+                                   interp_v2c_adj, interp_v2e, interp_v2e_adj)
+from meshops.tangential import tangential_e2e, tangential_e2e_adj
 from meshops.kinetic_energy import ke_e2c, ke_e2c_adj, ke_e2c_tl
 from meshops.pv_flux import pv_flux_e2e, pv_flux_e2e_adj, pv_flux_e2e_tl
 from meshops.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj, reconstruct_zonal_meridional_e2c,
@@ -16,6 +21,10 @@ from meshops.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj, reconstru
 __all__ = [
     "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",
     "div_e2c", "div_e2c_adj", "flux_div_e2c", "flux_div_e2c_tl", "flux_div_e2c_adj",
+    "grad_c2e", "grad_c2e_adj", "grad_v2e", "grad_v2e_adj", "curl_e2v", "curl_e2v_adj",
+    "circulation_e2v", "circulation_e2v_adj", "interp_c2e", "interp_c2e_adj", "interp_v2e",
+    "interp_v2e_adj", "interp_c2v", "interp_c2v_adj", "interp_v2c", "interp_v2c_adj",
+    "tangential_e2e", "tangential_e2e_adj",
     "ke_e2c", "ke_e2c_tl", "ke_e2c_adj", "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj",
     "reconstruct_e2c", "reconstruct_e2c_adj", "reconstruct_zonal_meridional_e2c",
     "reconstruct_zonal_meridional_e2c_adj",

@@ -1,0 +1,84 @@
+"""Padded connectivity for the linear stencil operators: masking, transposition and slot maps.
+
+A stencil `idx` of shape (n_out, K) lists, for each output entity, the input entities it reads
+(-1 for a missing neighbour or a pad). The gather adjoints read the transposed stencil: for each
+input entity t, the (row, slot) pairs with idx[row, slot] == t, in increasing (row, slot) order,
+so their summation order is fixed. Everything here is vectorised and runs once per mesh (the
+results are cached through `meshops.backend.prepared`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def masked(idx, count=None) -> np.ndarray:
+    """Copy of `idx` (int64) with -1 in every slot j >= count[row] (MPAS pads may repeat entries)."""
+    idx = np.asarray(idx).astype(np.int64)
+    if count is None:
+        return idx
+    inside = np.arange(idx.shape[1])[None, :] < np.asarray(count)[:, None]
+    return np.where(inside, idx, -1)
+
+
+def _check_range(idx, n_in: int, name: str) -> None:
+    bad = np.argwhere(idx >= n_in)
+    if bad.size:
+        i = tuple(bad[0])
+        raise ValueError(f"mesh field {name}{list(i)} = {idx[i]}, expected an index in [0, {n_in}) "
+                         "or -1 for a missing neighbour")
+
+
+def transpose(idx, n_in: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Transposed stencil of a masked `idx` (n_out, K) over `n_in` input entities.
+
+    Returns (rows, slots), both (n_in, W) with W the largest number of entries naming one input:
+    rows[t, m], slots[t, m] is the m-th pair with idx[rows, slots] == t in increasing (row, slot)
+    order; -1 pads. `name` (the MPAS field) is used in the error for an index >= n_in.
+    """
+    idx = np.asarray(idx)
+    _check_range(idx, n_in, name)
+    K = idx.shape[1]
+    flat = idx.ravel()
+    pos = np.flatnonzero(flat >= 0)            # row-major positions: increasing (row, slot)
+    target = flat[pos]
+    order = np.argsort(target, kind="stable")
+    pos, target = pos[order], target[order]
+    counts = np.bincount(target, minlength=n_in)
+    width = int(counts.max()) if counts.size else 0
+    start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    rank = np.arange(target.size) - start[target]
+    rows = np.full((n_in, width), -1, dtype=np.int64)
+    slots = np.full((n_in, width), -1, dtype=np.int64)
+    rows[target, rank] = pos // K
+    slots[target, rank] = pos % K
+    return rows, slots
+
+
+def take(table, rows, slots) -> np.ndarray:
+    """table[rows, slots] where rows >= 0, else 0 (coefficients of a transposed stencil)."""
+    valid = rows >= 0
+    return np.where(valid, np.asarray(table)[np.where(valid, rows, 0), np.where(valid, slots, 0)], 0)
+
+
+def slot_map(outer, inner, name_outer: str, name_inner: str) -> np.ndarray:
+    """For each (r, j) with t = outer[r, j] >= 0, the slot i with inner[t, i] == r; -1 elsewhere.
+
+    E.g. outer = verticesOnCell (masked), inner = cellsOnVertex: the slot of cell c in the list of
+    its vertex verticesOnCell[c, j] (where the kite of c at that vertex is stored). Raises
+    ValueError naming both fields when a neighbour does not list r back.
+    """
+    outer = np.asarray(outer)
+    inner = np.asarray(inner)
+    _check_range(outer, inner.shape[0], name_outer)
+    valid = outer >= 0
+    rows = np.broadcast_to(np.arange(outer.shape[0])[:, None], outer.shape)
+    hit = inner[np.where(valid, outer, 0)] == rows[..., None]      # (n, K, K_inner)
+    slot = hit.argmax(axis=-1)
+    found = np.take_along_axis(hit, slot[..., None], axis=-1)[..., 0]
+    bad = np.argwhere(valid & ~found)
+    if bad.size:
+        r, j = bad[0]
+        raise ValueError(f"mesh fields {name_outer}[{r}, {j}] = {outer[r, j]} but {r} is not in "
+                         f"{name_inner}[{outer[r, j]}] = {inner[outer[r, j]].tolist()}; expected "
+                         "mutually consistent connectivity")
+    return np.where(valid, slot, -1)

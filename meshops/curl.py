@@ -1,0 +1,124 @@
+"""Curl edge -> vertex: relative vorticity `curl_e2v` and circulation `circulation_e2v`.
+
+With e_i = edgesOnVertex[v, i], i < vertexDegree, and edgeSignOnVertex[v, i] = +1 where the edge
+normal circulates counter-clockwise around v (v = verticesOnEdge[e_i, 1]; MPAS convention):
+
+    circulation_e2v(u)[v] = sum_i edgeSignOnVertex[v, i] * dcEdge[e_i] * u[e_i]
+    curl_e2v(u)[v]        = circulation_e2v(u)[v] / areaTriangle[v]
+
+(MPAS's `vorticity`; positive for counter-clockwise flow seen from outside the sphere.) Adjoints,
+with (v0, v1) = verticesOnEdge[e]:
+
+    circulation_e2v_adj(g)[e] = dcEdge[e] * (g[v1] - g[v0])
+    curl_e2v_adj(g)[e]        = dcEdge[e] * (g[v1] / areaTriangle[v1] - g[v0] / areaTriangle[v0])
+
+(on a consistent mesh; the code transposes edgesOnVertex with its signs, so it is the exact
+transpose on any mesh). The inner product of every adjoint is the plain Euclidean sum over
+entries (and levels). Mode `atomic` scatters from each vertex into its edges (atomicAdd on the
+GPU); `deterministic` gathers into each edge through the transposed edgesOnVertex map (bitwise
+reproducible). A negative index is a missing neighbour and contributes nothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from meshops import connectivity, stencil
+from meshops.backend import array_module, check_field, prepared
+from meshops.kernels import get_kernel, launch
+from meshops.modes import resolve_mode
+from meshops.registry import register
+
+_FAMILY = "curl"
+_KERNELS = ("curl_e2v", "curl_e2v_adj_atomic", "curl_e2v_adj_gather")
+
+
+def _build(mesh) -> dict:
+    edges = connectivity.masked(mesh.edgesOnVertex)
+    circ = np.where(edges >= 0, mesh.edgeSignOnVertex * mesh.dcEdge[np.maximum(edges, 0)], 0.0)
+    curl = circ / mesh.areaTriangle[:, None]
+    rows, slots = connectivity.transpose(edges, mesh.nEdges, "edgesOnVertex")
+    return dict(edgesOnVertex=edges, coef_circulation=circ, coef_curl=curl, verticesT=rows,
+                coefT_circulation=connectivity.take(circ, rows, slots),
+                coefT_curl=connectivity.take(curl, rows, slots))
+
+
+def _arrays(mesh, x):
+    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+
+
+def _launch(name, dtype, n, nlev, *args):
+    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
+
+
+def _forward(mesh, u, kind):
+    u = check_field(u, mesh.nEdges, "u", "edge")
+    a, xp = _arrays(mesh, u), array_module(u)
+    coef = getattr(a, f"coef_{kind}")
+    if xp is np:
+        return stencil.gather_sum(a.edgesOnVertex, None, coef, u)
+    out = xp.empty((mesh.nVertices,) + u.shape[1:], u.dtype)
+    _launch("curl_e2v", u.dtype, mesh.nVertices, stencil.nlev_of(u), a.edgesOnVertex, coef, u, out,
+            np.int32(mesh.vertexDegree))
+    return out
+
+
+def _adjoint(mesh, g, kind, mode):
+    g = check_field(g, mesh.nVertices, "g", "vertex")
+    mode = resolve_mode(mode)
+    a, xp = _arrays(mesh, g), array_module(g)
+    coef, coefT = getattr(a, f"coef_{kind}"), getattr(a, f"coefT_{kind}")
+    nlev = stencil.nlev_of(g)
+    if xp is np:
+        if mode == "atomic":
+            return stencil.scatter_sum(a.edgesOnVertex, None, coef, g, mesh.nEdges)
+        return stencil.gather_sum(a.verticesT, None, coefT, g)
+    if mode == "atomic":
+        out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
+        _launch("curl_e2v_adj_atomic", g.dtype, mesh.nVertices, nlev, a.edgesOnVertex, coef, g, out,
+                np.int32(mesh.vertexDegree))
+    else:
+        out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
+        _launch("curl_e2v_adj_gather", g.dtype, mesh.nEdges, nlev, a.verticesT, coefT, g, out,
+                np.int32(a.verticesT.shape[1]))
+    return out
+
+
+def curl_e2v(mesh, u):
+    """Relative vorticity of the edge-normal velocity u on vertices: (nEdges[, nlev]) -> (nVertices[, nlev]).
+
+    curl[v] = 1/areaTriangle[v] * sum_i edgeSignOnVertex[v,i] * dcEdge[e_i] * u[e_i],
+    e_i = edgesOnVertex[v, i]. Adjoint: `curl_e2v_adj`.
+    """
+    return _forward(mesh, u, "curl")
+
+
+def curl_e2v_adj(mesh, g, *, mode=None):
+    """Adjoint of `curl_e2v`: vertex field g -> edge field, (nVertices[, nlev]) -> (nEdges[, nlev]).
+
+    u_adj[e] = dcEdge[e] * (g[v1] / areaTriangle[v1] - g[v0] / areaTriangle[v0]),
+    (v0, v1) = verticesOnEdge[e], so that sum_v curl_e2v(u)[v] g[v] = sum_e u[e] u_adj[e].
+    """
+    return _adjoint(mesh, g, "curl", mode)
+
+
+def circulation_e2v(mesh, u):
+    """Circulation of u around each dual triangle: (nEdges[, nlev]) -> (nVertices[, nlev]).
+
+    circulation[v] = sum_i edgeSignOnVertex[v,i] * dcEdge[e_i] * u[e_i], e_i = edgesOnVertex[v, i].
+    Adjoint: `circulation_e2v_adj`.
+    """
+    return _forward(mesh, u, "circulation")
+
+
+def circulation_e2v_adj(mesh, g, *, mode=None):
+    """Adjoint of `circulation_e2v`: (nVertices[, nlev]) -> (nEdges[, nlev]).
+
+    u_adj[e] = dcEdge[e] * (g[v1] - g[v0]), (v0, v1) = verticesOnEdge[e], so that
+    sum_v circulation_e2v(u)[v] g[v] = sum_e u[e] u_adj[e].
+    """
+    return _adjoint(mesh, g, "circulation", mode)
+
+
+register("curl_e2v", forward=curl_e2v, adjoint=curl_e2v_adj, domain="edge", range="vertex")
+register("circulation_e2v", forward=circulation_e2v, adjoint=circulation_e2v_adj, domain="edge",
+         range="vertex")
