@@ -1,0 +1,113 @@
+"""Distributed versions of every registered operator (`meshops.registry.OPERATORS`).
+
+On each rank, fields are local arrays (owned rows first, then halo rows; see `grids.decompose`).
+With E the forward halo exchange of each input, A the local operator and P the restriction to
+owned outputs (halo outputs set to zero):
+
+    forward:  y = P A(E x)                          (owned rows exact: bitwise equal to one rank)
+    tangent:  dy = P A'(E x; E dx)
+    adjoint:  x_adj = E^T A^T(E x; P^T y_adj)       (P^T: y_adj with its halo rows zeroed;
+                                                     E^T: halo values added into their owners)
+
+so <y, y_adj> = <x, x_adj> with inner products over owned rows summed across ranks. The halo rows
+of the inputs are overwritten by the forward exchange (owners' values); the halo rows of every
+result are zero. The local adjoint runs in the requested mode (`atomic` or `deterministic`).
+An operator needing `halo_depth` cell layers requires a decomposition at least that deep.
+"""
+from __future__ import annotations
+
+from meshops.backend import array_module
+from meshops.registry import OPERATORS, OperatorSpec
+
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def _single(results: tuple):
+    return results[0] if len(results) == 1 else results
+
+
+class DistributedOperator:
+    """`spec` applied on a rank's local mesh with halo exchanges (see module doc)."""
+
+    def __init__(self, spec: OperatorSpec, halo):
+        depth = halo.decomposition.halo_depth
+        if spec.halo_depth > depth:
+            raise ValueError(f"operator {spec.name!r} needs halo_depth >= {spec.halo_depth} cell "
+                             f"layers, the decomposition has {depth}")
+        self.spec, self.halo = spec, halo
+        self.name = spec.name
+
+    @property
+    def mesh(self):
+        return self.halo.mesh
+
+    def _exchange(self, fields, locations, transport):
+        pending = [self.halo.begin(f, loc, transport=transport) for f, loc in zip(fields, locations,
+                                                                                   strict=True)]
+        return tuple(self.halo.end(p) for p in pending)
+
+    def _restrict(self, outputs, locations):
+        for y, loc in zip(outputs, locations, strict=True):
+            y[self.halo.decomposition.n_owned(loc):] = 0
+        return outputs
+
+    def _prepare(self, fields, locations, what):
+        fields = tuple(fields)
+        if len(fields) != len(locations):
+            raise TypeError(f"{self.name}.{what}: expected {len(locations)} fields at "
+                            f"{locations}, got {len(fields)}")
+        return fields
+
+    def forward(self, *x, transport: str | None = None):
+        """y = P A(E x): exchange the inputs (in place), apply the operator, zero halo outputs."""
+        x = self._prepare(x, self.spec.domain, "forward")
+        x = self._exchange(x, self.spec.domain, transport)
+        y = _as_tuple(self.spec.forward(self.mesh, *x))
+        return _single(self._restrict(y, self.spec.range))
+
+    __call__ = forward
+
+    def tangent(self, *args, transport: str | None = None):
+        """dy = P A'(E x; E dx) for a nonlinear operator: args = (*x, *dx)."""
+        if self.spec.linear:
+            return self.forward(*args, transport=transport)
+        args = self._prepare(args, self.spec.domain * 2, "tangent")
+        args = self._exchange(args, self.spec.domain * 2, transport)
+        dy = _as_tuple(self.spec.tangent(self.mesh, *args))
+        return _single(self._restrict(dy, self.spec.range))
+
+    def adjoint(self, *args, mode: str | None = None, transport: str | None = None):
+        """x_adj = E^T A^T P^T y_adj; args = (*y_adj) (linear) or (*x, *y_adj) (nonlinear)."""
+        spec = self.spec
+        base = ()
+        if not spec.linear:
+            base = self._prepare(args[: len(spec.domain)], spec.domain, "adjoint")
+            base = self._exchange(base, spec.domain, transport)
+            args = args[len(spec.domain):]
+        y = self._prepare(args, spec.range, "adjoint")
+        y_owned = []
+        for f, loc in zip(y, spec.range):
+            f = array_module(f).array(f, copy=True)
+            f[self.halo.decomposition.n_owned(loc):] = 0
+            y_owned.append(f)
+        x_adj = tuple(array_module(f).ascontiguousarray(f)
+                      for f in _as_tuple(spec.adjoint(self.mesh, *base, *y_owned, mode=mode)))
+        pending = [self.halo.begin(f, loc, adjoint=True, transport=transport)
+                   for f, loc in zip(x_adj, spec.domain, strict=True)]
+        return _single(tuple(self.halo.end(p) for p in pending))
+
+
+def distributed(name: str, halo) -> DistributedOperator:
+    """The distributed version of the registered operator `name` on `halo`'s decomposition."""
+    if name not in OPERATORS:
+        raise KeyError(f"operator {name!r} is not registered; registered: {sorted(OPERATORS)}")
+    return DistributedOperator(OPERATORS[name], halo)
+
+
+def distributed_operators(halo) -> dict[str, DistributedOperator]:
+    """{name: DistributedOperator} for every registered operator whose halo depth fits."""
+    depth = halo.decomposition.halo_depth
+    return {name: DistributedOperator(spec, halo) for name, spec in OPERATORS.items()
+            if spec.halo_depth <= depth}

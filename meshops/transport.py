@@ -1,0 +1,399 @@
+"""Transports that move packed halo buffers between ranks: host MPI, NCCL, CUDA-aware MPI, staging.
+
+A `Route` is one direction of one location's exchange on this rank: pack rows `pack_index` of the
+field into one contiguous send buffer (blocks per peer), send block i to peers[i], receive block i
+from peers[i] into one contiguous receive buffer, then unpack it to rows `unpack_index` — by
+assignment (forward exchange: owners -> halos) or by addition after zeroing the halo rows (adjoint
+exchange: halos -> owners). Send/receive buffers are allocated once per (route, dtype, levels) and
+reused (persistent packed buffers).
+
+Transports (`begin` posts everything and returns; `end` waits and unpacks):
+- "mpi":            NumPy arrays, mpi4py Isend/Irecv on host buffers.
+- "nccl":           CuPy arrays, `cupy.cuda.nccl` grouped send/recv per neighbour on a side stream;
+                    the NCCL communicator is bootstrapped by broadcasting its unique id over mpi4py.
+- "cuda-aware-mpi": CuPy buffers handed straight to mpi4py Isend/Irecv. Only used when
+                    `cuda_aware_mpi()` proves the MPI library handles device memory (or an explicit
+                    MESHOPS_CUDA_AWARE_MPI=1): a non-CUDA-aware MPI crashes on device pointers.
+- "staging":        CuPy arrays packed on the device, copied to pinned host buffers, sent with
+                    mpi4py, copied back to the device and unpacked.
+- "local":          one rank: no messages (packing and the adjoint's halo zeroing only).
+GPU work runs on a transport-owned stream ordered after the caller's current stream at `begin`
+(an event), and the caller's stream waits for the unpack at `end`, so kernels on owned entities
+issued between `begin` and `end` overlap the transfer.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from meshops.parallel import SerialComm, mpi_module
+
+log = logging.getLogger("meshops.halo")
+
+#: Environment variable that picks the GPU transport ("auto", "nccl", "cuda-aware-mpi", "staging").
+ENV_TRANSPORT = "MESHOPS_HALO_TRANSPORT"
+#: Environment variable that declares (1) or denies (0) CUDA support of the MPI library.
+ENV_CUDA_AWARE = "MESHOPS_CUDA_AWARE_MPI"
+GPU_TRANSPORTS = ("nccl", "cuda-aware-mpi", "staging")
+TRANSPORTS = ("auto", "mpi", "local") + GPU_TRANSPORTS
+_ALIASES = {"cuda_aware_mpi": "cuda-aware-mpi", "cuda-aware": "cuda-aware-mpi", "host": "staging"}
+
+
+@dataclass
+class Route:
+    """One direction of one location's exchange (host index arrays; see module doc)."""
+
+    tag: int
+    peers: np.ndarray
+    pack_index: np.ndarray
+    pack_offsets: np.ndarray
+    unpack_index: np.ndarray
+    unpack_offsets: np.ndarray
+    accumulate: bool
+    n_owned: int
+    _device: dict = field(default_factory=dict, repr=False)
+
+    def pack_slice(self, i: int) -> slice:
+        return slice(int(self.pack_offsets[i]), int(self.pack_offsets[i + 1]))
+
+    def unpack_slice(self, i: int) -> slice:
+        return slice(int(self.unpack_offsets[i]), int(self.unpack_offsets[i + 1]))
+
+    def indices(self, xp):
+        """(pack_index, [unpack_index per peer] or unpack_index) on the backend of xp, cached."""
+        key = "numpy" if xp is np else ("cupy", xp.cuda.runtime.getDevice())
+        if key not in self._device:
+            pack = xp.asarray(self.pack_index)
+            if self.accumulate:
+                unpack = [xp.asarray(self.unpack_index[self.unpack_slice(i)])
+                          for i in range(self.peers.size)]
+            else:
+                unpack = xp.asarray(self.unpack_index)
+            self._device[key] = (pack, unpack)
+        return self._device[key]
+
+
+def normalise(name: str | None) -> str:
+    """A transport name from an argument or the environment (None -> env -> "auto")."""
+    if name is None:
+        name = os.environ.get(ENV_TRANSPORT, "auto")
+    name = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if name not in TRANSPORTS:
+        raise ValueError(f"halo transport {name!r} (argument or {ENV_TRANSPORT}): expected one of "
+                         f"{TRANSPORTS}")
+    return name
+
+
+# -- detection ------------------------------------------------------------------------------------
+
+def _ompi_info_cuda() -> bool | None:
+    exe = shutil.which("ompi_info")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--parsable", "--all"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        if "mpi_built_with_cuda_support:value:" in line:
+            return line.rsplit(":", 1)[1].strip() == "true"
+    return None
+
+
+def cuda_aware_mpi() -> tuple[bool, str]:
+    """(True, why) only when the MPI library is shown to accept device buffers; default False.
+
+    Order: MESHOPS_CUDA_AWARE_MPI=1/0; Open MPI: MPIX_Query_cuda_support through mpi4py when
+    exposed, else `ompi_info --parsable --all` (mpi_built_with_cuda_support); MPICH:
+    MPIR_CVAR_ENABLE_GPU=1 in the environment. Anything else: False.
+    """
+    env = os.environ.get(ENV_CUDA_AWARE)
+    if env is not None:
+        on = env.strip().lower() in ("1", "true", "yes", "on")
+        return on, f"{ENV_CUDA_AWARE}={env}"
+    MPI = mpi_module()
+    if MPI is None:
+        return False, "mpi4py not available"
+    version = MPI.Get_library_version()
+    if "Open MPI" in version:
+        query = getattr(MPI, "Query_cuda_support", None)
+        if query is not None:
+            try:
+                return bool(query()), "Open MPI MPIX_Query_cuda_support"
+            except Exception:  # the call may be missing from this build
+                pass
+        built = _ompi_info_cuda()
+        if built is None:
+            return False, "Open MPI: ompi_info gives no mpi_built_with_cuda_support"
+        return built, f"Open MPI: ompi_info mpi_built_with_cuda_support={str(built).lower()}"
+    if "MPICH" in version:
+        gpu = os.environ.get("MPIR_CVAR_ENABLE_GPU", "")
+        return gpu == "1", f"MPICH: MPIR_CVAR_ENABLE_GPU={gpu or 'unset'}"
+    return False, "unknown MPI library: not assumed CUDA-aware"
+
+
+def nccl_available() -> bool:
+    try:
+        from cupy.cuda import nccl
+    except ImportError:
+        return False
+    return bool(getattr(nccl, "available", True))
+
+
+def resolve(name: str | None, xp, comm) -> str:
+    """The transport that runs for arrays of module `xp` on `comm` (see module doc)."""
+    name = normalise(name)
+    if comm.Get_size() == 1:
+        return "local"
+    if xp is np:
+        return "mpi"
+    if name in ("auto", "mpi", "local"):
+        if nccl_available():
+            return "nccl"
+        aware, _ = cuda_aware_mpi()
+        return "cuda-aware-mpi" if aware else "staging"
+    if name == "nccl" and not nccl_available():
+        raise RuntimeError("halo transport 'nccl' requested but cupy.cuda.nccl is not available")
+    if name == "cuda-aware-mpi":
+        aware, why = cuda_aware_mpi()
+        if not aware:
+            raise RuntimeError(f"halo transport 'cuda-aware-mpi' requested but the MPI library is not "
+                               f"known to be CUDA-aware ({why}); set {ENV_CUDA_AWARE}=1 only if it is")
+    return name
+
+
+# -- transports -----------------------------------------------------------------------------------
+
+@dataclass
+class Pending:
+    """An exchange in flight: what `end` needs."""
+
+    x: object
+    route: Route
+    buffers: object
+    requests: list = field(default_factory=list)
+    done: bool = False
+
+
+def _unpack(x, route: Route, recv, xp) -> None:
+    _, unpack = route.indices(xp)
+    if not route.accumulate:
+        if route.unpack_index.size:
+            x[unpack] = recv
+        return
+    x[route.n_owned:] = 0
+    for i in range(route.peers.size):
+        if unpack[i].size:
+            x[unpack[i]] += recv[route.unpack_slice(i)]
+
+
+class _Buffers:
+    __slots__ = ("send", "recv", "host_send", "host_recv", "key")
+
+
+class Transport:
+    """Base: buffer pool and the common begin/end skeleton."""
+
+    name = "base"
+
+    def __init__(self, comm):
+        self.comm = comm
+        self._pool: dict = {}
+
+    def _take(self, key, make):
+        free = self._pool.setdefault(key, [])
+        if free:
+            return free.pop()
+        buffers = make()
+        buffers.key = key
+        return buffers
+
+    def _give(self, buffers) -> None:
+        self._pool[buffers.key].append(buffers)
+
+    def _key(self, x, route):
+        return (route.tag, x.dtype.str, tuple(x.shape[1:]))
+
+
+class LocalTransport(Transport):
+    """One rank: nothing to send (an exchange list of one rank is empty)."""
+
+    name = "local"
+
+    def begin(self, x, route: Route) -> Pending:
+        if route.peers.size:
+            raise RuntimeError("local transport: a one-rank exchange list names peers "
+                               f"{route.peers.tolist()}")
+        return Pending(x, route, None)
+
+    def end(self, p: Pending) -> None:
+        from meshops.backend import array_module
+
+        _unpack(p.x, p.route, None, array_module(p.x))
+
+
+class MPITransport(Transport):
+    """NumPy arrays over mpi4py Isend/Irecv."""
+
+    name = "mpi"
+
+    def _make(self, x, route):
+        b = _Buffers()
+        tail = x.shape[1:]
+        b.send = np.empty((route.pack_index.size,) + tail, x.dtype)
+        b.recv = np.empty((route.unpack_index.size,) + tail, x.dtype)
+        return b
+
+    def _post(self, route, send, recv) -> list:
+        reqs = []
+        for i, p in enumerate(route.peers.tolist()):
+            rs, ss = route.unpack_slice(i), route.pack_slice(i)
+            if rs.stop > rs.start:
+                reqs.append(self.comm.Irecv(recv[rs], source=p, tag=route.tag))
+            if ss.stop > ss.start:
+                reqs.append(self.comm.Isend(send[ss], dest=p, tag=route.tag))
+        return reqs
+
+    def begin(self, x, route: Route) -> Pending:
+        b = self._take(self._key(x, route), lambda: self._make(x, route))
+        np.take(x, route.pack_index, axis=0, out=b.send)
+        return Pending(x, route, b, self._post(route, b.send, b.recv))
+
+    def end(self, p: Pending) -> None:
+        mpi_module().Request.Waitall(p.requests)
+        _unpack(p.x, p.route, p.buffers.recv, np)
+        self._give(p.buffers)
+
+
+class _GPUTransport(MPITransport):
+    """Shared GPU plumbing: a side stream, device buffers, pack on begin, unpack on end."""
+
+    def __init__(self, comm):
+        import cupy
+
+        super().__init__(comm)
+        self.cupy = cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+
+    def _make(self, x, route):
+        cp = self.cupy
+        b = _Buffers()
+        tail = x.shape[1:]
+        b.send = cp.empty((route.pack_index.size,) + tail, x.dtype)
+        b.recv = cp.empty((route.unpack_index.size,) + tail, x.dtype)
+        return b
+
+    def _pack(self, x, route, b):
+        cp = self.cupy
+        self.stream.wait_event(cp.cuda.get_current_stream().record())
+        pack, _ = route.indices(cp)
+        with self.stream:
+            if route.pack_index.size:
+                cp.take(x, pack, axis=0, out=b.send)
+
+    def _finish(self, p: Pending) -> None:
+        cp = self.cupy
+        with self.stream:
+            _unpack(p.x, p.route, p.buffers.recv, cp)
+        cp.cuda.get_current_stream().wait_event(self.stream.record())
+        self._give(p.buffers)
+
+
+class NCCLTransport(_GPUTransport):
+    """CuPy arrays over NCCL point-to-point (grouped send/recv per neighbour)."""
+
+    name = "nccl"
+
+    def __init__(self, comm):
+        from cupy.cuda import nccl
+
+        super().__init__(comm)
+        self.nccl = nccl
+        uid = nccl.get_unique_id() if comm.Get_rank() == 0 else None
+        uid = comm.bcast(uid, root=0)
+        self.nccl_comm = nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
+        self.dtypes = {np.dtype(np.float32).str: nccl.NCCL_FLOAT32,
+                       np.dtype(np.float64).str: nccl.NCCL_FLOAT64}
+
+    def begin(self, x, route: Route) -> Pending:
+        b = self._take(self._key(x, route), lambda: self._make(x, route))
+        self._pack(x, route, b)
+        dtype, row = self.dtypes[x.dtype.str], int(np.prod(x.shape[1:], dtype=np.int64))
+        itemsize = x.dtype.itemsize
+        self.nccl.groupStart()
+        try:
+            for i, peer in enumerate(route.peers.tolist()):
+                rs, ss = route.unpack_slice(i), route.pack_slice(i)
+                if rs.stop > rs.start:
+                    self.nccl_comm.recv(b.recv.data.ptr + rs.start * row * itemsize,
+                                        (rs.stop - rs.start) * row, dtype, peer, self.stream.ptr)
+                if ss.stop > ss.start:
+                    self.nccl_comm.send(b.send.data.ptr + ss.start * row * itemsize,
+                                        (ss.stop - ss.start) * row, dtype, peer, self.stream.ptr)
+        finally:
+            self.nccl.groupEnd()
+        return Pending(x, route, b)
+
+    def end(self, p: Pending) -> None:
+        self._finish(p)
+
+
+class CudaAwareMPITransport(_GPUTransport):
+    """CuPy buffers handed to a CUDA-aware MPI."""
+
+    name = "cuda-aware-mpi"
+
+    def begin(self, x, route: Route) -> Pending:
+        b = self._take(self._key(x, route), lambda: self._make(x, route))
+        self._pack(x, route, b)
+        self.stream.synchronize()
+        return Pending(x, route, b, self._post(route, b.send, b.recv))
+
+    def end(self, p: Pending) -> None:
+        mpi_module().Request.Waitall(p.requests)
+        self._finish(p)
+
+
+class StagingTransport(_GPUTransport):
+    """CuPy arrays staged through pinned host buffers and sent with mpi4py."""
+
+    name = "staging"
+
+    def _make(self, x, route):
+        import cupyx
+
+        b = super()._make(x, route)
+        b.host_send = cupyx.empty_pinned(b.send.shape, x.dtype)
+        b.host_recv = cupyx.empty_pinned(b.recv.shape, x.dtype)
+        return b
+
+    def begin(self, x, route: Route) -> Pending:
+        b = self._take(self._key(x, route), lambda: self._make(x, route))
+        self._pack(x, route, b)
+        if b.send.size:
+            b.send.get(stream=self.stream, out=b.host_send)
+        self.stream.synchronize()
+        return Pending(x, route, b, self._post(route, b.host_send, b.host_recv))
+
+    def end(self, p: Pending) -> None:
+        mpi_module().Request.Waitall(p.requests)
+        if p.buffers.recv.size:
+            p.buffers.recv.set(p.buffers.host_recv, stream=self.stream)
+        self._finish(p)
+
+
+_CLASSES = {"local": LocalTransport, "mpi": MPITransport, "nccl": NCCLTransport,
+            "cuda-aware-mpi": CudaAwareMPITransport, "staging": StagingTransport}
+
+
+def make_transport(name: str, comm) -> Transport:
+    """A transport instance (collective for "nccl": every rank must call it together)."""
+    if isinstance(comm, SerialComm) and name != "local":
+        raise RuntimeError(f"halo transport {name!r} needs mpi4py; this run has a serial communicator")
+    return _CLASSES[name](comm)
