@@ -16,6 +16,8 @@ c0, c1 = cellsOnEdge[e] (the normal points from c0 to c1):
 The inner product of every adjoint is the plain Euclidean sum over entries (and levels).
 Adjoint mode `atomic` scatters from each cell through edgesOnCell (atomicAdd on the GPU);
 `deterministic` gathers into each edge through cellsOnEdge (bitwise reproducible).
+On the GPU the flux divergence, its tangent and both adjoints are fused kernels: h and u are read
+in the same pass as the stencil (no h*u temporary) and the adjoints write h_adj and u_adj together.
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _FAMILY = "divergence"
-_KERNELS = ("div_e2c", "div_e2c_adj_atomic", "div_e2c_adj_gather")
+_KERNELS = ("div_e2c", "div_e2c_adj_atomic", "div_e2c_adj_gather", "flux_div_e2c", "flux_div_e2c_tl",
+            "flux_div_e2c_adj_atomic", "flux_div_e2c_adj_gather")
 
 
 def _build(mesh) -> dict:
@@ -93,30 +96,87 @@ def div_e2c_adj(mesh, g, *, mode=None):
 
 
 # -- flux divergence (bilinear in h and u) -------------------------------------------------------
+# On the GPU each call is one fused kernel: h and u are read once, no h*u temporary is formed.
 
 def flux_div_e2c(mesh, h, u):
     """Flux divergence of h*u on cells: edge fields h, u -> cell field (GRIST divergence_operator_2d).
 
+    (nEdges[, nlev]) x (nEdges[, nlev]) -> (nCells[, nlev]),
     flux_div[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * h[e_j] * u[e_j].
     Tangent: `flux_div_e2c_tl`; adjoint: `flux_div_e2c_adj`.
     """
     h = check_field(h, mesh.nEdges, "h", "edge")
-    u = check_field(u, mesh.nEdges, "u", "edge")
-    return div_e2c(mesh, h * u)
+    u = _check_like(u, h, mesh, "u")
+    xp = array_module(h, u)
+    if xp is np:
+        return div_e2c(mesh, h * u)
+    a = _arrays(mesh, h)
+    out = xp.empty((mesh.nCells,) + h.shape[1:], h.dtype)
+    _launch("flux_div_e2c", h.dtype, mesh.nCells, stencil.nlev_of(h), a.nEdgesOnCell, a.edgesOnCell,
+            a.edgeSignOnCell, a.dvEdge, a.invAreaCell, h, u, out, np.int32(mesh.maxEdges))
+    return out
 
 
 def flux_div_e2c_tl(mesh, h, u, dh, du):
-    """Tangent-linear of `flux_div_e2c` about (h, u): div_e2c(dh * u + h * du)."""
-    return div_e2c(mesh, dh * u + h * du)
+    """Tangent-linear of `flux_div_e2c` about (h, u): edge fields -> cell field.
+
+    dflux_div[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * (dh*u + h*du)[e_j]
+    = div_e2c(dh * u + h * du).
+    """
+    h = check_field(h, mesh.nEdges, "h", "edge")
+    u, dh, du = (_check_like(x, h, mesh, name) for x, name in ((u, "u"), (dh, "dh"), (du, "du")))
+    xp = array_module(h, u, dh, du)
+    if xp is np:
+        return div_e2c(mesh, dh * u + h * du)
+    a = _arrays(mesh, h)
+    out = xp.empty((mesh.nCells,) + h.shape[1:], h.dtype)
+    _launch("flux_div_e2c_tl", h.dtype, mesh.nCells, stencil.nlev_of(h), a.nEdgesOnCell,
+            a.edgesOnCell, a.edgeSignOnCell, a.dvEdge, a.invAreaCell, h, u, dh, du, out,
+            np.int32(mesh.maxEdges))
+    return out
 
 
 def flux_div_e2c_adj(mesh, h, u, g, *, mode=None):
     """Adjoint of `flux_div_e2c_tl` about (h, u): g on cells -> (h_adj, u_adj) on edges.
 
-    h_adj[e] = u[e] * div_e2c_adj(g)[e],  u_adj[e] = h[e] * div_e2c_adj(g)[e].
+    h_adj[e] = u[e] * div_e2c_adj(g)[e],  u_adj[e] = h[e] * div_e2c_adj(g)[e], with
+    div_e2c_adj(g)[e] = dvEdge[e] * (g[c0] / areaCell[c0] - g[c1] / areaCell[c1]), so that
+    sum_c flux_div_e2c_tl(h, u; dh, du)[c] g[c] = sum_e (dh[e] h_adj[e] + du[e] u_adj[e]).
+    On the GPU both outputs are written by one kernel (atomic: one thread per (cell, level);
+    deterministic: one thread per (edge, level)).
     """
-    F_adj = div_e2c_adj(mesh, g, mode=mode)
-    return u * F_adj, h * F_adj
+    h = check_field(h, mesh.nEdges, "h", "edge")
+    u = _check_like(u, h, mesh, "u")
+    g = check_field(g, mesh.nCells, "g", "cell")
+    if g.shape[1:] != h.shape[1:] or g.dtype != h.dtype:
+        raise ValueError(f"g: expected a cell field with {h.shape[1:] or 'no'} levels and dtype "
+                         f"{h.dtype} like h, got shape {tuple(g.shape)} and dtype {g.dtype}")
+    mode = resolve_mode(mode)
+    xp = array_module(h, u, g)
+    if xp is np:
+        F_adj = div_e2c_adj(mesh, g, mode=mode)
+        return u * F_adj, h * F_adj
+    a = _arrays(mesh, h)
+    nlev = stencil.nlev_of(h)
+    if mode == "atomic":
+        h_adj, u_adj = xp.zeros_like(h), xp.zeros_like(h)
+        _launch("flux_div_e2c_adj_atomic", h.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell,
+                a.edgeSignOnCell, a.dvEdge, a.invAreaCell, h, u, g, h_adj, u_adj,
+                np.int32(mesh.maxEdges))
+    else:
+        h_adj, u_adj = xp.empty_like(h), xp.empty_like(h)
+        _launch("flux_div_e2c_adj_gather", h.dtype, mesh.nEdges, nlev, a.cellsOnEdge, a.dvEdge,
+                a.invAreaCell, h, u, g, h_adj, u_adj)
+    return h_adj, u_adj
+
+
+def _check_like(x, ref, mesh, name):
+    """`x` checked as an edge field of the shape and dtype of `ref`."""
+    x = check_field(x, mesh.nEdges, name, "edge")
+    if x.shape != ref.shape or x.dtype != ref.dtype:
+        raise ValueError(f"{name}: expected an edge field of shape {tuple(ref.shape)} and dtype "
+                         f"{ref.dtype} like h, got shape {tuple(x.shape)} and dtype {x.dtype}")
+    return x
 
 
 register("div_e2c", forward=div_e2c, adjoint=div_e2c_adj, domain="edge", range="cell")
