@@ -1,0 +1,254 @@
+"""Shared measurement helpers for the benchmarks: timing, copy bandwidth, bytes moved, peak memory.
+
+Timing methods (each returns a `Timing`: median and spread over the repetitions, in seconds):
+- `time_cuda`: device time of one call between two CUDA events on the legacy default stream (the
+  stream CuPy and PyTorch launch on by default). Before each repetition the L2 cache is flushed
+  (a memset over a buffer of 4x the L2 size) and a spin kernel keeps the device busy while the host
+  enqueues the call, so host-side launch latency is not counted and no input is served from L2.
+- `time_wall`: host wall clock around `repeat` back-to-back calls followed by a synchronisation,
+  divided by `repeat` (used for NumPy on the CPU and for JAX, whose streams CUDA events on the default
+  stream do not order with). On the GPU this approaches device time when a call's device work is
+  longer than its dispatch; L2 is not flushed between the calls of a batch.
+Warm-up calls come first (compilation, memory-pool growth); the median of the timed repetitions is
+reported.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Timing:
+    median: float  # seconds per call
+    low: float     # fastest repetition
+    high: float    # slowest repetition
+    reps: int
+    method: str
+
+
+def _timing(samples, method) -> Timing:
+    return Timing(statistics.median(samples), min(samples), max(samples), len(samples), method)
+
+
+# -- GPU timing with CUDA events ----------------------------------------------------------------
+
+_SPIN_SOURCE = r"""
+extern "C" __global__ void spin(long long cycles) {
+    const long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
+
+
+class CudaTimer:
+    """Times calls with CUDA events; holds the L2 flush buffer and the spin kernel."""
+
+    def __init__(self):
+        import cupy
+
+        self.cupy = cupy
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+        self.l2_bytes = int(props["l2CacheSize"])
+        self.clock_hz = float(props["clockRate"]) * 1e3
+        self.flush_buffer = cupy.empty(max(4 * self.l2_bytes, 1 << 24), dtype=np.uint8)
+        self.spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
+
+    def flush_l2(self) -> None:
+        self.flush_buffer.fill(0)
+
+    def _spin(self, seconds: float) -> None:
+        self.spin((1,), (1,), (np.int64(seconds * self.clock_hz),))
+
+    def time(self, fn, *, reps: int = 25, warmup: int = 3) -> Timing:
+        cupy = self.cupy
+        host = []
+        for _ in range(warmup):
+            cupy.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            fn()
+            host.append(time.perf_counter() - t0)
+            cupy.cuda.Device().synchronize()
+        # keep the device busy for twice the host-side cost of a call (+20 us) before each start event
+        spin = min(2 * (min(host) if host else 1e-4) + 2e-5, 5e-3)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        samples = []
+        for _ in range(reps):
+            self.flush_l2()
+            self._spin(spin)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            samples.append(cupy.cuda.get_elapsed_time(start, end) * 1e-3)
+        return _timing(samples, "cuda-events")
+
+
+def time_wall(fn, *, sync=lambda result: None, reps: int = 20, warmup: int = 2,
+              target_seconds: float = 2e-3) -> Timing:
+    """Wall clock per call: batches of back-to-back calls, `sync(last_result)` ending each batch.
+
+    The batch length is chosen from the warm-up so that one batch lasts about `target_seconds`.
+    """
+    single = []
+    for _ in range(max(warmup, 1)):
+        t0 = time.perf_counter()
+        sync(fn())
+        single.append(time.perf_counter() - t0)
+    batch = max(1, min(1000, int(target_seconds / max(min(single), 1e-7))))
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            result = fn()
+        sync(result)
+        samples.append((time.perf_counter() - t0) / batch)
+    return _timing(samples, "wall" if batch == 1 else f"wall/{batch}")
+
+
+# -- copy bandwidth -------------------------------------------------------------------------------
+
+def copy_bandwidth(xp, *, nbytes: int | None = None, reps: int = 20) -> float:
+    """Measured copy bandwidth of the backend in bytes/s, counting bytes read plus bytes written.
+
+    CuPy: a device-to-device cudaMemcpyAsync of `nbytes` (default 2 GiB) timed with CUDA events
+    (median). NumPy: `np.copyto` of `nbytes` (default 256 MiB) timed with the wall clock (median).
+    """
+    if xp is np:
+        nbytes = nbytes or (256 << 20)
+        src = np.random.default_rng().random(nbytes // 8)
+        dst = np.empty_like(src)
+        t = time_wall(lambda: np.copyto(dst, src), reps=reps, warmup=2)
+        return 2 * src.nbytes / t.median
+    cupy = xp
+    nbytes = nbytes or (2 << 30)
+    src = cupy.random.random(nbytes // 8)
+    dst = cupy.empty_like(src)
+    stream = cupy.cuda.get_current_stream()
+
+    def copy():
+        cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes,
+                                      cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+
+    t = CudaTimer().time(copy, reps=reps, warmup=3)
+    del src, dst
+    cupy.get_default_memory_pool().free_all_blocks()
+    return 2 * nbytes / t.median
+
+
+# -- bytes moved --------------------------------------------------------------------------------
+
+class _Recorder:
+    """A prepared-array namespace that records which arrays are read from it."""
+
+    __slots__ = ("_wrapped", "_seen")
+
+    def __init__(self, wrapped, seen: dict):
+        self._wrapped, self._seen = wrapped, seen
+
+    def __getattr__(self, name):
+        value = getattr(self._wrapped, name)
+        if hasattr(value, "nbytes"):
+            self._seen[id(value)] = value
+        return value
+
+
+class MeshArrayRecorder:
+    """Context manager recording every prepared mesh array (`meshops.backend.prepared`) that the
+    operators read while it is active; `.nbytes` is their total size, each array counted once."""
+
+    def __init__(self):
+        self.seen: dict[int, object] = {}
+        self._patched = []
+
+    def __enter__(self):
+        import sys
+
+        import meshops.backend as backend
+
+        original = backend.prepared
+        seen = self.seen
+
+        def recording(*args, **kwargs):
+            return _Recorder(original(*args, **kwargs), seen)
+
+        for module in list(sys.modules.values()):
+            name = getattr(module, "__name__", "") or ""
+            if name.startswith("meshops") and getattr(module, "prepared", None) is original:
+                self._patched.append((module, original))
+                module.prepared = recording
+        return self
+
+    def __exit__(self, *exc):
+        for module, original in self._patched:
+            module.prepared = original
+        self._patched.clear()
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in self.seen.values()))
+
+    @property
+    def count(self) -> int:
+        return len(self.seen)
+
+
+def nbytes_of(arrays) -> int:
+    """Total nbytes of arrays (duplicates by identity counted once)."""
+    unique = {id(a): a for a in arrays}
+    return int(sum(a.nbytes for a in unique.values()))
+
+
+# -- peak memory ----------------------------------------------------------------------------------
+
+class PeakMemory:
+    """Peak extra memory (bytes) allocated while the context is active, above what was in use at
+    entry: CuPy through a memory-pool hook, NumPy through tracemalloc."""
+
+    def __init__(self, xp):
+        self.xp = xp
+        self.peak = 0
+
+    def __enter__(self):
+        if self.xp is np:
+            tracemalloc.start()
+            tracemalloc.reset_peak()
+            self._base = tracemalloc.get_traced_memory()[0]
+            return self
+        from cupy.cuda import memory_hook
+
+        outer = self
+
+        class Hook(memory_hook.MemoryHook):
+            name = "PeakMemory"
+
+            def __init__(self):
+                self.current, self.live = 0, {}
+
+            def malloc_postprocess(self, **kw):
+                self.live[kw["mem_ptr"]] = kw["mem_size"]
+                self.current += kw["mem_size"]
+                outer.peak = max(outer.peak, self.current)
+
+            def free_postprocess(self, **kw):
+                self.current -= self.live.pop(kw["mem_ptr"], 0)
+
+        self._hook = Hook()
+        self._hook.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.xp is np:
+            self.peak = max(0, tracemalloc.get_traced_memory()[1] - self._base)
+            tracemalloc.stop()
+        else:
+            self._hook.__exit__(*exc)
+
+
+def synchronize(xp) -> None:
+    if xp is not np:
+        xp.cuda.Device().synchronize()
