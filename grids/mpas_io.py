@@ -14,8 +14,8 @@ from typing import Literal, overload
 import numpy as np
 
 from .mesh import EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, REQUIRED_FIELDS, Mesh
-from .validate import (INDEX_TARGET, MeshError, check_counts, check_fields, check_structure,
-                       used_slots, validate_mesh)
+from .validate import (INDEX_TARGET, MeshError, check_counts, check_fields, check_finite,
+                       check_sphere, check_structure, used_slots, validate_mesh)
 
 #: netCDF formats write_mesh accepts.
 FORMATS = ("NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA", "NETCDF3_CLASSIC", "NETCDF4",
@@ -142,7 +142,10 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
         _scale(fields, extra, radius / radius_file)
     attributes = dict(attributes)
     attributes["sphere_radius"] = np.float64(radius)
-    check_fields(fields, sizes, radius, source, geometry=validate)
+    check_fields(fields, sizes, radius, source, geometry=False)
+    if validate:   # the file's own values, before derived fields could carry a NaN elsewhere
+        check_finite(fields, source)
+        check_sphere(fields, radius, source)
 
     from .geometry import complete_mesh
 
@@ -296,21 +299,27 @@ def _write(mesh: Mesh, path: str, fmt: str, sizes: dict) -> None:
         for dim, n in sizes.items():
             ds.createDimension(dim, n)
         ds.createDimension("Time", None)
+        arrays = {}
         for name, arr in mesh.fields().items():
             if name in INDEX_FIELDS:
                 arr = (arr + 1).astype(np.int32)
             elif name in ("nEdgesOnCell", "nEdgesOnEdge"):
                 arr = arr.astype(np.int32)
-            _write_variable(ds, name, FIELD_DIMS[name], arr, UNITS.get(name))
+            arrays[name] = arr
+            var = ds.createVariable(name, arr.dtype, FIELD_DIMS[name])
+            if name in UNITS:
+                var.units = UNITS[name]
         for name, (vdims, arr) in mesh.extra.items():
-            _write_variable(ds, name, tuple(vdims), np.asarray(arr), None)
+            arrays[name] = np.asarray(arr)
+            ds.createVariable(name, arrays[name].dtype, tuple(vdims))
+        # All variables are defined before any data is written: a classic-format file never
+        # re-enters define mode (which would move the data already written).
+        for name, arr in arrays.items():
+            _write_variable(ds, name, arr)
 
 
-def _write_variable(ds, name: str, dims: tuple, arr: np.ndarray, units: str | None) -> None:
-    var = ds.createVariable(name, arr.dtype, dims)
-    if units is not None:
-        var.units = units
-    var[...] = arr
+def _write_variable(ds, name: str, arr: np.ndarray) -> None:
+    ds[name][...] = arr
 
 
 def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET") -> None:

@@ -162,11 +162,11 @@ def test_atomic_write_leaves_the_target_untouched(x1_mesh, tmp_path, monkeypatch
     calls = []
     real = mpas_io._write_variable
 
-    def failing(ds, name, *args, **kwargs):
+    def failing(ds, name, arr):
         calls.append(name)
         if len(calls) == 20:
             raise RuntimeError("disk full (simulated)")
-        return real(ds, name, *args, **kwargs)
+        return real(ds, name, arr)
 
     monkeypatch.setattr(mpas_io, "_write_variable", failing)
     with pytest.raises(RuntimeError, match="simulated"):
@@ -198,12 +198,10 @@ def test_read_with_reorder_returns_the_permutation(x1_162_path, x1_mesh, tmp_pat
     assert np.array_equal(mesh.xCell, x1_mesh.xCell[perm.cells])
     assert np.array_equal(mesh.dcEdge, x1_mesh.dcEdge[perm.edges])
     assert np.array_equal(mesh.areaTriangle, x1_mesh.areaTriangle[perm.vertices])
-    old_of_new = np.empty_like(perm.cells)
-    old_of_new[:] = perm.cells
     # connectivity renumbered: new cell c's neighbours are the renumbered old neighbours
     new_of_old = np.empty_like(perm.cells)
     new_of_old[perm.cells] = np.arange(mesh.nCells)
-    old_nbrs = x1_mesh.cellsOnCell[old_of_new]
+    old_nbrs = x1_mesh.cellsOnCell[perm.cells]
     assert np.array_equal(mesh.cellsOnCell, np.where(old_nbrs >= 0, new_of_old[old_nbrs], -1))
     # the permutation travels as MPAS global IDs (the file held IDs 1..n)
     assert np.array_equal(mesh.extra["indexToCellID"][1], perm.cells + 1)

@@ -144,8 +144,7 @@ def test_zero_based_file_claimed_as_mpas(corrupt, keep_zero_pads):
         for name in INDEX_FIELDS:
             arr = v[name][1]
             arr -= (arr > 0) if keep_zero_pads else 1
-    err = expect_error(corrupt(change), INDEX_FIELDS[0] if False else None or "edgesOnCell",
-                       text="0-based")
+    err = expect_error(corrupt(change), "edgesOnCell", text="0-based")
     assert "max 479" in str(err) and "1..480" in err.expected
 
 
