@@ -79,9 +79,12 @@ def partition_metis(mesh, nparts: int, *, weights=None) -> np.ndarray:
         return np.zeros(mesh.nCells, dtype=np.int32)
     w = _check_weights(weights, mesh.nCells)
     xadj, adjncy = cell_graph(mesh)
-    kwargs = {} if w is None else {"vweights": w.tolist()}
-    _, parts = pymetis.part_graph(nparts, xadj=xadj.tolist(), adjncy=adjncy.tolist(), **kwargs)
-    owner = np.asarray(parts, dtype=np.int32)
+    kwargs = {"recursive": False} if w is None else {"recursive": False, "vweights": w}
+    if hasattr(pymetis, "CSRAdjacency"):    # pymetis >= 2025.2
+        result = pymetis.part_graph(nparts, adjacency=pymetis.CSRAdjacency(xadj, adjncy), **kwargs)
+    else:
+        result = pymetis.part_graph(nparts, xadj=xadj, adjncy=adjncy, **kwargs)
+    owner = np.asarray(result[1], dtype=np.int32)
     check_partition(owner, mesh.nCells, nparts, source="METIS")
     return owner
 

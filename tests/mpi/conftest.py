@@ -1,0 +1,100 @@
+"""Tests run by `mpiexec -n N python -m pytest tests/mpi` (see tests/test_mpi_ranks.py).
+
+They are collected only when MESHOPS_MPI_TESTS=1 (the launcher sets it), so the plain pytest run
+skips this directory. Every rank runs every test; a test failing on any rank prints the rank and
+traceback and aborts the whole job (no rank is left waiting in a collective).
+"""
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+ENABLED = os.environ.get("MESHOPS_MPI_TESTS") == "1"
+HERE = pathlib.Path(__file__).parent
+SIZES = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+
+
+def pytest_ignore_collect(collection_path, config):
+    path = pathlib.Path(collection_path)
+    if not ENABLED and path != HERE / "conftest.py" and HERE in (path, *path.parents):
+        return True
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    outcome = yield
+    if outcome.excinfo is None or not ENABLED:
+        return
+    from meshops.parallel import _report, world
+
+    comm = world()
+    if comm.Get_size() > 1 and not isinstance(outcome.excinfo[1], pytest.skip.Exception):
+        exc_type, exc, tb = outcome.excinfo
+        _report(comm, exc_type, exc, tb)
+        import sys
+
+        sys.stderr.write(f"[rank {comm.Get_rank()}] test {item.nodeid} failed\n")
+        comm.Abort(1)
+
+
+@pytest.fixture(scope="session")
+def comm():
+    from meshops.parallel import world
+
+    return world()
+
+
+@pytest.fixture
+def rng(comm, request):
+    """A generator with the same fresh seed on every rank (broadcast from rank 0)."""
+    seed = comm.bcast(int(np.random.SeedSequence().entropy % 2**32) if comm.Get_rank() == 0 else None)
+    print(f"random seed: {seed}")
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="session")
+def mpas_mesh(x1_162_path):
+    from grids.mesh import EARTH_RADIUS
+    from grids.mpas_io import read_mesh
+
+    return read_mesh(x1_162_path, sphere_radius=EARTH_RADIUS)
+
+
+@pytest.fixture(scope="session")
+def ico_mesh():
+    icosahedral = pytest.importorskip("grids.icosahedral")
+    return icosahedral.generate_icosahedral(3)
+
+
+@pytest.fixture(params=["mpas_mesh", "ico_mesh"])
+def mesh(request):
+    return request.getfixturevalue(request.param)
+
+
+_DECOMPOSITIONS = {}
+
+
+def decomposition(comm, mesh, method="metis", halo_depth=2):
+    """This rank's Decomposition of `mesh` (partition computed on rank 0, mesh distributed)."""
+    from grids.decompose import distribute_mesh
+
+    key = (id(mesh), method, halo_depth)
+    if key not in _DECOMPOSITIONS:
+        root_mesh = mesh if comm.Get_rank() == 0 else None
+        _DECOMPOSITIONS[key] = distribute_mesh(comm, root_mesh, halo_depth=halo_depth, method=method)
+    return _DECOMPOSITIONS[key]
+
+
+def global_field(mesh, location, rng, nlev=None, dtype=np.float64):
+    n = getattr(mesh, SIZES[location])
+    shape = (n,) if nlev is None else (n, nlev)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def scatter(d, location, field, fill=np.nan):
+    """Local copy of a global field: owned rows from it, halo rows `fill` (to be exchanged)."""
+    x = np.ascontiguousarray(field[d.local.l2g[location]])
+    x[d.n_owned(location):] = fill
+    return x

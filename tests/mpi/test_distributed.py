@@ -1,0 +1,83 @@
+"""Every registered operator, distributed: bitwise forward equality with one rank, and global
+dot-product tests of the distributed adjoint (both modes) over owned entries summed across ranks."""
+import numpy as np
+import pytest
+
+from adjoint.verification import dot_product_test
+from meshops.distributed import distributed
+from meshops.halo import HaloExchange
+from meshops.modes import ADJOINT_MODES
+from meshops.parallel import allreduce_sum
+from meshops.registry import OPERATORS
+
+from .conftest import decomposition, global_field, scatter
+
+TOLERANCE = {np.float64: 1e-12}
+
+
+def _tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def _halo(comm, mesh, spec):
+    return HaloExchange(decomposition(comm, mesh, halo_depth=max(2, spec.halo_depth)), comm)
+
+
+@pytest.mark.parametrize("nlev", [None, 3])
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_forward_bitwise_equals_one_rank(comm, mesh, rng, name, nlev):
+    spec = OPERATORS[name]
+    halo = _halo(comm, mesh, spec)
+    d, op = halo.decomposition, distributed(name, halo)
+    xg = [global_field(mesh, loc, rng, nlev) for loc in spec.domain]
+    reference = _tuple(spec.forward(mesh, *xg))
+    result = _tuple(op.forward(*(scatter(d, loc, g) for loc, g in zip(spec.domain, xg))))
+    for ref, res, loc in zip(reference, result, spec.range, strict=True):
+        owned = d.local.l2g[loc][: d.n_owned(loc)]
+        assert np.array_equal(res[: d.n_owned(loc)], ref[owned]), (name, loc)
+        assert not res[d.n_owned(loc):].any()
+    if not spec.linear:
+        dxg = [global_field(mesh, loc, rng, nlev) for loc in spec.domain]
+        reference = _tuple(spec.tangent(mesh, *xg, *dxg))
+        local = [scatter(d, loc, g) for loc, g in zip(spec.domain * 2, xg + dxg)]
+        for ref, res, loc in zip(reference, _tuple(op.tangent(*local)), spec.range, strict=True):
+            owned = d.local.l2g[loc][: d.n_owned(loc)]
+            assert np.array_equal(res[: d.n_owned(loc)], ref[owned]), (name, "tangent", loc)
+
+
+@pytest.mark.parametrize("nlev", [None, 3])
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_distributed_dot_product(comm, mesh, rng, name, mode, nlev, dtype=np.float64):
+    spec = OPERATORS[name]
+    halo = _halo(comm, mesh, spec)
+    d, op = halo.decomposition, distributed(name, halo)
+
+    def local(loc):
+        return scatter(d, loc, global_field(mesh, loc, rng, nlev, dtype), fill=0)
+
+    x = tuple(local(loc) for loc in spec.domain)
+    y = tuple(local(loc) for loc in spec.range)
+    if spec.linear:
+        forward = lambda *xs: op.forward(*(a.copy() for a in xs))
+        adjoint = lambda *ys: op.adjoint(*ys, mode=mode)
+    else:
+        base = tuple(local(loc) for loc in spec.domain)
+        forward = lambda *dxs: op.tangent(*base, *(a.copy() for a in dxs))
+        adjoint = lambda *ys: op.adjoint(*base, *ys, mode=mode)
+    locs = {"domain": spec.domain, "range": spec.range}
+
+    def restrict(arrays, side):
+        return tuple(a[: d.n_owned(loc)] for a, loc in zip(arrays, locs[side], strict=True))
+
+    result = dot_product_test(forward, adjoint, x, y, restrict=restrict, allreduce=allreduce_sum(comm))
+    assert result.relative_error <= TOLERANCE[dtype], result
+
+
+def test_operator_deeper_than_the_halo_is_refused(comm, mesh):
+    from meshops.distributed import DistributedOperator
+
+    spec = OPERATORS["div_e2c"]
+    deep = type(spec)(spec.name, spec.forward, spec.adjoint, spec.domain, spec.range, None, 3)
+    with pytest.raises(ValueError, match="needs halo_depth >= 3"):
+        DistributedOperator(deep, HaloExchange(decomposition(comm, mesh), comm))
