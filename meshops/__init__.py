@@ -17,6 +17,8 @@ from meshops.kinetic_energy import ke_e2c, ke_e2c_adj, ke_e2c_tl
 from meshops.pv_flux import pv_flux_e2e, pv_flux_e2e_adj, pv_flux_e2e_tl
 from meshops.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj, reconstruct_zonal_meridional_e2c,
                                  reconstruct_zonal_meridional_e2c_adj)
+from meshops.laplacian import (del4_c2c, del4_c2c_adj, del4_e2e, del4_e2e_adj, laplacian_c2c,
+                               laplacian_c2c_adj, vector_laplacian_e2e, vector_laplacian_e2e_adj)
 
 __all__ = [
     "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",
@@ -28,4 +30,6 @@ __all__ = [
     "ke_e2c", "ke_e2c_tl", "ke_e2c_adj", "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj",
     "reconstruct_e2c", "reconstruct_e2c_adj", "reconstruct_zonal_meridional_e2c",
     "reconstruct_zonal_meridional_e2c_adj",
+    "laplacian_c2c", "laplacian_c2c_adj", "vector_laplacian_e2e", "vector_laplacian_e2e_adj",
+    "del4_c2c", "del4_c2c_adj", "del4_e2e", "del4_e2e_adj",
 ]
