@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Literal, overload
+from typing import overload
 
 import numpy as np
 
-from .mesh import EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, REQUIRED_FIELDS, Mesh
+from .mesh import EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, Mesh
 from .validate import (INDEX_TARGET, MeshError, check_counts, check_fields, check_finite,
                        check_sphere, check_structure, used_slots, validate_mesh)
 
@@ -104,9 +104,11 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
 
     one_based=True: MPAS file convention (1-based, 0 pads), converted here to 0-based, -1 pads.
     The radius is attributes["sphere_radius"] (else |xCell| of cell 0), and the mesh's
-    attributes["sphere_radius"] is set to the mesh's radius; with `sphere_radius` given, positions and lengths are scaled by r / r_file, areas by (r / r_file)^2. Missing fields
-    are derived by `grids.geometry.complete_mesh`. Index ranges and topology are always checked
-    (derivations rely on them); geometry and orientation too when `validate`.
+    attributes["sphere_radius"] is set to the mesh's radius; with `sphere_radius` given,
+    positions and lengths are scaled by r / r_file, areas by (r / r_file)^2. Missing fields are
+    derived by `grids.geometry.complete_mesh`. Shapes, counts, index ranges and topology are always
+    checked (derivations rely on them); with `validate`, the file's values are checked to be finite
+    and on the sphere before derivation and the whole mesh by `validate_mesh` after.
     """
     for dim in REQUIRED_DIMS:
         if dim not in dims:

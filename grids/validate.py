@@ -54,7 +54,9 @@ class MeshError(ValueError):
     """A mesh (file or in memory) that breaks the MPAS conventions.
 
     Attributes: `file` (path or "<memory>"), `field` (MPAS variable or dimension name, or None),
-    `index` (first bad index: int or tuple, or None), `value` (the bad value), `expected` (text).
+    `index` (0-based position of the first bad entry: int or tuple, or None), `value` (the bad
+    value: as stored in the file for the 1-based checks of a file's indices, else as in memory),
+    `expected` (text).
     """
 
     def __init__(self, message: str, *, file: str = "<memory>", field: str | None = None,
