@@ -23,7 +23,7 @@ def masked(idx, count=None) -> np.ndarray:
 def _check_range(idx, n_in: int, name: str) -> None:
     bad = np.argwhere(idx >= n_in)
     if bad.size:
-        i = tuple(bad[0])
+        i = tuple(int(b) for b in bad[0])
         raise ValueError(f"mesh field {name}{list(i)} = {idx[i]}, expected an index in [0, {n_in}) "
                          "or -1 for a missing neighbour")
 
@@ -77,7 +77,7 @@ def slot_map(outer, inner, name_outer: str, name_inner: str) -> np.ndarray:
     found = np.take_along_axis(hit, slot[..., None], axis=-1)[..., 0]
     bad = np.argwhere(valid & ~found)
     if bad.size:
-        r, j = bad[0]
+        r, j = (int(b) for b in bad[0])
         raise ValueError(f"mesh fields {name_outer}[{r}, {j}] = {outer[r, j]} but {r} is not in "
                          f"{name_inner}[{outer[r, j]}] = {inner[outer[r, j]].tolist()}; expected "
                          "mutually consistent connectivity")
