@@ -87,12 +87,20 @@ def allreduce_sum(comm):
     return lambda value: float(comm.allreduce(float(value), op=MPI.SUM))
 
 
-def _report(comm, exc_type, exc, tb) -> None:
+def report_exception(comm, exc_type, exc, tb) -> None:
     rank = comm.Get_rank()
     text = "".join(traceback.format_exception(exc_type, exc, tb))
     sys.stderr.write(f"[rank {rank} of {comm.Get_size()}] aborting the job on an error:\n{text}")
     sys.stderr.flush()
     sys.stdout.flush()
+
+
+def abort(comm) -> None:
+    """comm.Abort(1), and never return (some MPI libraries return from MPI_Abort on the caller)."""
+    try:
+        comm.Abort(1)
+    finally:
+        os._exit(1)
 
 
 @contextlib.contextmanager
@@ -107,8 +115,8 @@ def abort_on_error(comm=None):
     except BaseException as exc:  # noqa: B902 - every error must end the job
         if comm.Get_size() == 1:
             raise
-        _report(comm, type(exc), exc, exc.__traceback__)
-        comm.Abort(1)
+        report_exception(comm, type(exc), exc, exc.__traceback__)
+        abort(comm)
 
 
 def install_excepthook(comm=None) -> None:
@@ -120,8 +128,8 @@ def install_excepthook(comm=None) -> None:
         if comm.Get_size() == 1:
             previous(exc_type, exc, tb)
             return
-        _report(comm, exc_type, exc, tb)
-        comm.Abort(1)
+        report_exception(comm, exc_type, exc, tb)
+        abort(comm)
 
     sys.excepthook = hook
 

@@ -27,16 +27,16 @@ def pytest_runtest_call(item):
     outcome = yield
     if outcome.excinfo is None or not ENABLED:
         return
-    from meshops.parallel import _report, world
+    from meshops.parallel import abort, report_exception, world
 
     comm = world()
     if comm.Get_size() > 1 and not isinstance(outcome.excinfo[1], pytest.skip.Exception):
         exc_type, exc, tb = outcome.excinfo
-        _report(comm, exc_type, exc, tb)
+        report_exception(comm, exc_type, exc, tb)
         import sys
 
         sys.stderr.write(f"[rank {comm.Get_rank()}] test {item.nodeid} failed\n")
-        comm.Abort(1)
+        abort(comm)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,82 @@
+"""Launch the MPI tests (tests/mpi) under `mpiexec -n 1, 2, 3, 4`, and check that an error on one
+rank aborts the whole job with its message instead of hanging."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TIMEOUT_S = 150
+
+
+def _mpiexec() -> str:
+    beside = pathlib.Path(sys.executable).parent / "mpiexec"
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if found is None:
+        pytest.skip("mpiexec not found beside the Python interpreter nor on PATH")
+    return found
+
+
+def _env() -> dict:
+    env = dict(os.environ, MESHOPS_MPI_TESTS="1", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def _run(args, timeout=TIMEOUT_S):
+    try:
+        return subprocess.run(args, cwd=ROOT, env=_env(), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
+        pytest.fail(f"{' '.join(map(str, args))} did not finish within {timeout} s:\n{out}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+def test_mpi_suite(nranks):
+    args = [_mpiexec(), "-n", str(nranks), sys.executable, "-m", "pytest", "tests/mpi", "-q",
+            "-p", "no:cacheprovider", "-x"]
+    result = _run(args)
+    assert result.returncode == 0, (f"{' '.join(args)} failed (rc={result.returncode}):\n"
+                                    f"{result.stdout}\n{result.stderr}")
+    assert "passed" in result.stdout, result.stdout
+
+
+ABORT_SCRIPT = textwrap.dedent("""
+    from meshops.parallel import abort_on_error, world
+    comm = world()
+    with abort_on_error(comm):
+        if comm.Get_rank() == 1:
+            raise ValueError("bad value on purpose: 42")
+        comm.barrier()    # rank 0 would wait here forever without the abort
+    print("not reached")
+""")
+
+EXCEPTHOOK_SCRIPT = textwrap.dedent("""
+    from meshops.parallel import install_excepthook, world
+    comm = world()
+    install_excepthook(comm)
+    if comm.Get_rank() == comm.Get_size() - 1:
+        raise RuntimeError("uncaught on the last rank")
+    comm.barrier()
+""")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("script, rank, message", [
+    (ABORT_SCRIPT, 1, "ValueError: bad value on purpose: 42"),
+    (EXCEPTHOOK_SCRIPT, 2, "RuntimeError: uncaught on the last rank"),
+])
+def test_error_on_one_rank_aborts_the_job(script, rank, message):
+    nranks = 3
+    result = _run([_mpiexec(), "-n", str(nranks), sys.executable, "-c", script], timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert f"[rank {rank} of {nranks}]" in output, output
+    assert message in output, output
+    assert "not reached" not in output
