@@ -266,11 +266,14 @@ def parse_args(argv=None):
     p.add_argument("--mesh", help="an MPAS mesh file to use instead of generated levels")
     p.add_argument("--nlev", type=int, nargs="+", default=[1, 32])
     p.add_argument("--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
-    p.add_argument("--ops", nargs="+", help="operator names or substrings to include (default: all)")
+    p.add_argument("--ops", nargs="+", help="operator names, or substrings of names, to include (default: all)")
     p.add_argument("--backend", choices=["cupy", "numpy"], default="cupy")
     p.add_argument("--peers", nargs="*", default=None,
                    help="peer frameworks (jax torch torch.compile; default: all importable)")
     p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--peer-levels", type=int, nargs="+", help="levels at which peers run (default: all)")
+    p.add_argument("--peer-nlev", type=int, nargs="+", help="nlev values at which peers run (default: all)")
+    p.add_argument("--peer-dtypes", nargs="+", help="dtypes at which peers run (default: all)")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions (default 25; --quick 5)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="5 repetitions, 1 warm-up: a smoke run")
@@ -312,7 +315,8 @@ def main(argv=None):
             log(f"warning: JAX runs on {jax.default_backend()}, not the GPU: JAX peer dropped")
             frameworks.remove("jax")
     operators = load_operators()
-    names = sorted(n for n in operators if not args.ops or any(s == n or s in n for s in args.ops))
+    names = sorted(n for n in operators if not args.ops or any(
+        s == n or (s not in operators and s in n) for s in args.ops))
     copy_bw = common.copy_bandwidth(xp)
     today = datetime.date.today().isoformat()
     log(f"# meshops operator benchmark {today}: {device}; backend {args.backend}; "
@@ -346,7 +350,11 @@ def main(argv=None):
                     ours, x, g = bench_meshops(spec, mesh, dtype, nlev, xp, timer, args, rng)
                     clock.config_costs.append(time.perf_counter() - t0)
                     peer_results = {}
-                    for fw in frameworks if name in peers.PEERS and len(spec.range) == 1 else ():
+                    run_peers = (name in peers.PEERS and len(spec.range) == 1
+                                 and (args.peer_levels is None or level in args.peer_levels)
+                                 and (args.peer_nlev is None or nlev in args.peer_nlev)
+                                 and (args.peer_dtypes is None or dtype.name in args.peer_dtypes))
+                    for fw in frameworks if run_peers else ():
                         if not clock.allows_peer(fw, total - done):
                             peer_results[fw] = dict(error="skipped: budget")
                             continue
