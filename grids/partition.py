@@ -67,6 +67,10 @@ def metis_available() -> bool:
     return True
 
 
+#: Partitions METIS computes per call (the best edge cut is kept).
+METIS_NCUTS = 4
+
+
 def partition_metis(mesh, nparts: int, *, weights=None) -> np.ndarray:
     """METIS k-way partition of the cell graph into `nparts` parts: (nCells,) int32 rank ids.
 
@@ -79,7 +83,10 @@ def partition_metis(mesh, nparts: int, *, weights=None) -> np.ndarray:
         return np.zeros(mesh.nCells, dtype=np.int32)
     w = _check_weights(weights, mesh.nCells)
     xadj, adjncy = cell_graph(mesh)
-    kwargs = {"recursive": False} if w is None else {"recursive": False, "vweights": w}
+    # k-way; ncuts: METIS computes 4 partitions and keeps the one with the smallest edge cut
+    kwargs = {"recursive": False, "options": pymetis.Options(ncuts=METIS_NCUTS)}
+    if w is not None:
+        kwargs["vweights"] = w
     if hasattr(pymetis, "CSRAdjacency"):    # pymetis >= 2025.2
         result = pymetis.part_graph(nparts, adjacency=pymetis.CSRAdjacency(xadj, adjncy), **kwargs)
     else:
