@@ -80,3 +80,38 @@ def test_error_on_one_rank_aborts_the_job(script, rank, message):
     assert f"[rank {rank} of {nranks}]" in output, output
     assert message in output, output
     assert "not reached" not in output
+
+
+NO_MPI_SCRIPT = textwrap.dedent("""
+    import sys
+    sys.modules["mpi4py"] = None            # as if mpi4py were not installed
+    import numpy as np
+    from grids.decompose import distribute_mesh
+    from grids.mpas_io import read_mesh
+    from meshops.distributed import distributed_operators
+    from meshops.halo import HaloExchange
+    from meshops.parallel import SerialComm, world
+
+    comm = world()
+    assert isinstance(comm, SerialComm), comm
+    mesh = read_mesh(sys.argv[1])
+    halo = HaloExchange(distribute_mesh(comm, mesh), comm)
+    rng = np.random.default_rng()
+    sizes = {"cell": mesh.nCells, "edge": mesh.nEdges, "vertex": mesh.nVertices}
+    for name, op in distributed_operators(halo).items():
+        x = [rng.standard_normal(sizes[loc]) for loc in op.spec.domain]
+        y = op.forward(*[a.copy() for a in x])
+        ref = op.spec.forward(mesh, *x)
+        for a, b in zip(y if isinstance(y, tuple) else (y,), ref if isinstance(ref, tuple) else (ref,)):
+            assert np.array_equal(a, b), name
+        op.adjoint(*([] if op.spec.linear else x),
+                   *[rng.standard_normal(sizes[loc]) for loc in op.spec.range])
+    print("serial ok", halo.transport_name(np))
+""")
+
+
+def test_one_process_without_mpi4py(x1_162_path):
+    result = subprocess.run([sys.executable, "-c", NO_MPI_SCRIPT, str(x1_162_path)], cwd=ROOT,
+                            env=_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "serial ok local" in result.stdout, result.stdout
