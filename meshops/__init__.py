@@ -33,3 +33,6 @@ __all__ = [
     "laplacian_c2c", "laplacian_c2c_adj", "vector_laplacian_e2e", "vector_laplacian_e2e_adj",
     "del4_c2c", "del4_c2c_adj", "del4_e2e", "del4_e2e_adj",
 ]
+from meshops.halo import HaloExchange  # noqa: E402
+from meshops.distributed import DistributedOperator, distributed, distributed_operators  # noqa: E402
+__all__ += ["HaloExchange", "DistributedOperator", "distributed", "distributed_operators"]
