@@ -34,5 +34,5 @@ __all__ = [
     "del4_c2c", "del4_c2c_adj", "del4_e2e", "del4_e2e_adj",
 ]
 from meshops.halo import HaloExchange  # noqa: E402
-from meshops.distributed import DistributedOperator, distributed, distributed_operators  # noqa: E402
-__all__ += ["HaloExchange", "DistributedOperator", "distributed", "distributed_operators"]
+from meshops.distributed import DistributedOperator, distributed_operators  # noqa: E402
+__all__ += ["HaloExchange", "DistributedOperator", "distributed_operators"]
