@@ -20,11 +20,13 @@ nEdgesSolve, nVerticesSolve), then halo layer 1, 2, ..., each block in ascending
   p) and `send_index` (local owned entities that p holds as halo), both in ascending global index,
   so the k-th entry sent by p lands on the k-th entry received from p.
 
-Memory: `distribute_mesh` holds the global mesh on the root rank only, builds one rank's local mesh
-at a time (work and memory O(local size), plus O(nCells) for the partition), sends it and drops it.
-Every other rank holds only its local mesh: O(N/P + halo) entities, the halo growing like
-halo_depth * sqrt(N/P) on a quasi-uniform sphere mesh. `decompose` is the variant where every rank
-already holds the global mesh (small meshes, tests).
+Memory: `distribute_mesh` holds the global mesh on the root rank only. Root builds one rank's local
+mesh at a time (global -> local lookup tables of the global sizes, reused per rank, plus that
+rank's local arrays), sends it and drops it, so root peaks at about the global mesh plus one local
+mesh. Every other rank only ever holds its local mesh: O(N/P + halo) entities, the halo growing like
+halo_depth * sqrt(N/P) on a quasi-uniform sphere mesh; its exchange lists are built by one
+alltoall of halo global indices per location (O(halo) per rank). `decompose` is the variant where
+every rank already holds the global mesh (small meshes, tests).
 """
 from __future__ import annotations
 
@@ -167,14 +169,25 @@ def _lookup(sorted_gids: np.ndarray, order: np.ndarray, gids: np.ndarray) -> np.
 
 
 class _Index:
-    """Global -> local lookup of one location's local entities."""
+    """Global -> local lookup of one location's local entities.
 
-    def __init__(self, l2g: np.ndarray):
+    With `n_global` (on the rank holding the global mesh) a dense table of that size; without it a
+    sorted search over the local entities only (O(local) memory).
+    """
+
+    def __init__(self, l2g: np.ndarray, n_global: int | None = None):
+        self.table = None
+        if n_global is not None:
+            self.table = np.full(n_global + 1, -1, dtype=np.int64)   # last slot serves index -1
+            self.table[l2g] = np.arange(l2g.size)
+            return
         self.order = np.argsort(l2g, kind="stable")
         self.sorted = l2g[self.order]
 
     def __call__(self, gids) -> np.ndarray:
         gids = np.asarray(gids, dtype=np.int64)
+        if self.table is not None:
+            return self.table[np.where(gids >= 0, gids, -1)]
         return _lookup(self.sorted, self.order, gids.ravel()).reshape(gids.shape)
 
 
@@ -224,7 +237,7 @@ def local_mesh(mesh: Mesh, cell_owner, rank: int, halo_depth: int = 2, *,
     cell_layer = np.concatenate([np.full(l.size, k, np.int64) for k, l in enumerate(layers)])
     cell_offsets = np.zeros(halo_depth + 2, dtype=np.int64)
     np.cumsum([l.size for l in layers], out=cell_offsets[1:])
-    cells = _Index(cell_gids)
+    cells = _Index(cell_gids, mesh.nCells)
 
     eoc, voc = mesh.edgesOnCell[cell_gids], mesh.verticesOnCell[cell_gids]
     used = _used(eoc, mesh.nEdgesOnCell[cell_gids])
@@ -238,7 +251,8 @@ def local_mesh(mesh: Mesh, cell_owner, rank: int, halo_depth: int = 2, *,
     vertex_gids, _, vertex_offsets = _order_by_layer(vertex_gids, vertex_layer, halo_depth)
 
     l2g = {"cell": cell_gids, "edge": edge_gids, "vertex": vertex_gids}
-    index = {"cell": cells, "edge": _Index(edge_gids), "vertex": _Index(vertex_gids)}
+    index = {"cell": cells, "edge": _Index(edge_gids, mesh.nEdges),
+             "vertex": _Index(vertex_gids, mesh.nVertices)}
     fields = {}
     for name, dims in FIELD_DIMS.items():
         rows = getattr(mesh, name)[l2g[_LOC_OF_DIM[dims[0]]]]
