@@ -96,7 +96,7 @@ def div_e2c_adj(mesh, g, *, mode=None):
 
 
 # -- flux divergence (bilinear in h and u) -------------------------------------------------------
-# On the GPU each call is one fused kernel: h and u are read once, no h*u temporary is formed.
+# On the GPU each call is one fused kernel: h and u are read in the stencil pass, no h*u temporary.
 
 def flux_div_e2c(mesh, h, u):
     """Flux divergence of h*u on cells: edge fields h, u -> cell field (GRIST divergence_operator_2d).
