@@ -72,8 +72,9 @@ def ke_e2c_tl(mesh, u, du):
     """
     u = check_field(u, mesh.nEdges, "u", "edge")
     du = check_field(du, mesh.nEdges, "du", "edge")
-    if du.shape != u.shape:
-        raise ValueError(f"du: expected the shape of u {tuple(u.shape)}, got {tuple(du.shape)}")
+    if du.shape != u.shape or du.dtype != u.dtype:
+        raise ValueError(f"du: expected shape {tuple(u.shape)} and dtype {u.dtype} (as u), "
+                         f"got {tuple(du.shape)} {du.dtype}")
     a, xp = _arrays(mesh, u), array_module(u)
     if xp is np:
         return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, 2 * _cell_coef(a), u * du)
@@ -91,8 +92,9 @@ def ke_e2c_adj(mesh, u, g, *, mode=None):
     """
     u = check_field(u, mesh.nEdges, "u", "edge")
     g = check_field(g, mesh.nCells, "g", "cell")
-    if g.shape[1:] != u.shape[1:]:
-        raise ValueError(f"g: expected nlev {u.shape[1:]} as u, got shape {tuple(g.shape)}")
+    if g.shape[1:] != u.shape[1:] or g.dtype != u.dtype:
+        raise ValueError(f"g: expected shape ({mesh.nCells},) + {tuple(u.shape[1:])} and dtype {u.dtype} "
+                         f"(levels and dtype of u), got {tuple(g.shape)} {g.dtype}")
     mode = resolve_mode(mode)
     a, xp = _arrays(mesh, u), array_module(u, g)
     nlev = stencil.nlev_of(u)

@@ -81,6 +81,8 @@ def _check(mesh, name, x, like=None):
     x = check_field(x, mesh.nEdges, name, "edge")
     if like is not None and x.shape != like.shape:
         raise ValueError(f"{name}: expected shape {tuple(like.shape)} (as F), got {tuple(x.shape)}")
+    if like is not None and x.dtype != like.dtype:
+        raise TypeError(f"{name}: expected dtype {like.dtype} (as F), got {x.dtype}")
     return x
 
 

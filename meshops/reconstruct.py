@@ -119,9 +119,9 @@ def _adjoint(mesh, gs, kind, mode):
     names = (("gX", "gY", "gZ") if kind == "xyz" else ("gZonal", "gMeridional"))
     gs = tuple(check_field(g, mesh.nCells, n, "cell") for n, g in zip(names, gs))
     for n, g in zip(names[1:], gs[1:]):
-        if g.shape != gs[0].shape:
-            raise ValueError(f"{n}: expected shape {tuple(gs[0].shape)} (as {names[0]}), "
-                             f"got {tuple(g.shape)}")
+        if g.shape != gs[0].shape or g.dtype != gs[0].dtype:
+            raise ValueError(f"{n}: expected shape {tuple(gs[0].shape)} and dtype {gs[0].dtype} "
+                             f"(as {names[0]}), got {tuple(g.shape)} {g.dtype}")
     mode = resolve_mode(mode)
     g0 = gs[0]
     a, xp = _arrays(mesh, g0), array_module(*gs)
