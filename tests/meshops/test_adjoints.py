@@ -43,7 +43,10 @@ def test_dot_product(name, backend, mode, dtype, nlev, mesh, rng):
         forward = lambda *dxs: spec.tangent(mesh, *base, *dxs)
         adjoint = lambda *ys: spec.adjoint(mesh, *base, *ys, mode=mode)
     result = dot_product_test(forward, adjoint, x, y)
-    assert result.relative_error <= TOLERANCE[dtype], result
+    if dtype == np.float64:
+        assert result.relative_error <= TOLERANCE[dtype], result
+    else:  # float32 rounding of A x is 1e-7 of its scale, so judge against the scale, not a cancelled sum
+        assert result.scaled_error <= TOLERANCE[dtype], result
 
 
 @pytest.mark.parametrize("name", sorted(n for n, s in OPERATORS.items() if not s.linear))
