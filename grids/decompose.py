@@ -21,7 +21,7 @@ nEdgesSolve, nVerticesSolve), then halo layer 1, 2, ..., each block in ascending
   so the k-th entry sent by p lands on the k-th entry received from p.
 
 Memory: `distribute_mesh` holds the global mesh on the root rank only. Root builds one rank's local
-mesh at a time (global -> local lookup tables of the global sizes, reused per rank, plus that
+mesh at a time (global -> local lookup tables of the global sizes, made per rank, plus that
 rank's local arrays), sends it and drops it, so root peaks at about the global mesh plus one local
 mesh. Every other rank only ever holds its local mesh: O(N/P + halo) entities, the halo growing like
 halo_depth * sqrt(N/P) on a quasi-uniform sphere mesh; its exchange lists are built by one
