@@ -155,15 +155,13 @@ def bench_meshops(spec, mesh, dtype, nlev, xp, timer, args, rng):
     return rows, x, g
 
 
-def _close(ref, res, dtype):
+def _close(xp, ref, res, dtype):
+    """max |res - ref| <= tol * max |ref| (on the backend's device), with equal shapes."""
     tol = 1e-10 if np.dtype(dtype) == np.float64 else 1e-4
-    ref, res = np.asarray(ref), np.asarray(res)
-    scale = float(np.abs(ref).max()) or 1.0
-    return ref.shape == res.shape and float(np.abs(ref - res).max()) <= tol * scale
-
-
-def _to_host(xp, a):
-    return a if xp is np else xp.asnumpy(a)
+    if ref.shape != res.shape:
+        return False
+    scale = float(xp.abs(ref).max()) or 1.0
+    return float(xp.abs(ref - res).max()) <= tol * scale
 
 
 def bench_peer(framework, spec, mesh, dtype, xp, timer, args, x, g, ours):
@@ -180,7 +178,7 @@ def bench_peer(framework, spec, mesh, dtype, xp, timer, args, x, g, ours):
     if len(adj_ref) != len(adj_peer) or len(y_ref) != 1:
         return dict(error="output structure differs from meshops")
     for ref, res in checks:
-        if not _close(_to_host(xp, ref), _to_host(xp, peer.to_backend(res)), dtype):
+        if not _close(xp, ref, peer.to_backend(res), dtype):
             return dict(error="disagrees with meshops")
     del y_ref, adj_ref, y_peer, adj_peer, checks
     out = {}
@@ -245,6 +243,29 @@ def rows_for(op, level, dtype, nlev, ours, peer_results, copy_bw, frameworks):
     return rows
 
 
+def markdown(doc) -> str:
+    """A Markdown table of a --json file's rows (for benchmarks/RESULTS.md)."""
+    fws = doc["frameworks"]
+    lines = [f"{doc['date']}, {doc['device']}, backend {doc['backend']}, copy bandwidth "
+             f"{doc['copy_bandwidth'] / 1e9:.0f} GB/s (read + write); times are medians in ms.", "",
+             "| operator | dtype | nlev | level | pass | ms | GB | GB/s | % copy | x fwd | "
+             + " | ".join(f"{fw} ms" for fw in fws) + (" | peer/ours |" if fws else ""),
+             "|---" * (10 + len(fws) + bool(fws)) + "|"]
+    for r in doc["rows"]:
+        head = f"| {r['op']} | {r['dtype']} | {r['nlev']} | {r['level']} | {r['pass']} |"
+        if "error" in r:
+            lines.append(head + f" error: {r['error'][:80]} |" + " |" * (4 + len(fws) + bool(fws)))
+            continue
+        ratio = f"{r['adj_over_fwd']:.2f}" if r.get("adj_over_fwd") is not None else ""
+        peer = [f"{v:.4g}" if isinstance(v, float) else "-" for v in (r.get("peer_ms") or {}).values()]
+        peer = peer or ["-"] * len(fws)
+        best = r.get("peer_over_ours")
+        lines.append(head + f" {r['ms']:.4g} | {r['bytes'] / 1e9:.4f} | {r['gbs']:.1f} | "
+                     f"{100 * r['frac_copy']:.1f} | {ratio} |" + "".join(f" {p} |" for p in peer)
+                     + ((f" {best:.2f} |" if best is not None else " - |") if fws else ""))
+    return "\n".join(lines)
+
+
 # -- driver -------------------------------------------------------------------------------------------
 
 
@@ -283,6 +304,8 @@ def parse_args(argv=None):
     p.add_argument("--meshes-only", action="store_true", help="generate and cache the meshes, then stop")
     p.add_argument("--json", type=pathlib.Path, help="write every row to this JSON file")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
+    p.add_argument("--markdown", type=pathlib.Path, metavar="JSON",
+                   help="print a --json file's rows as a Markdown table and stop")
     args = p.parse_args(argv)
     if args.reps is None:
         args.reps = 5 if args.quick else 25
@@ -293,6 +316,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
     clock = Clock(args.budget)
     if args.meshes_only:
         for level in args.levels:

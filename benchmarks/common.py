@@ -53,10 +53,22 @@ class CudaTimer:
 
         self.cupy = cupy
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
-        self.l2_bytes = int(props["l2CacheSize"])
-        self.clock_hz = float(props["clockRate"]) * 1e3
+        self.l2_bytes = int(props.get("l2CacheSize", 64 << 20))
         self.flush_buffer = cupy.empty(max(4 * self.l2_bytes, 1 << 24), dtype=np.uint8)
         self.spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
+        self.clock_hz = self._calibrate()
+
+    def _calibrate(self) -> float:
+        """Cycles per second of the spin kernel's clock, measured with events."""
+        cupy = self.cupy
+        cycles = 2_000_000
+        self.spin((1,), (1,), (np.int64(cycles),))
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        self.spin((1,), (1,), (np.int64(cycles),))
+        end.record()
+        end.synchronize()
+        return cycles / (cupy.cuda.get_elapsed_time(start, end) * 1e-3)
 
     def flush_l2(self) -> None:
         self.flush_buffer.fill(0)

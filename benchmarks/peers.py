@@ -245,6 +245,9 @@ class TorchPeer:
         self.c = {k: (torch.as_tensor(v, dtype=tdtype) if v.dtype.kind == "f"
                       else torch.as_tensor(v, dtype=torch.int64)).to(self.device)
                   for k, v in consts.items()}
+        if compiled:  # a fresh compilation per operator and configuration, never a silent eager fallback
+            torch._dynamo.reset()
+            torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
         self.fn = torch.compile(fn, dynamic=False) if compiled else fn
 
     def inputs(self, arrays):
