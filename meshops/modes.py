@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 
 ADJOINT_MODES = ("atomic", "deterministic")
-_default = {"mode": "atomic"}
+_default = {"mode": "deterministic"}
 
 
 def set_adjoint_mode(mode: str) -> None:
