@@ -252,25 +252,46 @@ def rows_for(op, level, dtype, nlev, ours, peer_results, copy_bw, frameworks):
 
 
 def markdown(doc) -> str:
-    """A Markdown table of a --json file's rows (for benchmarks/RESULTS.md)."""
+    """A Markdown table of a --json file: one line per operator, dtype, nlev and level."""
     fws = doc["frameworks"]
-    lines = [f"{doc['date']}, {doc['device']}, backend {doc['backend']}, copy bandwidth "
-             f"{doc['copy_bandwidth'] / 1e9:.0f} GB/s (read + write); times are medians in ms.", "",
-             "| operator | dtype | nlev | level | pass | ms | GB | GB/s | % copy | x fwd | "
-             + " | ".join(f"{fw} ms" for fw in fws) + (" | peer/ours |" if fws else ""),
-             "|---" * (10 + len(fws) + bool(fws)) + "|"]
+    mode = doc.get("default_mode", "deterministic")
+    adj_pass = "adj_det" if mode == "deterministic" else "adj_atomic"
+    groups = {}
     for r in doc["rows"]:
-        head = f"| {r['op']} | {r['dtype']} | {r['nlev']} | {r['level']} | {r['pass']} |"
+        groups.setdefault((r["op"], r["dtype"], r["nlev"], str(r["level"])), {})[r["pass"]] = r
+    head = ["operator", "dtype", "nlev", "level", "fwd ms", "fwd GB/s", "fwd % copy", "tl ms",
+            "adj atomic ms (x fwd)", "adj det ms (x fwd)"]
+    if fws:
+        head += ["best peer fwd ms", "peer/ours fwd", f"best peer fwd+adj ms", f"peer/ours fwd+adj ({mode})"]
+    lines = [f"{doc['date']}, {doc['device']}, backend {doc['backend']}, copy bandwidth "
+             f"{doc['copy_bandwidth'] / 1e9:.0f} GB/s (read + write); medians in ms.", "",
+             "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+
+    def ms(r, ratio=False):
+        if r is None:
+            return ""
         if "error" in r:
-            lines.append(head + f" error: {r['error'][:80]} |" + " |" * (4 + len(fws) + bool(fws)))
-            continue
-        ratio = f"{r['adj_over_fwd']:.2f}" if r.get("adj_over_fwd") is not None else ""
-        peer = [f"{v:.4g}" if isinstance(v, float) else "-" for v in (r.get("peer_ms") or {}).values()]
-        peer = peer or ["-"] * len(fws)
-        best = r.get("peer_over_ours")
-        lines.append(head + f" {r['ms']:.4g} | {r['bytes'] / 1e9:.4f} | {r['gbs']:.1f} | "
-                     f"{100 * r['frac_copy']:.1f} | {ratio} |" + "".join(f" {p} |" for p in peer)
-                     + ((f" {best:.2f} |" if best is not None else " - |") if fws else ""))
+            return "error"
+        return f"{r['ms']:.4g}" + (f" ({r['adj_over_fwd']:.2f})" if ratio and r.get("adj_over_fwd") else "")
+
+    def best(r):
+        if not r or "error" in r or not r.get("peer_ms"):
+            return "-", "-"
+        times = {fw: v for fw, v in r["peer_ms"].items() if isinstance(v, float)}
+        if not times:
+            return "-", "-"
+        fw = min(times, key=times.get)
+        return f"{times[fw]:.4g} ({fw})", f"{r['peer_over_ours']:.2f}"
+
+    for (op, dtype, nlev, level), passes in groups.items():
+        f = passes.get("fwd")
+        ok = f is not None and "error" not in f
+        cells = [op, dtype, str(nlev), level, ms(f), f"{f['gbs']:.1f}" if ok else "",
+                 f"{100 * f['frac_copy']:.1f}" if ok else "", ms(passes.get("tl")),
+                 ms(passes.get("adj_atomic"), True), ms(passes.get("adj_det"), True)]
+        if fws:
+            cells += [*best(f), *best(passes.get(adj_pass))]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -449,7 +470,10 @@ def main(argv=None):
         log(f"# skipped for the budget: {len(skipped)} configurations, first {skipped[0][3]} "
             f"{np.dtype(skipped[0][1]).name} nlev {skipped[0][2]} level {skipped[0][0]}")
     if args.json:
+        from meshops.modes import get_adjoint_mode
+
         doc = dict(date=today, device=device, backend=args.backend, copy_bandwidth=copy_bw,
+                   default_mode=get_adjoint_mode(),
                    frameworks=frameworks, argv=sys.argv[1:], rows=rows,
                    skipped=[dict(level=lv, dtype=np.dtype(dt).name, nlev=nl, op=n) for lv, dt, nl, n in skipped])
         tmp = args.json.with_name(args.json.name + ".tmp")
