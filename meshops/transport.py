@@ -292,8 +292,8 @@ class _GPUTransport(MPITransport):
     def _pack(self, x, route, b):
         cp = self.cupy
         self.stream.wait_event(cp.cuda.get_current_stream().record())
-        pack, _ = route.indices(cp)
-        with self.stream:
+        with self.stream:  # first use copies the index arrays to the device: keep it on this stream
+            pack, _ = route.indices(cp)
             if route.pack_index.size:
                 cp.take(x, pack, axis=0, out=b.send)
 
