@@ -19,15 +19,91 @@ every adjoint here is in the plain Euclidean inner product over entries and leve
     vector_laplacian_e2e_adj(g) = div_e2c_adj(grad_c2e_adj(g)) - curl_e2v_adj(grad_v2e_adj(g))
     del4_c2c_adj = laplacian_c2c_adj o laplacian_c2c_adj,  del4_e2e_adj likewise.
 
-The adjoint `mode` ("atomic" / "deterministic") is passed to every composed adjoint. No fused
-kernels: each step runs the CUDA kernels of its own family on CuPy arrays.
+The NumPy code is these compositions. On CuPy arrays the forwards and the deterministic adjoints
+are fused single-pass kernels (meshops/cuda/laplacian.cu), no temporaries:
+
+    laplacian_c2c(phi)[c]     = 1/areaCell[c] * sum_j w_cj * (phi[n_j] - phi[c])
+    laplacian_c2c_adj(g)[c]   = sum_j w_cj * (g[n_j] / areaCell[n_j] - g[c] / areaCell[c])
+    vector_laplacian_e2e_adj(g)[e] = dvEdge[e] * (Y[c1] - Y[c0]) - dcEdge[e] * (Z[v1] - Z[v0]),
+        Y[c] = sum_j edgeSignOnCell[c,j] * g[e_j] / (dcEdge[e_j] * areaCell[c]),
+        Z[v] = sum_i edgeSignOnVertex[v,i] * g[e_i] / (dvEdge[e_i] * areaTriangle[v])
+
+with w_cj = dvEdge[e_j] / dcEdge[e_j], n_j the cell across e_j = edgesOnCell[c, j] (a missing
+neighbour reads 0, as in the compositions); the vector forward computes div at c0, c1 and the curl
+at v0, v1 inside each edge's thread. The atomic adjoints run the composed atomic kernels. del4_*
+are two fused passes.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from meshops import connectivity, stencil
+from meshops.backend import array_module, check_field, prepared
 from meshops.curl import curl_e2v, curl_e2v_adj
 from meshops.divergence import div_e2c, div_e2c_adj
 from meshops.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
+from meshops.kernels import get_kernel, launch
+from meshops.modes import resolve_mode
 from meshops.registry import register
+
+_FAMILY = "laplacian"
+_KERNELS = ("laplacian_c2c", "laplacian_c2c_adj_gather", "vector_laplacian_e2e")
+
+
+def _signs(ends, idx, sign, name_idx, name_sign, name_ends, end):
+    """Check sign[r, j] == +1 exactly when r == ends[idx[r, j], end], -1 when r is the other end."""
+    rows = np.arange(idx.shape[0])[:, None]
+    valid = idx >= 0
+    at = ends[np.where(valid, idx, 0)]
+    mine, other = at[..., end] == rows, at[..., 1 - end] == rows
+    bad = np.argwhere(valid & ~((mine & (sign == 1)) | (other & ~mine & (sign == -1))))
+    if bad.size:
+        r, j = (int(b) for b in bad[0])
+        raise ValueError(f"mesh fields {name_idx}[{r}, {j}] = {idx[r, j]}, {name_sign}[{r}, {j}] = "
+                         f"{sign[r, j]}, {name_ends}[{idx[r, j]}] = {ends[idx[r, j]].tolist()}: "
+                         f"expected {r} among the ends, sign +1 where it is end {end}, else -1")
+    return valid, np.where(mine, at[..., 1 - end], at[..., end])
+
+
+def _build(mesh) -> dict:
+    eoc = connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell)
+    eov = connectivity.masked(mesh.edgesOnVertex)
+    valid_c, across = _signs(mesh.cellsOnEdge, eoc, mesh.edgeSignOnCell, "edgesOnCell",
+                             "edgeSignOnCell", "cellsOnEdge", 0)
+    valid_v, _ = _signs(mesh.verticesOnEdge, eov, mesh.edgeSignOnVertex,
+                        "edgesOnVertex", "edgeSignOnVertex", "verticesOnEdge", 1)
+    ec, ev = np.where(valid_c, eoc, 0), np.where(valid_v, eov, 0)
+    dc, dv = mesh.dcEdge, mesh.dvEdge
+    s_c = np.where(valid_c, mesh.edgeSignOnCell, 0.0) / mesh.areaCell[:, None]
+    s_v = np.where(valid_v, mesh.edgeSignOnVertex, 0.0) / mesh.areaTriangle[:, None]
+    return dict(cellsAcross=np.where(valid_c, across, -1), w=np.where(valid_c, dv[ec] / dc[ec], 0.0),
+                invAreaCell=1.0 / mesh.areaCell, cellsOnEdge=mesh.cellsOnEdge,
+                verticesOnEdge=mesh.verticesOnEdge, edgesOnCell=eoc, edgesOnVertex=eov,
+                invDcEdge=1.0 / dc, invDvEdge=1.0 / dv, dcEdge=dc, dvEdge=dv,
+                cellCoef=s_c * dv[ec], vertexCoef=s_v * dc[ev],
+                cellCoefAdj=s_c / dc[ec], vertexCoefAdj=s_v / dv[ev])
+
+
+def _arrays(mesh, x):
+    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+
+
+def _launch(name, x, n, arrays, widths):
+    """Run kernel `name` over (n, nlev): arguments `arrays`, x, out, `widths`, n, nlev."""
+    nlev = stencil.nlev_of(x)
+    out = array_module(x).empty((n,) + x.shape[1:], x.dtype)
+    launch(get_kernel(_FAMILY, _KERNELS, name, x.dtype), n * nlev,
+           tuple(arrays) + (x, out) + tuple(np.int32(v) for v in widths) + (np.int32(n), np.int32(nlev)))
+    return out
+
+
+def _vector(mesh, x, adjoint):
+    a = _arrays(mesh, x)
+    coefs = ((a.dvEdge, a.dcEdge, a.cellCoefAdj, a.vertexCoefAdj) if adjoint else
+             (a.invDcEdge, a.invDvEdge, a.cellCoef, a.vertexCoef))
+    return _launch("vector_laplacian_e2e", x, mesh.nEdges,
+                   (a.cellsOnEdge, a.verticesOnEdge, coefs[0], coefs[1], a.edgesOnCell, coefs[2],
+                    a.edgesOnVertex, coefs[3]), (a.edgesOnCell.shape[1], a.edgesOnVertex.shape[1]))
 
 
 def laplacian_c2c(mesh, phi):
@@ -36,12 +112,23 @@ def laplacian_c2c(mesh, phi):
     lap[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] / dcEdge[e_j]
              * (phi[cellsOnEdge[e_j,1]] - phi[cellsOnEdge[e_j,0]]). Adjoint: `laplacian_c2c_adj`.
     """
-    return div_e2c(mesh, grad_c2e(mesh, phi))
+    phi = check_field(phi, mesh.nCells, "phi", "cell")
+    if array_module(phi) is np:
+        return div_e2c(mesh, grad_c2e(mesh, phi))
+    a = _arrays(mesh, phi)
+    return _launch("laplacian_c2c", phi, mesh.nCells, (a.cellsAcross, a.w, a.invAreaCell),
+                   (a.w.shape[1],))
 
 
 def laplacian_c2c_adj(mesh, g, *, mode=None):
     """Adjoint of `laplacian_c2c` (Euclidean): grad_c2e_adj(div_e2c_adj(g)), cells -> cells."""
-    return grad_c2e_adj(mesh, div_e2c_adj(mesh, g, mode=mode), mode=mode)
+    g = check_field(g, mesh.nCells, "g", "cell")
+    mode = resolve_mode(mode)
+    if array_module(g) is np or mode == "atomic":
+        return grad_c2e_adj(mesh, div_e2c_adj(mesh, g, mode=mode), mode=mode)
+    a = _arrays(mesh, g)
+    return _launch("laplacian_c2c_adj_gather", g, mesh.nCells, (a.cellsAcross, a.w, a.invAreaCell),
+                   (a.w.shape[1],))
 
 
 def vector_laplacian_e2e(mesh, u):
@@ -50,14 +137,21 @@ def vector_laplacian_e2e(mesh, u):
     del2u[e] = (div[c1] - div[c0]) / dcEdge[e] - (vort[v1] - vort[v0]) / dvEdge[e], div = div_e2c(u),
     vort = curl_e2v(u). Adjoint: `vector_laplacian_e2e_adj`.
     """
-    return grad_c2e(mesh, div_e2c(mesh, u)) - grad_v2e(mesh, curl_e2v(mesh, u))
+    u = check_field(u, mesh.nEdges, "u", "edge")
+    if array_module(u) is np:
+        return grad_c2e(mesh, div_e2c(mesh, u)) - grad_v2e(mesh, curl_e2v(mesh, u))
+    return _vector(mesh, u, adjoint=False)
 
 
 def vector_laplacian_e2e_adj(mesh, g, *, mode=None):
     """Adjoint of `vector_laplacian_e2e` (Euclidean), edges -> edges:
     div_e2c_adj(grad_c2e_adj(g)) - curl_e2v_adj(grad_v2e_adj(g))."""
-    return (div_e2c_adj(mesh, grad_c2e_adj(mesh, g, mode=mode), mode=mode)
-            - curl_e2v_adj(mesh, grad_v2e_adj(mesh, g, mode=mode), mode=mode))
+    g = check_field(g, mesh.nEdges, "g", "edge")
+    mode = resolve_mode(mode)
+    if array_module(g) is np or mode == "atomic":
+        return (div_e2c_adj(mesh, grad_c2e_adj(mesh, g, mode=mode), mode=mode)
+                - curl_e2v_adj(mesh, grad_v2e_adj(mesh, g, mode=mode), mode=mode))
+    return _vector(mesh, g, adjoint=True)
 
 
 def del4_c2c(mesh, phi):
