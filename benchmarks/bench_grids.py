@@ -21,8 +21,10 @@ from grids.icosahedral import generate_icosahedral
 t = time.perf_counter()
 mesh = generate_icosahedral({level}, lloyd_iterations={lloyd}, order={order!r}, progress={stages})
 wall = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({{"level": {level}, "nCells": mesh.nCells, "lloyd": {lloyd}, "wall_s": wall,
-                  "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}}))
+                  "cpu_s": ru.ru_utime + ru.ru_stime,
+                  "peak_rss_gib": ru.ru_maxrss / 2**20}}))
 """
 
 
@@ -44,10 +46,10 @@ def main(argv=None) -> int:
     parser.add_argument("--order", default="morton", choices=["morton", "hilbert", "none"])
     parser.add_argument("--stages", action="store_true", help="print each stage's wall time")
     args = parser.parse_args(argv)
-    print(f"{'level':>5} {'nCells':>10} {'lloyd':>5} {'wall s':>8} {'peak RSS GiB':>13}")
+    print(f"{'level':>5} {'nCells':>10} {'lloyd':>5} {'wall s':>8} {'cpu s':>8} {'peak RSS GiB':>13}")
     for level in args.levels:
         r = run_level(level, args.lloyd, args.order, args.stages)
-        print(f"{r['level']:>5} {r['nCells']:>10} {r['lloyd']:>5} {r['wall_s']:>8.2f} "
+        print(f"{r['level']:>5} {r['nCells']:>10} {r['lloyd']:>5} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} "
               f"{r['peak_rss_gib']:>13.2f}", flush=True)
     return 0
 

@@ -37,8 +37,9 @@ import numpy as np
 
 from grids.mesh import (COUNT_FIELDS, EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, REQUIRED_FIELDS, Mesh)
 
-#: Entities processed per block by the heavier steps (bounds the size of temporaries).
-CHUNK = 1 << 20
+#: Entities processed per block: keeps every temporary below ~32 MB, so the allocator reuses heap
+#: memory instead of mapping (and page-faulting) fresh pages for each operation.
+CHUNK = 1 << 17
 #: Index dtype of every connectivity field built here (MPAS files hold int32).
 INDEX_DTYPE = np.int32
 
@@ -52,7 +53,7 @@ def unit_vectors(x, y, z) -> np.ndarray:
     """(n, 3) unit vectors along (x, y, z)."""
     p = np.stack([np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64),
                   np.asarray(z, dtype=np.float64)], axis=1)
-    p /= np.linalg.norm(p, axis=1)[:, None]
+    p /= _norm(p)[:, None]
     return p
 
 
@@ -60,9 +61,24 @@ def _dot(p, q):
     return np.einsum("ij,ij->i", p, q)
 
 
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cross product of (n, 3) arrays (np.cross without its generic-axis overhead)."""
+    a0, a1, a2 = a[:, 0], a[:, 1], a[:, 2]
+    b0, b1, b2 = b[:, 0], b[:, 1], b[:, 2]
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    np.subtract(a1 * b2, a2 * b1, out=out[:, 0])
+    np.subtract(a2 * b0, a0 * b2, out=out[:, 1])
+    np.subtract(a0 * b1, a1 * b0, out=out[:, 2])
+    return out
+
+
+def _norm(p):
+    return np.sqrt(_dot(p, p))
+
+
 def arc_length(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Great-circle angle between unit vectors p and q (radians): atan2(|p x q|, p . q)."""
-    return np.arctan2(np.linalg.norm(np.cross(p, q - p), axis=1), _dot(p, q))
+    return np.arctan2(_norm(cross(p, q - p)), _dot(p, q))
 
 
 def triangle_area(p: np.ndarray, q: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -71,7 +87,7 @@ def triangle_area(p: np.ndarray, q: np.ndarray, r: np.ndarray) -> np.ndarray:
     tan(E/2) = p . (q x r) / (1 + p.q + q.r + r.p) (Van Oosterom & Strackee 1983), with
     p . (q x r) evaluated as p . ((q - p) x (r - p)) to keep full relative precision for small triangles.
     """
-    num = _dot(p, np.cross(q - p, r - p))   # = p . (q x r), without cancellation for small triangles
+    num = _dot(p, cross(q - p, r - p))   # = p . (q x r), without cancellation for small triangles
     den = 1.0 + _dot(p, q) + _dot(q, r) + _dot(r, p)
     return 2.0 * np.arctan2(num, den)
 
@@ -161,6 +177,23 @@ def _check_fields(fields: dict, sphere_radius: float) -> None:
 # --------------------------------------------------------------------------------------------
 # geometry pieces
 # --------------------------------------------------------------------------------------------
+def pair_arcs(p: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """arc_length(p[pairs[:, 0]], p[pairs[:, 1]]), blockwise."""
+    out = np.empty(pairs.shape[0])
+    for s in _chunks(pairs.shape[0]):
+        out[s] = arc_length(p[pairs[s, 0]], p[pairs[s, 1]])
+    return out
+
+
+def vertex_triangle_areas(pc: np.ndarray, cellsOnVertex: np.ndarray) -> np.ndarray:
+    """T(cellsOnVertex[v, 0], [v, 1], [v, 2]) on the unit sphere, blockwise."""
+    out = np.empty(cellsOnVertex.shape[0])
+    for s in _chunks(cellsOnVertex.shape[0]):
+        cov = cellsOnVertex[s]
+        out[s] = triangle_area(pc[cov[:, 0]], pc[cov[:, 1]], pc[cov[:, 2]])
+    return out
+
+
 def edge_signs_on_cell(edgesOnCell, nEdgesOnCell, cellsOnEdge) -> np.ndarray:
     """edgeSignOnCell[c, j] = +1 if c == cellsOnEdge[edgesOnCell[c, j], 0] else -1; 0 on pads."""
     n, m = edgesOnCell.shape
@@ -213,71 +246,85 @@ def edge_angles(pc, pe, cellsOnEdge) -> np.ndarray:
         p = pe[s]
         d = pc[cellsOnEdge[s, 1]] - pc[cellsOnEdge[s, 0]]
         east = np.stack([-p[:, 1], p[:, 0], np.zeros(p.shape[0])], axis=1)
-        norm_east = np.linalg.norm(east, axis=1)
+        norm_east = _norm(east)
         east /= np.where(norm_east > 0, norm_east, 1.0)[:, None]
-        north = np.cross(p, east)
+        north = cross(p, east)
         angle[s] = np.arctan2(_dot(d, north), _dot(d, east))
     return angle
-
-
-def _slot_of(rows: np.ndarray, table: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """j such that table[rows, j] == value (first match), -1 where none."""
-    hit = table[rows] == value[:, None]
-    j = hit.argmax(axis=1)
-    return np.where(hit[np.arange(hit.shape[0]), j], j, -1)
 
 
 def trisk_weights(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge, cellsOnVertex,
                   edgeSignOnCell, areaCell, kiteAreasOnVertex, dcEdge, dvEdge):
     """nEdgesOnEdge, edgesOnEdge and weightsOnEdge in MPAS's order and sign convention.
 
-    Works for any radius: kite/areaCell is dimensionless and dvEdge/dcEdge too.
+    Each cell's edge ring is stored twice over (cyclically) with the running sum of kite/areaCell,
+    so the edges following e counter-clockwise around c are a contiguous window of that ring.
+    Works for any radius: kite/areaCell and dvEdge/dcEdge are dimensionless.
     """
-    nCells, maxEdges = edgesOnCell.shape
+    nCells, m = edgesOnCell.shape
     nEdges = cellsOnEdge.shape[0]
-    # kite of cell c at its vertex verticesOnCell[c, j], divided by areaCell[c]
-    kite_frac = np.zeros((nCells, maxEdges))
-    cols = np.arange(maxEdges)
+    m2 = 2 * m
+    ring_edge = np.empty((nCells, m2), dtype=INDEX_DTYPE)     # edgesOnCell[c, j mod n]
+    ring_sdv = np.empty((nCells, m2))                          # edgeSignOnCell * dvEdge, same order
+    ring_kite = np.empty((nCells, m2 + 1))                     # exclusive cumsum of kite/areaCell
+    slot = np.full((nEdges, 2), -1, dtype=np.int64)            # j of edge e in edgesOnCell[c_side]
+    cols = np.arange(m)
     for s in _chunks(nCells):
-        voc = verticesOnCell[s]
-        inside = cols[None, :] < nEdgesOnCell[s, None]
-        v = np.where(inside, voc, 0).ravel()
-        c = np.repeat(np.arange(s.start, s.stop), maxEdges)
-        j = _slot_of(v, cellsOnVertex, c)
-        if np.any(inside.ravel() & (j < 0)):
-            k = np.flatnonzero(inside.ravel() & (j < 0))[0]
-            raise ValueError(f"complete_mesh: cell {c[k]} is not in cellsOnVertex[{v[k]}] although "
-                             f"verticesOnCell[{c[k]}, {k % maxEdges}] = {v[k]}")
-        kite = kiteAreasOnVertex[v, np.maximum(j, 0)].reshape(-1, maxEdges)
-        kite_frac[s] = np.where(inside, kite, 0.0) / areaCell[s, None]
+        c = np.arange(s.start, s.stop)
+        ne = nEdgesOnCell[s].astype(np.int64)
+        inside = cols[None, :] < ne[:, None]
+        eoc = edgesOnCell[s]
+        # kite of cell c at its vertex verticesOnCell[c, j]
+        v = np.where(inside, verticesOnCell[s], 0)
+        hit = cellsOnVertex[v] == c[:, None, None]
+        found = hit.any(axis=2)
+        if np.any(inside & ~found):
+            r, j = np.argwhere(inside & ~found)[0]
+            raise ValueError(f"complete_mesh: cell {c[r]} is not in cellsOnVertex[{v[r, j]}] although "
+                             f"verticesOnCell[{c[r]}, {j}] = {v[r, j]}")
+        kite = np.where(inside, kiteAreasOnVertex[v, hit.argmax(axis=2)], 0.0) / areaCell[s, None]
+        wrap = np.arange(m2)[None, :] % ne[:, None]
+        rows = np.arange(c.size)[:, None]
+        e = eoc[rows, wrap]
+        ring_edge[s] = e
+        ring_sdv[s] = edgeSignOnCell[s][rows, wrap] * dvEdge[e]
+        ring_kite[s, 0] = 0.0
+        np.cumsum(kite[rows, wrap], axis=1, out=ring_kite[s, 1:])
+        # slots: side 0 where c == cellsOnEdge[e, 0]
+        ee = eoc[inside]
+        side = (cellsOnEdge[ee, 0] != np.broadcast_to(c[:, None], inside.shape)[inside])
+        slot[ee, side.astype(np.int64)] = np.broadcast_to(cols, inside.shape)[inside]
+    bad = np.argwhere(slot < 0)
+    if bad.size:
+        e, side = bad[0]
+        raise ValueError(f"complete_mesh: edge {e} is not in edgesOnCell[{cellsOnEdge[e, side]}] "
+                         f"although cellsOnEdge[{e}, {side}] = {cellsOnEdge[e, side]}")
 
-    nEdgesOnEdge = np.zeros(nEdges, dtype=INDEX_DTYPE)
-    edgesOnEdge = np.full((nEdges, 2 * maxEdges), -1, dtype=INDEX_DTYPE)
-    weightsOnEdge = np.zeros((nEdges, 2 * maxEdges))
+    flat_edge, flat_sdv, flat_kite = ring_edge.ravel(), ring_sdv.ravel(), ring_kite.ravel()
+    steps = np.arange(1, m)
+    nEdgesOnEdge = np.empty(nEdges, dtype=INDEX_DTYPE)
+    edgesOnEdge = np.empty((nEdges, m2), dtype=INDEX_DTYPE)
+    weightsOnEdge = np.empty((nEdges, m2))
     for s in _chunks(nEdges):
-        e = np.arange(s.start, s.stop)
-        rows = np.arange(e.size)
-        offset = np.zeros(e.size, dtype=np.int64)
+        n_rows = s.stop - s.start
+        out_e = np.full((n_rows, m2), -1, dtype=INDEX_DTYPE)
+        out_w = np.zeros((n_rows, m2))
+        offset = np.zeros(n_rows, dtype=np.int64)
         for side, sign in ((0, 1.0), (1, -1.0)):
-            c = cellsOnEdge[s, side]
+            c = cellsOnEdge[s, side].astype(np.int64)
+            k = slot[s, side]
             ne = nEdgesOnCell[c].astype(np.int64)
-            k = _slot_of(c, edgesOnCell, e)
-            if np.any(k < 0):
-                i = np.flatnonzero(k < 0)[0]
-                raise ValueError(f"complete_mesh: edge {e[i]} is not in edgesOnCell[{c[i]}] although "
-                                 f"cellsOnEdge[{e[i]}, {side}] = {c[i]}")
-            running = np.zeros(e.size)
-            for i in range(1, maxEdges):
-                live = i < ne
-                jj = (k + i) % ne
-                running += kite_frac[c, (k + i - 1) % ne]
-                cur = edgesOnCell[c, jj]
-                w = sign * edgeSignOnCell[c, jj] * (0.5 - running) * dvEdge[cur] / dcEdge[s]
-                col = offset + i - 1
-                r, cl = rows[live], col[live]
-                edgesOnEdge[s][r, cl] = cur[live]
-                weightsOnEdge[s][r, cl] = w[live]
+            at = (c * m2 + k)[:, None] + steps[None, :]
+            base = (c * (m2 + 1) + k)[:, None]
+            running = flat_kite[base + steps[None, :]] - flat_kite[base]
+            w = (sign / dcEdge[s])[:, None] * flat_sdv[at] * (0.5 - running)
+            live = steps[None, :] < ne[:, None]
+            pos = (np.arange(n_rows) * m2 + offset)[:, None] + (steps - 1)[None, :]
+            out_e.ravel()[pos[live]] = flat_edge[at[live]]
+            out_w.ravel()[pos[live]] = w[live]
             offset += ne - 1
+        edgesOnEdge[s] = out_e
+        weightsOnEdge[s] = out_w
         nEdgesOnEdge[s] = offset
     return nEdgesOnEdge, edgesOnEdge, weightsOnEdge
 
@@ -302,8 +349,8 @@ def complete_mesh(fields: dict[str, np.ndarray], sphere_radius: float, *, omega:
     out = {}
     for name in REQUIRED_FIELDS:
         arr = np.asarray(fields[name])
-        out[name] = arr.astype(INDEX_DTYPE) if (name in INDEX_FIELDS or name in COUNT_FIELDS) \
-            else arr.astype(np.float64)
+        out[name] = np.asarray(arr, dtype=INDEX_DTYPE if (name in INDEX_FIELDS or name in COUNT_FIELDS)
+                               else np.float64)
 
     def have(name):
         return (not recompute) and name in fields
@@ -311,8 +358,8 @@ def complete_mesh(fields: dict[str, np.ndarray], sphere_radius: float, *, omega:
     def keep(name):
         arr = np.asarray(fields[name])
         if name in INDEX_FIELDS or name in COUNT_FIELDS:
-            return arr.astype(INDEX_DTYPE)
-        return arr.astype(np.float64)
+            return np.asarray(arr, dtype=INDEX_DTYPE)
+        return np.asarray(arr, dtype=np.float64)
 
     pc = unit_vectors(out["xCell"], out["yCell"], out["zCell"])
     pe = unit_vectors(out["xEdge"], out["yEdge"], out["zEdge"])
@@ -332,13 +379,12 @@ def complete_mesh(fields: dict[str, np.ndarray], sphere_radius: float, *, omega:
 
     derive("edgeSignOnCell", lambda: edge_signs_on_cell(eoc, noc, coe))
     derive("edgeSignOnVertex", lambda: edge_signs_on_vertex(eov, voe))
-    derive("dcEdge", lambda: a * arc_length(pc[coe[:, 0]], pc[coe[:, 1]]))
-    derive("dvEdge", lambda: a * arc_length(pv[voe[:, 0]], pv[voe[:, 1]]))
+    derive("dcEdge", lambda: a * pair_arcs(pc, coe))
+    derive("dvEdge", lambda: a * pair_arcs(pv, voe))
     derive("areaCell", lambda: a * a * cell_areas(pc, pv, voc, noc))
     derive("kiteAreasOnVertex", lambda: a * a * kite_areas(pc, pe, pv, cov, eov))
     if cov.shape[1] == 3:
-        derive("areaTriangle",
-               lambda: a * a * triangle_area(pc[cov[:, 0]], pc[cov[:, 1]], pc[cov[:, 2]]))
+        derive("areaTriangle", lambda: a * a * vertex_triangle_areas(pc, cov))
     else:
         derive("areaTriangle", lambda: out["kiteAreasOnVertex"].sum(axis=1))
     derive("angleEdge", lambda: edge_angles(pc, pe, coe))

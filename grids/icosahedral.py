@@ -22,22 +22,24 @@ import time
 import numpy as np
 from scipy.spatial import ConvexHull
 
-from grids.geometry import INDEX_DTYPE, complete_mesh, triangle_area
+from grids.geometry import INDEX_DTYPE, _chunks, complete_mesh, cross, triangle_area
 from grids.mesh import EARTH_OMEGA, EARTH_RADIUS, Mesh
 from grids.reorder import METHODS, following_order, sfc_order
 
 MAX_LEVEL = 12
+#: Index dtype of the triangulation (3 * 20 * 4**12 half-edges still fit in int32).
+IDX = np.int32
 
 
 def _normalise(p: np.ndarray) -> np.ndarray:
-    p /= np.linalg.norm(p, axis=1)[:, None]
+    p /= np.sqrt(np.einsum("ij,ij->i", p, p))[:, None]
     return p
 
 
 def _orient_ccw(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
     """Reorder triangle nodes so each triangle is counter-clockwise seen from outside the sphere."""
     a, b, c = pts[tris[:, 0]], pts[tris[:, 1]], pts[tris[:, 2]]
-    flip = np.einsum("ij,ij->i", a, np.cross(b, c)) < 0
+    flip = np.einsum("ij,ij->i", a, cross(b, c)) < 0
     tris[flip] = tris[flip][:, [0, 2, 1]]
     return tris
 
@@ -50,50 +52,84 @@ def icosahedron() -> tuple[np.ndarray, np.ndarray]:
                                     np.full(lo.shape, np.sin(la))], axis=1)
     pts = np.concatenate([[[0.0, 0.0, 1.0]], ring(lat, lon), ring(-lat, lon + np.pi / 5),
                           [[0.0, 0.0, -1.0]]])
-    tris = ConvexHull(pts).simplices.astype(np.int64)
+    tris = ConvexHull(pts).simplices.astype(IDX)
     return pts, _orient_ccw(pts, tris)
 
 
-def bisect(pts: np.ndarray, tris: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One bisection level: every triangle splits into four; new nodes are normalised midpoints."""
-    n = pts.shape[0]
-    lo = np.minimum(tris, np.roll(tris, -1, axis=1)).ravel()
-    hi = np.maximum(tris, np.roll(tris, -1, axis=1)).ravel()
-    keys, inv = np.unique(lo * n + hi, return_inverse=True)
-    mid = _normalise(pts[keys // n] + pts[keys % n])
-    m = (n + inv).reshape(-1, 3)            # midpoints of edges (0,1), (1,2), (2,0)
+def edge_ids(tris: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edge id of each half-edge (eid[t, p]: nodes tris[t, p], tris[t, (p+1) % 3]) and the (E, 2)
+    end nodes of each edge, by sorting node pairs (used for small or rebuilt triangulations)."""
+    n = int(tris.max()) + 1
+    a, b = tris.astype(np.int64).ravel(), np.roll(tris, -1, axis=1).astype(np.int64).ravel()
+    keys, inv = np.unique(np.minimum(a, b) * n + np.maximum(a, b), return_inverse=True)
+    edges = np.stack([keys // n, keys % n], axis=1).astype(IDX)
+    return inv.reshape(-1, 3).astype(IDX), edges
+
+
+def bisect(pts, tris, eid, edges):
+    """One bisection level: every triangle splits into four; new nodes are normalised midpoints.
+
+    Edge ids are carried along (no sorting): edge k splits into edges 2k (at edges[k, 0]) and
+    2k + 1 (at edges[k, 1]); the three inner edges of triangle t get ids 2E + 3t + (0, 1, 2).
+    Returns (pts, tris, eid, edges) of the refined triangulation.
+    """
+    n, n_edges, n_tris = pts.shape[0], edges.shape[0], tris.shape[0]
+    mid = np.empty((n_edges, 3))
+    for s in _chunks(n_edges):
+        mid[s] = _normalise(pts[edges[s, 0]] + pts[edges[s, 1]])
     t0, t1, t2 = tris[:, 0], tris[:, 1], tris[:, 2]
-    m01, m12, m20 = m[:, 0], m[:, 1], m[:, 2]
-    new = np.concatenate([np.stack([t0, m01, m20], 1), np.stack([m01, t1, m12], 1),
-                          np.stack([m20, m12, t2], 1), np.stack([m01, m12, m20], 1)])
-    return np.concatenate([pts, mid]), new
+    k0, k1, k2 = eid[:, 0], eid[:, 1], eid[:, 2]
+    m01, m12, m20 = n + k0, n + k1, n + k2
+    half = lambda k, x: 2 * k + (edges[k, 1] == x)
+    inner = 2 * n_edges + 3 * np.arange(n_tris, dtype=IDX)
+    i0, i1, i2 = inner, inner + 1, inner + 2
+    new_tris = np.concatenate([np.stack([t0, m01, m20], 1), np.stack([m01, t1, m12], 1),
+                               np.stack([m20, m12, t2], 1), np.stack([m01, m12, m20], 1)])
+    new_eid = np.concatenate([np.stack([half(k0, t0), i0, half(k2, t0)], 1),
+                              np.stack([half(k0, t1), half(k1, t1), i1], 1),
+                              np.stack([i2, half(k1, t2), half(k2, t2)], 1),
+                              np.stack([i1, i2, i0], 1)])
+    mids = n + np.arange(n_edges, dtype=IDX)
+    halves = np.stack([edges[:, 0], mids, edges[:, 1], mids], axis=1).reshape(-1, 2)
+    inners = np.stack([m01, m20, m01, m12, m12, m20], axis=1).reshape(-1, 2)
+    return (np.concatenate([pts, mid]), new_tris.astype(IDX), new_eid.astype(IDX),
+            np.concatenate([halves, inners]).astype(IDX))
 
 
 def circumcentres(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
-    """Unit circumcentres of counter-clockwise spherical triangles (Voronoi vertices)."""
-    a, b, c = pts[tris[:, 0]], pts[tris[:, 1]], pts[tris[:, 2]]
-    return _normalise(np.cross(b - a, c - a))
+    """Unit circumcentres of counter-clockwise spherical triangles (Voronoi vertices), blockwise."""
+    out = np.empty((tris.shape[0], 3))
+    for s in _chunks(tris.shape[0]):
+        a, b, c = pts[tris[s, 0]], pts[tris[s, 1]], pts[tris[s, 2]]
+        out[s] = _normalise(cross(b - a, c - a))
+    return out
 
 
-def half_edge_twins(tris: np.ndarray, n_nodes: int) -> np.ndarray:
-    """twin[h] for half-edges h = 3 t + p (node tris[t, p] -> tris[t, (p+1) % 3])."""
-    src = tris.ravel()
-    dst = np.roll(tris, -1, axis=1).ravel()
-    key = np.minimum(src, dst) * n_nodes + np.maximum(src, dst)
-    order = np.argsort(key, kind="stable")
-    h1, h2 = order[0::2], order[1::2]
-    if h1.size != h2.size or np.any(key[h1] != key[h2]) or np.any(src[h1] != dst[h2]):
-        raise ValueError("triangulation is not a closed, consistently oriented surface "
-                         "(some edge is not shared by exactly two opposite half-edges)")
-    twin = np.empty(src.size, dtype=np.int64)
-    twin[h1], twin[h2] = h2, h1
+def half_edge_twins(tris: np.ndarray, eid: np.ndarray, n_edges: int) -> np.ndarray:
+    """twin[h] for half-edges h = 3 t + p (node tris[t, p] -> tris[t, (p+1) % 3]), from edge ids."""
+    h = np.arange(eid.size, dtype=np.int64)
+    e = eid.ravel()
+    first = np.full(n_edges, -1, dtype=np.int64)
+    first[e] = h
+    second = np.full(n_edges, -1, dtype=np.int64)
+    other = first[e] != h
+    second[e[other]] = h[other]
+    src, dst = tris.ravel(), np.roll(tris, -1, axis=1).ravel()
+    bad = (second < 0) | (np.bincount(e, minlength=n_edges) != 2)
+    bad |= src[first] != dst[np.maximum(second, 0)]
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"triangulation: edge {k} is not shared by exactly two opposite half-edges "
+                         "(expected a closed, consistently oriented surface)")
+    twin = np.empty(eid.size, dtype=np.int64)
+    twin[first], twin[second] = second, first
     return twin
 
 
 def is_delaunay(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> bool:
     """True if no node opposite an edge lies inside the circumcircle of the triangle across it."""
     a, b, c = pts[tris[:, 0]], pts[tris[:, 1]], pts[tris[:, 2]]
-    normal = np.cross(b - a, c - a)
+    normal = cross(b - a, c - a)
     # node opposite half-edge twin[h] in its own triangle, tested against the triangle of h
     h = np.arange(twin.size)
     th = twin // 3
@@ -120,7 +156,7 @@ def lloyd_step(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> np.ndarra
     return _normalise(out)
 
 
-def connectivity(tris: np.ndarray, n_cells: int) -> dict[str, np.ndarray]:
+def connectivity(tris: np.ndarray, eid: np.ndarray, n_edges: int, n_cells: int) -> dict[str, np.ndarray]:
     """MPAS connectivity of the Voronoi mesh dual to a counter-clockwise triangulation.
 
     Cells are the nodes, vertices the triangles (cellsOnVertex = tris), edges the triangle edges with
@@ -129,7 +165,7 @@ def connectivity(tris: np.ndarray, n_cells: int) -> dict[str, np.ndarray]:
     """
     src = tris.ravel()
     dst = np.roll(tris, -1, axis=1).ravel()
-    twin = half_edge_twins(tris, n_cells)
+    twin = half_edge_twins(tris, eid, n_edges)
     h = np.arange(src.size)
     lead = h[src < dst]                      # one half-edge per edge, from the lower cell
     n_edges = lead.size
@@ -190,12 +226,15 @@ def _relabel(conn: dict, edges: np.ndarray, vertices: np.ndarray) -> dict:
 
 def edge_points(pc: np.ndarray, pv: np.ndarray, cellsOnEdge, verticesOnEdge) -> np.ndarray:
     """Unit edge points: great circle (c0, c1) meets great circle (v0, v1), on the side of c0 + c1."""
-    c0, c1 = pc[cellsOnEdge[:, 0]], pc[cellsOnEdge[:, 1]]
-    v0, v1 = pv[verticesOnEdge[:, 0]], pv[verticesOnEdge[:, 1]]
-    # p x (q - p) = p x q, accurate in direction when p and q are close
-    p = np.cross(np.cross(c0, c1 - c0), np.cross(v0, v1 - v0))
-    s = np.sign(np.einsum("ij,ij->i", p, c0 + c1))
-    return _normalise(p * np.where(s == 0, 1.0, s)[:, None])
+    out = np.empty((cellsOnEdge.shape[0], 3))
+    for s in _chunks(cellsOnEdge.shape[0]):
+        c0, c1 = pc[cellsOnEdge[s, 0]], pc[cellsOnEdge[s, 1]]
+        v0, v1 = pv[verticesOnEdge[s, 0]], pv[verticesOnEdge[s, 1]]
+        # p x (q - p) = p x q, accurate in direction when p and q are close
+        p = cross(cross(c0, c1 - c0), cross(v0, v1 - v0))
+        sign = np.sign(np.einsum("ij,ij->i", p, c0 + c1))
+        out[s] = _normalise(p * np.where(sign == 0, 1.0, sign)[:, None])
+    return out
 
 
 def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: float = EARTH_RADIUS,
@@ -213,34 +252,72 @@ def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius
                          "expected an integer >= 0")
     if order not in METHODS + ("none",):
         raise ValueError(f"generate_icosahedral: order={order!r}, expected one of {METHODS + ('none',)}")
-    clock = [time.perf_counter()]
+    clock = [time.perf_counter(), time.process_time()]
 
     def stage(name):
         if progress:
-            now = time.perf_counter()
-            print(f"  [level {level}] {name}: {now - clock[0]:.2f} s", flush=True)
-            clock[0] = now
+            now = [time.perf_counter(), time.process_time()]
+            print(f"  [level {level}] {name}: {now[0] - clock[0]:.2f} s wall, "
+                  f"{now[1] - clock[1]:.2f} s cpu", flush=True)
+            clock[:] = now
 
     pts, tris = icosahedron()
+    eid, edges = edge_ids(tris)
     for _ in range(level):
-        pts, tris = bisect(pts, tris)
+        pts, tris, eid, edges = bisect(pts, tris, eid, edges)
+    n_edges = edges.shape[0]
+    del edges
     stage("bisection")
     if lloyd_iterations:
-        twin = half_edge_twins(tris, pts.shape[0])
+        twin = half_edge_twins(tris, eid, n_edges)
         for _ in range(lloyd_iterations):
             pts = lloyd_step(pts, tris, twin)
             if not is_delaunay(pts, tris, twin):
-                tris = _orient_ccw(pts, ConvexHull(pts).simplices.astype(np.int64))
-                twin = half_edge_twins(tris, pts.shape[0])
+                tris = _orient_ccw(pts, ConvexHull(pts).simplices.astype(IDX))
+                eid, edges = edge_ids(tris)
+                n_edges = edges.shape[0]
+                twin = half_edge_twins(tris, eid, n_edges)
         del twin
         stage(f"{lloyd_iterations} Lloyd iterations")
+    source = f"meshops grids.icosahedral level={level} lloyd={lloyd_iterations} order={order}"
+    return _mesh_from_triangulation(pts, tris, eid, n_edges, sphere_radius=sphere_radius,
+                                    order=order, omega=omega, source=source, stage=stage)
+
+
+def voronoi_mesh(generators: np.ndarray, *, sphere_radius: float = EARTH_RADIUS, order: str = "morton",
+                 omega: float = EARTH_OMEGA) -> Mesh:
+    """Spherical Voronoi mesh of arbitrary (n, 3) generators (any length; directions are used).
+
+    The Delaunay triangulation is the convex hull of the unit generators (scipy.spatial.ConvexHull);
+    then cells are ordered along `order`, and every MPAS field derived as for `generate_icosahedral`.
+    """
+    p = np.asarray(generators, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] != 3 or p.shape[0] < 4:
+        raise ValueError(f"voronoi_mesh: generators have shape {p.shape}, expected (n >= 4, 3)")
+    norm = np.sqrt(np.einsum("ij,ij->i", p, p))
+    bad = np.flatnonzero(~np.isfinite(norm) | (norm == 0))
+    if bad.size:
+        raise ValueError(f"voronoi_mesh: generators[{bad[0]}] = {p[bad[0]]}, expected a finite nonzero vector")
+    if order not in METHODS + ("none",):
+        raise ValueError(f"voronoi_mesh: order={order!r}, expected one of {METHODS + ('none',)}")
+    p = p / norm[:, None]
+    tris = _orient_ccw(p, ConvexHull(p).simplices.astype(IDX))
+    eid, edges = edge_ids(tris)
+    return _mesh_from_triangulation(p, tris, eid, edges.shape[0], sphere_radius=sphere_radius,
+                                    order=order, omega=omega,
+                                    source=f"meshops grids.icosahedral.voronoi_mesh order={order}")
+
+
+def _mesh_from_triangulation(pts, tris, eid, n_edges, *, sphere_radius, order, omega, source,
+                             stage=lambda name: None) -> Mesh:
+    """Ordered connectivity, positions and derived geometry of the Voronoi dual of (pts, tris)."""
     if order != "none":
         cells = sfc_order(pts, order)
-        rank = np.empty_like(cells)
-        rank[cells] = np.arange(cells.size)
+        rank = np.empty(cells.size, dtype=IDX)
+        rank[cells] = np.arange(cells.size, dtype=IDX)
         pts, tris = pts[cells], rank[tris]
-    conn = connectivity(tris, pts.shape[0])
-    del tris
+    conn = connectivity(tris, eid, n_edges, pts.shape[0])
+    del tris, eid
     stage("connectivity")
     if order != "none":
         edges = following_order(conn["edgesOnCell"], conn["nEdgesOnCell"], conn["cellsOnEdge"].shape[0])
@@ -258,9 +335,7 @@ def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius
     del pts, pe, pv
     stage("positions")
     attributes = {"on_a_sphere": "YES", "sphere_radius": a, "is_periodic": "NO", "mesh_spec": "1.0",
-                  "Conventions": "MPAS",
-                  "source": f"meshops grids.icosahedral level={level} lloyd={lloyd_iterations} "
-                            f"order={order}"}
+                  "Conventions": "MPAS", "source": source}
     mesh = complete_mesh(conn, a, omega=omega, attributes=attributes)
     stage("geometry")
     return mesh
