@@ -127,15 +127,18 @@ def half_edge_twins(tris: np.ndarray, eid: np.ndarray, n_edges: int) -> np.ndarr
 
 
 def is_delaunay(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> bool:
-    """True if no node opposite an edge lies inside the circumcircle of the triangle across it."""
-    a, b, c = pts[tris[:, 0]], pts[tris[:, 1]], pts[tris[:, 2]]
-    normal = cross(b - a, c - a)
-    # node opposite half-edge twin[h] in its own triangle, tested against the triangle of h
-    h = np.arange(twin.size)
-    th = twin // 3
-    opp = tris[th, (twin % 3 + 2) % 3]
-    t = h // 3
-    return bool(np.all(np.einsum("ij,ij->i", normal[t], pts[opp] - a[t]) <= 1e-15))
+    """True if no node opposite an edge lies inside the circumcircle of the triangle across it
+    (blockwise over triangles; the local test is global on a convex hull)."""
+    for s in _chunks(tris.shape[0]):
+        a, b, c = pts[tris[s, 0]], pts[tris[s, 1]], pts[tris[s, 2]]
+        normal = cross(b - a, c - a)
+        tw = twin[3 * s.start:3 * s.stop]
+        # node opposite the twin half-edge, in the neighbouring triangle
+        opp = tris.ravel()[3 * (tw // 3) + (tw % 3 + 2) % 3]
+        d = pts[opp].reshape(-1, 3, 3) - a[:, None, :]
+        if np.any(np.einsum("ij,ikj->ik", normal, d) > 1e-15):
+            return False
+    return True
 
 
 def lloyd_step(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> np.ndarray:
@@ -146,34 +149,30 @@ def lloyd_step(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> np.ndarra
     """
     vc = circumcentres(pts, tris)
     src = tris.ravel()
-    t = np.arange(src.size) // 3
-    tt = twin // 3
-    c, p, q = pts[src], vc[tt], vc[t]
-    w = triangle_area(c, p, q)
-    cen = (c + p + q) * w[:, None]
-    out = np.stack([np.bincount(src, weights=cen[:, k], minlength=pts.shape[0]) for k in range(3)],
+    moment = np.empty((3, src.size))
+    for s in _chunks(src.size):
+        t = np.arange(s.start, s.stop) // 3
+        c, p, q = pts[src[s]], vc[twin[s] // 3], vc[t]
+        moment[:, s] = ((c + p + q) * triangle_area(c, p, q)[:, None]).T
+    out = np.stack([np.bincount(src, weights=moment[k], minlength=pts.shape[0]) for k in range(3)],
                    axis=1)
     return _normalise(out)
 
 
-def connectivity(tris: np.ndarray, eid: np.ndarray, n_edges: int, n_cells: int) -> dict[str, np.ndarray]:
+def connectivity(tris: np.ndarray, eid: np.ndarray, n_edges: int, n_cells: int,
+                 follow_cells: bool = True) -> dict[str, np.ndarray]:
     """MPAS connectivity of the Voronoi mesh dual to a counter-clockwise triangulation.
 
-    Cells are the nodes, vertices the triangles (cellsOnVertex = tris), edges the triangle edges with
-    cellsOnEdge[e, 0] < cellsOnEdge[e, 1] and verticesOnEdge[e, 1] the triangle to the left of
+    Cells are the nodes (in their given order), vertices the triangles, edges the triangle edges,
+    with cellsOnEdge[e, 0] < cellsOnEdge[e, 1] and verticesOnEdge[e, 1] the triangle to the left of
     cellsOnEdge[e, 0] -> [e, 1] (so the tangent k x n runs from verticesOnEdge[e, 0] to [e, 1]).
+    With `follow_cells`, edges and vertices are numbered in order of first appearance walking the
+    cells in order (edgesOnCell / verticesOnCell); otherwise by edge id and triangle index.
     """
     src = tris.ravel()
     dst = np.roll(tris, -1, axis=1).ravel()
     twin = half_edge_twins(tris, eid, n_edges)
     h = np.arange(src.size)
-    lead = h[src < dst]                      # one half-edge per edge, from the lower cell
-    n_edges = lead.size
-    edge_of = np.empty(src.size, dtype=np.int64)
-    edge_of[lead] = np.arange(n_edges)
-    edge_of[twin[lead]] = np.arange(n_edges)
-    cellsOnEdge = np.stack([src[lead], dst[lead]], axis=1)
-    verticesOnEdge = np.stack([twin[lead] // 3, lead // 3], axis=1)
     # counter-clockwise walk around each cell: next(h) = twin(previous half-edge of h's triangle)
     nxt = twin[3 * (h // 3) + (h % 3 + 2) % 3]
     start = np.empty(n_cells, dtype=np.int64)
@@ -186,42 +185,42 @@ def connectivity(tris: np.ndarray, eid: np.ndarray, n_edges: int, n_cells: int) 
         if np.all(nEdgesOnCell > 0):
             break
         walk.append(cur)
+    del nxt, cur
     if np.any(nEdgesOnCell == 0):
         c = int(np.flatnonzero(nEdgesOnCell == 0)[0])
         raise ValueError(f"triangulation: the fan around node {c} does not close within 12 edges")
-    hs = np.stack(walk, axis=1)
     maxEdges = int(nEdgesOnCell.max())
-    hs = hs[:, :maxEdges]
+    hs = np.stack(walk[:maxEdges], axis=1)
+    del walk
     inside = np.arange(maxEdges)[None, :] < nEdgesOnCell[:, None]
+    hs[~inside] = 0
+    tri_of, edge_of = hs // 3, eid.ravel()[hs]
+    n_tris = tris.shape[0]
+    if follow_cells:
+        vorder = following_order(tri_of, nEdgesOnCell, n_tris)
+        eorder = following_order(edge_of, nEdgesOnCell, n_edges)
+    else:
+        vorder, eorder = np.arange(n_tris), np.arange(n_edges)
+    inv_v = np.empty(n_tris, dtype=INDEX_DTYPE)
+    inv_v[vorder] = np.arange(n_tris, dtype=INDEX_DTYPE)
+    inv_e = np.empty(n_edges, dtype=INDEX_DTYPE)
+    inv_e[eorder] = np.arange(n_edges, dtype=INDEX_DTYPE)
+    lead = np.empty(n_edges, dtype=np.int64)     # per edge id, its half-edge from the lower cell
+    low = src < dst
+    lead[eid.ravel()[low]] = h[low]
+    lead = lead[eorder]
     pad = lambda x: np.where(inside, x, -1).astype(INDEX_DTYPE)
     return {
         "nEdgesOnCell": nEdgesOnCell.astype(INDEX_DTYPE),
-        "edgesOnCell": pad(edge_of[hs]),
+        "edgesOnCell": pad(inv_e[edge_of]),
         "cellsOnCell": pad(dst[hs]),
-        "verticesOnCell": pad(hs // 3),
-        "cellsOnEdge": cellsOnEdge.astype(INDEX_DTYPE),
-        "verticesOnEdge": verticesOnEdge.astype(INDEX_DTYPE),
-        "cellsOnVertex": tris.astype(INDEX_DTYPE),
+        "verticesOnCell": pad(inv_v[tri_of]),
+        "cellsOnEdge": np.stack([src[lead], dst[lead]], axis=1).astype(INDEX_DTYPE),
+        "verticesOnEdge": np.stack([inv_v[twin[lead] // 3], inv_v[lead // 3]], axis=1),
+        "cellsOnVertex": tris[vorder].astype(INDEX_DTYPE),
         # cellsOnVertex[v, j] lies between edgesOnVertex[v, j] and [v, j+1]: edges (c,a), (a,b), (b,c)
-        "edgesOnVertex": edge_of.reshape(-1, 3)[:, [2, 0, 1]].astype(INDEX_DTYPE),
+        "edgesOnVertex": inv_e[eid[vorder][:, [2, 0, 1]]],
     }
-
-
-def _relabel(conn: dict, edges: np.ndarray, vertices: np.ndarray) -> dict:
-    """Apply new -> old orders of edges and vertices to connectivity built by `connectivity`."""
-    inv_e = np.empty(edges.size, dtype=INDEX_DTYPE)
-    inv_e[edges] = np.arange(edges.size, dtype=INDEX_DTYPE)
-    inv_v = np.empty(vertices.size, dtype=INDEX_DTYPE)
-    inv_v[vertices] = np.arange(vertices.size, dtype=INDEX_DTYPE)
-    remap = lambda x, inv: np.where(x >= 0, inv[np.maximum(x, 0)], x).astype(INDEX_DTYPE)
-    out = dict(conn)
-    out["edgesOnCell"] = remap(conn["edgesOnCell"], inv_e)
-    out["verticesOnCell"] = remap(conn["verticesOnCell"], inv_v)
-    out["cellsOnEdge"] = conn["cellsOnEdge"][edges]
-    out["verticesOnEdge"] = inv_v[conn["verticesOnEdge"][edges]]
-    out["cellsOnVertex"] = conn["cellsOnVertex"][vertices]
-    out["edgesOnVertex"] = inv_e[conn["edgesOnVertex"][vertices]]
-    return out
 
 
 def edge_points(pc: np.ndarray, pv: np.ndarray, cellsOnEdge, verticesOnEdge) -> np.ndarray:
@@ -316,16 +315,9 @@ def _mesh_from_triangulation(pts, tris, eid, n_edges, *, sphere_radius, order, o
         rank = np.empty(cells.size, dtype=IDX)
         rank[cells] = np.arange(cells.size, dtype=IDX)
         pts, tris = pts[cells], rank[tris]
-    conn = connectivity(tris, eid, n_edges, pts.shape[0])
+    conn = connectivity(tris, eid, n_edges, pts.shape[0], follow_cells=order != "none")
     del tris, eid
-    stage("connectivity")
-    if order != "none":
-        edges = following_order(conn["edgesOnCell"], conn["nEdgesOnCell"], conn["cellsOnEdge"].shape[0])
-        vertices = following_order(conn["verticesOnCell"], conn["nEdgesOnCell"],
-                                   conn["cellsOnVertex"].shape[0])
-        conn = _relabel(conn, edges, vertices)
-        del edges, vertices
-        stage("edge/vertex order")
+    stage("connectivity and edge/vertex order")
     pv = circumcentres(pts, conn["cellsOnVertex"])
     pe = edge_points(pts, pv, conn["cellsOnEdge"], conn["verticesOnEdge"])
     a = float(sphere_radius)

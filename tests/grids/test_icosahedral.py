@@ -234,3 +234,23 @@ def test_voronoi_mesh_of_jittered_generators():
     check_invariants(m)
     with pytest.raises(ValueError, match=r"generators\[1\]"):
         voronoi_mesh(np.concatenate([p[:1], np.zeros((1, 3)), p[2:]]))
+
+
+def test_delaunay_check_detects_a_flipped_edge():
+    """Lloyd keeps the bisected connectivity only while it stays Delaunay: the check must see a flip."""
+    from grids import icosahedral as ic
+    pts, tris = ic.icosahedron()
+    eid, edges = ic.edge_ids(tris)
+    for _ in range(3):
+        pts, tris, eid, edges = ic.bisect(pts, tris, eid, edges)
+    twin = ic.half_edge_twins(tris, eid, edges.shape[0])
+    assert ic.is_delaunay(pts, tris, twin)
+    h = 3 * np.random.default_rng().integers(tris.shape[0])
+    o = twin[h]
+    ta, tb = h // 3, o // 3
+    a, b, c = tris[ta]
+    d = tris[tb, (o % 3 + 2) % 3]
+    flipped = tris.copy()
+    flipped[ta], flipped[tb] = [c, d, b], [d, c, a]
+    eid2, edges2 = ic.edge_ids(flipped)
+    assert not ic.is_delaunay(pts, flipped, ic.half_edge_twins(flipped, eid2, edges2.shape[0]))
