@@ -24,6 +24,13 @@
          i < i##_end; i += blockDim.x)
 #endif
 
+// The entity of logical thread i = entity * nlev + level: 32-bit division whenever i fits (the
+// 64-bit division is a long software sequence, paid by every thread).
+__device__ __forceinline__ int meshops_entity(long long i, int nlev)
+{
+    return i <= 0xffffffffLL ? (int)((unsigned)i / (unsigned)nlev) : (int)(i / nlev);
+}
+
 // Instantiate kernels for both float types when the file is compiled on its own with nvcc
 // (CI's syntax and type check); NVRTC instantiates through CuPy's name expressions instead.
 #if defined(MESHOPS_NVCC_CHECK)

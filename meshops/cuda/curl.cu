@@ -9,7 +9,7 @@ __global__ void curl_e2v(const int* __restrict__ edgesOnVertex, const T* __restr
                          int nVertices, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nVertices * nlev) {
-        const int v = (int)(i / nlev), k = (int)(i - (long long)v * nlev);
+        const int v = meshops_entity(i, nlev), k = (int)(i - (long long)v * nlev);
         curl[i] = stencil_gather(edgesOnVertex, coef, u, v, vertexDegree, nlev, k);
     }
 }
@@ -22,7 +22,7 @@ __global__ void curl_e2v_adj_atomic(const int* __restrict__ edgesOnVertex, const
                                     int nVertices, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nVertices * nlev) {
-        const int v = (int)(i / nlev), k = (int)(i - (long long)v * nlev);
+        const int v = meshops_entity(i, nlev), k = (int)(i - (long long)v * nlev);
         stencil_scatter(edgesOnVertex, coef, g[i], u_adj, v, vertexDegree, nlev, k);
     }
 }
@@ -36,7 +36,7 @@ __global__ void curl_e2v_adj_gather(const int* __restrict__ verticesT, const T* 
                                     int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         u_adj[i] = stencil_gather(verticesT, coefT, g, e, W, nlev, k);
     }
 }

@@ -9,7 +9,7 @@ __global__ void div_e2c(const int* __restrict__ nEdgesOnCell, const int* __restr
                         T* __restrict__ div, int maxEdges, int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         T acc = 0;
         for (int j = 0; j < nEdgesOnCell[c]; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
@@ -29,7 +29,7 @@ __global__ void div_e2c_adj_atomic(const int* __restrict__ nEdgesOnCell,
                                    T* __restrict__ F_adj, int maxEdges, int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         const T gc = g[i] * invAreaCell[c];
         for (int j = 0; j < nEdgesOnCell[c]; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
@@ -46,7 +46,7 @@ __global__ void div_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T*
                                    T* __restrict__ F_adj, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
         T acc = 0;
         if (c0 >= 0) acc += g[(long long)c0 * nlev + k] * invAreaCell[c0];
@@ -67,7 +67,7 @@ __global__ void flux_div_e2c(const int* __restrict__ nEdgesOnCell, const int* __
                              int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         T acc = 0;
         for (int j = 0; j < nEdgesOnCell[c]; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
@@ -91,7 +91,7 @@ __global__ void flux_div_e2c_tl(const int* __restrict__ nEdgesOnCell, const int*
                                 int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         T acc = 0;
         for (int j = 0; j < nEdgesOnCell[c]; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
@@ -117,7 +117,7 @@ __global__ void flux_div_e2c_adj_atomic(const int* __restrict__ nEdgesOnCell,
                                         int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         const T gc = g[i] * invAreaCell[c];
         for (int j = 0; j < nEdgesOnCell[c]; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
@@ -142,7 +142,7 @@ __global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge, con
                                         int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
         T acc = 0;
         if (c0 >= 0) acc += g[(long long)c0 * nlev + k] * invAreaCell[c0];

@@ -8,7 +8,7 @@ __global__ void grad_2e(const int* __restrict__ ends, const T* __restrict__ invL
                         const T* __restrict__ x, T* __restrict__ grad, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         T acc = 0;
         if (b >= 0) acc += x[(long long)b * nlev + k];
@@ -24,7 +24,7 @@ __global__ void grad_2e_adj_atomic(const int* __restrict__ ends, const T* __rest
                                    const T* __restrict__ g, T* __restrict__ x_adj, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         const T ge = g[i] * invLength[e];
         if (b >= 0) atomicAdd(&x_adj[(long long)b * nlev + k], ge);
@@ -41,7 +41,7 @@ __global__ void grad_2e_adj_gather(const int* __restrict__ edgesT, const T* __re
                                    int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)n * nlev) {
-        const int t = (int)(i / nlev), k = (int)(i - (long long)t * nlev);
+        const int t = meshops_entity(i, nlev), k = (int)(i - (long long)t * nlev);
         x_adj[i] = stencil_gather(edgesT, coefT, g, t, W, nlev, k);
     }
 }

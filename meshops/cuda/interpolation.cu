@@ -10,7 +10,7 @@ __global__ void mean_2e(const int* __restrict__ ends, const T* __restrict__ x, T
                         int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         T acc = 0;
         if (a >= 0) acc += x[(long long)a * nlev + k];
@@ -26,7 +26,7 @@ __global__ void mean_2e_adj_atomic(const int* __restrict__ ends, const T* __rest
                                    T* __restrict__ x_adj, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         const T half = (T)0.5 * g[i];
         if (a >= 0) atomicAdd(&x_adj[(long long)a * nlev + k], half);
@@ -41,7 +41,7 @@ __global__ void interp_gather(const int* __restrict__ idx, const T* __restrict__
                               const T* __restrict__ x, T* __restrict__ out, int W, int n, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)n * nlev) {
-        const int r = (int)(i / nlev), k = (int)(i - (long long)r * nlev);
+        const int r = meshops_entity(i, nlev), k = (int)(i - (long long)r * nlev);
         out[i] = stencil_gather(idx, coef, x, r, W, nlev, k);
     }
 }
@@ -54,7 +54,7 @@ __global__ void interp_scatter_atomic(const int* __restrict__ idx, const T* __re
                                       int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)n * nlev) {
-        const int r = (int)(i / nlev), k = (int)(i - (long long)r * nlev);
+        const int r = meshops_entity(i, nlev), k = (int)(i - (long long)r * nlev);
         stencil_scatter(idx, coef, g[i], x_adj, r, W, nlev, k);
     }
 }

@@ -9,7 +9,7 @@ __global__ void ke_e2c(const int* __restrict__ nEdgesOnCell, const int* __restri
                        const T* __restrict__ u, T* __restrict__ ke, int maxEdges, int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         T acc = 0;
         for (int j = 0; j < nEdgesOnCell[c]; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
@@ -31,7 +31,7 @@ __global__ void ke_e2c_tl(const int* __restrict__ nEdgesOnCell, const int* __res
                           int maxEdges, int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         T acc = 0;
         for (int j = 0; j < nEdgesOnCell[c]; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
@@ -54,7 +54,7 @@ __global__ void ke_e2c_adj_atomic(const int* __restrict__ nEdgesOnCell,
                                   int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         const T gc = 2 * g[i] * invAreaCell[c];
         for (int j = 0; j < nEdgesOnCell[c]; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
@@ -74,7 +74,7 @@ __global__ void ke_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T* 
                                   const T* __restrict__ g, T* __restrict__ u_adj, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
         T acc = 0;
         if (c0 >= 0) acc += g[(long long)c0 * nlev + k] * invAreaCell[c0];

@@ -11,7 +11,7 @@ __global__ void laplacian_c2c(const int* __restrict__ nbr, const T* __restrict__
                               T* __restrict__ lap, int W, int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         const T pc = phi[i];
         T acc = 0;
         for (int j = 0; j < W; ++j) {
@@ -32,7 +32,7 @@ __global__ void laplacian_c2c_adj_gather(const int* __restrict__ nbr, const T* _
                                          T* __restrict__ phi_adj, int W, int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         const T gc = g[i] * invAreaCell[c];
         T acc = 0;
         for (int j = 0; j < W; ++j) {
@@ -61,7 +61,7 @@ __global__ void vector_laplacian_e2e(const int* __restrict__ cellsOnEdge,
                                      int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
         const int v0 = verticesOnEdge[2 * e], v1 = verticesOnEdge[2 * e + 1];
         const T C0 = c0 >= 0 ? stencil_gather(edgesOnCell, cellCoef, x, c0, maxEdges, nlev, k) : (T)0;

@@ -11,7 +11,7 @@ __global__ void pv_flux_e2e(const int* __restrict__ nEdgesOnEdge, const int* __r
                             int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const T qe = q[i];
         T acc = 0;
         for (int j = 0; j < nEdgesOnEdge[e]; ++j) {
@@ -35,7 +35,7 @@ __global__ void pv_flux_e2e_tl(const int* __restrict__ nEdgesOnEdge,
                                int maxEdges2, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const T qe = q[i], dqe = dq[i];
         T acc = 0;
         for (int j = 0; j < nEdgesOnEdge[e]; ++j) {
@@ -61,7 +61,7 @@ __global__ void pv_flux_e2e_adj_atomic(const int* __restrict__ nEdgesOnEdge,
                                        int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         const T ge = (T)0.5 * g[i], qe = q[i];
         T acc = 0;
         for (int j = 0; j < nEdgesOnEdge[e]; ++j) {
@@ -94,7 +94,7 @@ __global__ void pv_flux_e2e_adj_gather(const int* __restrict__ nEdgesOnEdge,
                                        int maxT, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int ep = (int)(i / nlev), k = (int)(i - (long long)ep * nlev);
+        const int ep = meshops_entity(i, nlev), k = (int)(i - (long long)ep * nlev);
         const T qp = q[i];
         T wF = 0;
         for (int j = 0; j < nEdgesOnEdge[ep]; ++j) {

@@ -11,7 +11,7 @@ __device__ void reconstruct_body(const int* __restrict__ nEdgesOnCell, const int
                                  int maxEdges, int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         T acc[NC];
         #pragma unroll
         for (int d = 0; d < NC; ++d) acc[d] = 0;
@@ -37,7 +37,7 @@ __device__ void reconstruct_adj_atomic_body(const int* __restrict__ nEdgesOnCell
                                             T* __restrict__ u_adj, int maxEdges, int nCells, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = (int)(i / nlev), k = (int)(i - (long long)c * nlev);
+        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
         T gc[NC];
         #pragma unroll
         for (int d = 0; d < NC; ++d) gc[d] = g[d][i];
@@ -61,7 +61,7 @@ __device__ void reconstruct_adj_gather_body(const int* __restrict__ cellsOnEdge,
                                             T* __restrict__ u_adj, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         T acc = 0;
         #pragma unroll
         for (int s = 0; s < 2; ++s) {

@@ -9,7 +9,7 @@ __global__ void tangential_e2e(const int* __restrict__ edgesOnEdge, const T* __r
                                int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         v[i] = stencil_gather(edgesOnEdge, weightsOnEdge, u, e, maxEdges2, nlev, k);
     }
 }
@@ -22,7 +22,7 @@ __global__ void tangential_e2e_adj_atomic(const int* __restrict__ edgesOnEdge,
                                           T* __restrict__ u_adj, int maxEdges2, int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         stencil_scatter(edgesOnEdge, weightsOnEdge, g[i], u_adj, e, maxEdges2, nlev, k);
     }
 }
@@ -36,7 +36,7 @@ __global__ void tangential_e2e_adj_gather(const int* __restrict__ edgesT, const 
                                           int nEdges, int nlev)
 {
     MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = (int)(i / nlev), k = (int)(i - (long long)e * nlev);
+        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
         u_adj[i] = stencil_gather(edgesT, weightsT, g, e, W, nlev, k);
     }
 }
