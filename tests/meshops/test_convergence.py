@@ -32,8 +32,8 @@ CI_BOUNDS = {
     # u.n sampled at xEdge (the cell-to-cell midpoint), not at the Voronoi-edge midpoint: the edge
     # offset stays 0.088 dvEdge on the 60 pentagon edges of an SCVT, so l_inf does not converge
     # next to the pentagons (7e-2 at every level) and l2 falls to first order (1.16 / 1.04, 0.99
-    # over 6->7). Below the
-    # issue's "about 2": with exact fluxes (next case) div_e2c is second order in both norms.
+    # over 6->7). Below the "about 2": with exact fluxes (next case) div_e2c is second
+    # order in both norms.
     "div_e2c": (1.0, None, 0.1),
     "div_e2c[mean flux]": (1.9, 1.9, None),                  # l2 2.00 / 1.98, linf 1.99 / 1.80
     # curl on the Delaunay triangles is first order: the vertex (circumcentre) is O(h) away from
