@@ -262,7 +262,7 @@ def markdown(doc) -> str:
     head = ["operator", "dtype", "nlev", "level", "fwd ms", "fwd GB/s", "fwd % copy", "tl ms",
             "adj atomic ms (x fwd)", "adj det ms (x fwd)"]
     if fws:
-        head += ["best peer fwd ms", "peer/ours fwd", f"best peer fwd+adj ms", f"peer/ours fwd+adj ({mode})"]
+        head += ["best peer fwd ms", "peer/ours fwd", "best peer fwd+adj ms", f"peer/ours fwd+adj ({mode})"]
     lines = [f"{doc['date']}, {doc['device']}, backend {doc['backend']}, copy bandwidth "
              f"{doc['copy_bandwidth'] / 1e9:.0f} GB/s (read + write); medians in ms.", "",
              "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]

@@ -139,17 +139,18 @@ def copy_bandwidth(xp, *, nbytes: int | None = None, reps: int = 20) -> float:
     cupy = xp
     nbytes = nbytes or (2 << 30)
     src = cupy.random.random(nbytes // 8)
-    dst = cupy.empty_like(src)
-    stream = cupy.cuda.get_current_stream()
+    buffers = [src, cupy.empty_like(src)]
+    size, stream = src.nbytes, cupy.cuda.get_current_stream()
 
     def copy():
-        cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes,
+        cupy.cuda.runtime.memcpyAsync(buffers[1].data.ptr, buffers[0].data.ptr, size,
                                       cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
 
     t = CudaTimer().time(copy, reps=reps, warmup=3)
-    del src, dst
+    buffers.clear()
+    src = None
     cupy.get_default_memory_pool().free_all_blocks()
-    return 2 * nbytes / t.median
+    return 2 * size / t.median
 
 
 # -- bytes moved --------------------------------------------------------------------------------

@@ -173,20 +173,12 @@ PEERS = {
 
 
 def available_frameworks() -> list[str]:
-    """Peer frameworks importable here: "jax", "torch", "torch.compile"."""
-    names = []
-    try:
-        import jax  # noqa: F401
-        names.append("jax")
-    except ImportError:
-        pass
-    try:
-        import torch
-        names.append("torch")
-        if hasattr(torch, "compile"):
-            names.append("torch.compile")
-    except ImportError:
-        pass
+    """Peer frameworks installed here: "jax", "torch", "torch.compile"."""
+    import importlib.util
+
+    names = ["jax"] if importlib.util.find_spec("jax") is not None else []
+    if importlib.util.find_spec("torch") is not None:
+        names += ["torch", "torch.compile"]
     return names
 
 
