@@ -43,8 +43,10 @@ def test_gpu_halo_contents_and_adjoint_dot(comm, mesh, rng, name):
             halo.exchange(x, location)
             assert np.array_equal(cupy.asnumpy(x), g[d.local.l2g[location]]), (location, nlev)
         n_owned, n_local = d.n_owned(location), d.n_local(location)
-        x = cupy.asarray(rng.standard_normal((n_local, 3)))
-        y = cupy.asarray(rng.standard_normal((n_local, 3)))
+        # per-rank draws from a stream of their own: the shared `rng` stays in step across ranks
+        rank_rng = np.random.default_rng([int(rng.integers(2**32)), comm.Get_rank()])
+        x = cupy.asarray(rank_rng.standard_normal((n_local, 3)))
+        y = cupy.asarray(rank_rng.standard_normal((n_local, 3)))
         result = dot_product_test(
             lambda a: halo.exchange(a.copy(), location),
             lambda b: halo.exchange_adjoint(b.copy(), location),
