@@ -242,7 +242,8 @@ def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius
     """Icosahedral Voronoi mesh of level `level` (10 * 4**level + 2 cells) on a sphere of radius
     `sphere_radius` (m), after `lloyd_iterations` Lloyd steps, cells ordered along the space-filling
     curve `order` ("morton", "hilbert" or "none"), edges and vertices following their cells; every
-    MPAS field derived by `grids.geometry.complete_mesh`. `progress` prints each stage's wall time.
+    MPAS field derived by `grids.geometry.complete_mesh`. `progress` prints each stage's wall and CPU
+    time.
     """
     if not (isinstance(level, (int, np.integer)) and 0 <= level <= MAX_LEVEL):
         raise ValueError(f"generate_icosahedral: level={level!r}, expected an integer in 0..{MAX_LEVEL}")
