@@ -7,16 +7,12 @@ dtype); nothing here touches CUDA at import time.
 from __future__ import annotations
 
 import functools
-import os
 import pathlib
 
 import numpy as np
 
 CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
 BLOCK_SIZE = 256
-# MESHOPS_BLOCK_ORDER: "contiguous" (default; each block walks its own contiguous range) or
-# "interleaved" (classic grid-stride loop), see cuda/common.cuh.
-_BLOCK_ORDER_OPTIONS = {"contiguous": (), "interleaved": ("-DMESHOPS_INTERLEAVED",)}
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
@@ -31,9 +27,7 @@ def _module(family: str, kernel_names: tuple[str, ...], ctype: str, device: int)
 
     source = (CUDA_DIR / f"{family}.cu").read_text()
     expressions = [f"{name}<{ctype}>" for name in kernel_names]
-    options = ("-std=c++17", f"-I{CUDA_DIR}") + _BLOCK_ORDER_OPTIONS.get(
-        os.environ.get("MESHOPS_BLOCK_ORDER", "contiguous"), ())
-    module = cupy.RawModule(code=source, options=options,
+    module = cupy.RawModule(code=source, options=("-std=c++17", f"-I{CUDA_DIR}"),
                             name_expressions=expressions)
     return {name: module.get_function(expr) for name, expr in zip(kernel_names, expressions)}
 
