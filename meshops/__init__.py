@@ -19,6 +19,8 @@ from meshops.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj, reconstru
                                  reconstruct_zonal_meridional_e2c_adj)
 from meshops.laplacian import (del4_c2c, del4_c2c_adj, del4_e2e, del4_e2e_adj, laplacian_c2c,
                                laplacian_c2c_adj, vector_laplacian_e2e, vector_laplacian_e2e_adj)
+from meshops.halo import HaloExchange
+from meshops.distributed import DistributedOperator, distributed_operators
 
 __all__ = [
     "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",
@@ -32,7 +34,5 @@ __all__ = [
     "reconstruct_zonal_meridional_e2c_adj",
     "laplacian_c2c", "laplacian_c2c_adj", "vector_laplacian_e2e", "vector_laplacian_e2e_adj",
     "del4_c2c", "del4_c2c_adj", "del4_e2e", "del4_e2e_adj",
+    "HaloExchange", "DistributedOperator", "distributed_operators",
 ]
-from meshops.halo import HaloExchange  # noqa: E402
-from meshops.distributed import DistributedOperator, distributed_operators  # noqa: E402
-__all__ += ["HaloExchange", "DistributedOperator", "distributed_operators"]
