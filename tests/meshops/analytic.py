@@ -29,18 +29,18 @@ RH_K = 7.848e-6
 TC2_PERIOD_S = 12 * 86400.0
 
 
-def _dot(p, q):
+def dot(p, q):
     return np.einsum("ij,ij->i", p, q)
 
 
 def signed_area(p, q, r):
     """Signed area of the spherical triangles (p, q, r) on the unit sphere (> 0 counter-clockwise)."""
-    return 2.0 * np.arctan2(_dot(p, np.cross(q, r)), 1.0 + _dot(p, q) + _dot(q, r) + _dot(r, p))
+    return 2.0 * np.arctan2(dot(p, np.cross(q, r)), 1.0 + dot(p, q) + dot(q, r) + dot(r, p))
 
 
 def tangent_projection(p, v):
     """Part of the vectors v (n, 3) tangent to the unit sphere at p (n, 3)."""
-    return v - _dot(p, v)[:, None] * p
+    return v - dot(p, v)[:, None] * p
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,8 @@ class ScalarField:
         return ScalarField(f"R({self.name})", rot(self.value), rot_grad(self.grad3), rot(self.lap), lg)
 
     # on the sphere of radius a -----------------------------------------------------------------
-    def grad(self, p, a):
-        """Surface gradient (n, 3) at unit vectors p on the sphere of radius a."""
+    def grad(self, p, a=1.0):
+        """Surface gradient (n, 3) at unit vectors p on the sphere of radius a (default: unit sphere)."""
         return tangent_projection(p, self.grad3(p)) / a
 
     def laplacian(self, p, a):
@@ -108,6 +108,12 @@ def xyz_field() -> ScalarField:
     """f = x y z (degree 3)."""
     return harmonic("xyz", lambda p: p[:, 0] * p[:, 1] * p[:, 2],
                     lambda p: np.stack([p[:, 1] * p[:, 2], p[:, 0] * p[:, 2], p[:, 0] * p[:, 1]], 1), 3)
+
+
+def xy_field() -> ScalarField:
+    """f = x y (degree 2)."""
+    return harmonic("xy", lambda p: p[:, 0] * p[:, 1],
+                    lambda p: np.stack([p[:, 1], p[:, 0], np.zeros(p.shape[0])], 1), 2)
 
 
 def sectoral_field(m: int, *, times_z: bool = False) -> ScalarField:
@@ -197,7 +203,7 @@ class VelocityField:
 
     def kinetic_energy(self, p):
         u = self.vector(p)
-        return 0.5 * _dot(u, u)
+        return 0.5 * dot(u, u)
 
 
 def solid_body_flow(a: float, alpha: float = np.pi / 4) -> VelocityField:
@@ -223,9 +229,7 @@ def rossby_haurwitz_flow(a: float, Q: np.ndarray | None = None) -> VelocityField
 
 def divergent_flow(U: float = 20.0, Q: np.ndarray | None = None) -> VelocityField:
     """A purely divergent flow: chi = x y + z Re((x + i y)^2) / 2 (degrees 2 and 3), rotated by Q."""
-    chi = harmonic("xy", lambda p: p[:, 0] * p[:, 1],
-                   lambda p: np.stack([p[:, 1], p[:, 0], np.zeros(p.shape[0])], 1), 2)
-    chi = chi + sectoral_field(2, times_z=True).scaled(0.5)
+    chi = xy_field() + sectoral_field(2, times_z=True).scaled(0.5)
     if Q is not None:
         chi = chi.rotated(Q)
     return VelocityField("divergent", U, chi=chi)
@@ -243,11 +247,29 @@ def smooth_scalar(Q: np.ndarray | None = None) -> ScalarField:
     return f if Q is None else f.rotated(Q)
 
 
-def rotation(seed: int = 1) -> np.ndarray:
-    """A fixed proper rotation (so that fields do not line up with the mesh's symmetry axes)."""
-    q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((3, 3)))
+def spherical_harmonic(degree: int, Q: np.ndarray) -> ScalarField:
+    """A degree-l harmonic (l = 1..4: z, x y, x y z, Re((x + i y)^4)) rotated by Q: f(Q p)."""
+    fields = {1: lambda: linear_field([0.0, 0.0, 1.0]), 2: xy_field, 3: xyz_field,
+              4: lambda: sectoral_field(4)}
+    return fields[degree]().rotated(Q)
+
+
+def solid_body(omega_vector):
+    """Velocity of the solid-body rotation U(x) = Omega x x at positions x (n, 3) in metres."""
+    omega_vector = np.asarray(omega_vector, dtype=np.float64)
+    return lambda x: np.cross(omega_vector, x)
+
+
+def random_rotation(rng) -> np.ndarray:
+    """A random proper rotation matrix drawn from `rng`."""
+    q, r = np.linalg.qr(rng.standard_normal((3, 3)))
     q = q * np.sign(np.diag(r))
     return q if np.linalg.det(q) > 0 else -q
+
+
+def rotation(seed: int = 1) -> np.ndarray:
+    """A fixed proper rotation (so that fields do not line up with the mesh's symmetry axes)."""
+    return random_rotation(np.random.default_rng(seed))
 
 
 # -- mesh locations ------------------------------------------------------------------------------
@@ -288,11 +310,11 @@ def edge_tangents(mesh):
 
 def normal_component(mesh, vectors):
     """Edge-normal component of vectors (nEdges, 3) given at the edge points."""
-    return _dot(vectors, edge_normals(mesh))
+    return dot(vectors, edge_normals(mesh))
 
 
 def tangential_component(mesh, vectors):
-    return _dot(vectors, edge_tangents(mesh))
+    return dot(vectors, edge_tangents(mesh))
 
 
 def location_weights(mesh, location: str):
@@ -301,31 +323,46 @@ def location_weights(mesh, location: str):
             "vertex": lambda: mesh.areaTriangle}[location]()
 
 
+def _errors(approx, exact):
+    """(approx - exact, exact) in float64; for vectors (n, 3) their pointwise Euclidean lengths."""
+    err, ref = np.asarray(approx, dtype=np.float64) - exact, np.asarray(exact)
+    if err.ndim == 2:
+        err, ref = np.linalg.norm(err, axis=1), np.linalg.norm(ref, axis=1)
+    return err, ref
+
+
+def rel_l2(weights, approx, exact) -> float:
+    """sqrt(sum w |approx - exact|^2 / sum w |exact|^2); rows of (n, 3) arrays are vectors."""
+    err, ref = _errors(approx, exact)
+    return float(np.sqrt(np.sum(weights * err * err) / np.sum(weights * ref * ref)))
+
+
+def rel_linf(approx, exact) -> float:
+    """max |approx - exact| / max |exact|; rows of (n, 3) arrays are vectors."""
+    err, ref = _errors(approx, exact)
+    return float(np.max(np.abs(err)) / np.max(np.abs(ref)))
+
+
 def error_norms(mesh, location: str, approx, exact) -> dict:
-    """Relative errors: l2 = sqrt(sum w (approx-exact)^2 / sum w exact^2) with the area weights w of
-    `location_weights`, linf = max |approx-exact| / max |exact| (|.| the vector length for (n, 3))."""
-    w = location_weights(mesh, location)
-    err = np.asarray(approx, dtype=np.float64) - exact
-    if err.ndim == 2:  # vectors (n, 3): pointwise Euclidean lengths
-        err, exact = np.linalg.norm(err, axis=1), np.linalg.norm(exact, axis=1)
-    return {"l2": float(np.sqrt(np.sum(w * err * err) / np.sum(w * exact * exact))),
-            "linf": float(np.max(np.abs(err)) / np.max(np.abs(exact)))}
+    """Relative errors `rel_l2` with the area weights of `location_weights`, and `rel_linf`."""
+    return {"l2": rel_l2(location_weights(mesh, location), approx, exact),
+            "linf": rel_linf(approx, exact)}
 
 
 def _arc_mean(p0, p1, direction, field: VelocityField, npoints: int):
     """Mean over the great-circle arcs p0 -> p1 of u . d, d the unit normal of the arcs' plane
     (p0 x p1) oriented like `direction` (Gauss-Legendre quadrature in arc length)."""
-    theta = np.arctan2(np.linalg.norm(np.cross(p0, p1), axis=1), _dot(p0, p1))
+    theta = np.arctan2(np.linalg.norm(np.cross(p0, p1), axis=1), dot(p0, p1))
     d = np.cross(p0, p1)
     d /= np.linalg.norm(d, axis=1)[:, None]
-    d *= np.sign(_dot(d, direction))[:, None]
+    d *= np.sign(dot(d, direction))[:, None]
     x, w = np.polynomial.legendre.leggauss(npoints)
     out = np.zeros(p0.shape[0])
     for xi, wi in zip(x, w):
         t = 0.5 * (xi + 1.0)
         q = (np.sin((1 - t) * theta)[:, None] * p0 + np.sin(t * theta)[:, None] * p1) \
             / np.sin(theta)[:, None]
-        out += 0.5 * wi * _dot(field.vector(q), d)
+        out += 0.5 * wi * dot(field.vector(q), d)
     return out
 
 
@@ -344,7 +381,7 @@ def edge_mean_along_normal(mesh, field: VelocityField, npoints: int = 4):
     c0, c1 = pc[mesh.cellsOnEdge[:, 0]], pc[mesh.cellsOnEdge[:, 1]]
     # the arc's direction at every point is (c0 x c1) x q: the mean of u . ((c0 x c1) x q)/|c0 x c1|
     x, w = np.polynomial.legendre.leggauss(npoints)
-    theta = np.arctan2(np.linalg.norm(np.cross(c0, c1), axis=1), _dot(c0, c1))
+    theta = np.arctan2(np.linalg.norm(np.cross(c0, c1), axis=1), dot(c0, c1))
     axis = np.cross(c0, c1)
     axis /= np.linalg.norm(axis, axis=1)[:, None]
     out = np.zeros(mesh.nEdges)
@@ -352,7 +389,7 @@ def edge_mean_along_normal(mesh, field: VelocityField, npoints: int = 4):
         t = 0.5 * (xi + 1.0)
         q = (np.sin((1 - t) * theta)[:, None] * c0 + np.sin(t * theta)[:, None] * c1) \
             / np.sin(theta)[:, None]
-        out += 0.5 * wi * _dot(field.vector(q), np.cross(axis, q))
+        out += 0.5 * wi * dot(field.vector(q), np.cross(axis, q))
     return out
 
 
@@ -451,6 +488,17 @@ def centroid_offset(mesh) -> float:
         cen += (pc + va + vb) * w[:, None]  # planar-triangle centroids, weighted by area
     cen /= np.linalg.norm(cen, axis=1)[:, None]
     return float(np.max(np.linalg.norm(cen - pc, axis=1)) * mesh.sphere_radius / np.mean(mesh.dcEdge))
+
+
+def mesh_spacing(mesh) -> float:
+    """Mean cell spacing sqrt(4 pi a^2 / nCells) (m)."""
+    return float(np.sqrt(4 * np.pi * mesh.sphere_radius**2 / mesh.nCells))
+
+
+def orders(spacings, errors) -> np.ndarray:
+    """Observed orders log(e_i / e_{i+1}) / log(h_i / h_{i+1}) between successive meshes."""
+    h, e = np.asarray(spacings), np.asarray(errors)
+    return np.log(e[:-1] / e[1:]) / np.log(h[:-1] / h[1:])
 
 
 def observed_orders(errors) -> list[float]:

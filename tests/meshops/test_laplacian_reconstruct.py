@@ -15,8 +15,8 @@ from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
 from .conftest import random_field
-from .sphere_fields import (cell_points, dot, edge_normals, edge_points, harmonic, mesh_spacing, orders,
-                            random_rotation, rel_l2, rel_linf, solid_body)
+from .analytic import (cell_points, dot, edge_normals, edge_points, mesh_spacing, orders, random_rotation,
+                       rel_l2, rel_linf, solid_body, spherical_harmonic)
 
 LEVELS = (2, 3, 4, 5)
 OPS = ("laplacian_c2c", "vector_laplacian_e2e", "del4_c2c", "del4_e2e", "reconstruct_e2c",
@@ -45,7 +45,7 @@ L2_BOUND_LEVEL5 = {1: 5e-4, 2: 2e-3, 3: 3e-3, 4: 4e-3}
 
 @pytest.mark.parametrize("degree", [1, 2, 3, 4])
 def test_scalar_laplacian_of_spherical_harmonics(degree, ladder, rng):
-    f, _ = harmonic(degree, random_rotation(rng))
+    f = spherical_harmonic(degree, random_rotation(rng)).value
     errors, spacings = [], []
     for mesh in ladder:
         phi = f(cell_points(mesh))
@@ -69,7 +69,8 @@ def test_laplacian_eigenvalues_converge_at_second_order(degree, ladder, rng):
     for the scalar Laplacian, del4_c2c (eigenvalue squared) and the vector Laplacian on rotational,
     divergent and mixed fields u = p x grad Y + c grad Y (measured orders 1.97..2.01)."""
     Q = random_rotation(rng)
-    f, grad = harmonic(degree, Q)
+    Y = spherical_harmonic(degree, Q)
+    f, grad = Y.value, Y.grad
     mix = rng.uniform(0.3, 1.0)
     flows = {"rotational": lambda p: np.cross(p, grad(p)), "divergent": grad,
              "mixed": lambda p: np.cross(p, grad(p)) + mix * grad(p)}
@@ -167,7 +168,7 @@ def test_reconstruction_of_solid_body_rotation_converges_at_second_order(ladder,
 
 def test_reconstruction_of_a_general_flow(ladder, rng):
     """u = p x grad Y_3 + c grad Y_3: measured l2 errors 6.3e-2 .. 1.2e-3, orders 1.96, 1.92, 1.84."""
-    _, grad = harmonic(3, random_rotation(rng))
+    grad = spherical_harmonic(3, random_rotation(rng)).grad
     c = rng.uniform(0.3, 1.0)
     flow = lambda p: np.cross(p, grad(p)) + c * grad(p)  # noqa: E731
     l2, spacings = [], []

@@ -15,8 +15,8 @@ from meshops.pv_flux import transpose_edges_on_edge
 from meshops.registry import OPERATORS
 
 from .conftest import random_field
-from .sphere_fields import (cell_points, dot, edge_normals, edge_points, edge_tangents, mesh_spacing,
-                            orders, random_rotation, rel_l2, rel_linf, solid_body)
+from .analytic import (cell_points, dot, edge_normals, edge_points, edge_tangents, mesh_spacing, orders,
+                       random_rotation, rel_l2, rel_linf, solid_body)
 
 LEVELS = (2, 3, 4, 5)
 
