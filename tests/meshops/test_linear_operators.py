@@ -2,7 +2,6 @@
 fused flux divergence) against independent sparse-matrix constructions, known values and discrete
 identities, on the real x1.162 mesh, a generated icosahedral mesh and a rank's local mesh (whose
 missing neighbours are -1)."""
-import re
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
 from .conftest import random_field
+from .host_harness import HostArray, compile_families, host, route_to_host
 
 LINEAR = ("grad_c2e", "grad_v2e", "curl_e2v", "circulation_e2v", "interp_c2e", "interp_v2e",
           "interp_c2v", "interp_v2c", "tangential_e2e", "div_e2c")
@@ -323,104 +323,20 @@ def test_cupy_matches_numpy_on_rank_mesh(name, rank_mesh, rng):
 
 # -- the CUDA sources compiled for the host: launch signatures and results without a GPU ---------
 
-_HOST_PRELUDE = """
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__ __restrict
-struct HostDim { unsigned x; };
-static HostDim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
-template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p += v; return old; }
-"""
 _FAMILIES = ("gradient", "curl", "interpolation", "tangential", "divergence")
-_C_TYPES = {"int": np.int32, "float": np.float32, "double": np.float64}
-
-
-class _HostArray(np.ndarray):
-    """Stands for a device array: operators given one take their CuPy code path."""
-
-
-def _host(a):
-    return np.ascontiguousarray(a).view(_HostArray)
 
 
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory):
-    """{(family, kernel, ctype): (function, parameter types)}: every kernel of the families above
-    compiled as one host thread (grid-stride loops cover the whole range; atomicAdd is +=)."""
-    import ctypes
-    import shutil
-    import subprocess
-
-    from meshops.kernels import CUDA_DIR
-
-    if not (shutil.which("g++") and shutil.which("nm") and shutil.which("c++filt")):
-        pytest.skip("needs g++, nm and c++filt")
-    tmp = tmp_path_factory.mktemp("host_kernels")
-    (tmp / "prelude.h").write_text(_HOST_PRELUDE)
-    table = {}
-    for family in _FAMILIES:
-        lib = tmp / f"lib{family}.so"
-        subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-std=c++17", "-include", str(tmp / "prelude.h"),
-                        "-DMESHOPS_NVCC_CHECK", f"-I{CUDA_DIR}", "-x", "c++", "-o", str(lib),
-                        str(CUDA_DIR / f"{family}.cu")], check=True, capture_output=True)
-        handle = ctypes.CDLL(str(lib))
-        symbols = [line.split()[2] for line in subprocess.run(
-            ["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True,
-            check=True).stdout.splitlines() if len(line.split()) == 3]
-        names = subprocess.run(["c++filt"], input="\n".join(symbols), capture_output=True, text=True,
-                               check=True).stdout.splitlines()
-        for symbol, name in zip(symbols, names):
-            match = re.fullmatch(r"void (\w+)<(float|double)>\((.*)\)", name)
-            if match:
-                params = [p.strip() for p in match.group(3).split(",")]
-                table[(family, match.group(1), match.group(2))] = (getattr(handle, symbol), params)
-    return table
+    """Every kernel of the families above compiled for the host (see host_harness)."""
+    return compile_families(tmp_path_factory.mktemp("host_kernels"), _FAMILIES)
 
 
 @pytest.fixture
 def on_host(host_kernels, monkeypatch):
     """Route the CuPy code path of the families above to the host-compiled kernels, checking each
     launch's argument count and types against the kernel's signature."""
-    import ctypes
-    import importlib
-    import types
-
-    import meshops.backend
-
-    module = types.SimpleNamespace(
-        get_array_module=lambda *arrays: module if any(isinstance(a, _HostArray) for a in arrays) else np,
-        empty=lambda *a, **k: _host(np.empty(*a, **k)), zeros=lambda *a, **k: _host(np.zeros(*a, **k)),
-        empty_like=lambda a: _host(np.empty_like(np.asarray(a))),
-        zeros_like=lambda a: _host(np.zeros_like(np.asarray(a))),
-        asarray=_host, ascontiguousarray=_host,
-        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0)))
-    monkeypatch.setattr(meshops.backend, "_cupy", module)
-
-    def get_kernel(family, names, name, dtype):
-        assert name in names, (family, name)
-        ctype = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}[np.dtype(dtype)]
-        return (f"{family}.{name}<{ctype}>",) + host_kernels[(family, name, ctype)]
-
-    def launch(kernel, n_threads, args):
-        label, function, params = kernel
-        assert len(args) == len(params), (label, len(args), params)
-        c_args = []
-        for arg, param in zip(args, params):
-            base = param.replace("const", "").replace("*", "").strip()
-            if "*" in param:
-                assert isinstance(arg, _HostArray) and arg.dtype == _C_TYPES[base] \
-                    and arg.flags.c_contiguous, (label, param, type(arg), getattr(arg, "dtype", None))
-                c_args.append(ctypes.c_void_p(arg.ctypes.data))
-            else:
-                assert param == "int" and isinstance(arg, np.int32), (label, param, type(arg))
-                c_args.append(ctypes.c_int(int(arg)))
-        function(*c_args)
-
-    for family in _FAMILIES:
-        mod = importlib.import_module(f"meshops.{family}")
-        monkeypatch.setattr(mod, "get_kernel", get_kernel)
-        monkeypatch.setattr(mod, "launch", launch)
+    return route_to_host(monkeypatch, host_kernels, _FAMILIES)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-13), (np.float32, 1e-5)])
@@ -439,7 +355,7 @@ def test_cuda_sources_on_host(name, dtype, tol, any_mesh, on_host, rng):
 
     x, y = fields(spec.domain), fields(spec.range)
     base = () if spec.linear else fields(spec.domain)
-    dev = lambda arrays: tuple(_host(a) for a in arrays)
+    dev = lambda arrays: tuple(host(a) for a in arrays)
     pairs = [(spec.forward(mesh, *x), spec.forward(mesh, *dev(x)))]
     if not spec.linear:
         pairs.append((spec.tangent(mesh, *base, *x), spec.tangent(mesh, *dev(base), *dev(x))))
@@ -448,5 +364,5 @@ def test_cuda_sources_on_host(name, dtype, tol, any_mesh, on_host, rng):
                       spec.adjoint(mesh, *dev(base), *dev(y), mode=mode)))
     for reference, result in pairs:
         for ref, res in zip(as_tuple(reference), as_tuple(result), strict=True):
-            assert isinstance(res, _HostArray), name
+            assert isinstance(res, HostArray), name
             _close(np.asarray(res, dtype=np.float64), ref, rtol=tol)
