@@ -40,8 +40,22 @@ def _build(mesh) -> dict:
                 dvEdge=mesh.dvEdge, invAreaCell=1.0 / mesh.areaCell)
 
 
+def _build_numpy(mesh) -> dict:
+    """Stencil coefficients of the NumPy path (the CUDA kernels form them from the arrays above):
+    cellCoef[c, j] = edgeSignOnCell[c,j] * dvEdge[e_j] / areaCell[c] on edgesOnCell and
+    edgeCoef[e, i] = (+1, -1)[i] * dvEdge[e] / areaCell[c_i] on cellsOnEdge (pads are masked by stencil)."""
+    inv_area = 1.0 / mesh.areaCell
+    return dict(cellCoef=mesh.edgeSignOnCell * mesh.dvEdge[mesh.edgesOnCell] * inv_area[:, None],
+                edgeCoef=mesh.dvEdge[:, None] * np.array([1.0, -1.0]) * inv_area[mesh.cellsOnEdge])
+
+
 def _arrays(mesh, x):
     return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+
+
+def _numpy_coefficients(mesh, x):
+    """The `_build_numpy` coefficients in x's dtype (host only: never copied to a GPU)."""
+    return prepared(mesh, _FAMILY + ".numpy", _build_numpy, np, x.dtype)
 
 
 def _launch(name, dtype, n, nlev, *args):
@@ -60,7 +74,7 @@ def div_e2c(mesh, F):
     a, xp = _arrays(mesh, F), array_module(F)
     nlev = stencil.nlev_of(F)
     if xp is np:
-        coef = a.edgeSignOnCell * a.dvEdge[a.edgesOnCell] * a.invAreaCell[:, None]
+        coef = _numpy_coefficients(mesh, F).cellCoef
         return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, coef, F)
     out = xp.empty((mesh.nCells,) + F.shape[1:], F.dtype)
     _launch("div_e2c", F.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell, a.edgeSignOnCell,
@@ -79,11 +93,10 @@ def div_e2c_adj(mesh, g, *, mode=None):
     a, xp = _arrays(mesh, g), array_module(g)
     nlev = stencil.nlev_of(g)
     if xp is np:
+        c = _numpy_coefficients(mesh, g)
         if mode == "atomic":
-            coef = a.edgeSignOnCell * a.dvEdge[a.edgesOnCell] * a.invAreaCell[:, None]
-            return stencil.scatter_sum(a.edgesOnCell, a.nEdgesOnCell, coef, g, mesh.nEdges)
-        coef = a.dvEdge[:, None] * np.array([1.0, -1.0], g.dtype) * a.invAreaCell[a.cellsOnEdge]
-        return stencil.gather_sum(a.cellsOnEdge, None, coef, g)
+            return stencil.scatter_sum(a.edgesOnCell, a.nEdgesOnCell, c.cellCoef, g, mesh.nEdges)
+        return stencil.gather_sum(a.cellsOnEdge, None, c.edgeCoef, g)
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
         _launch("div_e2c_adj_atomic", g.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell,

@@ -36,17 +36,27 @@ def _build(mesh) -> dict:
                 invAreaCell=1.0 / mesh.areaCell)
 
 
+def _build_numpy(mesh) -> dict:
+    """Stencil coefficients of the NumPy path (the CUDA kernels form them from the arrays above):
+    cellCoef[c, j] = kw[e_j] / areaCell[c] on edgesOnCell, cellCoef2 = 2 * cellCoef, kw2 = 2 * kw and
+    edgeInvArea[e, i] = 1 / areaCell[c_i] on cellsOnEdge (pads are masked by stencil)."""
+    kw, inv_area = 0.25 * mesh.dcEdge * mesh.dvEdge, 1.0 / mesh.areaCell
+    cell_coef = kw[mesh.edgesOnCell] * inv_area[:, None]
+    return dict(cellCoef=cell_coef, cellCoef2=2 * cell_coef, kw2=2 * kw,
+                edgeInvArea=inv_area[mesh.cellsOnEdge])
+
+
 def _arrays(mesh, x):
     return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
 
 
+def _numpy_coefficients(mesh, x):
+    """The `_build_numpy` coefficients in x's dtype (host only: never copied to a GPU)."""
+    return prepared(mesh, _FAMILY + ".numpy", _build_numpy, np, x.dtype)
+
+
 def _launch(name, dtype, n, nlev, *args):
     launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
-
-
-def _cell_coef(a):
-    """kw[e_j] / areaCell[c] on the edgesOnCell stencil (pads are masked by stencil)."""
-    return a.kw[a.edgesOnCell] * a.invAreaCell[:, None]
 
 
 def ke_e2c(mesh, u):
@@ -58,7 +68,8 @@ def ke_e2c(mesh, u):
     u = check_field(u, mesh.nEdges, "u", "edge")
     a, xp = _arrays(mesh, u), array_module(u)
     if xp is np:
-        return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, _cell_coef(a), u * u)
+        return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, _numpy_coefficients(mesh, u).cellCoef,
+                                  u * u)
     out = xp.empty((mesh.nCells,) + u.shape[1:], u.dtype)
     _launch("ke_e2c", u.dtype, mesh.nCells, stencil.nlev_of(u), a.nEdgesOnCell, a.edgesOnCell,
             a.kw, a.invAreaCell, u, out, np.int32(mesh.maxEdges))
@@ -77,7 +88,8 @@ def ke_e2c_tl(mesh, u, du):
                          f"got {tuple(du.shape)} {du.dtype}")
     a, xp = _arrays(mesh, u), array_module(u)
     if xp is np:
-        return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, 2 * _cell_coef(a), u * du)
+        return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, _numpy_coefficients(mesh, u).cellCoef2,
+                                  u * du)
     out = xp.empty((mesh.nCells,) + u.shape[1:], u.dtype)
     _launch("ke_e2c_tl", u.dtype, mesh.nCells, stencil.nlev_of(u), a.nEdgesOnCell, a.edgesOnCell,
             a.kw, a.invAreaCell, u, du, out, np.int32(mesh.maxEdges))
@@ -99,12 +111,12 @@ def ke_e2c_adj(mesh, u, g, *, mode=None):
     a, xp = _arrays(mesh, u), array_module(u, g)
     nlev = stencil.nlev_of(u)
     if xp is np:
+        c = _numpy_coefficients(mesh, u)
         if mode == "atomic":
-            s = stencil.scatter_sum(a.edgesOnCell, a.nEdgesOnCell, 2 * _cell_coef(a), g, mesh.nEdges)
+            s = stencil.scatter_sum(a.edgesOnCell, a.nEdgesOnCell, c.cellCoef2, g, mesh.nEdges)
             return s * u
-        s = stencil.gather_sum(a.cellsOnEdge, None, a.invAreaCell[a.cellsOnEdge], g)
-        w = 2 * a.kw
-        return (w[:, None] if u.ndim == 2 else w) * u * s
+        s = stencil.gather_sum(a.cellsOnEdge, None, c.edgeInvArea, g)
+        return (c.kw2[:, None] if u.ndim == 2 else c.kw2) * u * s
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + u.shape[1:], u.dtype)
         _launch("ke_e2c_adj_atomic", u.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell,
