@@ -23,62 +23,50 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import stencil
+from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "divergence"
-_KERNELS = ("div_e2c", "div_e2c_adj_atomic", "div_e2c_adj_gather", "flux_div_e2c", "flux_div_e2c_tl",
-            "flux_div_e2c_adj_atomic", "flux_div_e2c_adj_gather")
+_KERNELS = Family("divergence", (
+    "div_e2c", "div_e2c_adj_atomic", "div_e2c_adj_gather", "flux_div_e2c", "flux_div_e2c_tl",
+    "flux_div_e2c_adj_atomic", "flux_div_e2c_adj_gather"))
 
 
 def _build(mesh) -> dict:
-    return dict(nEdgesOnCell=mesh.nEdgesOnCell, edgesOnCell=mesh.edgesOnCell,
-                edgeSignOnCell=mesh.edgeSignOnCell, cellsOnEdge=mesh.cellsOnEdge,
-                dvEdge=mesh.dvEdge, invAreaCell=1.0 / mesh.areaCell)
-
-
-def _build_numpy(mesh) -> dict:
-    """Stencil coefficients of the NumPy path (the CUDA kernels form them from the arrays above):
-    cellCoef[c, j] = edgeSignOnCell[c,j] * dvEdge[e_j] / areaCell[c] on edgesOnCell and
-    edgeCoef[e, i] = (+1, -1)[i] * dvEdge[e] / areaCell[c_i] on cellsOnEdge (pads are masked by stencil)."""
+    """Stencil coefficients of both backends: cellCoef[c, j] = edgeSignOnCell[c,j] * dvEdge[e_j] /
+    areaCell[c] on edgesOnCell masked beyond nEdgesOnCell, and edgeCoef[e, i] = (+1, -1)[i] *
+    dvEdge[e] / areaCell[c_i] on cellsOnEdge (0 on a missing cell)."""
     inv_area = 1.0 / mesh.areaCell
-    return dict(cellCoef=mesh.edgeSignOnCell * mesh.dvEdge[mesh.edgesOnCell] * inv_area[:, None],
-                edgeCoef=mesh.dvEdge[:, None] * np.array([1.0, -1.0]) * inv_area[mesh.cellsOnEdge])
+    edges = connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell)
+    cells = connectivity.masked(mesh.cellsOnEdge)
+    cell_coef = mesh.edgeSignOnCell * mesh.dvEdge[np.maximum(edges, 0)] * inv_area[:, None]
+    edge_coef = mesh.dvEdge[:, None] * np.array([1.0, -1.0]) * inv_area[np.maximum(cells, 0)]
+    return dict(edgesOnCell=edges, cellCoef=np.where(edges >= 0, cell_coef, 0.0),
+                cellsOnEdge=cells, edgeCoef=np.where(cells >= 0, edge_coef, 0.0))
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
-
-
-def _numpy_coefficients(mesh, x):
-    """The `_build_numpy` coefficients in x's dtype (host only: never copied to a GPU)."""
-    return prepared(mesh, _FAMILY + ".numpy", _build_numpy, np, x.dtype)
-
-
-def _launch(name, dtype, n, nlev, *args):
-    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
+    return prepared(mesh, "divergence", _build, array_module(x), x.dtype)
 
 
 # -- forward -------------------------------------------------------------------------------------
 
-def div_e2c(mesh, F):
+def div_e2c(mesh, F, *, rows=None):
     """Divergence of the edge-normal flux F, on cells: (nEdges[, nlev]) -> (nCells[, nlev]).
 
     div[c] = 1/areaCell[c] * sum_{j < nEdgesOnCell[c]} edgeSignOnCell[c,j] * dvEdge[e_j] * F[e_j],
-    e_j = edgesOnCell[c, j]. Adjoint: `div_e2c_adj`.
+    e_j = edgesOnCell[c, j]. Adjoint: `div_e2c_adj`. `rows=(first, last)`: on the GPU only cells
+    [first, last) are computed (the others are left unspecified).
     """
     F = check_field(F, mesh.nEdges, "F", "edge")
     a, xp = _arrays(mesh, F), array_module(F)
-    nlev = stencil.nlev_of(F)
     if xp is np:
-        coef = _numpy_coefficients(mesh, F).cellCoef
-        return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, coef, F)
+        return stencil.gather_sum(a.edgesOnCell, None, a.cellCoef, F)
     out = xp.empty((mesh.nCells,) + F.shape[1:], F.dtype)
-    _launch("div_e2c", F.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell, a.edgeSignOnCell,
-            a.dvEdge, a.invAreaCell, F, out, np.int32(mesh.maxEdges))
+    _KERNELS.launch("div_e2c", mesh.nCells, (F, out), a.edgesOnCell, a.cellCoef, F, out,
+                    np.int32(mesh.maxEdges), rows=rows)
     return out
 
 
@@ -91,32 +79,30 @@ def div_e2c_adj(mesh, g, *, mode=None):
     g = check_field(g, mesh.nCells, "g", "cell")
     mode = resolve_mode(mode)
     a, xp = _arrays(mesh, g), array_module(g)
-    nlev = stencil.nlev_of(g)
     if xp is np:
-        c = _numpy_coefficients(mesh, g)
         if mode == "atomic":
-            return stencil.scatter_sum(a.edgesOnCell, a.nEdgesOnCell, c.cellCoef, g, mesh.nEdges)
-        return stencil.gather_sum(a.cellsOnEdge, None, c.edgeCoef, g)
+            return stencil.scatter_sum(a.edgesOnCell, None, a.cellCoef, g, mesh.nEdges)
+        return stencil.gather_sum(a.cellsOnEdge, None, a.edgeCoef, g)
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _launch("div_e2c_adj_atomic", g.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell,
-                a.edgeSignOnCell, a.dvEdge, a.invAreaCell, g, out, np.int32(mesh.maxEdges))
+        _KERNELS.launch("div_e2c_adj_atomic", mesh.nCells, (g, out), a.edgesOnCell, a.cellCoef, g,
+                        out, np.int32(mesh.maxEdges))
     else:
         out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _launch("div_e2c_adj_gather", g.dtype, mesh.nEdges, nlev, a.cellsOnEdge, a.dvEdge,
-                a.invAreaCell, g, out)
+        _KERNELS.launch("div_e2c_adj_gather", mesh.nEdges, (g, out), a.cellsOnEdge, a.edgeCoef, g,
+                        out)
     return out
 
 
 # -- flux divergence (bilinear in h and u) -------------------------------------------------------
 # On the GPU each call is one fused kernel: h and u are read in the stencil pass, no h*u temporary.
 
-def flux_div_e2c(mesh, h, u):
+def flux_div_e2c(mesh, h, u, *, rows=None):
     """Flux divergence of h*u on cells: edge fields h, u -> cell field (GRIST divergence_operator_2d).
 
     (nEdges[, nlev]) x (nEdges[, nlev]) -> (nCells[, nlev]),
     flux_div[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * h[e_j] * u[e_j].
-    Tangent: `flux_div_e2c_tl`; adjoint: `flux_div_e2c_adj`.
+    Tangent: `flux_div_e2c_tl`; adjoint: `flux_div_e2c_adj`. `rows`: as for `div_e2c`.
     """
     h = check_field(h, mesh.nEdges, "h", "edge")
     u = _check_like(u, h, mesh, "u")
@@ -125,16 +111,16 @@ def flux_div_e2c(mesh, h, u):
         return div_e2c(mesh, h * u)
     a = _arrays(mesh, h)
     out = xp.empty((mesh.nCells,) + h.shape[1:], h.dtype)
-    _launch("flux_div_e2c", h.dtype, mesh.nCells, stencil.nlev_of(h), a.nEdgesOnCell, a.edgesOnCell,
-            a.edgeSignOnCell, a.dvEdge, a.invAreaCell, h, u, out, np.int32(mesh.maxEdges))
+    _KERNELS.launch("flux_div_e2c", mesh.nCells, (h, u, out), a.edgesOnCell, a.cellCoef, h, u, out,
+                    np.int32(mesh.maxEdges), rows=rows)
     return out
 
 
-def flux_div_e2c_tl(mesh, h, u, dh, du):
+def flux_div_e2c_tl(mesh, h, u, dh, du, *, rows=None):
     """Tangent-linear of `flux_div_e2c` about (h, u): edge fields -> cell field.
 
     dflux_div[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * (dh*u + h*du)[e_j]
-    = div_e2c(dh * u + h * du).
+    = div_e2c(dh * u + h * du). `rows`: as for `div_e2c`.
     """
     h = check_field(h, mesh.nEdges, "h", "edge")
     u, dh, du = (_check_like(x, h, mesh, name) for x, name in ((u, "u"), (dh, "dh"), (du, "du")))
@@ -143,9 +129,8 @@ def flux_div_e2c_tl(mesh, h, u, dh, du):
         return div_e2c(mesh, dh * u + h * du)
     a = _arrays(mesh, h)
     out = xp.empty((mesh.nCells,) + h.shape[1:], h.dtype)
-    _launch("flux_div_e2c_tl", h.dtype, mesh.nCells, stencil.nlev_of(h), a.nEdgesOnCell,
-            a.edgesOnCell, a.edgeSignOnCell, a.dvEdge, a.invAreaCell, h, u, dh, du, out,
-            np.int32(mesh.maxEdges))
+    _KERNELS.launch("flux_div_e2c_tl", mesh.nCells, (h, u, dh, du, out), a.edgesOnCell, a.cellCoef,
+                    h, u, dh, du, out, np.int32(mesh.maxEdges), rows=rows)
     return out
 
 
@@ -170,16 +155,14 @@ def flux_div_e2c_adj(mesh, h, u, g, *, mode=None):
         F_adj = div_e2c_adj(mesh, g, mode=mode)
         return u * F_adj, h * F_adj
     a = _arrays(mesh, h)
-    nlev = stencil.nlev_of(h)
     if mode == "atomic":
         h_adj, u_adj = xp.zeros_like(h), xp.zeros_like(h)
-        _launch("flux_div_e2c_adj_atomic", h.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell,
-                a.edgeSignOnCell, a.dvEdge, a.invAreaCell, h, u, g, h_adj, u_adj,
-                np.int32(mesh.maxEdges))
+        _KERNELS.launch("flux_div_e2c_adj_atomic", mesh.nCells, (h, u, g, h_adj, u_adj),
+                        a.edgesOnCell, a.cellCoef, h, u, g, h_adj, u_adj, np.int32(mesh.maxEdges))
     else:
         h_adj, u_adj = xp.empty_like(h), xp.empty_like(h)
-        _launch("flux_div_e2c_adj_gather", h.dtype, mesh.nEdges, nlev, a.cellsOnEdge, a.dvEdge,
-                a.invAreaCell, h, u, g, h_adj, u_adj)
+        _KERNELS.launch("flux_div_e2c_adj_gather", mesh.nEdges, (h, u, g, h_adj, u_adj),
+                        a.cellsOnEdge, a.edgeCoef, h, u, g, h_adj, u_adj)
     return h_adj, u_adj
 
 

@@ -1,8 +1,12 @@
-"""Lazy compilation of the CUDA sources in `meshops/cuda/` and launch configuration.
+"""Lazy compilation of the CUDA sources in `meshops/cuda/` and their launch.
 
 Each operator family keeps its forward and adjoint kernels in one `.cu` file, templated on the
-floating type `T`. A module is compiled with NVRTC on first use and cached per (family, device,
-dtype); nothing here touches CUDA at import time.
+floating type `T` and the lane width `W` (levels per thread, see `lane_width`). A module is
+compiled with NVRTC on first use and cached per (family, device, dtype, W); nothing here touches
+CUDA at import time.
+
+Every kernel takes `(..., first, last, nlev)` last: it runs one logical thread per (row, lane) of
+its output rows [first, last), a lane being W consecutive levels, nlev counted in lanes.
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ import numpy as np
 
 CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
 BLOCK_SIZE = 256
+#: Bytes of one vector load or store (the widest global access of the GPU).
+LANE_BYTES = 16
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
@@ -22,24 +28,37 @@ def cuda_sources() -> list[pathlib.Path]:
 
 
 @functools.lru_cache(maxsize=None)
-def _module(family: str, kernel_names: tuple[str, ...], ctype: str, device: int):
+def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, device: int):
     import cupy
 
     source = (CUDA_DIR / f"{family}.cu").read_text()
-    expressions = [f"{name}<{ctype}>" for name in kernel_names]
+    expressions = [f"{name}<{ctype}, {width}>" for name in kernel_names]
     module = cupy.RawModule(code=source, options=("-std=c++17", f"-I{CUDA_DIR}"),
                             name_expressions=expressions)
     return {name: module.get_function(expr) for name, expr in zip(kernel_names, expressions)}
 
 
-def get_kernel(family: str, kernel_names: tuple[str, ...], name: str, dtype):
-    """The kernel `name<T>` of `family`.cu for `dtype` on the current device (compiled once)."""
+def lane_width(fields) -> int:
+    """Levels per thread for `fields` (all of one dtype and level count): the most that fill one
+    aligned vector access of at most LANE_BYTES and divide nlev (1 for fields without levels)."""
+    x = fields[0]
+    if x.ndim == 1:
+        return 1
+    nlev, itemsize = int(x.shape[1]), x.dtype.itemsize
+    width = LANE_BYTES // itemsize
+    while width > 1 and (nlev % width or any(_address(f) % (width * itemsize) for f in fields)):
+        width //= 2
+    return width
+
+
+def _address(array) -> int:
+    return array.data.ptr
+
+
+def _device() -> int:
     import cupy
 
-    ctype = _CTYPES.get(np.dtype(dtype))
-    if ctype is None:
-        raise TypeError(f"CUDA kernels: expected float32 or float64, got dtype {np.dtype(dtype)}")
-    return _module(family, kernel_names, ctype, cupy.cuda.runtime.getDevice())[name]
+    return cupy.cuda.runtime.getDevice()
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,16 +70,51 @@ def _max_blocks(device: int) -> int:
     return attributes["multiProcessorCount"] * max(1, threads_per_sm // BLOCK_SIZE) * 4
 
 
-def launch(kernel, n_threads: int, args: tuple) -> None:
-    """Launch `kernel` over `n_threads` logical threads (kernels use grid-stride loops).
+def check_rows(rows, n: int) -> tuple[int, int]:
+    """(first, last) of `rows` (None: all n rows), checked against 0 <= first <= last <= n."""
+    if rows is None:
+        return 0, n
+    first, last = (int(r) for r in rows)
+    if not 0 <= first <= last <= n:
+        raise ValueError(f"rows: expected (first, last) with 0 <= first <= last <= {n}, got {tuple(rows)}")
+    return first, last
 
-    The grid is sized from the current device: enough blocks to fill every multiprocessor
-    several times over, never more than the work needs.
-    """
-    import cupy
 
-    if n_threads <= 0:
-        return
-    blocks = min((n_threads + BLOCK_SIZE - 1) // BLOCK_SIZE,
-                 _max_blocks(cupy.cuda.runtime.getDevice()))
-    kernel((blocks,), (BLOCK_SIZE,), args)
+class Family:
+    """The kernels `names` of `meshops/cuda/{family}.cu`, launched over output rows."""
+
+    def __init__(self, family: str, names: tuple[str, ...]):
+        self.family, self.names = family, tuple(names)
+
+    def kernel(self, name: str, dtype, width: int):
+        """The kernel `name<T, width>` for `dtype` on the current device (compiled once)."""
+        ctype = _CTYPES.get(np.dtype(dtype))
+        if ctype is None:
+            raise TypeError(f"CUDA kernels: expected float32 or float64, got dtype {np.dtype(dtype)}")
+        return _module(self.family, self.names, ctype, width, _device())[name]
+
+    def launch(self, name: str, n: int, fields, *args, rows=None) -> None:
+        """Run kernel `name` over rows [first, last) of its n output rows (`rows`, default all).
+
+        `fields` are the level-carrying arrays of the call (inputs and outputs); they decide the
+        dtype, nlev and lane width. The grid is sized from the current device: enough blocks to
+        fill every multiprocessor several times over (kernels use grid-stride loops), never more
+        than the work needs.
+        """
+        first, last = check_rows(rows, n)
+        width = lane_width(fields)
+        nlev = (1 if fields[0].ndim == 1 else int(fields[0].shape[1])) // width
+        n_threads = (last - first) * nlev
+        if n_threads <= 0:
+            return
+        blocks = min((n_threads + BLOCK_SIZE - 1) // BLOCK_SIZE, _max_blocks(_device()))
+        kernel = self.kernel(name, fields[0].dtype, width)
+        kernel((blocks,), (BLOCK_SIZE,), args + (np.int32(first), np.int32(last), np.int32(nlev)))
+
+
+def get_kernel(*args):  # transitional
+    raise NotImplementedError
+
+
+def launch(*args):  # transitional
+    raise NotImplementedError

@@ -1,27 +1,97 @@
 // Shared helpers for meshops kernels.
 //
-// Fields are (n, nlev) row-major with the level index last; a kernel runs one logical thread per
-// (entity, level) pair, i = entity * nlev + level, so consecutive threads touch consecutive levels
-// and loads coalesce. Connectivity is int32 with -1 for a missing neighbour, which contributes
-// nothing.
+// Fields are (n, nlev) row-major with the level index last. A kernel template<T, W> reads them as
+// rows of nlev/W lanes, a lane being W consecutive levels loaded and stored as one aligned vector
+// (`Lanes<T, W>`, 16 bytes at the widest). It runs one logical thread per (row, lane) of its output
+// rows [first, last): i = row * nlev + lane with nlev counted in lanes, so consecutive threads touch
+// consecutive lanes and accesses coalesce. Connectivity is int32 with -1 for a missing neighbour,
+// which contributes nothing.
 #pragma once
 
-#define MESHOPS_GRID_STRIDE(i, n)                                                        \
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n);        \
-         i += (long long)blockDim.x * gridDim.x)
+namespace meshops {
 
-// The entity of logical thread i = entity * nlev + level: 32-bit division whenever i fits (the
-// 64-bit division is a long software sequence, paid by every thread).
+template <typename T, int W>
+struct alignas(sizeof(T) * W) Lanes {
+    T v[W];
+};
+
+#define MESHOPS_LANES_OP(op)                                                                   \
+    template <typename T, int W>                                                               \
+    __device__ __forceinline__ Lanes<T, W> operator op(Lanes<T, W> a, const Lanes<T, W>& b)    \
+    {                                                                                          \
+        _Pragma("unroll") for (int w = 0; w < W; ++w) a.v[w] op## = b.v[w];                    \
+        return a;                                                                              \
+    }                                                                                          \
+    template <typename T, int W>                                                               \
+    __device__ __forceinline__ Lanes<T, W>& operator op##=(Lanes<T, W>& a, const Lanes<T, W>& b) \
+    {                                                                                          \
+        _Pragma("unroll") for (int w = 0; w < W; ++w) a.v[w] op## = b.v[w];                    \
+        return a;                                                                              \
+    }
+MESHOPS_LANES_OP(+)
+MESHOPS_LANES_OP(-)
+MESHOPS_LANES_OP(*)
+#undef MESHOPS_LANES_OP
+
+// Scalar times lanes, in that order (s * a[w], as the scalar kernels wrote it).
+template <typename T, int W>
+__device__ __forceinline__ Lanes<T, W> operator*(T s, Lanes<T, W> a)
+{
+#pragma unroll
+    for (int w = 0; w < W; ++w) a.v[w] = s * a.v[w];
+    return a;
+}
+
+template <typename T, int W>
+__device__ __forceinline__ Lanes<T, W> splat(T s)
+{
+    Lanes<T, W> a;
+#pragma unroll
+    for (int w = 0; w < W; ++w) a.v[w] = s;
+    return a;
+}
+
+// a = a + s * b lane by lane (the accumulation step of every stencil).
+template <typename T, int W>
+__device__ __forceinline__ void axpy(Lanes<T, W>& a, T s, const Lanes<T, W>& b)
+{
+#pragma unroll
+    for (int w = 0; w < W; ++w) a.v[w] += s * b.v[w];
+}
+
+template <typename T, int W>
+__device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
+{
+#pragma unroll
+    for (int w = 0; w < W; ++w) atomicAdd(&p->v[w], a.v[w]);
+}
+
+}  // namespace meshops
+
+// Loop over the logical threads i of output rows [first, last), nlev lanes per row.
+#define MESHOPS_ROWS(i, first, last, nlev)                                                      \
+    for (long long i = (long long)(first) * (nlev) + (long long)blockIdx.x * blockDim.x +      \
+                       threadIdx.x;                                                            \
+         i < (long long)(last) * (nlev); i += (long long)blockDim.x * gridDim.x)
+
+// The row of logical thread i = row * nlev + lane: 32-bit division whenever i fits (the 64-bit
+// division is a long software sequence, paid by every thread).
 __device__ __forceinline__ int meshops_entity(long long i, int nlev)
 {
     return i <= 0xffffffffLL ? (int)((unsigned)i / (unsigned)nlev) : (int)(i / nlev);
 }
 
-// Instantiate kernels for both float types when the file is compiled on its own with nvcc
-// (CI's syntax and type check); NVRTC instantiates through CuPy's name expressions instead.
+// Row r and lane k of logical thread i (declares both).
+#define MESHOPS_ROW_LANE(r, k, i, nlev) \
+    const int r = meshops_entity(i, nlev), k = (int)((i) - (long long)r * (nlev))
+
+// Instantiate a kernel for every (T, W) the launcher uses when the file is compiled on its own with
+// nvcc (CI's syntax and type check); NVRTC instantiates through CuPy's name expressions instead.
 #if defined(MESHOPS_NVCC_CHECK)
-#define MESHOPS_INSTANTIATE(kernel) \
-    void* meshops_instance_##kernel[] = {(void*)&kernel<float>, (void*)&kernel<double>};
+#define MESHOPS_INSTANTIATE(kernel)                                                            \
+    void* meshops_instance_##kernel[] = {(void*)&kernel<float, 1>, (void*)&kernel<float, 2>,   \
+                                         (void*)&kernel<float, 4>, (void*)&kernel<double, 1>,  \
+                                         (void*)&kernel<double, 2>};
 #else
 #define MESHOPS_INSTANTIATE(kernel)
 #endif

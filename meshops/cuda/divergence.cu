@@ -1,153 +1,139 @@
-// Divergence edge -> cell (div_e2c) and its adjoints. Formulas: meshops/divergence.py.
-#include "common.cuh"
+// Divergence edge -> cell (div_e2c), the flux divergence of h*u (flux_div_e2c) and their tangent
+// and adjoints. Formulas: meshops/divergence.py. The coefficients are precomputed per stencil slot:
+// cellCoef[c,j] = edgeSignOnCell[c,j] * dvEdge[e_j] / areaCell[c] on edgesOnCell (masked beyond
+// nEdgesOnCell), edgeCoef[e,i] = (+1, -1)[i] * dvEdge[e] / areaCell[c_i] on cellsOnEdge.
+#include "stencil.cuh"
 
-// div[c,k] = invAreaCell[c] * sum_{j<nEdgesOnCell[c]} edgeSignOnCell[c,j] * dvEdge[e_j] * F[e_j,k]
-template <typename T>
-__global__ void div_e2c(const int* __restrict__ nEdgesOnCell, const int* __restrict__ edgesOnCell,
-                        const T* __restrict__ edgeSignOnCell, const T* __restrict__ dvEdge,
-                        const T* __restrict__ invAreaCell, const T* __restrict__ F,
-                        T* __restrict__ div, int maxEdges, int nCells, int nlev)
+using meshops::Lanes;
+
+// div[c,k] = sum_{j<maxEdges} cellCoef[c,j] * F[e_j,k]
+template <typename T, int W>
+__global__ void div_e2c(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
+                        const Lanes<T, W>* __restrict__ F, Lanes<T, W>* __restrict__ div,
+                        int maxEdges, int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
-        T acc = 0;
-        for (int j = 0; j < nEdgesOnCell[c]; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) acc += edgeSignOnCell[c * maxEdges + j] * dvEdge[e] * F[(long long)e * nlev + k];
-        }
-        div[i] = acc * invAreaCell[c];
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        div[i] = meshops::stencil_gather(edgesOnCell, cellCoef, F, c, maxEdges, nlev, k);
     }
 }
 MESHOPS_INSTANTIATE(div_e2c)
 
-// Scatter form: one thread per (cell, level) of the forward output adds into its edges.
-template <typename T>
-__global__ void div_e2c_adj_atomic(const int* __restrict__ nEdgesOnCell,
-                                   const int* __restrict__ edgesOnCell,
-                                   const T* __restrict__ edgeSignOnCell, const T* __restrict__ dvEdge,
-                                   const T* __restrict__ invAreaCell, const T* __restrict__ g,
-                                   T* __restrict__ F_adj, int maxEdges, int nCells, int nlev)
+// Scatter form of the adjoint: one thread per (cell, lane) adds cellCoef[c,j] * g[c,k] into e_j.
+// Also the scatter form of flux_div_e2c_adj's common factor (see flux_div_e2c_adj_atomic).
+template <typename T, int W>
+__global__ void div_e2c_adj_atomic(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
+                                   const Lanes<T, W>* __restrict__ g, Lanes<T, W>* __restrict__ F_adj,
+                                   int maxEdges, int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
-        const T gc = g[i] * invAreaCell[c];
-        for (int j = 0; j < nEdgesOnCell[c]; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) atomicAdd(&F_adj[(long long)e * nlev + k], edgeSignOnCell[c * maxEdges + j] * dvEdge[e] * gc);
-        }
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        meshops::stencil_scatter(edgesOnCell, cellCoef, g[i], F_adj, c, maxEdges, nlev, k);
     }
 }
 MESHOPS_INSTANTIATE(div_e2c_adj_atomic)
 
-// Gather form: F_adj[e,k] = dvEdge[e] * (g[c0,k] * invAreaCell[c0] - g[c1,k] * invAreaCell[c1]).
-template <typename T>
-__global__ void div_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T* __restrict__ dvEdge,
-                                   const T* __restrict__ invAreaCell, const T* __restrict__ g,
-                                   T* __restrict__ F_adj, int nEdges, int nlev)
+// Gather form: F_adj[e,k] = edgeCoef[e,0] * g[c0,k] + edgeCoef[e,1] * g[c1,k].
+template <typename T, int W>
+__global__ void div_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T* __restrict__ edgeCoef,
+                                   const Lanes<T, W>* __restrict__ g, Lanes<T, W>* __restrict__ F_adj,
+                                   int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        T acc = 0;
-        if (c0 >= 0) acc += g[(long long)c0 * nlev + k] * invAreaCell[c0];
-        if (c1 >= 0) acc -= g[(long long)c1 * nlev + k] * invAreaCell[c1];
-        F_adj[i] = dvEdge[e] * acc;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        F_adj[i] = meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
     }
 }
 MESHOPS_INSTANTIATE(div_e2c_adj_gather)
 
 // -- flux divergence of h*u, fused: h and u are read in the stencil pass (no h*u temporary) -----
 
-// flux[c,k] = invAreaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * h[e_j,k] * u[e_j,k]
-template <typename T>
-__global__ void flux_div_e2c(const int* __restrict__ nEdgesOnCell, const int* __restrict__ edgesOnCell,
-                             const T* __restrict__ edgeSignOnCell, const T* __restrict__ dvEdge,
-                             const T* __restrict__ invAreaCell, const T* __restrict__ h,
-                             const T* __restrict__ u, T* __restrict__ div, int maxEdges, int nCells,
-                             int nlev)
+// flux[c,k] = sum_j cellCoef[c,j] * (h[e_j,k] * u[e_j,k])
+template <typename T, int W>
+__global__ void flux_div_e2c(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
+                             const Lanes<T, W>* __restrict__ h, const Lanes<T, W>* __restrict__ u,
+                             Lanes<T, W>* __restrict__ div, int maxEdges, int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
-        T acc = 0;
-        for (int j = 0; j < nEdgesOnCell[c]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        Lanes<T, W> acc = meshops::splat<T, W>(0);
+        for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const long long ek = (long long)e * nlev + k;
-                acc += edgeSignOnCell[c * maxEdges + j] * dvEdge[e] * (h[ek] * u[ek]);
+                meshops::axpy(acc, cellCoef[c * maxEdges + j], h[ek] * u[ek]);
             }
         }
-        div[i] = acc * invAreaCell[c];
+        div[i] = acc;
     }
 }
 MESHOPS_INSTANTIATE(flux_div_e2c)
 
-// Tangent: dflux[c,k] = invAreaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * (dh*u + h*du)[e_j,k]
-template <typename T>
-__global__ void flux_div_e2c_tl(const int* __restrict__ nEdgesOnCell, const int* __restrict__ edgesOnCell,
-                                const T* __restrict__ edgeSignOnCell, const T* __restrict__ dvEdge,
-                                const T* __restrict__ invAreaCell, const T* __restrict__ h,
-                                const T* __restrict__ u, const T* __restrict__ dh,
-                                const T* __restrict__ du, T* __restrict__ ddiv, int maxEdges,
-                                int nCells, int nlev)
+// Tangent: dflux[c,k] = sum_j cellCoef[c,j] * (dh*u + h*du)[e_j,k]
+template <typename T, int W>
+__global__ void flux_div_e2c_tl(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
+                                const Lanes<T, W>* __restrict__ h, const Lanes<T, W>* __restrict__ u,
+                                const Lanes<T, W>* __restrict__ dh, const Lanes<T, W>* __restrict__ du,
+                                Lanes<T, W>* __restrict__ ddiv, int maxEdges, int first, int last,
+                                int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
-        T acc = 0;
-        for (int j = 0; j < nEdgesOnCell[c]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        Lanes<T, W> acc = meshops::splat<T, W>(0);
+        for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const long long ek = (long long)e * nlev + k;
-                acc += edgeSignOnCell[c * maxEdges + j] * dvEdge[e] * (dh[ek] * u[ek] + h[ek] * du[ek]);
+                meshops::axpy(acc, cellCoef[c * maxEdges + j], dh[ek] * u[ek] + h[ek] * du[ek]);
             }
         }
-        ddiv[i] = acc * invAreaCell[c];
+        ddiv[i] = acc;
     }
 }
 MESHOPS_INSTANTIATE(flux_div_e2c_tl)
 
-// Scatter form: one thread per (cell, level); w = edgeSignOnCell * dvEdge * g * invAreaCell adds
-// w*u into h_adj and w*h into u_adj at each edge of the cell.
-template <typename T>
-__global__ void flux_div_e2c_adj_atomic(const int* __restrict__ nEdgesOnCell,
-                                        const int* __restrict__ edgesOnCell,
-                                        const T* __restrict__ edgeSignOnCell, const T* __restrict__ dvEdge,
-                                        const T* __restrict__ invAreaCell, const T* __restrict__ h,
-                                        const T* __restrict__ u, const T* __restrict__ g,
-                                        T* __restrict__ h_adj, T* __restrict__ u_adj, int maxEdges,
-                                        int nCells, int nlev)
+// Scatter form: one thread per (cell, lane); w = cellCoef[c,j] * g[c,k] adds w*u into h_adj and
+// w*h into u_adj at each edge of the cell.
+template <typename T, int W>
+__global__ void flux_div_e2c_adj_atomic(const int* __restrict__ edgesOnCell,
+                                        const T* __restrict__ cellCoef,
+                                        const Lanes<T, W>* __restrict__ h,
+                                        const Lanes<T, W>* __restrict__ u,
+                                        const Lanes<T, W>* __restrict__ g,
+                                        Lanes<T, W>* __restrict__ h_adj,
+                                        Lanes<T, W>* __restrict__ u_adj, int maxEdges, int first,
+                                        int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
-        const T gc = g[i] * invAreaCell[c];
-        for (int j = 0; j < nEdgesOnCell[c]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        const Lanes<T, W> gc = g[i];
+        for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const long long ek = (long long)e * nlev + k;
-                const T w = edgeSignOnCell[c * maxEdges + j] * dvEdge[e] * gc;
-                atomicAdd(&h_adj[ek], w * u[ek]);
-                atomicAdd(&u_adj[ek], w * h[ek]);
+                const Lanes<T, W> w = cellCoef[c * maxEdges + j] * gc;
+                meshops::atomic_add(&h_adj[ek], w * u[ek]);
+                meshops::atomic_add(&u_adj[ek], w * h[ek]);
             }
         }
     }
 }
 MESHOPS_INSTANTIATE(flux_div_e2c_adj_atomic)
 
-// Gather form: F = dvEdge[e] * (g[c0,k] * invAreaCell[c0] - g[c1,k] * invAreaCell[c1]);
+// Gather form: F = edgeCoef[e,0] * g[c0,k] + edgeCoef[e,1] * g[c1,k];
 // h_adj[e,k] = u[e,k] * F, u_adj[e,k] = h[e,k] * F.
-template <typename T>
-__global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T* __restrict__ dvEdge,
-                                        const T* __restrict__ invAreaCell, const T* __restrict__ h,
-                                        const T* __restrict__ u, const T* __restrict__ g,
-                                        T* __restrict__ h_adj, T* __restrict__ u_adj, int nEdges,
-                                        int nlev)
+template <typename T, int W>
+__global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge,
+                                        const T* __restrict__ edgeCoef,
+                                        const Lanes<T, W>* __restrict__ h,
+                                        const Lanes<T, W>* __restrict__ u,
+                                        const Lanes<T, W>* __restrict__ g,
+                                        Lanes<T, W>* __restrict__ h_adj,
+                                        Lanes<T, W>* __restrict__ u_adj, int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        T acc = 0;
-        if (c0 >= 0) acc += g[(long long)c0 * nlev + k] * invAreaCell[c0];
-        if (c1 >= 0) acc -= g[(long long)c1 * nlev + k] * invAreaCell[c1];
-        const T F = dvEdge[e] * acc;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const Lanes<T, W> F = meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
         h_adj[i] = u[i] * F;
         u_adj[i] = h[i] * F;
     }

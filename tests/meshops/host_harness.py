@@ -1,7 +1,9 @@
 """The CUDA sources of meshops/cuda compiled for the host with g++, to run the CuPy code path of the
 operator families without a GPU.
 
-Each kernel runs as one host thread (its grid-stride loop covers the whole range; atomicAdd is +=).
+Each kernel runs as one host thread (its grid-stride loop covers the whole range; atomicAdd is +=),
+with the lane width `meshops.kernels.Family.launch` picks, so vector lanes (nlev divisible by 2 or
+4) run too.
 `HostArray` stands for a device array: an operator given one takes its CuPy code path, whose
 allocations the fake array module of `route_to_host` makes HostArrays too. Every launch is checked
 against the kernel's C++ signature: argument count, pointer dtypes, contiguity and int32 scalars.
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 
 import meshops.backend
+import meshops.kernels
 from meshops.kernels import CUDA_DIR
 
 HOST_PRELUDE = """
@@ -40,8 +43,25 @@ def host(a):
     return np.ascontiguousarray(a).view(HostArray)
 
 
+def _split_params(text: str) -> list[str]:
+    """C++ parameter list -> parameters (commas inside template arguments kept)."""
+    params, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            params.append(text[start:i].strip())
+            start = i + 1
+    return params + [text[start:].strip()]
+
+
+def _base_type(param: str) -> str:
+    """Element type of a kernel parameter: `meshops::Lanes<double, 2> const*` -> double."""
+    lanes = re.search(r"Lanes<(\w+), \d+>", param)
+    return lanes.group(1) if lanes else param.replace("const", "").replace("*", "").strip()
+
+
 def compile_families(tmp, families) -> dict:
-    """{(family, kernel, ctype): (function, parameter types)}: the kernels of `families`.cu compiled
+    """{(family, kernel, ctype, width): (function, parameter types)}: the kernels of `families`.cu compiled
     into shared libraries under `tmp`; skips the test when g++, nm or c++filt is missing."""
     if not (shutil.which("g++") and shutil.which("nm") and shutil.which("c++filt")):
         pytest.skip("needs g++, nm and c++filt")
@@ -59,10 +79,10 @@ def compile_families(tmp, families) -> dict:
         names = subprocess.run(["c++filt"], input="\n".join(symbols), capture_output=True, text=True,
                                check=True).stdout.splitlines()
         for symbol, name in zip(symbols, names):
-            match = re.fullmatch(r"void (\w+)<(float|double)>\((.*)\)", name)
+            match = re.fullmatch(r"void (\w+)<(float|double), (\d)>\((.*)\)", name)
             if match:
-                params = [p.strip() for p in match.group(3).split(",")]
-                table[(family, match.group(1), match.group(2))] = (getattr(handle, symbol), params)
+                table[(family, match.group(1), match.group(2), int(match.group(3)))] = (
+                    getattr(handle, symbol), _split_params(match.group(4)))
     return table
 
 
@@ -71,7 +91,7 @@ def _call(label, function, params, args):
     assert len(args) == len(params), (label, len(args), params)
     c_args = []
     for arg, param in zip(args, params):
-        base = param.replace("const", "").replace("*", "").strip()
+        base = _base_type(param)
         if "*" in param:
             assert isinstance(arg, HostArray) and arg.dtype == C_TYPES[base] \
                 and arg.flags.c_contiguous, (label, param, type(arg), getattr(arg, "dtype", None))
@@ -93,22 +113,24 @@ def route_to_host(monkeypatch, table, families) -> dict:
         asarray=host, ascontiguousarray=host,
         cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0)))
     monkeypatch.setattr(meshops.backend, "_cupy", module)
+    monkeypatch.setattr(meshops.kernels, "_address", lambda a: a.ctypes.data)
+    monkeypatch.setattr(meshops.kernels, "_device", lambda: 0)
+    monkeypatch.setattr(meshops.kernels, "_max_blocks", lambda device: 1)
     launches = {family: [] for family in families}
+    real_kernel = meshops.kernels.Family.kernel
 
-    def get_kernel_of(owner):
-        def get_kernel(family, names, name, dtype):
-            assert family == owner and name in names, (owner, family, name)
-            ctype = _CTYPE_OF[np.dtype(dtype)]
-            return (family, name, f"{family}.{name}<{ctype}>") + table[(family, name, ctype)]
-        return get_kernel
+    def kernel(self, name, dtype, width):
+        if self.family not in families:
+            return real_kernel(self, name, dtype, width)
+        assert name in self.names, (self.family, name)
+        ctype = _CTYPE_OF[np.dtype(dtype)]
+        label = f"{self.family}.{name}<{ctype}, {width}>"
+        function, params = table[(self.family, name, ctype, width)]
 
-    def launch(kernel, n_threads, args):
-        family, name, label, function, params = kernel
-        _call(label, function, params, args)
-        launches[family].append(name)
+        def run(grid, block, args):
+            _call(label, function, params, args)
+            launches[self.family].append(name)
+        return run
 
-    for family in families:
-        mod = importlib.import_module(f"meshops.{family}")
-        monkeypatch.setattr(mod, "get_kernel", get_kernel_of(family))
-        monkeypatch.setattr(mod, "launch", launch)
+    monkeypatch.setattr(meshops.kernels.Family, "kernel", kernel)
     return launches

@@ -31,13 +31,14 @@ def laplacian_on_host(laplacian_host_kernels, monkeypatch):
     return route_to_host(monkeypatch, laplacian_host_kernels, _FAMILIES)["laplacian"]
 
 
+@pytest.mark.parametrize("nlev", [3, 4])     # one level per thread; vector lanes of 2 or 4 levels
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-13), (np.float32, 1e-5)])
 @pytest.mark.parametrize("name", LAPLACIANS)
-def test_fused_laplacians_on_host(name, dtype, tol, any_mesh, laplacian_on_host, rng):
+def test_fused_laplacians_on_host(name, dtype, tol, nlev, any_mesh, laplacian_on_host, rng):
     spec = OPERATORS[name]
     mesh = any_mesh.replace()
-    x = random_field(mesh, spec.domain[0], rng, nlev=3, dtype=dtype)
-    y = random_field(mesh, spec.range[0], rng, nlev=3, dtype=dtype)
+    x = random_field(mesh, spec.domain[0], rng, nlev=nlev, dtype=dtype)
+    y = random_field(mesh, spec.range[0], rng, nlev=nlev, dtype=dtype)
     pairs = [(spec.forward(mesh, x), spec.forward(mesh, host(x)))]
     fused = len(laplacian_on_host)
     for mode in ADJOINT_MODES:
