@@ -10,7 +10,10 @@ Rank 0 loads (or generates and caches, benchmarks/meshes.py) the icosahedral mes
 with METIS and sends each rank its local mesh (halo depth 2). With one GPU per rank (node-local
 rank), each rank times, after warm-up, `--reps` calls of: the forward exchange of a cell and an
 edge field, the adjoint exchange of an edge field, and for each operator the distributed forward,
-the distributed adjoint (default adjoint mode) and the local kernel alone (no exchange). A call is timed
+the distributed adjoint (default adjoint mode) and the local kernel alone (no exchange). On CuPy
+arrays the distributed forward computes its interior outputs (n_interior of n_owned, reported per
+rank and operator) while the exchange is in flight, then the rest; on NumPy it exchanges, then
+computes (`meshops.distributed`). A call is timed
 from a barrier (device synchronised) to the device being synchronised again; the figure reported is
 the median over repetitions of the slowest rank.
 
@@ -104,7 +107,7 @@ def run(args) -> dict:
         all_sizes = comm.gather(sizes)
         result = dict(nranks=size, level=args.level, nlev=nlev, dtype=dtype.name, backend=args.backend,
                       transport=transport, partition=quality, device=device, times={},
-                      sizes=all_sizes, bytes={})
+                      sizes=all_sizes, bytes={}, interior={})
         cell, edge = field("cell"), field("edge")
         for loc in ("cell", "edge"):
             ex = d.exchange[loc]
@@ -116,6 +119,8 @@ def run(args) -> dict:
         times["adjoint exchange edge"] = measure(lambda: halo.exchange_adjoint(edge, "edge"), args.reps)
         for name in args.ops:
             spec, op = OPERATORS[name], distributed(name, halo)
+            split = (op.n_interior(), d.n_owned(spec.range[0]))
+            result["interior"][name] = comm.gather(split)
             x = [field(loc) for loc in spec.domain]
             y = [field(loc) for loc in spec.range]
             base = [] if spec.linear else [field(loc) for loc in spec.domain]
@@ -128,7 +133,14 @@ def run(args) -> dict:
             say(f"  {key:32s} {1e3 * value:10.3f} ms")
         for loc, b in result["bytes"].items():
             say(f"  halo {loc} bytes per rank (max)  {b / 2**20:10.2f} MiB")
+        for name, splits in result["interior"].items():
+            say(f"  {name + ' interior/owned':32s} {_splits(splits) if rank == 0 else ''}")
         return result
+
+
+def _splits(splits) -> str:
+    """'n_int/n_owned (pct %)' per rank."""
+    return ", ".join(f"{i}/{n} ({100 * i / max(n, 1):.0f} %)" for i, n in splits)
 
 
 def summary(paths) -> None:
@@ -141,6 +153,8 @@ def summary(paths) -> None:
             if key in r["times"] and "exchange" not in key:
                 print(f"  {key:32s} {1e3 * t1:9.3f} -> {1e3 * r['times'][key]:9.3f} ms  "
                       f"efficiency {100 * t1 / r['times'][key]:6.1f} %")
+        for name, splits in r.get("interior", {}).items():
+            print(f"  {name + ' interior/owned':32s} {_splits(splits)}")
 
 
 def main(argv=None):

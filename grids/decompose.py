@@ -8,7 +8,18 @@ Ownership (given `cell_owner`, one rank per cell):
   the rule does not depend on the edge's orientation.
 
 Local numbering on rank r (cells, edges and vertices alike): owned entities first (nCellsSolve,
-nEdgesSolve, nVerticesSolve), then halo layer 1, 2, ..., each block in ascending global index.
+nEdgesSolve, nVerticesSolve), interior first (below), then halo layer 1, 2, ..., each halo layer in
+ascending global index.
+- Owned order: by descending boundary distance L, then ascending global index. For an owned cell,
+  L = cellsOnCell steps to the nearest cell of another rank (1 next to one), capped at
+  MAX_BOUNDARY_DISTANCE (every cell of a one-rank mesh has the cap); for an owned edge or vertex,
+  L = min of L over its cells (cellsOnEdge, cellsOnVertex; a cell of another rank counts 0).
+  `n_interior(location, d)` = the leading owned entities with L >= d + 2 (recorded for
+  d <= MAX_BOUNDARY_DISTANCE - 2). Why: an owned output of an operator with halo depth d reads
+  cells within d cellsOnCell steps of its own cells (itself, cellsOnEdge, cellsOnVertex) and the
+  edges and vertices of those cells. With L >= d + 2 all of those cells have L >= 2, so they,
+  their neighbours and hence their edges and vertices are owned: the output reads no halo row and
+  can be computed while the halo exchange is in flight.
 - Cell halo layer k: the cells across an edge (cellsOnCell) from layer k-1 not already present
   (layer 0 = owned), k = 1 .. halo_depth.
 - Local edges and vertices: every edge and vertex of a local cell. A non-owned one is in halo layer
@@ -23,7 +34,8 @@ nEdgesSolve, nVerticesSolve), then halo layer 1, 2, ..., each block in ascending
 Memory: `distribute_mesh` holds the global mesh on the root rank only. Root builds one rank's local
 mesh at a time (global -> local lookup tables of the global sizes, made per rank, plus that
 rank's local arrays), sends it and drops it, so root peaks at about the global mesh plus one local
-mesh. Every other rank only ever holds its local mesh: O(N/P + halo) entities, the halo growing like
+mesh (boundary distances are found there too, from the owned cells' cellsOnCell rows). Every other
+rank only ever holds its local mesh: O(N/P + halo) entities, the halo growing like
 halo_depth * sqrt(N/P) on a quasi-uniform sphere mesh; its exchange lists are built by one
 alltoall of halo global indices per location (O(halo) per rank). `decompose` is the variant where
 every rank already holds the global mesh (small meshes, tests).
@@ -38,6 +50,8 @@ from .mesh import FIELD_DIMS, INDEX_FIELDS, Mesh
 from .partition import check_partition
 
 LOCATIONS = ("cell", "edge", "vertex")
+#: Cap of the boundary distance L (cellsOnCell steps to another rank's cell; module doc).
+MAX_BOUNDARY_DISTANCE = 8
 #: MPAS leading dimension of each location and the index field that points to it.
 DIM_OF = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 _LOC_OF_DIM = {v: k for k, v in DIM_OF.items()}
@@ -59,6 +73,9 @@ class LocalMesh:
     owner: {location: (n_local,) int32 owning rank of each local entity}.
     layer_offsets: {location: (halo_depth + 2,) int64}; entities of layer k are local indices
         layer_offsets[k] .. layer_offsets[k+1] - 1 (layer 0 = owned).
+    boundary_distance: {location: (n_owned,) int8 L of each owned entity} (non-increasing).
+    interior_counts: {location: (MAX_BOUNDARY_DISTANCE - 1,) int64}; entry d is
+        n_interior(location, d).
     """
 
     mesh: Mesh
@@ -68,12 +85,27 @@ class LocalMesh:
     l2g: dict
     owner: dict
     layer_offsets: dict
+    boundary_distance: dict
+    interior_counts: dict = field(init=False, repr=False)
+
+    def __post_init__(self):
+        self.interior_counts = {loc: _interior_counts(L)
+                                for loc, L in self.boundary_distance.items()}
 
     def n_owned(self, location: str) -> int:
         return int(self.layer_offsets[location][1])
 
     def n_local(self, location: str) -> int:
         return int(self.l2g[location].shape[0])
+
+    def n_interior(self, location: str, halo_depth: int) -> int:
+        """Leading owned entities at `location` whose outputs, for an operator needing
+        `halo_depth` cell layers, read owned entities only (L >= halo_depth + 2; 0 beyond the
+        recorded depths)."""
+        if int(halo_depth) != halo_depth or halo_depth < 0:
+            raise DecompositionError(f"halo_depth = {halo_depth!r}: expected an integer >= 0")
+        counts = self.interior_counts[location]
+        return int(counts[halo_depth]) if halo_depth < counts.size else 0
 
 
 @dataclass
@@ -126,6 +158,9 @@ class Decomposition:
 
     def n_local(self, location: str) -> int:
         return self.local.n_local(location)
+
+    def n_interior(self, location: str, halo_depth: int) -> int:
+        return self.local.n_interior(location, halo_depth)
 
 
 # -- ownership ------------------------------------------------------------------------------------
@@ -210,17 +245,69 @@ def _touched_layers(conn_rows, cell_layer_of_local, cell_index, owner_rows, rank
     return np.where(owner_rows == rank, 0, np.maximum(lay, 1))
 
 
-def _order_by_layer(gids: np.ndarray, layer: np.ndarray, depth: int):
-    order = np.lexsort((gids, layer))
+def _boundary_distance(mesh: Mesh, owned: np.ndarray) -> np.ndarray:
+    """L of each owned cell (global indices `owned`): cellsOnCell steps to the nearest cell not in
+    `owned`, capped at MAX_BOUNDARY_DISTANCE (a missing neighbour is no cell)."""
+    coc = mesh.cellsOnCell[owned]
+    used = _used(coc, mesh.nEdgesOnCell[owned])
+    pos = _Index(owned, mesh.nCells)(np.where(used, coc, -1))     # -1: not owned
+    L = np.where((used & (pos < 0)).any(axis=1), 1, 0)
+    for k in range(2, MAX_BOUNDARY_DISTANCE):
+        front = np.append(L == k - 1, False)                    # slot -1 (not owned): no front
+        reached = (L == 0) & front[pos].any(axis=1)
+        if not reached.any():
+            break
+        L[reached] = k
+    return np.where(L == 0, MAX_BOUNDARY_DISTANCE, L).astype(np.int8)
+
+
+def _touching_distance(cell_rows: np.ndarray, cell_index, cell_L: np.ndarray) -> np.ndarray:
+    """L of edges or vertices with cells `cell_rows` (global, -1 pads): min over their cells, a cell
+    that is not owned counting 0. `cell_L`: L of the owned cells in local order."""
+    local = cell_index(cell_rows)
+    owned = np.where((local >= 0) & (local < cell_L.size), local, -1)
+    L = np.where(cell_rows >= 0, np.append(cell_L, 0)[owned], MAX_BOUNDARY_DISTANCE)   # slot -1: 0
+    return L.min(axis=1).astype(np.int8)
+
+
+def _interior_counts(L: np.ndarray) -> np.ndarray:
+    """Entry d: owned entities with L >= d + 2, d = 0 .. MAX_BOUNDARY_DISTANCE - 2."""
+    at_least = np.arange(2, MAX_BOUNDARY_DISTANCE + 1)
+    return (np.asarray(L)[None, :] >= at_least[:, None]).sum(axis=1).astype(np.int64)
+
+
+def _order_by_layer(gids: np.ndarray, layer: np.ndarray, L: np.ndarray, depth: int):
+    """Local order: by layer; owned (layer 0) by descending L, halo layers by global index.
+
+    Returns (gids, layer, L of the owned entities, layer offsets) in that order."""
+    order = np.lexsort((gids, -np.where(layer == 0, L, 0), layer))
     counts = np.bincount(layer, minlength=depth + 1)[: depth + 1]
     offsets = np.zeros(depth + 2, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    return gids[order], layer[order], offsets
+    return gids[order], layer[order], L[order][: offsets[1]].astype(np.int8), offsets
+
+
+def _local_cells(mesh: Mesh, owned: np.ndarray, owned_L: np.ndarray, depth: int):
+    """Local cells in local order (`owned`: ascending global indices, `owned_L` their L)."""
+    layers = _cell_layers(mesh, owned, depth)
+    gids = np.concatenate(layers).astype(np.int64)
+    layer = np.concatenate([np.full(l.size, k, np.int64) for k, l in enumerate(layers)])
+    L = np.concatenate([owned_L, np.zeros(gids.size - owned.size, np.int8)])
+    return _order_by_layer(gids, layer, L, depth)
+
+
+def _local_touched(gids, cells_of, cell_layer, cells, cell_L, owner_rows, rank, depth):
+    """Local edges or vertices `gids` in local order (cells_of: their cellsOnEdge or cellsOnVertex
+    rows)."""
+    layer = _touched_layers(cells_of, cell_layer, cells, owner_rows, rank)
+    L = np.where(layer == 0, _touching_distance(cells_of, cells, cell_L), 0)
+    return _order_by_layer(gids, layer, L, depth)
 
 
 def local_mesh(mesh: Mesh, cell_owner, rank: int, halo_depth: int = 2, *,
                owners: dict | None = None) -> LocalMesh:
-    """Rank `rank`'s local mesh with `halo_depth` cell layers of halo (owned first, then layers).
+    """Rank `rank`'s local mesh with `halo_depth` cell layers of halo (owned first, interior first
+    among them, then layers; see the module doc).
 
     `owners` may pass `entity_owners(mesh, cell_owner)` when building many ranks.
     """
@@ -232,23 +319,21 @@ def local_mesh(mesh: Mesh, cell_owner, rank: int, halo_depth: int = 2, *,
         raise DecompositionError(f"rank = {rank}: expected 0 <= rank < {nranks} (ranks in the partition)")
     owners = entity_owners(mesh, cell_owner) if owners is None else owners
 
-    layers = _cell_layers(mesh, np.flatnonzero(cell_owner == rank), halo_depth)
-    cell_gids = np.concatenate(layers).astype(np.int64)
-    cell_layer = np.concatenate([np.full(l.size, k, np.int64) for k, l in enumerate(layers)])
-    cell_offsets = np.zeros(halo_depth + 2, dtype=np.int64)
-    np.cumsum([l.size for l in layers], out=cell_offsets[1:])
+    owned = np.flatnonzero(cell_owner == rank)
+    cell_gids, cell_layer, cell_L, cell_offsets = _local_cells(
+        mesh, owned, _boundary_distance(mesh, owned), halo_depth)
     cells = _Index(cell_gids, mesh.nCells)
 
     eoc, voc = mesh.edgesOnCell[cell_gids], mesh.verticesOnCell[cell_gids]
     used = _used(eoc, mesh.nEdgesOnCell[cell_gids])
     edge_gids = np.unique(eoc[used]).astype(np.int64)
     vertex_gids = np.unique(voc[_used(voc, mesh.nEdgesOnCell[cell_gids])]).astype(np.int64)
-    edge_layer = _touched_layers(mesh.cellsOnEdge[edge_gids], cell_layer, cells,
-                                 owners["edge"][edge_gids], rank)
-    vertex_layer = _touched_layers(mesh.cellsOnVertex[vertex_gids], cell_layer, cells,
-                                   owners["vertex"][vertex_gids], rank)
-    edge_gids, _, edge_offsets = _order_by_layer(edge_gids, edge_layer, halo_depth)
-    vertex_gids, _, vertex_offsets = _order_by_layer(vertex_gids, vertex_layer, halo_depth)
+    edge_gids, _, edge_L, edge_offsets = _local_touched(
+        edge_gids, mesh.cellsOnEdge[edge_gids], cell_layer, cells, cell_L,
+        owners["edge"][edge_gids], rank, halo_depth)
+    vertex_gids, _, vertex_L, vertex_offsets = _local_touched(
+        vertex_gids, mesh.cellsOnVertex[vertex_gids], cell_layer, cells, cell_L,
+        owners["vertex"][vertex_gids], rank, halo_depth)
 
     l2g = {"cell": cell_gids, "edge": edge_gids, "vertex": vertex_gids}
     index = {"cell": cells, "edge": _Index(edge_gids, mesh.nEdges),
@@ -264,7 +349,8 @@ def local_mesh(mesh: Mesh, cell_owner, rank: int, halo_depth: int = 2, *,
                  nVerticesSolve=int(vertex_offsets[1]), attributes=dict(mesh.attributes))
     owner = {loc: owners[loc][l2g[loc]].astype(np.int32) for loc in LOCATIONS}
     offsets = {"cell": cell_offsets, "edge": edge_offsets, "vertex": vertex_offsets}
-    return LocalMesh(local, int(rank), nranks, int(halo_depth), l2g, owner, offsets)
+    distance = {"cell": cell_L, "edge": edge_L, "vertex": vertex_L}
+    return LocalMesh(local, int(rank), nranks, int(halo_depth), l2g, owner, offsets, distance)
 
 
 # -- exchange lists -------------------------------------------------------------------------------
@@ -315,11 +401,12 @@ def decompose(mesh: Mesh, cell_owner, comm, halo_depth: int = 2) -> Decompositio
 
 
 _TAG_MESH = 7301
+_MAPS = ("l2g", "owner", "layer_offsets", "boundary_distance")
 
 
 def _send_local(comm, local: LocalMesh, dest: int) -> None:
     arrays = {f"mesh.{name}": getattr(local.mesh, name) for name in FIELD_DIMS}
-    for kind in ("l2g", "owner", "layer_offsets"):
+    for kind in _MAPS:
         arrays.update({f"{kind}.{loc}": getattr(local, kind)[loc] for loc in LOCATIONS})
     arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
     header = dict(rank=local.rank, nranks=local.nranks, halo_depth=local.halo_depth,
@@ -342,10 +429,9 @@ def _recv_local(comm, source: int) -> LocalMesh:
     mesh = Mesh(sphere_radius=header["sphere_radius"],
                 **{name: arrays[f"mesh.{name}"] for name in FIELD_DIMS},
                 nCellsSolve=nc, nEdgesSolve=ne, nVerticesSolve=nv, attributes=header["attributes"])
-    maps = {kind: {loc: arrays[f"{kind}.{loc}"] for loc in LOCATIONS}
-            for kind in ("l2g", "owner", "layer_offsets")}
-    return LocalMesh(mesh, header["rank"], header["nranks"], header["halo_depth"], maps["l2g"],
-                     maps["owner"], maps["layer_offsets"])
+    maps = {kind: {loc: arrays[f"{kind}.{loc}"] for loc in LOCATIONS} for kind in _MAPS}
+    return LocalMesh(mesh, header["rank"], header["nranks"], header["halo_depth"],
+                     *(maps[kind] for kind in _MAPS))
 
 
 def distribute_mesh(comm, mesh: Mesh | None = None, cell_owner=None, *, halo_depth: int = 2,

@@ -24,15 +24,17 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "curl"
-_KERNELS = ("curl_e2v", "curl_e2v_adj_atomic", "curl_e2v_adj_gather")
+_KERNELS = Family("curl", ("curl_e2v", "curl_e2v_adj_atomic", "curl_e2v_adj_gather"))
 
 
 def _build(mesh) -> dict:
+    """Stencil coefficients on edgesOnVertex (0 at a missing edge): coef_circulation[v, i] =
+    edgeSignOnVertex[v,i] * dcEdge[e_i], coef_curl[v, i] = coef_circulation[v, i] / areaTriangle[v],
+    and both on the transposed map verticesT (coefT_*)."""
     edges = connectivity.masked(mesh.edgesOnVertex)
     circ = np.where(edges >= 0, mesh.edgeSignOnVertex * mesh.dcEdge[np.maximum(edges, 0)], 0.0)
     curl = circ / mesh.areaTriangle[:, None]
@@ -43,22 +45,18 @@ def _build(mesh) -> dict:
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+    return prepared(mesh, "curl", _build, array_module(x), x.dtype)
 
 
-def _launch(name, dtype, n, nlev, *args):
-    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
-
-
-def _forward(mesh, u, kind):
+def _forward(mesh, u, kind, rows):
     u = check_field(u, mesh.nEdges, "u", "edge")
     a, xp = _arrays(mesh, u), array_module(u)
     coef = getattr(a, f"coef_{kind}")
     if xp is np:
         return stencil.gather_sum(a.edgesOnVertex, None, coef, u)
     out = xp.empty((mesh.nVertices,) + u.shape[1:], u.dtype)
-    _launch("curl_e2v", u.dtype, mesh.nVertices, stencil.nlev_of(u), a.edgesOnVertex, coef, u, out,
-            np.int32(mesh.vertexDegree))
+    _KERNELS.launch("curl_e2v", mesh.nVertices, (u, out), a.edgesOnVertex, coef, u, out,
+                    np.int32(mesh.vertexDegree), rows=rows)
     return out
 
 
@@ -67,29 +65,29 @@ def _adjoint(mesh, g, kind, mode):
     mode = resolve_mode(mode)
     a, xp = _arrays(mesh, g), array_module(g)
     coef, coefT = getattr(a, f"coef_{kind}"), getattr(a, f"coefT_{kind}")
-    nlev = stencil.nlev_of(g)
     if xp is np:
         if mode == "atomic":
             return stencil.scatter_sum(a.edgesOnVertex, None, coef, g, mesh.nEdges)
         return stencil.gather_sum(a.verticesT, None, coefT, g)
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _launch("curl_e2v_adj_atomic", g.dtype, mesh.nVertices, nlev, a.edgesOnVertex, coef, g, out,
-                np.int32(mesh.vertexDegree))
+        _KERNELS.launch("curl_e2v_adj_atomic", mesh.nVertices, (g, out), a.edgesOnVertex, coef, g,
+                        out, np.int32(mesh.vertexDegree))
     else:
         out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _launch("curl_e2v_adj_gather", g.dtype, mesh.nEdges, nlev, a.verticesT, coefT, g, out,
-                np.int32(a.verticesT.shape[1]))
+        _KERNELS.launch("curl_e2v_adj_gather", mesh.nEdges, (g, out), a.verticesT, coefT, g, out,
+                        np.int32(a.verticesT.shape[1]))
     return out
 
 
-def curl_e2v(mesh, u):
+def curl_e2v(mesh, u, *, rows=None):
     """Relative vorticity of the edge-normal velocity u on vertices: (nEdges[, nlev]) -> (nVertices[, nlev]).
 
     curl[v] = 1/areaTriangle[v] * sum_i edgeSignOnVertex[v,i] * dcEdge[e_i] * u[e_i],
-    e_i = edgesOnVertex[v, i]. Adjoint: `curl_e2v_adj`.
+    e_i = edgesOnVertex[v, i]. Adjoint: `curl_e2v_adj`. `rows=(first, last)`: on the GPU only
+    vertices [first, last) are computed (the others are left unspecified).
     """
-    return _forward(mesh, u, "curl")
+    return _forward(mesh, u, "curl", rows)
 
 
 def curl_e2v_adj(mesh, g, *, mode=None):
@@ -101,13 +99,13 @@ def curl_e2v_adj(mesh, g, *, mode=None):
     return _adjoint(mesh, g, "curl", mode)
 
 
-def circulation_e2v(mesh, u):
+def circulation_e2v(mesh, u, *, rows=None):
     """Circulation of u around each dual triangle: (nEdges[, nlev]) -> (nVertices[, nlev]).
 
     circulation[v] = sum_i edgeSignOnVertex[v,i] * dcEdge[e_i] * u[e_i], e_i = edgesOnVertex[v, i].
-    Adjoint: `circulation_e2v_adj`.
+    Adjoint: `circulation_e2v_adj`. `rows`: as for `curl_e2v`.
     """
-    return _forward(mesh, u, "circulation")
+    return _forward(mesh, u, "circulation", rows)
 
 
 def circulation_e2v_adj(mesh, g, *, mode=None):

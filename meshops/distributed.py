@@ -13,8 +13,21 @@ so <y, y_adj> = <x, x_adj> with inner products over owned rows summed across ran
 of the inputs are overwritten by the forward exchange (owners' values); the halo rows of every
 result are zero. The local adjoint runs in the requested mode (`atomic` or `deterministic`).
 An operator needing `halo_depth` cell layers requires a decomposition at least that deep.
+
+Overlap (forward and tangent on CuPy inputs): with n_owned the owned outputs and
+n_int = `n_interior(range location, spec.halo_depth)` the leading ones that read owned inputs only
+(interior-first order, see `grids.decompose`), the local operator runs in two row ranges:
+
+    begin E x;  y[0:n_int] = A(x)[0:n_int]  (while the exchange is in flight)
+    end E x;    y[n_int:n_owned] = A(E x)[n_int:n_owned]
+
+which is the same arithmetic per output row as y = P A(E x). NumPy inputs, n_int = 0, operators
+whose outputs lie at different locations and operators applied twice (not `single_pass`: their
+first pass would run over all rows in both calls) take the plain path (exchange, then A).
 """
 from __future__ import annotations
+
+import numpy as np
 
 from meshops.backend import array_module
 from meshops.registry import OPERATORS, OperatorSpec
@@ -26,6 +39,16 @@ def _as_tuple(r):
 
 def _single(results: tuple):
     return results[0] if len(results) == 1 else results
+
+
+def _join(interior, boundary, n_int: int, n_owned: int):
+    """Rows [0, n_int) of `interior` and [n_int, n_owned) of `boundary` in one array (the smaller
+    part is copied into the larger)."""
+    if n_int >= n_owned - n_int:
+        interior[n_int:n_owned] = boundary[n_int:n_owned]
+        return interior
+    boundary[:n_int] = interior[:n_int]
+    return boundary
 
 
 class DistributedOperator:
@@ -43,10 +66,15 @@ class DistributedOperator:
     def mesh(self):
         return self.halo.mesh
 
-    def _exchange(self, fields, locations, transport):
-        pending = [self.halo.begin(f, loc, transport=transport) for f, loc in zip(fields, locations,
-                                                                                   strict=True)]
+    def _begin(self, fields, locations, transport):
+        return [self.halo.begin(f, loc, transport=transport)
+                for f, loc in zip(fields, locations, strict=True)]
+
+    def _end(self, pending):
         return tuple(self.halo.end(p) for p in pending)
+
+    def _exchange(self, fields, locations, transport):
+        return self._end(self._begin(fields, locations, transport))
 
     def _restrict(self, outputs, locations):
         for y, loc in zip(outputs, locations, strict=True):
@@ -60,11 +88,35 @@ class DistributedOperator:
                             f"{locations}, got {len(fields)}")
         return fields
 
+    def n_interior(self) -> int:
+        """Owned outputs computed while the exchange is in flight: those that read owned inputs
+        only (0 for outputs at several locations and for operators that are not single-pass)."""
+        if len(set(self.spec.range)) != 1 or not self.spec.single_pass:
+            return 0
+        return self.halo.decomposition.n_interior(self.spec.range[0], self.spec.halo_depth)
+
+    def _split(self, fields) -> int:
+        """Outputs to compute while the exchange is in flight (0: exchange, then compute)."""
+        return 0 if array_module(*fields) is np else self.n_interior()
+
+    def _apply(self, fn, fields, locations, transport):
+        """fn(mesh, *E fields) on owned outputs: interior rows overlap the exchange (module doc)."""
+        n_int = self._split(fields)
+        if n_int == 0:
+            return _as_tuple(fn(self.mesh, *self._exchange(fields, locations, transport)))
+        pending = self._begin(fields, locations, transport)
+        interior = _as_tuple(fn(self.mesh, *fields, rows=(0, n_int)))
+        fields = self._end(pending)
+        n_owned = self.halo.decomposition.n_owned(self.spec.range[0])
+        if n_int == n_owned:
+            return interior
+        boundary = _as_tuple(fn(self.mesh, *fields, rows=(n_int, n_owned)))
+        return tuple(_join(a, b, n_int, n_owned) for a, b in zip(interior, boundary, strict=True))
+
     def forward(self, *x, transport: str | None = None):
         """y = P A(E x): exchange the inputs (in place), apply the operator, zero halo outputs."""
         x = self._prepare(x, self.spec.domain, "forward")
-        x = self._exchange(x, self.spec.domain, transport)
-        y = _as_tuple(self.spec.forward(self.mesh, *x))
+        y = self._apply(self.spec.forward, x, self.spec.domain, transport)
         return _single(self._restrict(y, self.spec.range))
 
     __call__ = forward
@@ -74,8 +126,7 @@ class DistributedOperator:
         if self.spec.linear:
             return self.forward(*args, transport=transport)
         args = self._prepare(args, self.spec.domain * 2, "tangent")
-        args = self._exchange(args, self.spec.domain * 2, transport)
-        dy = _as_tuple(self.spec.tangent(self.mesh, *args))
+        dy = self._apply(self.spec.tangent, args, self.spec.domain * 2, transport)
         return _single(self._restrict(dy, self.spec.range))
 
     def adjoint(self, *args, mode: str | None = None, transport: str | None = None):

@@ -25,22 +25,24 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "gradient"
-_KERNELS = ("grad_2e", "grad_2e_adj_atomic", "grad_2e_adj_gather")
+_KERNELS = Family("gradient", ("grad_2e", "grad_2e_adj_atomic", "grad_2e_adj_gather"))
 _DIFFERENCE = np.array([-1.0, 1.0])
 
 
 def _build(mesh) -> dict:
+    """Per kind (c: cellsOnEdge, dcEdge; v: verticesOnEdge, dvEdge) the masked ends, invLength =
+    1/length, coef[e, :] = (-1, +1) * invLength[e] (0 at a missing end) and the transposed stencil
+    edgesT with its coefficients coefT."""
     out = {}
     for ends_name, length_name, n_in, tag in (("cellsOnEdge", "dcEdge", mesh.nCells, "c"),
                                               ("verticesOnEdge", "dvEdge", mesh.nVertices, "v")):
         ends = connectivity.masked(getattr(mesh, ends_name))
         inv_length = 1.0 / getattr(mesh, length_name)
-        coef = _DIFFERENCE[None, :] * inv_length[:, None]
+        coef = np.where(ends >= 0, _DIFFERENCE[None, :] * inv_length[:, None], 0.0)
         rows, slots = connectivity.transpose(ends, n_in, ends_name)
         out.update({f"ends_{tag}": ends, f"invLength_{tag}": inv_length, f"coef_{tag}": coef,
                     f"edgesT_{tag}": rows, f"coefT_{tag}": connectivity.take(coef, rows, slots)})
@@ -48,20 +50,16 @@ def _build(mesh) -> dict:
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+    return prepared(mesh, "gradient", _build, array_module(x), x.dtype)
 
 
-def _launch(name, dtype, n, nlev, *args):
-    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
-
-
-def _forward(mesh, x, tag):
+def _forward(mesh, x, tag, rows):
     a, xp = _arrays(mesh, x), array_module(x)
     ends, inv_length = getattr(a, f"ends_{tag}"), getattr(a, f"invLength_{tag}")
     if xp is np:
         return stencil.gather_sum(ends, None, getattr(a, f"coef_{tag}"), x)
     out = xp.empty((mesh.nEdges,) + x.shape[1:], x.dtype)
-    _launch("grad_2e", x.dtype, mesh.nEdges, stencil.nlev_of(x), ends, inv_length, x, out)
+    _KERNELS.launch("grad_2e", mesh.nEdges, (x, out), ends, inv_length, x, out, rows=rows)
     return out
 
 
@@ -70,30 +68,30 @@ def _adjoint(mesh, g, n_in, tag, mode):
     a, xp = _arrays(mesh, g), array_module(g)
     ends, coef = getattr(a, f"ends_{tag}"), getattr(a, f"coef_{tag}")
     edgesT, coefT = getattr(a, f"edgesT_{tag}"), getattr(a, f"coefT_{tag}")
-    nlev = stencil.nlev_of(g)
     if xp is np:
         if mode == "atomic":
             return stencil.scatter_sum(ends, None, coef, g, n_in)
         return stencil.gather_sum(edgesT, None, coefT, g)
     if mode == "atomic":
         out = xp.zeros((n_in,) + g.shape[1:], g.dtype)
-        _launch("grad_2e_adj_atomic", g.dtype, mesh.nEdges, nlev, ends,
-                getattr(a, f"invLength_{tag}"), g, out)
+        _KERNELS.launch("grad_2e_adj_atomic", mesh.nEdges, (g, out), ends,
+                        getattr(a, f"invLength_{tag}"), g, out)
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
-        _launch("grad_2e_adj_gather", g.dtype, n_in, nlev, edgesT, coefT, g, out,
-                np.int32(edgesT.shape[1]))
+        _KERNELS.launch("grad_2e_adj_gather", n_in, (g, out), edgesT, coefT, g, out,
+                        np.int32(edgesT.shape[1]))
     return out
 
 
-def grad_c2e(mesh, phi):
+def grad_c2e(mesh, phi, *, rows=None):
     """Normal gradient of a cell field on edges: (nCells[, nlev]) -> (nEdges[, nlev]).
 
     grad[e] = (phi[c1] - phi[c0]) / dcEdge[e], (c0, c1) = cellsOnEdge[e] (along the edge normal).
-    Adjoint: `grad_c2e_adj`.
+    Adjoint: `grad_c2e_adj`. `rows=(first, last)`: on the GPU only edges [first, last) are
+    computed (the others are left unspecified).
     """
     phi = check_field(phi, mesh.nCells, "phi", "cell")
-    return _forward(mesh, phi, "c")
+    return _forward(mesh, phi, "c", rows)
 
 
 def grad_c2e_adj(mesh, g, *, mode=None):
@@ -106,14 +104,14 @@ def grad_c2e_adj(mesh, g, *, mode=None):
     return _adjoint(mesh, g, mesh.nCells, "c", mode)
 
 
-def grad_v2e(mesh, psi):
+def grad_v2e(mesh, psi, *, rows=None):
     """Tangential gradient of a vertex field on edges: (nVertices[, nlev]) -> (nEdges[, nlev]).
 
     grad[e] = (psi[v1] - psi[v0]) / dvEdge[e], (v0, v1) = verticesOnEdge[e] (along the tangent
-    k x n). Adjoint: `grad_v2e_adj`.
+    k x n). Adjoint: `grad_v2e_adj`. `rows`: as for `grad_c2e`.
     """
     psi = check_field(psi, mesh.nVertices, "psi", "vertex")
-    return _forward(mesh, psi, "v")
+    return _forward(mesh, psi, "v", rows)
 
 
 def grad_v2e_adj(mesh, g, *, mode=None):

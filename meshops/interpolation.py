@@ -29,15 +29,18 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "interpolation"
-_KERNELS = ("mean_2e", "mean_2e_adj_atomic", "interp_gather", "interp_scatter_atomic")
+_KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", "interp_gather",
+                                     "interp_scatter_atomic"))
 
 
 def _build(mesh) -> dict:
+    """Per operator tag (c2e, v2e, c2v, v2c) the forward stencil idx_/coef_ and its transpose
+    idxT_/coefT_, every coefficient precomputed per slot (0 at a missing neighbour): 1/2 for the
+    two-point means, kite/areaTriangle[v] (c2v) and kite/areaCell[c] (v2c) for the kite weights."""
     out = {}
     for ends_name, n_in, tag in (("cellsOnEdge", mesh.nCells, "c2e"),
                                  ("verticesOnEdge", mesh.nVertices, "v2e")):
@@ -62,28 +65,24 @@ def _build(mesh) -> dict:
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
-
-
-def _launch(name, dtype, n, nlev, *args):
-    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
+    return prepared(mesh, "interpolation", _build, array_module(x), x.dtype)
 
 
 _SIZE = {"c": "nCells", "e": "nEdges", "v": "nVertices"}
 
 
-def _forward(mesh, x, tag):
+def _forward(mesh, x, tag, rows):
     a, xp = _arrays(mesh, x), array_module(x)
     idx, coef = getattr(a, f"idx_{tag}"), getattr(a, f"coef_{tag}")
     n_out = getattr(mesh, _SIZE[tag[-1]])
     if xp is np:
         return stencil.gather_sum(idx, None, coef, x)
     out = xp.empty((n_out,) + x.shape[1:], x.dtype)
-    nlev = stencil.nlev_of(x)
     if tag in ("c2e", "v2e"):
-        _launch("mean_2e", x.dtype, n_out, nlev, idx, x, out)
+        _KERNELS.launch("mean_2e", n_out, (x, out), idx, x, out, rows=rows)
     else:
-        _launch("interp_gather", x.dtype, n_out, nlev, idx, coef, x, out, np.int32(idx.shape[1]))
+        _KERNELS.launch("interp_gather", n_out, (x, out), idx, coef, x, out, np.int32(idx.shape[1]),
+                        rows=rows)
     return out
 
 
@@ -93,7 +92,6 @@ def _adjoint(mesh, g, tag, mode):
     idx, coef = getattr(a, f"idx_{tag}"), getattr(a, f"coef_{tag}")
     idxT, coefT = getattr(a, f"idxT_{tag}"), getattr(a, f"coefT_{tag}")
     n_in, n_out = getattr(mesh, _SIZE[tag[0]]), getattr(mesh, _SIZE[tag[-1]])
-    nlev = stencil.nlev_of(g)
     if xp is np:
         if mode == "atomic":
             return stencil.scatter_sum(idx, None, coef, g, n_in)
@@ -101,22 +99,25 @@ def _adjoint(mesh, g, tag, mode):
     if mode == "atomic":
         out = xp.zeros((n_in,) + g.shape[1:], g.dtype)
         if tag in ("c2e", "v2e"):
-            _launch("mean_2e_adj_atomic", g.dtype, n_out, nlev, idx, g, out)
+            _KERNELS.launch("mean_2e_adj_atomic", n_out, (g, out), idx, g, out)
         else:
-            _launch("interp_scatter_atomic", g.dtype, n_out, nlev, idx, coef, g, out,
-                    np.int32(idx.shape[1]))
+            _KERNELS.launch("interp_scatter_atomic", n_out, (g, out), idx, coef, g, out,
+                            np.int32(idx.shape[1]))
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
-        _launch("interp_gather", g.dtype, n_in, nlev, idxT, coefT, g, out, np.int32(idxT.shape[1]))
+        _KERNELS.launch("interp_gather", n_in, (g, out), idxT, coefT, g, out,
+                        np.int32(idxT.shape[1]))
     return out
 
 
-def interp_c2e(mesh, phi):
+def interp_c2e(mesh, phi, *, rows=None):
     """Cell field to edges, the mean of the two cells: (nCells[, nlev]) -> (nEdges[, nlev]).
 
     out[e] = (phi[c0] + phi[c1]) / 2, (c0, c1) = cellsOnEdge[e]. Adjoint: `interp_c2e_adj`.
+    `rows=(first, last)`: on the GPU only edges [first, last) are computed (the others are left
+    unspecified).
     """
-    return _forward(mesh, check_field(phi, mesh.nCells, "phi", "cell"), "c2e")
+    return _forward(mesh, check_field(phi, mesh.nCells, "phi", "cell"), "c2e", rows)
 
 
 def interp_c2e_adj(mesh, g, *, mode=None):
@@ -127,12 +128,13 @@ def interp_c2e_adj(mesh, g, *, mode=None):
     return _adjoint(mesh, check_field(g, mesh.nEdges, "g", "edge"), "c2e", mode)
 
 
-def interp_v2e(mesh, psi):
+def interp_v2e(mesh, psi, *, rows=None):
     """Vertex field to edges, the mean of the two vertices: (nVertices[, nlev]) -> (nEdges[, nlev]).
 
     out[e] = (psi[v0] + psi[v1]) / 2, (v0, v1) = verticesOnEdge[e]. Adjoint: `interp_v2e_adj`.
+    `rows`: as for `interp_c2e`.
     """
-    return _forward(mesh, check_field(psi, mesh.nVertices, "psi", "vertex"), "v2e")
+    return _forward(mesh, check_field(psi, mesh.nVertices, "psi", "vertex"), "v2e", rows)
 
 
 def interp_v2e_adj(mesh, g, *, mode=None):
@@ -143,13 +145,14 @@ def interp_v2e_adj(mesh, g, *, mode=None):
     return _adjoint(mesh, check_field(g, mesh.nEdges, "g", "edge"), "v2e", mode)
 
 
-def interp_c2v(mesh, phi):
+def interp_c2v(mesh, phi, *, rows=None):
     """Cell field to vertices, kite-area weighted: (nCells[, nlev]) -> (nVertices[, nlev]).
 
     out[v] = sum_i kiteAreasOnVertex[v, i] * phi[cellsOnVertex[v, i]] / areaTriangle[v].
-    Adjoint: `interp_c2v_adj`.
+    Adjoint: `interp_c2v_adj`. `rows=(first, last)`: on the GPU only vertices [first, last) are
+    computed (the others are left unspecified).
     """
-    return _forward(mesh, check_field(phi, mesh.nCells, "phi", "cell"), "c2v")
+    return _forward(mesh, check_field(phi, mesh.nCells, "phi", "cell"), "c2v", rows)
 
 
 def interp_c2v_adj(mesh, g, *, mode=None):
@@ -161,13 +164,15 @@ def interp_c2v_adj(mesh, g, *, mode=None):
     return _adjoint(mesh, check_field(g, mesh.nVertices, "g", "vertex"), "c2v", mode)
 
 
-def interp_v2c(mesh, psi):
+def interp_v2c(mesh, psi, *, rows=None):
     """Vertex field to cells, kite-area weighted: (nVertices[, nlev]) -> (nCells[, nlev]).
 
     out[c] = sum_{j < nEdgesOnCell[c]} kite(c, v_j) * psi[v_j] / areaCell[c], v_j = verticesOnCell[c, j],
     kite(c, v) = kiteAreasOnVertex[v, i] with cellsOnVertex[v, i] == c. Adjoint: `interp_v2c_adj`.
+    `rows=(first, last)`: on the GPU only cells [first, last) are computed (the others are left
+    unspecified).
     """
-    return _forward(mesh, check_field(psi, mesh.nVertices, "psi", "vertex"), "v2c")
+    return _forward(mesh, check_field(psi, mesh.nVertices, "psi", "vertex"), "v2c", rows)
 
 
 def interp_v2c_adj(mesh, g, *, mode=None):

@@ -111,10 +111,3 @@ class Family:
         kernel = self.kernel(name, fields[0].dtype, width)
         kernel((blocks,), (BLOCK_SIZE,), args + (np.int32(first), np.int32(last), np.int32(nlev)))
 
-
-def get_kernel(*args):  # transitional
-    raise NotImplementedError
-
-
-def launch(*args):  # transitional
-    raise NotImplementedError

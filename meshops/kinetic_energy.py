@@ -14,85 +14,74 @@ meshes). Writing kw[e] = 0.25 * dcEdge[e] * dvEdge[e]:
 
 so that sum_c ke_e2c_tl(u; du)[c] g[c] = sum_e du[e] ke_e2c_adj(u; g)[e] (plain Euclidean inner
 product over entries and levels). Adjoint mode `atomic` scatters from each cell through edgesOnCell
-(atomicAdd on the GPU); `deterministic` gathers into each edge through cellsOnEdge.
+(atomicAdd on the GPU); `deterministic` gathers into each edge through cellsOnEdge. Both backends read
+the coefficients precomputed per stencil slot by `_build`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from meshops import stencil
+from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "kinetic_energy"
-_KERNELS = ("ke_e2c", "ke_e2c_tl", "ke_e2c_adj_atomic", "ke_e2c_adj_gather")
+_KERNELS = Family("kinetic_energy", ("ke_e2c", "ke_e2c_tl", "ke_e2c_adj_atomic", "ke_e2c_adj_gather"))
 
 
 def _build(mesh) -> dict:
-    return dict(nEdgesOnCell=mesh.nEdgesOnCell, edgesOnCell=mesh.edgesOnCell,
-                cellsOnEdge=mesh.cellsOnEdge, kw=0.25 * mesh.dcEdge * mesh.dvEdge,
-                invAreaCell=1.0 / mesh.areaCell)
-
-
-def _build_numpy(mesh) -> dict:
-    """Stencil coefficients of the NumPy path (the CUDA kernels form them from the arrays above):
-    cellCoef[c, j] = kw[e_j] / areaCell[c] on edgesOnCell, cellCoef2 = 2 * cellCoef, kw2 = 2 * kw and
-    edgeInvArea[e, i] = 1 / areaCell[c_i] on cellsOnEdge (pads are masked by stencil)."""
+    """Stencil coefficients of both backends, kw[e] = 0.25 * dcEdge[e] * dvEdge[e]:
+    cellCoef[c, j] = kw[e_j] / areaCell[c] on edgesOnCell masked beyond nEdgesOnCell,
+    cellCoef2 = 2 * cellCoef (tangent and scatter adjoint), and edgeCoef[e, i] = 2 * kw[e] /
+    areaCell[c_i] on cellsOnEdge (gather adjoint); 0 in pads and on a missing cell."""
     kw, inv_area = 0.25 * mesh.dcEdge * mesh.dvEdge, 1.0 / mesh.areaCell
-    cell_coef = kw[mesh.edgesOnCell] * inv_area[:, None]
-    return dict(cellCoef=cell_coef, cellCoef2=2 * cell_coef, kw2=2 * kw,
-                edgeInvArea=inv_area[mesh.cellsOnEdge])
+    edges = connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell)
+    cells = connectivity.masked(mesh.cellsOnEdge)
+    cell_coef = np.where(edges >= 0, kw[np.maximum(edges, 0)] * inv_area[:, None], 0.0)
+    edge_coef = np.where(cells >= 0, 2 * kw[:, None] * inv_area[np.maximum(cells, 0)], 0.0)
+    return dict(edgesOnCell=edges, cellCoef=cell_coef, cellCoef2=2 * cell_coef, cellsOnEdge=cells,
+                edgeCoef=edge_coef)
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+    return prepared(mesh, "kinetic_energy", _build, array_module(x), x.dtype)
 
 
-def _numpy_coefficients(mesh, x):
-    """The `_build_numpy` coefficients in x's dtype (host only: never copied to a GPU)."""
-    return prepared(mesh, _FAMILY + ".numpy", _build_numpy, np, x.dtype)
-
-
-def _launch(name, dtype, n, nlev, *args):
-    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
-
-
-def ke_e2c(mesh, u):
+def ke_e2c(mesh, u, *, rows=None):
     """Kinetic energy on cells from normal velocities: (nEdges[, nlev]) -> (nCells[, nlev]).
 
     ke[c] = 1/areaCell[c] * sum_{j < nEdgesOnCell[c]} 0.25 * dcEdge[e_j] * dvEdge[e_j] * u[e_j]^2,
-    e_j = edgesOnCell[c, j]. Tangent: `ke_e2c_tl`; adjoint: `ke_e2c_adj`.
+    e_j = edgesOnCell[c, j]. Tangent: `ke_e2c_tl`; adjoint: `ke_e2c_adj`. `rows=(first, last)`: on
+    the GPU only cells [first, last) are computed (the others are left unspecified).
     """
     u = check_field(u, mesh.nEdges, "u", "edge")
     a, xp = _arrays(mesh, u), array_module(u)
     if xp is np:
-        return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, _numpy_coefficients(mesh, u).cellCoef,
-                                  u * u)
+        return stencil.gather_sum(a.edgesOnCell, None, a.cellCoef, u * u)
     out = xp.empty((mesh.nCells,) + u.shape[1:], u.dtype)
-    _launch("ke_e2c", u.dtype, mesh.nCells, stencil.nlev_of(u), a.nEdgesOnCell, a.edgesOnCell,
-            a.kw, a.invAreaCell, u, out, np.int32(mesh.maxEdges))
+    _KERNELS.launch("ke_e2c", mesh.nCells, (u, out), a.edgesOnCell, a.cellCoef, u, out,
+                    np.int32(mesh.maxEdges), rows=rows)
     return out
 
 
-def ke_e2c_tl(mesh, u, du):
+def ke_e2c_tl(mesh, u, du, *, rows=None):
     """Tangent-linear of `ke_e2c` about u: edge fields u, du -> cell field.
 
     dke[c] = 1/areaCell[c] * sum_j 0.5 * dcEdge[e_j] * dvEdge[e_j] * u[e_j] * du[e_j].
+    `rows`: as for `ke_e2c`.
     """
     u = check_field(u, mesh.nEdges, "u", "edge")
     du = check_field(du, mesh.nEdges, "du", "edge")
     if du.shape != u.shape or du.dtype != u.dtype:
         raise ValueError(f"du: expected shape {tuple(u.shape)} and dtype {u.dtype} (as u), "
                          f"got {tuple(du.shape)} {du.dtype}")
-    a, xp = _arrays(mesh, u), array_module(u)
+    a, xp = _arrays(mesh, u), array_module(u, du)
     if xp is np:
-        return stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, _numpy_coefficients(mesh, u).cellCoef2,
-                                  u * du)
+        return stencil.gather_sum(a.edgesOnCell, None, a.cellCoef2, u * du)
     out = xp.empty((mesh.nCells,) + u.shape[1:], u.dtype)
-    _launch("ke_e2c_tl", u.dtype, mesh.nCells, stencil.nlev_of(u), a.nEdgesOnCell, a.edgesOnCell,
-            a.kw, a.invAreaCell, u, du, out, np.int32(mesh.maxEdges))
+    _KERNELS.launch("ke_e2c_tl", mesh.nCells, (u, du, out), a.edgesOnCell, a.cellCoef2, u, du, out,
+                    np.int32(mesh.maxEdges), rows=rows)
     return out
 
 
@@ -109,22 +98,18 @@ def ke_e2c_adj(mesh, u, g, *, mode=None):
                          f"(levels and dtype of u), got {tuple(g.shape)} {g.dtype}")
     mode = resolve_mode(mode)
     a, xp = _arrays(mesh, u), array_module(u, g)
-    nlev = stencil.nlev_of(u)
     if xp is np:
-        c = _numpy_coefficients(mesh, u)
         if mode == "atomic":
-            s = stencil.scatter_sum(a.edgesOnCell, a.nEdgesOnCell, c.cellCoef2, g, mesh.nEdges)
-            return s * u
-        s = stencil.gather_sum(a.cellsOnEdge, None, c.edgeInvArea, g)
-        return (c.kw2[:, None] if u.ndim == 2 else c.kw2) * u * s
+            return stencil.scatter_sum(a.edgesOnCell, None, a.cellCoef2, g, mesh.nEdges) * u
+        return u * stencil.gather_sum(a.cellsOnEdge, None, a.edgeCoef, g)
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + u.shape[1:], u.dtype)
-        _launch("ke_e2c_adj_atomic", u.dtype, mesh.nCells, nlev, a.nEdgesOnCell, a.edgesOnCell,
-                a.kw, a.invAreaCell, u, g, out, np.int32(mesh.maxEdges))
+        _KERNELS.launch("ke_e2c_adj_atomic", mesh.nCells, (u, g, out), a.edgesOnCell, a.cellCoef2, u,
+                        g, out, np.int32(mesh.maxEdges))
     else:
         out = xp.empty((mesh.nEdges,) + u.shape[1:], u.dtype)
-        _launch("ke_e2c_adj_gather", u.dtype, mesh.nEdges, nlev, a.cellsOnEdge, a.kw,
-                a.invAreaCell, u, g, out)
+        _KERNELS.launch("ke_e2c_adj_gather", mesh.nEdges, (u, g, out), a.cellsOnEdge, a.edgeCoef, u,
+                        g, out)
     return out
 
 

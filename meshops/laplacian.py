@@ -31,23 +31,23 @@ are fused single-pass kernels (meshops/cuda/laplacian.cu), no temporaries:
 with w_cj = dvEdge[e_j] / dcEdge[e_j], n_j the cell across e_j = edgesOnCell[c, j] (a missing
 neighbour reads 0, as in the compositions); the vector forward computes div at c0, c1 and the curl
 at v0, v1 inside each edge's thread. The atomic adjoints run the composed atomic kernels. del4_*
-are two fused passes.
+are two fused passes. 1/areaCell[n_j] is precomputed per stencil slot (invAreaAcross), so no kernel
+reads geometry through a neighbour index.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from meshops import connectivity, stencil
+from meshops import connectivity
 from meshops.backend import array_module, check_field, prepared
 from meshops.curl import curl_e2v, curl_e2v_adj
 from meshops.divergence import div_e2c, div_e2c_adj
 from meshops.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "laplacian"
-_KERNELS = ("laplacian_c2c", "laplacian_c2c_adj_gather", "vector_laplacian_e2e")
+_KERNELS = Family("laplacian", ("laplacian_c2c", "laplacian_c2c_adj_gather", "vector_laplacian_e2e"))
 
 
 def _signs(ends, idx, sign, name_idx, name_sign, name_ends, end):
@@ -66,6 +66,9 @@ def _signs(ends, idx, sign, name_idx, name_sign, name_ends, end):
 
 
 def _build(mesh) -> dict:
+    """Per stencil slot (c, j) of edgesOnCell (masked beyond nEdgesOnCell): cellsAcross (the cell
+    across e_j, -1 if missing), w = dvEdge/dcEdge[e_j] and invAreaAcross = 1/areaCell of that cell
+    (0 where missing); the div/curl coefficients of vector_laplacian_e2e and its adjoint."""
     eoc = connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell)
     eov = connectivity.masked(mesh.edgesOnVertex)
     valid_c, across = _signs(mesh.cellsOnEdge, eoc, mesh.edgeSignOnCell, "edgesOnCell",
@@ -76,7 +79,9 @@ def _build(mesh) -> dict:
     dc, dv = mesh.dcEdge, mesh.dvEdge
     s_c = np.where(valid_c, mesh.edgeSignOnCell, 0.0) / mesh.areaCell[:, None]
     s_v = np.where(valid_v, mesh.edgeSignOnVertex, 0.0) / mesh.areaTriangle[:, None]
-    return dict(cellsAcross=np.where(valid_c, across, -1), w=np.where(valid_c, dv[ec] / dc[ec], 0.0),
+    nbr = np.where(valid_c, across, -1)
+    return dict(cellsAcross=nbr, w=np.where(valid_c, dv[ec] / dc[ec], 0.0),
+                invAreaAcross=np.where(nbr >= 0, 1.0 / mesh.areaCell[np.maximum(nbr, 0)], 0.0),
                 invAreaCell=1.0 / mesh.areaCell, cellsOnEdge=mesh.cellsOnEdge,
                 verticesOnEdge=mesh.verticesOnEdge, edgesOnCell=eoc, edgesOnVertex=eov,
                 invDcEdge=1.0 / dc, invDvEdge=1.0 / dv, dcEdge=dc, dvEdge=dv,
@@ -85,39 +90,40 @@ def _build(mesh) -> dict:
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+    return prepared(mesh, "laplacian", _build, array_module(x), x.dtype)
 
 
-def _launch(name, x, n, arrays, widths):
-    """Run kernel `name` over (n, nlev): arguments `arrays`, x, out, `widths`, n, nlev."""
-    nlev = stencil.nlev_of(x)
+def _run(name, x, n, arrays, widths, rows=None):
+    """Kernel `name` on x into a new (n[, nlev]) field: arguments `arrays`, x, out, `widths`."""
     out = array_module(x).empty((n,) + x.shape[1:], x.dtype)
-    launch(get_kernel(_FAMILY, _KERNELS, name, x.dtype), n * nlev,
-           tuple(arrays) + (x, out) + tuple(np.int32(v) for v in widths) + (np.int32(n), np.int32(nlev)))
+    _KERNELS.launch(name, n, (x, out), *arrays, x, out, *(np.int32(v) for v in widths), rows=rows)
     return out
 
 
-def _vector(mesh, x, adjoint):
+def _vector(mesh, x, adjoint, rows=None):
     a = _arrays(mesh, x)
     coefs = ((a.dvEdge, a.dcEdge, a.cellCoefAdj, a.vertexCoefAdj) if adjoint else
              (a.invDcEdge, a.invDvEdge, a.cellCoef, a.vertexCoef))
-    return _launch("vector_laplacian_e2e", x, mesh.nEdges,
-                   (a.cellsOnEdge, a.verticesOnEdge, coefs[0], coefs[1], a.edgesOnCell, coefs[2],
-                    a.edgesOnVertex, coefs[3]), (a.edgesOnCell.shape[1], a.edgesOnVertex.shape[1]))
+    return _run("vector_laplacian_e2e", x, mesh.nEdges,
+                (a.cellsOnEdge, a.verticesOnEdge, coefs[0], coefs[1], a.edgesOnCell, coefs[2],
+                 a.edgesOnVertex, coefs[3]), (a.edgesOnCell.shape[1], a.edgesOnVertex.shape[1]),
+                rows=rows)
 
 
-def laplacian_c2c(mesh, phi):
+def laplacian_c2c(mesh, phi, *, rows=None):
     """Scalar Laplacian on cells: (nCells[, nlev]) -> (nCells[, nlev]); div_e2c(grad_c2e(phi)).
 
     lap[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] / dcEdge[e_j]
              * (phi[cellsOnEdge[e_j,1]] - phi[cellsOnEdge[e_j,0]]). Adjoint: `laplacian_c2c_adj`.
+    `rows=(first, last)`: on the GPU only cells [first, last) are computed (the others are left
+    unspecified).
     """
     phi = check_field(phi, mesh.nCells, "phi", "cell")
     if array_module(phi) is np:
         return div_e2c(mesh, grad_c2e(mesh, phi))
     a = _arrays(mesh, phi)
-    return _launch("laplacian_c2c", phi, mesh.nCells, (a.cellsAcross, a.w, a.invAreaCell),
-                   (a.w.shape[1],))
+    return _run("laplacian_c2c", phi, mesh.nCells, (a.cellsAcross, a.w, a.invAreaCell),
+                (a.w.shape[1],), rows=rows)
 
 
 def laplacian_c2c_adj(mesh, g, *, mode=None):
@@ -127,20 +133,20 @@ def laplacian_c2c_adj(mesh, g, *, mode=None):
     if array_module(g) is np or mode == "atomic":
         return grad_c2e_adj(mesh, div_e2c_adj(mesh, g, mode=mode), mode=mode)
     a = _arrays(mesh, g)
-    return _launch("laplacian_c2c_adj_gather", g, mesh.nCells, (a.cellsAcross, a.w, a.invAreaCell),
-                   (a.w.shape[1],))
+    return _run("laplacian_c2c_adj_gather", g, mesh.nCells,
+                (a.cellsAcross, a.w, a.invAreaAcross, a.invAreaCell), (a.w.shape[1],))
 
 
-def vector_laplacian_e2e(mesh, u):
+def vector_laplacian_e2e(mesh, u, *, rows=None):
     """Vector Laplacian of the normal velocity (MPAS del2): (nEdges[, nlev]) -> (nEdges[, nlev]).
 
     del2u[e] = (div[c1] - div[c0]) / dcEdge[e] - (vort[v1] - vort[v0]) / dvEdge[e], div = div_e2c(u),
-    vort = curl_e2v(u). Adjoint: `vector_laplacian_e2e_adj`.
+    vort = curl_e2v(u). Adjoint: `vector_laplacian_e2e_adj`. `rows`: as for `laplacian_c2c` (edges).
     """
     u = check_field(u, mesh.nEdges, "u", "edge")
     if array_module(u) is np:
         return grad_c2e(mesh, div_e2c(mesh, u)) - grad_v2e(mesh, curl_e2v(mesh, u))
-    return _vector(mesh, u, adjoint=False)
+    return _vector(mesh, u, adjoint=False, rows=rows)
 
 
 def vector_laplacian_e2e_adj(mesh, g, *, mode=None):
@@ -154,9 +160,12 @@ def vector_laplacian_e2e_adj(mesh, g, *, mode=None):
     return _vector(mesh, g, adjoint=True)
 
 
-def del4_c2c(mesh, phi):
-    """Biharmonic operator on cells: laplacian_c2c applied twice, (nCells[, nlev]) -> same."""
-    return laplacian_c2c(mesh, laplacian_c2c(mesh, phi))
+def del4_c2c(mesh, phi, *, rows=None):
+    """Biharmonic operator on cells: laplacian_c2c applied twice, (nCells[, nlev]) -> same.
+
+    `rows`: as for `laplacian_c2c`, on the second pass (the first is computed on every cell).
+    """
+    return laplacian_c2c(mesh, laplacian_c2c(mesh, phi), rows=rows)
 
 
 def del4_c2c_adj(mesh, g, *, mode=None):
@@ -164,9 +173,12 @@ def del4_c2c_adj(mesh, g, *, mode=None):
     return laplacian_c2c_adj(mesh, laplacian_c2c_adj(mesh, g, mode=mode), mode=mode)
 
 
-def del4_e2e(mesh, u):
-    """Biharmonic operator on normal velocities (MPAS del4): vector_laplacian_e2e applied twice."""
-    return vector_laplacian_e2e(mesh, vector_laplacian_e2e(mesh, u))
+def del4_e2e(mesh, u, *, rows=None):
+    """Biharmonic operator on normal velocities (MPAS del4): vector_laplacian_e2e applied twice.
+
+    `rows`: as for `vector_laplacian_e2e`, on the second pass (the first is computed on every edge).
+    """
+    return vector_laplacian_e2e(mesh, vector_laplacian_e2e(mesh, u), rows=rows)
 
 
 def del4_e2e_adj(mesh, g, *, mode=None):
@@ -179,6 +191,6 @@ register("laplacian_c2c", forward=laplacian_c2c, adjoint=laplacian_c2c_adj, doma
 register("vector_laplacian_e2e", forward=vector_laplacian_e2e, adjoint=vector_laplacian_e2e_adj,
          domain="edge", range="edge", halo_depth=1)
 register("del4_c2c", forward=del4_c2c, adjoint=del4_c2c_adj, domain="cell", range="cell",
-         halo_depth=2)
+         halo_depth=2, single_pass=False)
 register("del4_e2e", forward=del4_e2e, adjoint=del4_e2e_adj, domain="edge", range="edge",
-         halo_depth=2)
+         halo_depth=2, single_pass=False)

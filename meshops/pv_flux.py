@@ -21,20 +21,21 @@ so that sum_e pv_flux_e2e_tl(F, q; dF, dq)[e] g[e] = sum_e (dF[e] F_adj[e] + dq[
 Euclidean inner product over entries and levels). Adjoint mode `atomic` scatters from each edge e
 through edgesOnEdge (atomicAdd on the GPU); `deterministic` gathers into each edge e' through the
 transposed map (edgesOnEdgeT, weightsOnEdgeT: the e and w_ej of every pair with eoe_j = e', in
-increasing (e, j) order), which is bitwise reproducible.
+increasing (e, j) order), which is bitwise reproducible. Both backends read edgesOnEdge masked beyond
+nEdgesOnEdge (weights 0 in pads) and visit every slot.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from meshops import stencil
+from meshops import connectivity
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "pv_flux"
-_KERNELS = ("pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj_atomic", "pv_flux_e2e_adj_gather")
+_KERNELS = Family("pv_flux", (
+    "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj_atomic", "pv_flux_e2e_adj_gather"))
 
 
 def transpose_edges_on_edge(nEdgesOnEdge, edgesOnEdge, weightsOnEdge, nEdges):
@@ -62,19 +63,17 @@ def transpose_edges_on_edge(nEdgesOnEdge, edgesOnEdge, weightsOnEdge, nEdges):
 
 
 def _build(mesh) -> dict:
-    countT, edgesT, weightsT = transpose_edges_on_edge(mesh.nEdgesOnEdge, mesh.edgesOnEdge,
-                                                       mesh.weightsOnEdge, mesh.nEdges)
-    return dict(nEdgesOnEdge=mesh.nEdgesOnEdge, edgesOnEdge=mesh.edgesOnEdge,
-                weightsOnEdge=mesh.weightsOnEdge, nEdgesOnEdgeT=countT, edgesOnEdgeT=edgesT,
-                weightsOnEdgeT=weightsT)
+    """Stencils of both backends: edgesOnEdge masked beyond nEdgesOnEdge with weightsOnEdge 0 in
+    pads, and its transpose edgesOnEdgeT, weightsOnEdgeT (-1 / 0 pads)."""
+    edges = connectivity.masked(mesh.edgesOnEdge, mesh.nEdgesOnEdge)
+    _, edgesT, weightsT = transpose_edges_on_edge(mesh.nEdgesOnEdge, mesh.edgesOnEdge,
+                                                  mesh.weightsOnEdge, mesh.nEdges)
+    return dict(edgesOnEdge=edges, weightsOnEdge=np.where(edges >= 0, mesh.weightsOnEdge, 0.0),
+                edgesOnEdgeT=edgesT, weightsOnEdgeT=weightsT)
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
-
-
-def _launch(name, dtype, n, nlev, *args):
-    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
+    return prepared(mesh, "pv_flux", _build, array_module(x), x.dtype)
 
 
 def _check(mesh, name, x, like=None):
@@ -86,56 +85,58 @@ def _check(mesh, name, x, like=None):
     return x
 
 
-def _slots(count, idx, weights):
-    """Per stencil slot j: (valid rows, safe indices, weights zeroed where invalid)."""
+def _slots(idx, weights):
+    """Per slot j of a masked stencil: (valid rows, safe indices, weights (0 in pads))."""
     for j in range(idx.shape[1]):
         e = idx[:, j]
-        valid = (j < count) & (e >= 0)
-        yield valid, np.where(valid, e, 0), np.where(valid, weights[:, j], 0)
+        valid = e >= 0
+        yield valid, np.where(valid, e, 0), weights[:, j]
 
 
 def _col(w, x):
     return w[:, None] if x.ndim == 2 else w
 
 
-def pv_flux_e2e(mesh, F, q):
+def pv_flux_e2e(mesh, F, q, *, rows=None):
     """TRiSK PV flux on edges: edge fields F (thickness flux), q (PV) -> edge field.
 
     out[e] = sum_{j < nEdgesOnEdge[e]} weightsOnEdge[e,j] * F[eoe_j] * 0.5 * (q[e] + q[eoe_j]),
     eoe_j = edgesOnEdge[e, j]. Shapes (nEdges[, nlev]). Tangent: `pv_flux_e2e_tl`; adjoint:
-    `pv_flux_e2e_adj`.
+    `pv_flux_e2e_adj`. `rows=(first, last)`: on the GPU only edges [first, last) are computed (the
+    others are left unspecified).
     """
     F = _check(mesh, "F", F)
     q = _check(mesh, "q", q, F)
     a, xp = _arrays(mesh, F), array_module(F, q)
     if xp is np:
         out = np.zeros_like(F)
-        for _, e2, w in _slots(a.nEdgesOnEdge, a.edgesOnEdge, a.weightsOnEdge):
+        for _, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
             out += _col(w, F) * F[e2] * (q + q[e2])
         return 0.5 * out
     out = xp.empty_like(F)
-    _launch("pv_flux_e2e", F.dtype, mesh.nEdges, stencil.nlev_of(F), a.nEdgesOnEdge, a.edgesOnEdge,
-            a.weightsOnEdge, F, q, out, np.int32(mesh.maxEdges2))
+    _KERNELS.launch("pv_flux_e2e", mesh.nEdges, (F, q, out), a.edgesOnEdge, a.weightsOnEdge, F, q,
+                    out, np.int32(mesh.maxEdges2), rows=rows)
     return out
 
 
-def pv_flux_e2e_tl(mesh, F, q, dF, dq):
+def pv_flux_e2e_tl(mesh, F, q, dF, dq, *, rows=None):
     """Tangent-linear of `pv_flux_e2e` about (F, q): edge fields -> edge field.
 
     dout[e] = sum_j weightsOnEdge[e,j] * 0.5 * (dF[eoe_j] * (q[e] + q[eoe_j])
                                                 + F[eoe_j] * (dq[e] + dq[eoe_j])).
+    `rows`: as for `pv_flux_e2e`.
     """
     F = _check(mesh, "F", F)
     q, dF, dq = (_check(mesh, n, x, F) for n, x in (("q", q), ("dF", dF), ("dq", dq)))
     a, xp = _arrays(mesh, F), array_module(F, q, dF, dq)
     if xp is np:
         out = np.zeros_like(F)
-        for _, e2, w in _slots(a.nEdgesOnEdge, a.edgesOnEdge, a.weightsOnEdge):
+        for _, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
             out += _col(w, F) * (dF[e2] * (q + q[e2]) + F[e2] * (dq + dq[e2]))
         return 0.5 * out
     out = xp.empty_like(F)
-    _launch("pv_flux_e2e_tl", F.dtype, mesh.nEdges, stencil.nlev_of(F), a.nEdgesOnEdge,
-            a.edgesOnEdge, a.weightsOnEdge, F, q, dF, dq, out, np.int32(mesh.maxEdges2))
+    _KERNELS.launch("pv_flux_e2e_tl", mesh.nEdges, (F, q, dF, dq, out), a.edgesOnEdge,
+                    a.weightsOnEdge, F, q, dF, dq, out, np.int32(mesh.maxEdges2), rows=rows)
     return out
 
 
@@ -151,34 +152,34 @@ def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
     q, g = (_check(mesh, n, x, F) for n, x in (("q", q), ("g", g)))
     mode = resolve_mode(mode)
     a, xp = _arrays(mesh, F), array_module(F, q, g)
-    nlev = stencil.nlev_of(F)
     if xp is np:
         F_adj, q_adj = np.zeros_like(F), np.zeros_like(F)
         if mode == "atomic":
-            for valid, e2, w in _slots(a.nEdgesOnEdge, a.edgesOnEdge, a.weightsOnEdge):
+            for valid, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
                 wg = 0.5 * _col(w, g) * g
                 wgF = wg * F[e2]
                 q_adj += wgF
                 np.add.at(F_adj, e2[valid], (wg * (q + q[e2]))[valid])
                 np.add.at(q_adj, e2[valid], wgF[valid])
             return F_adj, q_adj
-        for _, e2, w in _slots(a.nEdgesOnEdge, a.edgesOnEdge, a.weightsOnEdge):
+        for _, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
             q_adj += _col(w, F) * F[e2]
         q_adj *= g
-        for _, e, w in _slots(a.nEdgesOnEdgeT, a.edgesOnEdgeT, a.weightsOnEdgeT):
+        for _, e, w in _slots(a.edgesOnEdgeT, a.weightsOnEdgeT):
             wg = _col(w, g) * g[e]
             F_adj += wg * (q[e] + q)
             q_adj += wg * F
         return 0.5 * F_adj, 0.5 * q_adj
     if mode == "atomic":
         F_adj, q_adj = xp.zeros_like(F), xp.zeros_like(F)
-        _launch("pv_flux_e2e_adj_atomic", F.dtype, mesh.nEdges, nlev, a.nEdgesOnEdge, a.edgesOnEdge,
-                a.weightsOnEdge, F, q, g, F_adj, q_adj, np.int32(mesh.maxEdges2))
+        _KERNELS.launch("pv_flux_e2e_adj_atomic", mesh.nEdges, (F, q, g, F_adj, q_adj),
+                        a.edgesOnEdge, a.weightsOnEdge, F, q, g, F_adj, q_adj,
+                        np.int32(mesh.maxEdges2))
     else:
         F_adj, q_adj = xp.empty_like(F), xp.empty_like(F)
-        _launch("pv_flux_e2e_adj_gather", F.dtype, mesh.nEdges, nlev, a.nEdgesOnEdge, a.edgesOnEdge,
-                a.weightsOnEdge, a.nEdgesOnEdgeT, a.edgesOnEdgeT, a.weightsOnEdgeT, F, q, g, F_adj,
-                q_adj, np.int32(mesh.maxEdges2), np.int32(a.edgesOnEdgeT.shape[1]))
+        _KERNELS.launch("pv_flux_e2e_adj_gather", mesh.nEdges, (F, q, g, F_adj, q_adj),
+                        a.edgesOnEdge, a.weightsOnEdge, a.edgesOnEdgeT, a.weightsOnEdgeT, F, q, g,
+                        F_adj, q_adj, np.int32(mesh.maxEdges2), np.int32(a.edgesOnEdgeT.shape[1]))
     return F_adj, q_adj
 
 

@@ -30,21 +30,22 @@ j_i the slot of e in edgesOnCell[c_i]:
 
 and likewise for the zonal/meridional pair. Mode `atomic` scatters from each cell through
 edgesOnCell (atomicAdd on the GPU); `deterministic` gathers into each edge through cellsOnEdge with
-the coefficients re-indexed per edge (coeffsOnEdge[e, i, d]), bitwise reproducible.
+the coefficients re-indexed per edge (coeffsOnEdge[e, i, d]), bitwise reproducible. Stencils run
+over all maxEdges slots of edgesOnCell masked beyond nEdgesOnCell (-1 and coefficient 0 in pads).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from meshops import stencil
+from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "reconstruct"
-_KERNELS = ("reconstruct_xyz_e2c", "reconstruct_xyz_e2c_adj_atomic", "reconstruct_xyz_e2c_adj_gather",
-            "reconstruct_zm_e2c", "reconstruct_zm_e2c_adj_atomic", "reconstruct_zm_e2c_adj_gather")
+_KERNELS = Family("reconstruct", (
+    "reconstruct_xyz_e2c", "reconstruct_xyz_e2c_adj_atomic", "reconstruct_xyz_e2c_adj_gather",
+    "reconstruct_zm_e2c", "reconstruct_zm_e2c_adj_atomic", "reconstruct_zm_e2c_adj_gather"))
 
 
 def perot_coefficients(mesh) -> np.ndarray:
@@ -87,31 +88,26 @@ def _on_edges(mesh, coeffs) -> np.ndarray:
 def _build(mesh) -> dict:
     xyz = perot_coefficients(mesh)
     zm = zonal_meridional_coefficients(mesh, xyz)
-    return dict(nEdgesOnCell=mesh.nEdgesOnCell, edgesOnCell=mesh.edgesOnCell,
+    return dict(edgesOnCell=connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell),
                 cellsOnEdge=mesh.cellsOnEdge, coeffs_reconstruct=xyz, coeffs_zonal_meridional=zm,
                 coeffsOnEdge_reconstruct=_on_edges(mesh, xyz),
                 coeffsOnEdge_zonal_meridional=_on_edges(mesh, zm))
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+    return prepared(mesh, "reconstruct", _build, array_module(x), x.dtype)
 
 
-def _launch(name, dtype, n, nlev, *args):
-    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
-
-
-def _forward(mesh, u, kind):
+def _forward(mesh, u, kind, rows):
     u = check_field(u, mesh.nEdges, "u", "edge")
     a, xp = _arrays(mesh, u), array_module(u)
     coef = a.coeffs_reconstruct if kind == "xyz" else a.coeffs_zonal_meridional
     nc = coef.shape[2]
     if xp is np:
-        return tuple(stencil.gather_sum(a.edgesOnCell, a.nEdgesOnCell, coef[:, :, d], u)
-                     for d in range(nc))
+        return tuple(stencil.gather_sum(a.edgesOnCell, None, coef[:, :, d], u) for d in range(nc))
     outs = tuple(xp.empty((mesh.nCells,) + u.shape[1:], u.dtype) for _ in range(nc))
-    _launch(f"reconstruct_{kind}_e2c", u.dtype, mesh.nCells, stencil.nlev_of(u), a.nEdgesOnCell,
-            a.edgesOnCell, coef, u, *outs, np.int32(mesh.maxEdges))
+    _KERNELS.launch(f"reconstruct_{kind}_e2c", mesh.nCells, (u, *outs), a.edgesOnCell, coef, u, *outs,
+                    np.int32(mesh.maxEdges), rows=rows)
     return outs
 
 
@@ -126,35 +122,35 @@ def _adjoint(mesh, gs, kind, mode):
     g0 = gs[0]
     a, xp = _arrays(mesh, g0), array_module(*gs)
     xyz = kind == "xyz"
-    nlev = stencil.nlev_of(g0)
     if xp is np:
         if mode == "atomic":
             coef = a.coeffs_reconstruct if xyz else a.coeffs_zonal_meridional
-            return sum(stencil.scatter_sum(a.edgesOnCell, a.nEdgesOnCell, coef[:, :, d], g, mesh.nEdges)
+            return sum(stencil.scatter_sum(a.edgesOnCell, None, coef[:, :, d], g, mesh.nEdges)
                        for d, g in enumerate(gs))
         coef = a.coeffsOnEdge_reconstruct if xyz else a.coeffsOnEdge_zonal_meridional
         return sum(stencil.gather_sum(a.cellsOnEdge, None, coef[:, :, d], g) for d, g in enumerate(gs))
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + g0.shape[1:], g0.dtype)
         coef = a.coeffs_reconstruct if xyz else a.coeffs_zonal_meridional
-        _launch(f"reconstruct_{kind}_e2c_adj_atomic", g0.dtype, mesh.nCells, nlev, a.nEdgesOnCell,
-                a.edgesOnCell, coef, *gs, out, np.int32(mesh.maxEdges))
+        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_atomic", mesh.nCells, (*gs, out), a.edgesOnCell,
+                        coef, *gs, out, np.int32(mesh.maxEdges))
     else:
         out = xp.empty((mesh.nEdges,) + g0.shape[1:], g0.dtype)
         coef = a.coeffsOnEdge_reconstruct if xyz else a.coeffsOnEdge_zonal_meridional
-        _launch(f"reconstruct_{kind}_e2c_adj_gather", g0.dtype, mesh.nEdges, nlev, a.cellsOnEdge, coef,
-                *gs, out)
+        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_gather", mesh.nEdges, (*gs, out), a.cellsOnEdge,
+                        coef, *gs, out)
     return out
 
 
-def reconstruct_e2c(mesh, u):
+def reconstruct_e2c(mesh, u, *, rows=None):
     """Cartesian velocity at cell centres from normal velocities: (nEdges[, nlev]) -> 3 x (nCells[, nlev]).
 
     uReconstruct{X,Y,Z}[c] = sum_{j < nEdgesOnCell[c]} coeffs_reconstruct[c, j, 0..2] * u[e_j]
     (Perot; see the module docstring). Returns (uReconstructX, uReconstructY, uReconstructZ), tangent
-    to the sphere at each cell centre. Adjoint: `reconstruct_e2c_adj`.
+    to the sphere at each cell centre. Adjoint: `reconstruct_e2c_adj`. `rows=(first, last)`: on the
+    GPU only cells [first, last) of the three fields are computed (the others are left unspecified).
     """
-    return _forward(mesh, u, "xyz")
+    return _forward(mesh, u, "xyz", rows)
 
 
 def reconstruct_e2c_adj(mesh, gX, gY, gZ, *, mode=None):
@@ -166,14 +162,14 @@ def reconstruct_e2c_adj(mesh, gX, gY, gZ, *, mode=None):
     return _adjoint(mesh, (gX, gY, gZ), "xyz", mode)
 
 
-def reconstruct_zonal_meridional_e2c(mesh, u):
+def reconstruct_zonal_meridional_e2c(mesh, u, *, rows=None):
     """Zonal and meridional velocity at cell centres: (nEdges[, nlev]) -> 2 x (nCells[, nlev]).
 
     uReconstructZonal[c] = sum_j coeffs_zonal_meridional[c, j, 0] * u[e_j] (east . uReconstruct),
     uReconstructMeridional[c] = sum_j coeffs_zonal_meridional[c, j, 1] * u[e_j] (north . uReconstruct).
-    Adjoint: `reconstruct_zonal_meridional_e2c_adj`.
+    Adjoint: `reconstruct_zonal_meridional_e2c_adj`. `rows`: as for `reconstruct_e2c`.
     """
-    return _forward(mesh, u, "zm")
+    return _forward(mesh, u, "zm", rows)
 
 
 def reconstruct_zonal_meridional_e2c_adj(mesh, gZonal, gMeridional, *, mode=None):

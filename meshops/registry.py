@@ -12,7 +12,9 @@ Calling conventions (all operators):
                 adjoint(mesh, *x, *dy_adj, mode=None) -> dx_adj or tuple
 Inner product of every adjoint: the plain Euclidean sum over owned entries (and levels).
 `halo_depth` is the number of cell layers of halo the forward needs for its owned outputs to be
-exact on a local mesh.
+exact on a local mesh. Forwards and tangents take `rows=(first, last)` (output rows to compute on
+the GPU); `single_pass` says the forward computes each output row from the inputs directly, so a
+row range costs only its rows (False for operators applied twice, whose first pass runs in full).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class OperatorSpec:
     range: tuple[str, ...]
     tangent: Callable | None = None
     halo_depth: int = 1
+    single_pass: bool = True
 
     @property
     def linear(self) -> bool:
@@ -41,7 +44,7 @@ OPERATORS: dict[str, OperatorSpec] = {}
 
 
 def register(name: str, *, forward: Callable, adjoint: Callable, domain, range, tangent=None,
-             halo_depth: int = 1) -> OperatorSpec:
+             halo_depth: int = 1, single_pass: bool = True) -> OperatorSpec:
     """Register an operator (linear when `tangent` is None) and return its spec."""
     domain = (domain,) if isinstance(domain, str) else tuple(domain)
     range = (range,) if isinstance(range, str) else tuple(range)
@@ -50,6 +53,6 @@ def register(name: str, *, forward: Callable, adjoint: Callable, domain, range, 
             raise ValueError(f"operator {name!r}: location {loc!r} is not one of {LOCATIONS}")
     if name in OPERATORS:
         raise ValueError(f"operator {name!r} is registered twice")
-    spec = OperatorSpec(name, forward, adjoint, domain, range, tangent, halo_depth)
+    spec = OperatorSpec(name, forward, adjoint, domain, range, tangent, halo_depth, single_pass)
     OPERATORS[name] = spec
     return spec

@@ -18,15 +18,17 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import get_kernel, launch
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_FAMILY = "tangential"
-_KERNELS = ("tangential_e2e", "tangential_e2e_adj_atomic", "tangential_e2e_adj_gather")
+_KERNELS = Family("tangential", (
+    "tangential_e2e", "tangential_e2e_adj_atomic", "tangential_e2e_adj_gather"))
 
 
 def _build(mesh) -> dict:
+    """edgesOnEdge / weightsOnEdge masked beyond nEdgesOnEdge (-1, 0) and their transpose
+    (edgesT, weightsT)."""
     edges = connectivity.masked(mesh.edgesOnEdge, mesh.nEdgesOnEdge)
     weights = np.where(edges >= 0, mesh.weightsOnEdge, 0.0)
     rows, slots = connectivity.transpose(edges, mesh.nEdges, "edgesOnEdge")
@@ -35,26 +37,23 @@ def _build(mesh) -> dict:
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, _FAMILY, _build, array_module(x), x.dtype)
+    return prepared(mesh, "tangential", _build, array_module(x), x.dtype)
 
 
-def _launch(name, dtype, n, nlev, *args):
-    launch(get_kernel(_FAMILY, _KERNELS, name, dtype), n * nlev, args + (np.int32(n), np.int32(nlev)))
-
-
-def tangential_e2e(mesh, u):
+def tangential_e2e(mesh, u, *, rows=None):
     """TRiSK tangential velocity from normal velocities: (nEdges[, nlev]) -> (nEdges[, nlev]).
 
     v[e] = sum_{j < nEdgesOnEdge[e]} weightsOnEdge[e, j] * u[edgesOnEdge[e, j]].
-    Adjoint: `tangential_e2e_adj`.
+    Adjoint: `tangential_e2e_adj`. `rows=(first, last)`: on the GPU only edges [first, last) are
+    computed (the others are left unspecified).
     """
     u = check_field(u, mesh.nEdges, "u", "edge")
     a, xp = _arrays(mesh, u), array_module(u)
     if xp is np:
         return stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, u)
     out = xp.empty_like(u)
-    _launch("tangential_e2e", u.dtype, mesh.nEdges, stencil.nlev_of(u), a.edgesOnEdge,
-            a.weightsOnEdge, u, out, np.int32(a.edgesOnEdge.shape[1]))
+    _KERNELS.launch("tangential_e2e", mesh.nEdges, (u, out), a.edgesOnEdge, a.weightsOnEdge, u, out,
+                    np.int32(a.edgesOnEdge.shape[1]), rows=rows)
     return out
 
 
@@ -67,19 +66,18 @@ def tangential_e2e_adj(mesh, g, *, mode=None):
     g = check_field(g, mesh.nEdges, "g", "edge")
     mode = resolve_mode(mode)
     a, xp = _arrays(mesh, g), array_module(g)
-    nlev = stencil.nlev_of(g)
     if xp is np:
         if mode == "atomic":
             return stencil.scatter_sum(a.edgesOnEdge, None, a.weightsOnEdge, g, mesh.nEdges)
         return stencil.gather_sum(a.edgesT, None, a.weightsT, g)
     if mode == "atomic":
         out = xp.zeros_like(g)
-        _launch("tangential_e2e_adj_atomic", g.dtype, mesh.nEdges, nlev, a.edgesOnEdge,
-                a.weightsOnEdge, g, out, np.int32(a.edgesOnEdge.shape[1]))
+        _KERNELS.launch("tangential_e2e_adj_atomic", mesh.nEdges, (g, out), a.edgesOnEdge,
+                        a.weightsOnEdge, g, out, np.int32(a.edgesOnEdge.shape[1]))
     else:
         out = xp.empty_like(g)
-        _launch("tangential_e2e_adj_gather", g.dtype, mesh.nEdges, nlev, a.edgesT, a.weightsT, g,
-                out, np.int32(a.edgesT.shape[1]))
+        _KERNELS.launch("tangential_e2e_adj_gather", mesh.nEdges, (g, out), a.edgesT, a.weightsT, g,
+                        out, np.int32(a.edgesT.shape[1]))
     return out
 
 

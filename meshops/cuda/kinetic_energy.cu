@@ -1,85 +1,83 @@
 // Kinetic energy edge -> cell (ke_e2c), its tangent-linear model and adjoints.
-// Formulas: meshops/kinetic_energy.py; kw[e] = 0.25 * dcEdge[e] * dvEdge[e].
-#include "common.cuh"
+// Formulas: meshops/kinetic_energy.py; kw[e] = 0.25 * dcEdge[e] * dvEdge[e]. The coefficients are
+// precomputed per stencil slot: cellCoef[c,j] = kw[e_j] / areaCell[c] on edgesOnCell (masked beyond
+// nEdgesOnCell), cellCoef2 = 2 * cellCoef, edgeCoef[e,i] = 2 * kw[e] / areaCell[c_i] on cellsOnEdge.
+#include "stencil.cuh"
 
-// ke[c,k] = invAreaCell[c] * sum_{j<nEdgesOnCell[c]} kw[e_j] * u[e_j,k]^2
-template <typename T>
-__global__ void ke_e2c(const int* __restrict__ nEdgesOnCell, const int* __restrict__ edgesOnCell,
-                       const T* __restrict__ kw, const T* __restrict__ invAreaCell,
-                       const T* __restrict__ u, T* __restrict__ ke, int maxEdges, int nCells, int nlev)
+using meshops::Lanes;
+
+// ke[c,k] = sum_{j<maxEdges} cellCoef[c,j] * u[e_j,k]^2
+template <typename T, int W>
+__global__ void ke_e2c(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
+                       const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ ke, int maxEdges,
+                       int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
-        T acc = 0;
-        for (int j = 0; j < nEdgesOnCell[c]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        Lanes<T, W> acc = meshops::splat<T, W>(0);
+        for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const T ue = u[(long long)e * nlev + k];
-                acc += kw[e] * ue * ue;
+                const Lanes<T, W> ue = u[(long long)e * nlev + k];
+                meshops::axpy(acc, cellCoef[c * maxEdges + j], ue * ue);
             }
         }
-        ke[i] = acc * invAreaCell[c];
+        ke[i] = acc;
     }
 }
 MESHOPS_INSTANTIATE(ke_e2c)
 
-// dke[c,k] = invAreaCell[c] * sum_j 2 * kw[e_j] * u[e_j,k] * du[e_j,k]
-template <typename T>
-__global__ void ke_e2c_tl(const int* __restrict__ nEdgesOnCell, const int* __restrict__ edgesOnCell,
-                          const T* __restrict__ kw, const T* __restrict__ invAreaCell,
-                          const T* __restrict__ u, const T* __restrict__ du, T* __restrict__ dke,
-                          int maxEdges, int nCells, int nlev)
+// dke[c,k] = sum_j cellCoef2[c,j] * u[e_j,k] * du[e_j,k]
+template <typename T, int W>
+__global__ void ke_e2c_tl(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef2,
+                          const Lanes<T, W>* __restrict__ u, const Lanes<T, W>* __restrict__ du,
+                          Lanes<T, W>* __restrict__ dke, int maxEdges, int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
-        T acc = 0;
-        for (int j = 0; j < nEdgesOnCell[c]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        Lanes<T, W> acc = meshops::splat<T, W>(0);
+        for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const long long ek = (long long)e * nlev + k;
-                acc += kw[e] * u[ek] * du[ek];
+                meshops::axpy(acc, cellCoef2[c * maxEdges + j], u[ek] * du[ek]);
             }
         }
-        dke[i] = 2 * acc * invAreaCell[c];
+        dke[i] = acc;
     }
 }
 MESHOPS_INSTANTIATE(ke_e2c_tl)
 
-// Scatter form: one thread per (cell, level) adds 2 kw[e] u[e,k] g[c,k] / areaCell[c] into its edges.
-template <typename T>
-__global__ void ke_e2c_adj_atomic(const int* __restrict__ nEdgesOnCell,
-                                  const int* __restrict__ edgesOnCell, const T* __restrict__ kw,
-                                  const T* __restrict__ invAreaCell, const T* __restrict__ u,
-                                  const T* __restrict__ g, T* __restrict__ u_adj, int maxEdges,
-                                  int nCells, int nlev)
+// Scatter form: one thread per (cell, lane) adds cellCoef2[c,j] * g[c,k] * u[e_j,k] into e_j.
+template <typename T, int W>
+__global__ void ke_e2c_adj_atomic(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef2,
+                                  const Lanes<T, W>* __restrict__ u, const Lanes<T, W>* __restrict__ g,
+                                  Lanes<T, W>* __restrict__ u_adj, int maxEdges, int first, int last,
+                                  int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nCells * nlev) {
-        const int c = meshops_entity(i, nlev), k = (int)(i - (long long)c * nlev);
-        const T gc = 2 * g[i] * invAreaCell[c];
-        for (int j = 0; j < nEdgesOnCell[c]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        const Lanes<T, W> gc = g[i];
+        for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const long long ek = (long long)e * nlev + k;
-                atomicAdd(&u_adj[ek], kw[e] * u[ek] * gc);
+                meshops::atomic_add(&u_adj[ek], (cellCoef2[c * maxEdges + j] * gc) * u[ek]);
             }
         }
     }
 }
 MESHOPS_INSTANTIATE(ke_e2c_adj_atomic)
 
-// Gather form: u_adj[e,k] = 2 kw[e] u[e,k] (g[c0,k] invAreaCell[c0] + g[c1,k] invAreaCell[c1]).
-template <typename T>
-__global__ void ke_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T* __restrict__ kw,
-                                  const T* __restrict__ invAreaCell, const T* __restrict__ u,
-                                  const T* __restrict__ g, T* __restrict__ u_adj, int nEdges, int nlev)
+// Gather form: u_adj[e,k] = u[e,k] * (edgeCoef[e,0] * g[c0,k] + edgeCoef[e,1] * g[c1,k]).
+template <typename T, int W>
+__global__ void ke_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T* __restrict__ edgeCoef,
+                                  const Lanes<T, W>* __restrict__ u, const Lanes<T, W>* __restrict__ g,
+                                  Lanes<T, W>* __restrict__ u_adj, int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        T acc = 0;
-        if (c0 >= 0) acc += g[(long long)c0 * nlev + k] * invAreaCell[c0];
-        if (c1 >= 0) acc += g[(long long)c1 * nlev + k] * invAreaCell[c1];
-        u_adj[i] = 2 * kw[e] * u[i] * acc;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        u_adj[i] = u[i] * meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
     }
 }
 MESHOPS_INSTANTIATE(ke_e2c_adj_gather)

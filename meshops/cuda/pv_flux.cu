@@ -1,24 +1,26 @@
 // TRiSK PV flux edge -> edge (pv_flux_e2e), its tangent-linear model and adjoints.
-// Formulas: meshops/pv_flux.py. edgesOnEdge/weightsOnEdge are (nEdges, maxEdges2); the transposed
-// map edgesOnEdgeT/weightsOnEdgeT is (nEdges, maxT) with nEdgesOnEdgeT valid slots per edge.
-#include "common.cuh"
+// Formulas: meshops/pv_flux.py. edgesOnEdge/weightsOnEdge are (nEdges, maxEdges2), masked beyond
+// nEdgesOnEdge (-1 / 0 pads); the transposed map edgesOnEdgeT/weightsOnEdgeT is (nEdges, maxT) with
+// -1 / 0 pads. Every slot is visited; a pad contributes nothing.
+#include "stencil.cuh"
 
-// out[e,k] = sum_{j<nEdgesOnEdge[e]} w_ej * F[eoe_j,k] * 0.5 * (q[e,k] + q[eoe_j,k])
-template <typename T>
-__global__ void pv_flux_e2e(const int* __restrict__ nEdgesOnEdge, const int* __restrict__ edgesOnEdge,
-                            const T* __restrict__ weightsOnEdge, const T* __restrict__ F,
-                            const T* __restrict__ q, T* __restrict__ out, int maxEdges2, int nEdges,
-                            int nlev)
+using meshops::Lanes;
+
+// out[e,k] = 0.5 * sum_{j<maxEdges2} w_ej * F[eoe_j,k] * (q[e,k] + q[eoe_j,k])
+template <typename T, int W>
+__global__ void pv_flux_e2e(const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+                            const Lanes<T, W>* __restrict__ F, const Lanes<T, W>* __restrict__ q,
+                            Lanes<T, W>* __restrict__ out, int maxEdges2, int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
-        const T qe = q[i];
-        T acc = 0;
-        for (int j = 0; j < nEdgesOnEdge[e]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const Lanes<T, W> qe = q[i];
+        Lanes<T, W> acc = meshops::splat<T, W>(0);
+        for (int j = 0; j < maxEdges2; ++j) {
             const int e2 = edgesOnEdge[e * maxEdges2 + j];
             if (e2 >= 0) {
                 const long long e2k = (long long)e2 * nlev + k;
-                acc += weightsOnEdge[e * maxEdges2 + j] * F[e2k] * (qe + q[e2k]);
+                meshops::axpy(acc, weightsOnEdge[e * maxEdges2 + j], F[e2k] * (qe + q[e2k]));
             }
         }
         out[i] = (T)0.5 * acc;
@@ -26,24 +28,24 @@ __global__ void pv_flux_e2e(const int* __restrict__ nEdgesOnEdge, const int* __r
 }
 MESHOPS_INSTANTIATE(pv_flux_e2e)
 
-// dout[e,k] = sum_j w_ej * 0.5 * (dF[eoe_j,k] (q[e,k] + q[eoe_j,k]) + F[eoe_j,k] (dq[e,k] + dq[eoe_j,k]))
-template <typename T>
-__global__ void pv_flux_e2e_tl(const int* __restrict__ nEdgesOnEdge,
-                               const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-                               const T* __restrict__ F, const T* __restrict__ q,
-                               const T* __restrict__ dF, const T* __restrict__ dq, T* __restrict__ dout,
-                               int maxEdges2, int nEdges, int nlev)
+// dout[e,k] = 0.5 * sum_j w_ej * (dF[eoe_j,k] (q[e,k] + q[eoe_j,k]) + F[eoe_j,k] (dq[e,k] + dq[eoe_j,k]))
+template <typename T, int W>
+__global__ void pv_flux_e2e_tl(const int* __restrict__ edgesOnEdge,
+                               const T* __restrict__ weightsOnEdge, const Lanes<T, W>* __restrict__ F,
+                               const Lanes<T, W>* __restrict__ q, const Lanes<T, W>* __restrict__ dF,
+                               const Lanes<T, W>* __restrict__ dq, Lanes<T, W>* __restrict__ dout,
+                               int maxEdges2, int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
-        const T qe = q[i], dqe = dq[i];
-        T acc = 0;
-        for (int j = 0; j < nEdgesOnEdge[e]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const Lanes<T, W> qe = q[i], dqe = dq[i];
+        Lanes<T, W> acc = meshops::splat<T, W>(0);
+        for (int j = 0; j < maxEdges2; ++j) {
             const int e2 = edgesOnEdge[e * maxEdges2 + j];
             if (e2 >= 0) {
                 const long long e2k = (long long)e2 * nlev + k;
-                acc += weightsOnEdge[e * maxEdges2 + j] *
-                       (dF[e2k] * (qe + q[e2k]) + F[e2k] * (dqe + dq[e2k]));
+                meshops::axpy(acc, weightsOnEdge[e * maxEdges2 + j],
+                              dF[e2k] * (qe + q[e2k]) + F[e2k] * (dqe + dq[e2k]));
             }
         }
         dout[i] = (T)0.5 * acc;
@@ -51,62 +53,66 @@ __global__ void pv_flux_e2e_tl(const int* __restrict__ nEdgesOnEdge,
 }
 MESHOPS_INSTANTIATE(pv_flux_e2e_tl)
 
-// Scatter form: one thread per (edge e, level) of the forward output; F_adj and q_adj zeroed first.
-template <typename T>
-__global__ void pv_flux_e2e_adj_atomic(const int* __restrict__ nEdgesOnEdge,
-                                       const int* __restrict__ edgesOnEdge,
-                                       const T* __restrict__ weightsOnEdge, const T* __restrict__ F,
-                                       const T* __restrict__ q, const T* __restrict__ g,
-                                       T* __restrict__ F_adj, T* __restrict__ q_adj, int maxEdges2,
-                                       int nEdges, int nlev)
+// Scatter form: one thread per (edge e, lane) of the forward output; F_adj and q_adj zeroed first.
+// wg = 0.5 * w_ej * g[e,k] adds wg * (q[e,k] + q[eoe_j,k]) into F_adj[eoe_j] and wg * F[eoe_j,k]
+// into q_adj[eoe_j] and q_adj[e].
+template <typename T, int W>
+__global__ void pv_flux_e2e_adj_atomic(const int* __restrict__ edgesOnEdge,
+                                       const T* __restrict__ weightsOnEdge,
+                                       const Lanes<T, W>* __restrict__ F,
+                                       const Lanes<T, W>* __restrict__ q,
+                                       const Lanes<T, W>* __restrict__ g,
+                                       Lanes<T, W>* __restrict__ F_adj,
+                                       Lanes<T, W>* __restrict__ q_adj, int maxEdges2, int first,
+                                       int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int e = meshops_entity(i, nlev), k = (int)(i - (long long)e * nlev);
-        const T ge = (T)0.5 * g[i], qe = q[i];
-        T acc = 0;
-        for (int j = 0; j < nEdgesOnEdge[e]; ++j) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const Lanes<T, W> ge = (T)0.5 * g[i], qe = q[i];
+        Lanes<T, W> acc = meshops::splat<T, W>(0);
+        for (int j = 0; j < maxEdges2; ++j) {
             const int e2 = edgesOnEdge[e * maxEdges2 + j];
             if (e2 >= 0) {
                 const long long e2k = (long long)e2 * nlev + k;
-                const T wg = weightsOnEdge[e * maxEdges2 + j] * ge;
-                const T wgF = wg * F[e2k];
-                atomicAdd(&F_adj[e2k], wg * (qe + q[e2k]));
-                atomicAdd(&q_adj[e2k], wgF);
+                const Lanes<T, W> wg = weightsOnEdge[e * maxEdges2 + j] * ge;
+                const Lanes<T, W> wgF = wg * F[e2k];
+                meshops::atomic_add(&F_adj[e2k], wg * (qe + q[e2k]));
+                meshops::atomic_add(&q_adj[e2k], wgF);
                 acc += wgF;
             }
         }
-        atomicAdd(&q_adj[i], acc);
+        meshops::atomic_add(&q_adj[i], acc);
     }
 }
 MESHOPS_INSTANTIATE(pv_flux_e2e_adj_atomic)
 
-// Gather form: one thread per (edge e', level) reads the forward stencil of e' and its transposed
+// Gather form: one thread per (edge e', lane) reads the forward stencil of e' and its transposed
 // stencil (every e with edgesOnEdge[e, j] = e'); no atomics, fixed order.
-template <typename T>
-__global__ void pv_flux_e2e_adj_gather(const int* __restrict__ nEdgesOnEdge,
-                                       const int* __restrict__ edgesOnEdge,
+// F_adj[e',k] = 0.5 * sum_s wT_e's * g[e,k] * (q[e,k] + q[e',k]),
+// q_adj[e',k] = 0.5 * (g[e',k] * sum_j w_e'j * F[eoe_j,k] + F[e',k] * sum_s wT_e's * g[e,k]).
+template <typename T, int W>
+__global__ void pv_flux_e2e_adj_gather(const int* __restrict__ edgesOnEdge,
                                        const T* __restrict__ weightsOnEdge,
-                                       const int* __restrict__ nEdgesOnEdgeT,
                                        const int* __restrict__ edgesOnEdgeT,
-                                       const T* __restrict__ weightsOnEdgeT, const T* __restrict__ F,
-                                       const T* __restrict__ q, const T* __restrict__ g,
-                                       T* __restrict__ F_adj, T* __restrict__ q_adj, int maxEdges2,
-                                       int maxT, int nEdges, int nlev)
+                                       const T* __restrict__ weightsOnEdgeT,
+                                       const Lanes<T, W>* __restrict__ F,
+                                       const Lanes<T, W>* __restrict__ q,
+                                       const Lanes<T, W>* __restrict__ g,
+                                       Lanes<T, W>* __restrict__ F_adj,
+                                       Lanes<T, W>* __restrict__ q_adj, int maxEdges2, int maxT,
+                                       int first, int last, int nlev)
 {
-    MESHOPS_GRID_STRIDE(i, (long long)nEdges * nlev) {
-        const int ep = meshops_entity(i, nlev), k = (int)(i - (long long)ep * nlev);
-        const T qp = q[i];
-        T wF = 0;
-        for (int j = 0; j < nEdgesOnEdge[ep]; ++j) {
-            const int e2 = edgesOnEdge[ep * maxEdges2 + j];
-            if (e2 >= 0) wF += weightsOnEdge[ep * maxEdges2 + j] * F[(long long)e2 * nlev + k];
-        }
-        T accF = 0, wg = 0;
-        for (int s = 0; s < nEdgesOnEdgeT[ep]; ++s) {
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(ep, k, i, nlev);
+        const Lanes<T, W> qp = q[i];
+        const Lanes<T, W> wF =
+            meshops::stencil_gather(edgesOnEdge, weightsOnEdge, F, ep, maxEdges2, nlev, k);
+        Lanes<T, W> accF = meshops::splat<T, W>(0), wg = meshops::splat<T, W>(0);
+        for (int s = 0; s < maxT; ++s) {
             const int e = edgesOnEdgeT[ep * maxT + s];
             if (e >= 0) {
                 const long long ekk = (long long)e * nlev + k;
-                const T w = weightsOnEdgeT[ep * maxT + s] * g[ekk];
+                const Lanes<T, W> w = weightsOnEdgeT[ep * maxT + s] * g[ekk];
                 accF += w * (q[ekk] + qp);
                 wg += w;
             }

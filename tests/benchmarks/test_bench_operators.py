@@ -25,9 +25,8 @@ def test_div_e2c_bytes_are_its_arrays_read_once(ico_mesh, dtype, rng):
     with common.MeshArrayRecorder() as rec:
         out = div_e2c(m, F)
         div_e2c(m, F)  # a second call reads the same arrays: still counted once
-    # the NumPy path: nEdgesOnCell, edgesOnCell (int32) and its cached coefficients on edgesOnCell
-    # (field dtype); the CUDA kernel reads edgeSignOnCell, dvEdge and invAreaCell instead
-    expected = 4 * m.nCells + 4 * m.nCells * m.maxEdges + size * m.nCells * m.maxEdges
+    # both paths read edgesOnCell (int32) and the coefficients cellCoef on it (field dtype)
+    expected = 4 * m.nCells * m.maxEdges + size * m.nCells * m.maxEdges
     assert rec.nbytes == expected
     assert common.nbytes_of((F, F, out)) == F.nbytes + out.nbytes
 

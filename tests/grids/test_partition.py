@@ -112,7 +112,8 @@ def test_partition_file_round_trip_and_use(mesh, tmp_path):
     assert np.array_equal(read_partition(path, mesh.nCells), owner)
     assert path.read_text().splitlines()[:5] == [str(r) for r in owner[:5]]
     local = local_mesh(mesh, read_partition(path, mesh.nCells), 2, 1)
-    assert np.array_equal(local.l2g["cell"][: local.mesh.nCellsSolve], np.flatnonzero(owner == 2))
+    assert np.array_equal(np.sort(local.l2g["cell"][: local.mesh.nCellsSolve]),
+                          np.flatnonzero(owner == 2))
 
 
 def _write(tmp_path, name, lines):
@@ -174,11 +175,13 @@ def test_local_meshes(mesh, nparts, halo_depth):
             assert off[-1] == l2g[loc].size and np.unique(l2g[loc]).size == l2g[loc].size
             assert (lm.owner[loc][: off[1]] == rank).all() and (lm.owner[loc][off[1]:] != rank).all()
             assert np.array_equal(lm.owner[loc], owners[loc][l2g[loc]])
-            for k in range(halo_depth + 1):     # ascending global index inside each layer
+            owned = np.lexsort((l2g[loc][: off[1]], -lm.boundary_distance[loc].astype(int)))
+            assert np.array_equal(owned, np.arange(off[1]))     # owned: interior first, then gid
+            for k in range(1, halo_depth + 1):  # ascending global index inside each halo layer
                 assert (np.diff(l2g[loc][off[k]: off[k + 1]]) > 0).all()
         assert (m.nCellsSolve, m.nEdgesSolve, m.nVerticesSolve) == tuple(
             int(lm.layer_offsets[loc][1]) for loc in ("cell", "edge", "vertex"))
-        assert np.array_equal(l2g["cell"][: m.nCellsSolve], np.flatnonzero(owner == rank))
+        assert np.array_equal(np.sort(l2g["cell"][: m.nCellsSolve]), np.flatnonzero(owner == rank))
         # every field: rows copied, indices mapped to local or -1 exactly when outside the local set
         for name, dims in FIELD_DIMS.items():
             rows = l2g[LOC_OF_DIM[dims[0]]]

@@ -1,7 +1,8 @@
 """The fused Laplacian kernels (meshops/cuda/laplacian.cu) compiled for the host: every launch of
 the CuPy path of laplacian_c2c, vector_laplacian_e2e and del4_* (forward, both adjoint modes; the
 atomic mode runs the composed kernels of the other families) against the NumPy compositions, on
-the x1.162 mesh, a generated mesh and a rank's local mesh (missing neighbours)."""
+the x1.162 mesh, a generated mesh and a rank's local mesh (missing neighbours); forwards on a range
+of output rows."""
 import numpy as np
 import pytest
 
@@ -55,3 +56,16 @@ def test_inconsistent_signs_are_named(mpas_mesh, laplacian_on_host, rng):
     bad = mpas_mesh.replace(edgeSignOnCell=sign)
     with pytest.raises(ValueError, match=r"edgeSignOnCell\[4, 1\]"):
         meshops.laplacian_c2c(bad, host(random_field(bad, "cell", rng)))
+
+
+@pytest.mark.parametrize("name", LAPLACIANS)
+def test_forward_rows_on_host(name, any_mesh, laplacian_on_host, rng):
+    """rows=(first, last): the output rows in range equal the NumPy reference (del4_*: the first
+    pass covers every row, so rows next to the range's ends are right too)."""
+    spec = OPERATORS[name]
+    mesh = any_mesh.replace()
+    x = random_field(mesh, spec.domain[0], rng, nlev=4)
+    n = x.shape[0]
+    first, last = n // 3, 2 * n // 3
+    result = spec.forward(mesh, host(x), rows=(first, last))
+    _close(np.asarray(result[first:last]), spec.forward(mesh, x)[first:last])

@@ -1,7 +1,8 @@
 """Laplacians (scalar, vector, del4) and Perot reconstruction: spherical-harmonic eigenvalues,
 discrete identities (constants in the kernel, area-weighted symmetry, the energy identity that fixes
 the sign of the curl part), reconstruction of solid-body rotation, and measured convergence orders
-on icosahedral meshes of levels 2..5 (5 Lloyd iterations)."""
+on icosahedral meshes of levels 2..5 (5 Lloyd iterations); the reconstruction kernels
+(meshops/cuda/reconstruct.cu) compiled for the host against the NumPy reference."""
 import numpy as np
 import pytest
 
@@ -17,6 +18,8 @@ from meshops.registry import OPERATORS
 from .conftest import random_field
 from .analytic import (cell_points, dot, edge_normals, edge_points, mesh_spacing, orders, random_rotation,
                        rel_l2, rel_linf, solid_body, spherical_harmonic)
+from .host_harness import HostArray, compile_families, host, route_to_host
+from .test_linear_operators import _close, any_mesh, rank_mesh  # noqa: F401
 
 LEVELS = (2, 3, 4, 5)
 OPS = ("laplacian_c2c", "vector_laplacian_e2e", "del4_c2c", "del4_e2e", "reconstruct_e2c",
@@ -204,21 +207,65 @@ def test_zonal_meridional_reconstruction(mesh, rng):
 # -- adjoint modes and local meshes -----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def rank_mesh(mpas_mesh):
+def rank0_mesh(mpas_mesh):
     """Rank 0 of 3 of the x1.162 mesh with one halo layer (missing neighbours are -1)."""
     return local_mesh(mpas_mesh, partition_sfc(mpas_mesh, 3), 0, halo_depth=1).mesh
 
 
 @pytest.mark.parametrize("name", OPS)
-def test_atomic_and_deterministic_adjoints_agree_on_a_local_mesh(name, rank_mesh, rng):
+def test_atomic_and_deterministic_adjoints_agree_on_a_local_mesh(name, rank0_mesh, rng):
     spec = OPERATORS[name]
-    y = tuple(random_field(rank_mesh, loc, rng, nlev=3) for loc in spec.range)
-    x = tuple(random_field(rank_mesh, loc, rng, nlev=3) for loc in spec.domain)
-    a = spec.adjoint(rank_mesh, *y, mode="atomic")
-    d = spec.adjoint(rank_mesh, *y, mode="deterministic")
+    y = tuple(random_field(rank0_mesh, loc, rng, nlev=3) for loc in spec.range)
+    x = tuple(random_field(rank0_mesh, loc, rng, nlev=3) for loc in spec.domain)
+    a = spec.adjoint(rank0_mesh, *y, mode="atomic")
+    d = spec.adjoint(rank0_mesh, *y, mode="deterministic")
     assert np.abs(a - d).max() <= 1e-13 * np.abs(a).max()
-    fx = spec.forward(rank_mesh, *x)
+    fx = spec.forward(rank0_mesh, *x)
     fx = fx if isinstance(fx, tuple) else (fx,)
     lhs = sum(float((f * g).sum()) for f, g in zip(fx, y))
     rhs = float((x[0] * d).sum())
     assert abs(lhs - rhs) <= 1e-12 * abs(lhs)
+
+
+# -- the reconstruction kernels compiled for the host ----------------------------------------------
+
+RECONSTRUCTIONS = ("reconstruct_e2c", "reconstruct_zonal_meridional_e2c")
+
+
+@pytest.fixture(scope="module")
+def reconstruct_host_kernels(tmp_path_factory):
+    """The kernels of reconstruct.cu compiled for the host (see host_harness)."""
+    return compile_families(tmp_path_factory.mktemp("reconstruct_kernels"), ("reconstruct",))
+
+
+@pytest.fixture
+def reconstruct_on_host(reconstruct_host_kernels, monkeypatch):
+    """The CuPy code path of meshops.reconstruct run on the host, every launch's argument count and
+    types checked; returns the kernels launched, in order."""
+    return route_to_host(monkeypatch, reconstruct_host_kernels, ("reconstruct",))["reconstruct"]
+
+
+@pytest.mark.parametrize("nlev", [3, 4])     # one level per thread; vector lanes of 2 or 4 levels
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+@pytest.mark.parametrize("name", RECONSTRUCTIONS)
+def test_reconstruction_kernels_on_host(name, dtype, tol, nlev, any_mesh, reconstruct_on_host, rng):
+    """Forward (all rows and a row range) and both adjoint modes of the CuPy path, run on the host,
+    equal the NumPy reference."""
+    spec = OPERATORS[name]
+    mesh = any_mesh.replace()          # its own cache of prepared arrays
+    u = random_field(mesh, "edge", rng, nlev=nlev, dtype=dtype)
+    gs = tuple(random_field(mesh, loc, rng, nlev=nlev, dtype=dtype) for loc in spec.range)
+    reference = spec.forward(mesh, u)
+    pairs = list(zip(reference, spec.forward(mesh, host(u)), strict=True))
+    for mode in ADJOINT_MODES:
+        pairs.append((spec.adjoint(mesh, *gs, mode=mode),
+                      spec.adjoint(mesh, *(host(g) for g in gs), mode=mode)))
+    kind = "xyz" if name == "reconstruct_e2c" else "zm"
+    assert reconstruct_on_host == [f"reconstruct_{kind}_e2c", f"reconstruct_{kind}_e2c_adj_atomic",
+                                   f"reconstruct_{kind}_e2c_adj_gather"]
+    for ref, res in pairs:
+        assert isinstance(res, HostArray), name
+        _close(np.asarray(res, dtype=np.float64), ref, rtol=tol)
+    first, last = mesh.nCells // 3, 2 * mesh.nCells // 3
+    for ref, res in zip(reference, spec.forward(mesh, host(u), rows=(first, last)), strict=True):
+        _close(np.asarray(res[first:last], dtype=np.float64), ref[first:last], rtol=tol)

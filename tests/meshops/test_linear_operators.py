@@ -323,7 +323,7 @@ def test_cupy_matches_numpy_on_rank_mesh(name, rank_mesh, rng):
 
 # -- the CUDA sources compiled for the host: launch signatures and results without a GPU ---------
 
-_FAMILIES = ("divergence",)
+_FAMILIES = ("gradient", "curl", "interpolation", "tangential", "divergence")
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """Nonlinear operators ke_e2c and pv_flux_e2e: known values (kinetic energy of a solid-body rotation,
 the PV flux of a smooth flow, the constant-q limit against the TRiSK tangential velocity), the TRiSK
-energy neutrality of the PV flux, homogeneity identities of the tangent-linear models, and adjoint
-modes on a rank's local mesh. Dot-product and Taylor tests come from test_adjoints.py."""
+energy neutrality of the PV flux, homogeneity identities of the tangent-linear models, adjoint
+modes on a rank's local mesh, and the CUDA sources compiled for the host against the NumPy path.
+Dot-product and Taylor tests come from test_adjoints.py."""
 import numpy as np
 import pytest
 
@@ -11,10 +12,13 @@ from grids.icosahedral import generate_icosahedral
 from grids.mesh import EARTH_RADIUS
 from grids.mpas_io import read_mesh
 from grids.partition import partition_sfc
+from meshops.modes import ADJOINT_MODES
 from meshops.pv_flux import transpose_edges_on_edge
 from meshops.registry import OPERATORS
 
 from .conftest import random_field
+from .host_harness import HostArray, compile_families, host, route_to_host
+from .test_linear_operators import _close
 from .analytic import (cell_points, dot, edge_normals, edge_points, edge_tangents, mesh_spacing, orders,
                        random_rotation, rel_l2, rel_linf, solid_body)
 
@@ -171,3 +175,64 @@ def test_adjoint_modes_on_a_local_mesh(name, rank_mesh, rng):
     lhs = float((spec.tangent(rank_mesh, *base, *dx) * y).sum())
     rhs = sum(float((d * a).sum()) for d, a in zip(dx, gather))
     assert abs(lhs - rhs) <= 1e-12 * abs(lhs)
+
+
+# -- the CUDA sources compiled for the host: launch signatures and results without a GPU ---------
+
+_FAMILIES = ("kinetic_energy", "pv_flux")
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory):
+    """The kernels of kinetic_energy.cu and pv_flux.cu compiled for the host (see host_harness)."""
+    return compile_families(tmp_path_factory.mktemp("nonlinear_kernels"), _FAMILIES)
+
+
+@pytest.fixture
+def on_host(host_kernels, monkeypatch):
+    """Route the CuPy code path of the families above to the host-compiled kernels, checking each
+    launch's argument count and types against the kernel's signature."""
+    return route_to_host(monkeypatch, host_kernels, _FAMILIES)
+
+
+@pytest.fixture(params=["mpas_mesh", "ico_mesh", "rank_mesh"])
+def any_mesh(request):
+    """The x1.162 mesh, the generated mesh and the rank's local mesh above (missing neighbours)."""
+    return request.getfixturevalue(request.param)
+
+
+@pytest.mark.parametrize("nlev", [3, 4])     # one level per thread; vector lanes of 2 or 4 levels
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+@pytest.mark.parametrize("name, family", [("ke_e2c", "kinetic_energy"), ("pv_flux_e2e", "pv_flux")])
+def test_cuda_sources_on_host(name, family, dtype, tol, nlev, any_mesh, on_host, rng):
+    """Forward, tangent and both adjoint modes of the CuPy path, run on the host, equal the NumPy
+    reference; the forward and tangent restricted to output rows [first, last) match on those rows."""
+    spec = OPERATORS[name]
+    mesh = any_mesh.replace()          # its own cache of prepared arrays
+
+    def fields(locs):
+        return tuple(random_field(mesh, loc, rng, nlev=nlev, dtype=dtype) for loc in locs)
+
+    def as_tuple(r):
+        return r if isinstance(r, tuple) else (r,)
+
+    base, dx, y = fields(spec.domain), fields(spec.domain), fields(spec.range)
+    dev = lambda arrays: tuple(host(a) for a in arrays)  # noqa: E731
+    forward, tangent = spec.forward(mesh, *base), spec.tangent(mesh, *base, *dx)
+    pairs = [(forward, spec.forward(mesh, *dev(base))),
+             (tangent, spec.tangent(mesh, *dev(base), *dev(dx)))]
+    for mode in ADJOINT_MODES:
+        pairs.append((spec.adjoint(mesh, *base, *y, mode=mode),
+                      spec.adjoint(mesh, *dev(base), *dev(y), mode=mode)))
+    assert set(on_host[family]) == set(getattr(meshops, family)._KERNELS.names), on_host[family]
+    for reference, result in pairs:
+        for ref, res in zip(as_tuple(reference), as_tuple(result), strict=True):
+            assert isinstance(res, HostArray), name
+            _close(np.asarray(res, dtype=np.float64), ref, rtol=tol)
+
+    first, last = forward.shape[0] // 3, 2 * forward.shape[0] // 3
+    part = slice(first, last)
+    _close(np.asarray(spec.forward(mesh, *dev(base), rows=(first, last))[part], dtype=np.float64),
+           forward[part], rtol=tol)
+    _close(np.asarray(spec.tangent(mesh, *dev(base), *dev(dx), rows=(first, last))[part],
+                      dtype=np.float64), tangent[part], rtol=tol)
