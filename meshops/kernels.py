@@ -97,12 +97,13 @@ class Family:
         """Run kernel `name` over rows [first, last) of its n output rows (`rows`, default all).
 
         `fields` are the level-carrying arrays of the call (inputs and outputs); they decide the
-        dtype, nlev and lane width. The grid is sized from the current device: enough blocks to
-        fill every multiprocessor several times over (kernels use grid-stride loops), never more
-        than the work needs.
+        dtype, nlev and lane width. Scatter kernels (`*_atomic`) run one level per thread: atomics
+        on adjacent levels from adjacent threads coalesce, per-lane atomics of one thread do not.
+        The grid is sized from the current device: enough blocks to fill every multiprocessor
+        several times over (kernels use grid-stride loops), never more than the work needs.
         """
         first, last = check_rows(rows, n)
-        width = lane_width(fields)
+        width = 1 if name.endswith("_atomic") else lane_width(fields)
         nlev = (1 if fields[0].ndim == 1 else int(fields[0].shape[1])) // width
         n_threads = (last - first) * nlev
         if n_threads <= 0:
