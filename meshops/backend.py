@@ -54,11 +54,13 @@ def check_field(x, n: int, name: str, location: str):
     return xp.ascontiguousarray(x)
 
 
-def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype) -> types.SimpleNamespace:
+def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype, *,
+             slot_major: bool = False) -> types.SimpleNamespace:
     """Arrays of `family` for `mesh` on backend `xp` in `dtype`, built by `build(mesh)` once.
 
     `build` returns NumPy arrays; integer arrays become int32, floating arrays `dtype`.
-    The result is cached on the mesh per (family, backend, device, dtype).
+    `slot_major=True` gives every 2-D array transposed (stencil tables (S, n): slot m of all rows
+    contiguous). The result is cached on the mesh per (family, backend, device, dtype, layout).
     """
     dtype = np.dtype(dtype)
     cache = mesh.__dict__.setdefault("_meshops_cache", {})
@@ -66,12 +68,14 @@ def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype) -> t
     if host_key not in cache:
         cache[host_key] = build(mesh)
     device = xp.cuda.runtime.getDevice() if xp is not np else -1
-    key = (family, backend_name(xp), device, dtype.str)
+    key = (family, backend_name(xp), device, dtype.str, slot_major)
     if key not in cache:
         arrays = {}
         for name, a in cache[host_key].items():
             a = np.asarray(a)
             a = a.astype(np.int32) if a.dtype.kind in "iub" else a.astype(dtype)
+            if slot_major and a.ndim == 2:
+                a = a.T
             arrays[name] = xp.ascontiguousarray(xp.asarray(a))
         cache[key] = types.SimpleNamespace(**arrays)
     return cache[key]

@@ -61,6 +61,14 @@ def _device() -> int:
     return cupy.cuda.runtime.getDevice()
 
 
+def slot_major(fields) -> bool:
+    """Whether gather kernels on `fields` read stencil tables slot-major: when one thread owns a
+    whole row (one lane per row), the threads of a warp walk consecutive rows and slot-major
+    tables coalesce; otherwise the lanes of a row share it and row-major tables do."""
+    x = fields[0]
+    return x.ndim == 1 or int(x.shape[1]) == lane_width(fields)
+
+
 @functools.lru_cache(maxsize=None)
 def _max_blocks(device: int) -> int:
     import cupy

@@ -30,7 +30,7 @@ import numpy as np
 
 from meshops import connectivity
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family
+from meshops.kernels import Family, slot_major
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -72,8 +72,15 @@ def _build(mesh) -> dict:
                 edgesOnEdgeT=edgesT, weightsOnEdgeT=weightsT)
 
 
-def _arrays(mesh, x):
-    return prepared(mesh, "pv_flux", _build, array_module(x), x.dtype)
+def _arrays(mesh, x, *, slots: bool = False):
+    return prepared(mesh, "pv_flux", _build, array_module(x), x.dtype, slot_major=slots)
+
+
+def _gather_tables(mesh, fields):
+    """The tables of a gather kernel on `fields` and their slot stride (row- or slot-major,
+    `meshops.kernels.slot_major`)."""
+    slots = slot_major(fields)
+    return _arrays(mesh, fields[0], slots=slots), np.int32(mesh.nEdges if slots else 1)
 
 
 def _check(mesh, name, x, like=None):
@@ -107,15 +114,17 @@ def pv_flux_e2e(mesh, F, q, *, rows=None):
     """
     F = _check(mesh, "F", F)
     q = _check(mesh, "q", q, F)
-    a, xp = _arrays(mesh, F), array_module(F, q)
+    xp = array_module(F, q)
     if xp is np:
+        a = _arrays(mesh, F)
         out = np.zeros_like(F)
         for _, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
             out += _col(w, F) * F[e2] * (q + q[e2])
         return 0.5 * out
     out = xp.empty_like(F)
-    _KERNELS.launch("pv_flux_e2e", mesh.nEdges, (F, q, out), a.edgesOnEdge, a.weightsOnEdge, F, q,
-                    out, np.int32(mesh.maxEdges2), rows=rows)
+    t, stride = _gather_tables(mesh, (F, q, out))
+    _KERNELS.launch("pv_flux_e2e", mesh.nEdges, (F, q, out), t.edgesOnEdge, t.weightsOnEdge, F, q,
+                    out, np.int32(mesh.maxEdges2), stride, rows=rows)
     return out
 
 
@@ -128,15 +137,17 @@ def pv_flux_e2e_tl(mesh, F, q, dF, dq, *, rows=None):
     """
     F = _check(mesh, "F", F)
     q, dF, dq = (_check(mesh, n, x, F) for n, x in (("q", q), ("dF", dF), ("dq", dq)))
-    a, xp = _arrays(mesh, F), array_module(F, q, dF, dq)
+    xp = array_module(F, q, dF, dq)
     if xp is np:
+        a = _arrays(mesh, F)
         out = np.zeros_like(F)
         for _, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
             out += _col(w, F) * (dF[e2] * (q + q[e2]) + F[e2] * (dq + dq[e2]))
         return 0.5 * out
     out = xp.empty_like(F)
-    _KERNELS.launch("pv_flux_e2e_tl", mesh.nEdges, (F, q, dF, dq, out), a.edgesOnEdge,
-                    a.weightsOnEdge, F, q, dF, dq, out, np.int32(mesh.maxEdges2), rows=rows)
+    t, stride = _gather_tables(mesh, (F, q, dF, dq, out))
+    _KERNELS.launch("pv_flux_e2e_tl", mesh.nEdges, (F, q, dF, dq, out), t.edgesOnEdge,
+                    t.weightsOnEdge, F, q, dF, dq, out, np.int32(mesh.maxEdges2), stride, rows=rows)
     return out
 
 
@@ -151,8 +162,9 @@ def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
     F = _check(mesh, "F", F)
     q, g = (_check(mesh, n, x, F) for n, x in (("q", q), ("g", g)))
     mode = resolve_mode(mode)
-    a, xp = _arrays(mesh, F), array_module(F, q, g)
+    xp = array_module(F, q, g)
     if xp is np:
+        a = _arrays(mesh, F)
         F_adj, q_adj = np.zeros_like(F), np.zeros_like(F)
         if mode == "atomic":
             for valid, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
@@ -171,15 +183,16 @@ def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
             q_adj += wg * F
         return 0.5 * F_adj, 0.5 * q_adj
     if mode == "atomic":
-        F_adj, q_adj = xp.zeros_like(F), xp.zeros_like(F)
+        a, F_adj, q_adj = _arrays(mesh, F), xp.zeros_like(F), xp.zeros_like(F)
         _KERNELS.launch("pv_flux_e2e_adj_atomic", mesh.nEdges, (F, q, g, F_adj, q_adj),
                         a.edgesOnEdge, a.weightsOnEdge, F, q, g, F_adj, q_adj,
                         np.int32(mesh.maxEdges2))
     else:
         F_adj, q_adj = xp.empty_like(F), xp.empty_like(F)
+        t, stride = _gather_tables(mesh, (F, q, g, F_adj, q_adj))
         _KERNELS.launch("pv_flux_e2e_adj_gather", mesh.nEdges, (F, q, g, F_adj, q_adj),
-                        a.edgesOnEdge, a.weightsOnEdge, a.edgesOnEdgeT, a.weightsOnEdgeT, F, q, g,
-                        F_adj, q_adj, np.int32(mesh.maxEdges2), np.int32(a.edgesOnEdgeT.shape[1]))
+                        t.edgesOnEdge, t.weightsOnEdge, t.edgesOnEdgeT, t.weightsOnEdgeT, F, q, g,
+                        F_adj, q_adj, np.int32(mesh.maxEdges2), np.int32(t.edgesOnEdgeT.size // mesh.nEdges), stride)
     return F_adj, q_adj
 
 

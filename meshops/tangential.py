@@ -18,7 +18,7 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family
+from meshops.kernels import Family, slot_major
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -36,8 +36,15 @@ def _build(mesh) -> dict:
                 weightsT=connectivity.take(weights, rows, slots))
 
 
-def _arrays(mesh, x):
-    return prepared(mesh, "tangential", _build, array_module(x), x.dtype)
+def _arrays(mesh, x, *, slots: bool = False):
+    return prepared(mesh, "tangential", _build, array_module(x), x.dtype, slot_major=slots)
+
+
+def _gather_tables(mesh, fields):
+    """The tables of a gather kernel on `fields` and their slot stride (row- or slot-major,
+    `meshops.kernels.slot_major`)."""
+    slots = slot_major(fields)
+    return _arrays(mesh, fields[0], slots=slots), np.int32(mesh.nEdges if slots else 1)
 
 
 def tangential_e2e(mesh, u, *, rows=None):
@@ -48,12 +55,14 @@ def tangential_e2e(mesh, u, *, rows=None):
     computed (the others are left unspecified).
     """
     u = check_field(u, mesh.nEdges, "u", "edge")
-    a, xp = _arrays(mesh, u), array_module(u)
+    xp = array_module(u)
     if xp is np:
+        a = _arrays(mesh, u)
         return stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, u)
     out = xp.empty_like(u)
-    _KERNELS.launch("tangential_e2e", mesh.nEdges, (u, out), a.edgesOnEdge, a.weightsOnEdge, u, out,
-                    np.int32(a.edgesOnEdge.shape[1]), rows=rows)
+    t, stride = _gather_tables(mesh, (u, out))
+    _KERNELS.launch("tangential_e2e", mesh.nEdges, (u, out), t.edgesOnEdge, t.weightsOnEdge, u, out,
+                    np.int32(mesh.maxEdges2), stride, rows=rows)
     return out
 
 
@@ -65,19 +74,21 @@ def tangential_e2e_adj(mesh, g, *, mode=None):
     """
     g = check_field(g, mesh.nEdges, "g", "edge")
     mode = resolve_mode(mode)
-    a, xp = _arrays(mesh, g), array_module(g)
+    xp = array_module(g)
     if xp is np:
+        a = _arrays(mesh, g)
         if mode == "atomic":
             return stencil.scatter_sum(a.edgesOnEdge, None, a.weightsOnEdge, g, mesh.nEdges)
         return stencil.gather_sum(a.edgesT, None, a.weightsT, g)
     if mode == "atomic":
-        out = xp.zeros_like(g)
+        a, out = _arrays(mesh, g), xp.zeros_like(g)
         _KERNELS.launch("tangential_e2e_adj_atomic", mesh.nEdges, (g, out), a.edgesOnEdge,
-                        a.weightsOnEdge, g, out, np.int32(a.edgesOnEdge.shape[1]))
+                        a.weightsOnEdge, g, out, np.int32(mesh.maxEdges2))
     else:
         out = xp.empty_like(g)
-        _KERNELS.launch("tangential_e2e_adj_gather", mesh.nEdges, (g, out), a.edgesT, a.weightsT, g,
-                        out, np.int32(a.edgesT.shape[1]))
+        t, stride = _gather_tables(mesh, (g, out))
+        _KERNELS.launch("tangential_e2e_adj_gather", mesh.nEdges, (g, out), t.edgesT, t.weightsT, g,
+                        out, np.int32(t.edgesT.size // mesh.nEdges), stride)
     return out
 
 

@@ -1,7 +1,8 @@
 // TRiSK PV flux edge -> edge (pv_flux_e2e), its tangent-linear model and adjoints.
 // Formulas: meshops/pv_flux.py. edgesOnEdge/weightsOnEdge are (nEdges, maxEdges2), masked beyond
 // nEdgesOnEdge (-1 / 0 pads); the transposed map edgesOnEdgeT/weightsOnEdgeT is (nEdges, maxT) with
-// -1 / 0 pads. Every slot is visited; a pad contributes nothing.
+// -1 / 0 pads. Every slot is visited; a pad contributes nothing. The forward, tangent and gather
+// adjoint read the tables row- or slot-major (slotStride, stencil.cuh); the scatter row-major.
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -10,17 +11,19 @@ using meshops::Lanes;
 template <typename T, int W>
 __global__ void pv_flux_e2e(const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
                             const Lanes<T, W>* __restrict__ F, const Lanes<T, W>* __restrict__ q,
-                            Lanes<T, W>* __restrict__ out, int maxEdges2, int first, int last, int nlev)
+                            Lanes<T, W>* __restrict__ out, int maxEdges2, int slotStride, int first,
+                            int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const Lanes<T, W> qe = q[i];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < maxEdges2; ++j) {
-            const int e2 = edgesOnEdge[e * maxEdges2 + j];
+            const long long p = meshops::slot_index(e, j, maxEdges2, slotStride);
+            const int e2 = edgesOnEdge[p];
             if (e2 >= 0) {
                 const long long e2k = (long long)e2 * nlev + k;
-                meshops::axpy(acc, weightsOnEdge[e * maxEdges2 + j], F[e2k] * (qe + q[e2k]));
+                meshops::axpy(acc, weightsOnEdge[p], F[e2k] * (qe + q[e2k]));
             }
         }
         out[i] = (T)0.5 * acc;
@@ -34,17 +37,18 @@ __global__ void pv_flux_e2e_tl(const int* __restrict__ edgesOnEdge,
                                const T* __restrict__ weightsOnEdge, const Lanes<T, W>* __restrict__ F,
                                const Lanes<T, W>* __restrict__ q, const Lanes<T, W>* __restrict__ dF,
                                const Lanes<T, W>* __restrict__ dq, Lanes<T, W>* __restrict__ dout,
-                               int maxEdges2, int first, int last, int nlev)
+                               int maxEdges2, int slotStride, int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const Lanes<T, W> qe = q[i], dqe = dq[i];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < maxEdges2; ++j) {
-            const int e2 = edgesOnEdge[e * maxEdges2 + j];
+            const long long p = meshops::slot_index(e, j, maxEdges2, slotStride);
+            const int e2 = edgesOnEdge[p];
             if (e2 >= 0) {
                 const long long e2k = (long long)e2 * nlev + k;
-                meshops::axpy(acc, weightsOnEdge[e * maxEdges2 + j],
+                meshops::axpy(acc, weightsOnEdge[p],
                               dF[e2k] * (qe + q[e2k]) + F[e2k] * (dqe + dq[e2k]));
             }
         }
@@ -100,19 +104,21 @@ __global__ void pv_flux_e2e_adj_gather(const int* __restrict__ edgesOnEdge,
                                        const Lanes<T, W>* __restrict__ g,
                                        Lanes<T, W>* __restrict__ F_adj,
                                        Lanes<T, W>* __restrict__ q_adj, int maxEdges2, int maxT,
-                                       int first, int last, int nlev)
+                                       int slotStride, int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(ep, k, i, nlev);
         const Lanes<T, W> qp = q[i];
         const Lanes<T, W> wF =
-            meshops::stencil_gather(edgesOnEdge, weightsOnEdge, F, ep, maxEdges2, nlev, k);
+            meshops::stencil_gather(edgesOnEdge, weightsOnEdge, F, ep, maxEdges2, nlev, k,
+                                    slotStride);
         Lanes<T, W> accF = meshops::splat<T, W>(0), wg = meshops::splat<T, W>(0);
         for (int s = 0; s < maxT; ++s) {
-            const int e = edgesOnEdgeT[ep * maxT + s];
+            const long long p = meshops::slot_index(ep, s, maxT, slotStride);
+            const int e = edgesOnEdgeT[p];
             if (e >= 0) {
                 const long long ekk = (long long)e * nlev + k;
-                const Lanes<T, W> w = weightsOnEdgeT[ep * maxT + s] * g[ekk];
+                const Lanes<T, W> w = weightsOnEdgeT[p] * g[ekk];
                 accF += w * (q[ekk] + qp);
                 wg += w;
             }

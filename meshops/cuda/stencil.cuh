@@ -1,23 +1,31 @@
 // Device helpers for padded stencils with precomputed coefficients (meshops/connectivity.py).
 //
-// A stencil row `row` of width S lists inputs idx[row*S + m] (-1: missing, contributes nothing)
-// with coefficients coef[row*S + m]; fields are rows of nlev lanes (common.cuh), lane k.
+// A stencil row `row` of width S lists inputs idx[p] (-1: missing, contributes nothing) with
+// coefficients coef[p], p = slot_index(row, m, S, slotStride): tables are row-major (slotStride 1)
+// or slot-major (slotStride = the table's row count; coalesced when each thread owns a whole row).
+// Fields are rows of nlev lanes (common.cuh), lane k.
 #pragma once
 #include "common.cuh"
 
 namespace meshops {
+
+__device__ __forceinline__ long long slot_index(int row, int m, int S, int slotStride)
+{
+    return slotStride == 1 ? (long long)row * S + m : (long long)m * slotStride + row;
+}
 
 // sum_{m < S, idx >= 0} coef[row, m] * x[idx[row, m], k], in slot order (fixed summation order).
 template <typename T, int W>
 __device__ __forceinline__ Lanes<T, W> stencil_gather(const int* __restrict__ idx,
                                                       const T* __restrict__ coef,
                                                       const Lanes<T, W>* __restrict__ x, int row,
-                                                      int S, int nlev, int k)
+                                                      int S, int nlev, int k, int slotStride = 1)
 {
     Lanes<T, W> acc = splat<T, W>(0);
     for (int m = 0; m < S; ++m) {
-        const int t = idx[row * S + m];
-        if (t >= 0) axpy(acc, coef[row * S + m], x[(long long)t * nlev + k]);
+        const long long p = slot_index(row, m, S, slotStride);
+        const int t = idx[p];
+        if (t >= 0) axpy(acc, coef[p], x[(long long)t * nlev + k]);
     }
     return acc;
 }

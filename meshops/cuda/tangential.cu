@@ -1,5 +1,6 @@
 // TRiSK tangential velocity edge -> edge and adjoints. Formulas: meshops/tangential.py.
-// edgesOnEdge / weightsOnEdge are masked beyond nEdgesOnEdge (-1, 0) when prepared.
+// edgesOnEdge / weightsOnEdge are masked beyond nEdgesOnEdge (-1, 0) when prepared; the gather
+// kernels read them (and the transposed tables) row- or slot-major (slotStride, stencil.cuh).
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -8,11 +9,11 @@ using meshops::Lanes;
 template <typename T, int W>
 __global__ void tangential_e2e(const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
                                const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ v,
-                               int maxEdges2, int first, int last, int nlev)
+                               int maxEdges2, int slotStride, int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        v[i] = meshops::stencil_gather(edgesOnEdge, weightsOnEdge, u, e, maxEdges2, nlev, k);
+        v[i] = meshops::stencil_gather(edgesOnEdge, weightsOnEdge, u, e, maxEdges2, nlev, k, slotStride);
     }
 }
 MESHOPS_INSTANTIATE(tangential_e2e)
@@ -37,12 +38,12 @@ MESHOPS_INSTANTIATE(tangential_e2e_adj_atomic)
 template <typename T, int W>
 __global__ void tangential_e2e_adj_gather(const int* __restrict__ edgesT, const T* __restrict__ weightsT,
                                           const Lanes<T, W>* __restrict__ g,
-                                          Lanes<T, W>* __restrict__ u_adj, int S, int first, int last,
-                                          int nlev)
+                                          Lanes<T, W>* __restrict__ u_adj, int S, int slotStride,
+                                          int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        u_adj[i] = meshops::stencil_gather(edgesT, weightsT, g, e, S, nlev, k);
+        u_adj[i] = meshops::stencil_gather(edgesT, weightsT, g, e, S, nlev, k, slotStride);
     }
 }
 MESHOPS_INSTANTIATE(tangential_e2e_adj_gather)
