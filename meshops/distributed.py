@@ -137,14 +137,20 @@ class DistributedOperator:
             base = self._prepare(args[: len(spec.domain)], spec.domain, "adjoint")
             base = self._exchange(base, spec.domain, transport)
             args = args[len(spec.domain):]
-        y = self._prepare(args, spec.range, "adjoint")
-        y_owned = []
-        for f, loc in zip(y, spec.range):
-            f = array_module(f).array(f, copy=True)
-            f[self.halo.decomposition.n_owned(loc):] = 0
-            y_owned.append(f)
-        x_adj = tuple(array_module(f).ascontiguousarray(f)
-                      for f in _as_tuple(spec.adjoint(self.mesh, *base, *y_owned, mode=mode)))
+        y = tuple(f if getattr(f.flags, "writeable", True) else f.copy()
+                  for f in self._prepare(args, spec.range, "adjoint"))
+        # P^T: the halo rows of y_adj are zeroed for the local adjoint and restored afterwards
+        # (only the halo rows are copied, not the field).
+        n_owned = [self.halo.decomposition.n_owned(loc) for loc in spec.range]
+        halo_rows = [f[n:].copy() for f, n in zip(y, n_owned)]
+        for f, n in zip(y, n_owned):
+            f[n:] = 0
+        try:
+            x_adj = tuple(array_module(f).ascontiguousarray(f)
+                          for f in _as_tuple(spec.adjoint(self.mesh, *base, *y, mode=mode)))
+        finally:
+            for f, n, rows in zip(y, n_owned, halo_rows):
+                f[n:] = rows
         pending = [self.halo.begin(f, loc, adjoint=True, transport=transport)
                    for f, loc in zip(x_adj, spec.domain, strict=True)]
         return _single(tuple(self.halo.end(p) for p in pending))

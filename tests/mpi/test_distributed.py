@@ -74,6 +74,30 @@ def test_distributed_dot_product(comm, mesh, rng, name, mode, nlev, dtype=np.flo
     assert result.relative_error <= TOLERANCE[dtype], result
 
 
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_adjoint_ignores_and_keeps_halo_rows_of_its_input(comm, mesh, rng, name):
+    """P^T: halo rows of y_adj do not contribute, and the caller's y_adj is left as it was."""
+    spec = OPERATORS[name]
+    halo = _halo(comm, mesh, spec)
+    d, op = halo.decomposition, distributed(name, halo)
+    base = tuple(scatter(d, loc, global_field(mesh, loc, rng, 3)) for loc in spec.domain)
+    y = tuple(scatter(d, loc, global_field(mesh, loc, rng, 3)) for loc in spec.range)
+    for f in y:
+        f[:] = rng.standard_normal(f.shape)          # random halo rows as well
+    y_before = tuple(f.copy() for f in y)
+    y_zero_halo = tuple(f.copy() for f in y)
+    for f, loc in zip(y_zero_halo, spec.range):
+        f[d.n_owned(loc):] = 0
+    nonlinear = () if spec.linear else tuple(b.copy() for b in base)
+    result = _tuple(op.adjoint(*nonlinear, *y, mode="deterministic"))
+    nonlinear = () if spec.linear else tuple(b.copy() for b in base)
+    reference = _tuple(op.adjoint(*nonlinear, *y_zero_halo, mode="deterministic"))
+    for res, ref in zip(result, reference, strict=True):
+        assert np.array_equal(res, ref), name
+    for f, f0 in zip(y, y_before, strict=True):
+        assert np.array_equal(f, f0), name
+
+
 def test_operator_deeper_than_the_halo_is_refused(comm, mesh):
     from meshops.distributed import DistributedOperator
 
