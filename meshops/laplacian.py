@@ -19,20 +19,25 @@ every adjoint here is in the plain Euclidean inner product over entries and leve
     vector_laplacian_e2e_adj(g) = div_e2c_adj(grad_c2e_adj(g)) - curl_e2v_adj(grad_v2e_adj(g))
     del4_c2c_adj = laplacian_c2c_adj o laplacian_c2c_adj,  del4_e2e_adj likewise.
 
-The NumPy code is these compositions. On CuPy arrays the forwards and the deterministic adjoints
+The NumPy code is these compositions. On CuPy arrays the scalar forward and deterministic adjoint
 are fused single-pass kernels (meshops/cuda/laplacian.cu), no temporaries:
 
     laplacian_c2c(phi)[c]     = 1/areaCell[c] * sum_j w_cj * (phi[n_j] - phi[c])
     laplacian_c2c_adj(g)[c]   = sum_j w_cj * (g[n_j] / areaCell[n_j] - g[c] / areaCell[c])
-    vector_laplacian_e2e_adj(g)[e] = dvEdge[e] * (Y[c1] - Y[c0]) - dcEdge[e] * (Z[v1] - Z[v0]),
-        Y[c] = sum_j edgeSignOnCell[c,j] * g[e_j] / (dcEdge[e_j] * areaCell[c]),
-        Z[v] = sum_i edgeSignOnVertex[v,i] * g[e_i] / (dvEdge[e_i] * areaTriangle[v])
 
 with w_cj = dvEdge[e_j] / dcEdge[e_j], n_j the cell across e_j = edgesOnCell[c, j] (a missing
-neighbour reads 0, as in the compositions); the vector forward computes div at c0, c1 and the curl
-at v0, v1 inside each edge's thread. The atomic adjoints run the composed atomic kernels. del4_*
-are two fused passes. 1/areaCell[n_j] is precomputed per stencil slot (invAreaAcross), so no kernel
-reads geometry through a neighbour index.
+neighbour reads 0, as in the compositions). The vector forward and deterministic adjoint are three
+passes: a cell pass D, a vertex pass Z (temporaries on every cell and vertex) and one edge pass,
+
+    out[e] = a[e] * (D[c1] - D[c0]) - b[e] * (Z[v1] - Z[v0])     (a missing cell or vertex reads 0)
+    forward: a = 1/dcEdge, b = 1/dvEdge, D = div_e2c(u), Z = curl_e2v(u)
+    adjoint: a = dvEdge, b = dcEdge,
+        D[c] = sum_j edgeSignOnCell[c,j] * g[e_j] / (dcEdge[e_j] * areaCell[c]),
+        Z[v] = sum_i edgeSignOnVertex[v,i] * g[e_i] / (dvEdge[e_i] * areaTriangle[v]).
+
+`rows` restricts the edge pass only. The atomic adjoints run the composed atomic kernels. del4_*
+are two Laplacians in sequence. 1/areaCell[n_j] is precomputed per stencil slot (invAreaAcross),
+so no kernel reads geometry through a neighbour index.
 """
 from __future__ import annotations
 
@@ -47,7 +52,8 @@ from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("laplacian", ("laplacian_c2c", "laplacian_c2c_adj_gather", "vector_laplacian_e2e"))
+_KERNELS = Family("laplacian", ("laplacian_c2c", "laplacian_c2c_adj_gather", "gather_e2x",
+                                 "vector_laplacian_e2e"))
 
 
 def _signs(ends, idx, sign, name_idx, name_sign, name_ends, end):
@@ -101,13 +107,19 @@ def _run(name, x, n, arrays, widths, rows=None):
 
 
 def _vector(mesh, x, adjoint, rows=None):
-    a = _arrays(mesh, x)
-    coefs = ((a.dvEdge, a.dcEdge, a.cellCoefAdj, a.vertexCoefAdj) if adjoint else
-             (a.invDcEdge, a.invDvEdge, a.cellCoef, a.vertexCoef))
-    return _run("vector_laplacian_e2e", x, mesh.nEdges,
-                (a.cellsOnEdge, a.verticesOnEdge, coefs[0], coefs[1], a.edgesOnCell, coefs[2],
-                 a.edgesOnVertex, coefs[3]), (a.edgesOnCell.shape[1], a.edgesOnVertex.shape[1]),
-                rows=rows)
+    """The cell pass D, the vertex pass Z (every cell and vertex), then the edge pass on `rows`."""
+    a, xp = _arrays(mesh, x), array_module(x)
+    if adjoint:
+        ea, eb, cell_coef, vertex_coef = a.dvEdge, a.dcEdge, a.cellCoefAdj, a.vertexCoefAdj
+    else:
+        ea, eb, cell_coef, vertex_coef = a.invDcEdge, a.invDvEdge, a.cellCoef, a.vertexCoef
+    D = _run("gather_e2x", x, mesh.nCells, (a.edgesOnCell, cell_coef), (a.edgesOnCell.shape[1],))
+    Z = _run("gather_e2x", x, mesh.nVertices, (a.edgesOnVertex, vertex_coef),
+             (a.edgesOnVertex.shape[1],))
+    out = xp.empty((mesh.nEdges,) + x.shape[1:], x.dtype)
+    _KERNELS.launch("vector_laplacian_e2e", mesh.nEdges, (out, D, Z), a.cellsOnEdge,
+                    a.verticesOnEdge, ea, eb, D, Z, out, rows=rows)
+    return out
 
 
 def laplacian_c2c(mesh, phi, *, rows=None):

@@ -1,8 +1,8 @@
-// Fused Laplacians: scalar cell -> cell (laplacian_c2c) and vector edge -> edge
-// (vector_laplacian_e2e), forward and gather adjoint, one pass each. Formulas: meshops/laplacian.py.
-// Per stencil slot (c, j), j < S = maxEdges: nbr[c,j] the cell across edge j (-1: missing neighbour
-// or pad), w[c,j] = dvEdge/dcEdge of that edge (0 on pads) and invAreaAcross[c,j] = 1/areaCell[nbr]
-// (0 where nbr < 0).
+// Laplacians: scalar cell -> cell (laplacian_c2c, forward and gather adjoint fused into one pass
+// each) and vector edge -> edge (vector_laplacian_e2e: a cell pass, a vertex pass and an edge pass).
+// Formulas: meshops/laplacian.py. Per stencil slot (c, j), j < S = maxEdges: nbr[c,j] the cell
+// across edge j (-1: missing neighbour or pad), w[c,j] = dvEdge/dcEdge of that edge (0 on pads) and
+// invAreaAcross[c,j] = 1/areaCell[nbr] (0 where nbr < 0).
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -54,34 +54,45 @@ __global__ void laplacian_c2c_adj_gather(const int* __restrict__ nbr, const T* _
 }
 MESHOPS_INSTANTIATE(laplacian_c2c_adj_gather)
 
-// out[e,k] = a[e] * (C(c1) - C(c0)) - b[e] * (V(v1) - V(v0)) with (c0, c1) = cellsOnEdge[e],
-// (v0, v1) = verticesOnEdge[e], C(c) = sum_j cellCoef[c,j] * x[edgesOnCell[c,j],k],
-// V(v) = sum_i vertexCoef[v,i] * x[edgesOnVertex[v,i],k]; a missing cell or vertex gives 0.
-// Forward: a = 1/dcEdge, b = 1/dvEdge, C = div_e2c, V = curl_e2v. Adjoint: a = dvEdge,
-// b = dcEdge, cellCoef = edgeSignOnCell / (dcEdge * areaCell), vertexCoef = edgeSignOnVertex /
-// (dvEdge * areaTriangle).
+// The cell and vertex passes of vector_laplacian_e2e:
+// out[r,k] = sum_{m<S} coef[r,m] * x[idx[r,m],k] over the edges idx[r,:] of cell or vertex r,
+// D with edgesOnCell and cellCoef, Z with edgesOnVertex and vertexCoef. Forward (D = div_e2c,
+// Z = curl_e2v): cellCoef = edgeSignOnCell * dvEdge / areaCell, vertexCoef = edgeSignOnVertex *
+// dcEdge / areaTriangle. Adjoint: cellCoef = edgeSignOnCell / (dcEdge * areaCell),
+// vertexCoef = edgeSignOnVertex / (dvEdge * areaTriangle).
+template <typename T, int W>
+__global__ void gather_e2x(const int* __restrict__ idx, const T* __restrict__ coef,
+                           const Lanes<T, W>* __restrict__ x, Lanes<T, W>* __restrict__ out, int S,
+                           int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(r, k, i, nlev);
+        out[i] = meshops::stencil_gather(idx, coef, x, r, S, nlev, k);
+    }
+}
+MESHOPS_INSTANTIATE(gather_e2x)
+
+// The edge pass: out[e,k] = a[e] * (D[c1,k] - D[c0,k]) - b[e] * (Z[v1,k] - Z[v0,k]) with
+// (c0, c1) = cellsOnEdge[e], (v0, v1) = verticesOnEdge[e]; a missing cell or vertex reads 0.
+// Forward: a = 1/dcEdge, b = 1/dvEdge. Adjoint: a = dvEdge, b = dcEdge.
 template <typename T, int W>
 __global__ void vector_laplacian_e2e(const int* __restrict__ cellsOnEdge,
-                                     const int* __restrict__ verticesOnEdge, const T* __restrict__ a,
-                                     const T* __restrict__ b, const int* __restrict__ edgesOnCell,
-                                     const T* __restrict__ cellCoef, const int* __restrict__ edgesOnVertex,
-                                     const T* __restrict__ vertexCoef, const Lanes<T, W>* __restrict__ x,
-                                     Lanes<T, W>* __restrict__ out, int maxEdges, int vertexDegree,
-                                     int first, int last, int nlev)
+                                     const int* __restrict__ verticesOnEdge,
+                                     const T* __restrict__ a, const T* __restrict__ b,
+                                     const Lanes<T, W>* __restrict__ D,
+                                     const Lanes<T, W>* __restrict__ Z,
+                                     Lanes<T, W>* __restrict__ out, int first, int last, int nlev)
 {
-    using meshops::stencil_gather;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
         const int v0 = verticesOnEdge[2 * e], v1 = verticesOnEdge[2 * e + 1];
         const Lanes<T, W> zero = meshops::splat<T, W>(0);
-        const Lanes<T, W> C0 = c0 >= 0 ? stencil_gather(edgesOnCell, cellCoef, x, c0, maxEdges, nlev, k) : zero;
-        const Lanes<T, W> C1 = c1 >= 0 ? stencil_gather(edgesOnCell, cellCoef, x, c1, maxEdges, nlev, k) : zero;
-        const Lanes<T, W> V0 =
-            v0 >= 0 ? stencil_gather(edgesOnVertex, vertexCoef, x, v0, vertexDegree, nlev, k) : zero;
-        const Lanes<T, W> V1 =
-            v1 >= 0 ? stencil_gather(edgesOnVertex, vertexCoef, x, v1, vertexDegree, nlev, k) : zero;
-        out[i] = a[e] * (C1 - C0) - b[e] * (V1 - V0);
+        const Lanes<T, W> D0 = c0 >= 0 ? D[(long long)c0 * nlev + k] : zero;
+        const Lanes<T, W> D1 = c1 >= 0 ? D[(long long)c1 * nlev + k] : zero;
+        const Lanes<T, W> Z0 = v0 >= 0 ? Z[(long long)v0 * nlev + k] : zero;
+        const Lanes<T, W> Z1 = v1 >= 0 ? Z[(long long)v1 * nlev + k] : zero;
+        out[i] = a[e] * (D1 - D0) - b[e] * (Z1 - Z0);
     }
 }
 MESHOPS_INSTANTIATE(vector_laplacian_e2e)
