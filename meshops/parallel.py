@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import traceback
 
 
@@ -95,9 +96,15 @@ def report_exception(comm, exc_type, exc, tb) -> None:
     sys.stdout.flush()
 
 
+#: Seconds an aborting rank waits after writing its message, so the launcher (mpiexec) forwards it
+#: before MPI_Abort tears the job down (without it, a loaded machine can lose the message).
+ABORT_GRACE_S = 1.0
+
+
 def abort(comm) -> None:
     """comm.Abort(1), and never return (some MPI libraries return from MPI_Abort on the caller)."""
     try:
+        time.sleep(ABORT_GRACE_S)
         comm.Abort(1)
     finally:
         os._exit(1)
