@@ -36,8 +36,7 @@ passes: a cell pass D, a vertex pass Z (temporaries on every cell and vertex) an
         Z[v] = sum_i edgeSignOnVertex[v,i] * g[e_i] / (dvEdge[e_i] * areaTriangle[v]).
 
 `rows` restricts the edge pass only. The atomic adjoints run the composed atomic kernels. del4_*
-are two Laplacians in sequence. 1/areaCell[n_j] is precomputed per stencil slot (invAreaAcross),
-so no kernel reads geometry through a neighbour index.
+are two Laplacians in sequence.
 """
 from __future__ import annotations
 
@@ -73,8 +72,8 @@ def _signs(ends, idx, sign, name_idx, name_sign, name_ends, end):
 
 def _build(mesh) -> dict:
     """Per stencil slot (c, j) of edgesOnCell (masked beyond nEdgesOnCell): cellsAcross (the cell
-    across e_j, -1 if missing), w = dvEdge/dcEdge[e_j] and invAreaAcross = 1/areaCell of that cell
-    (0 where missing); the div/curl coefficients of vector_laplacian_e2e and its adjoint."""
+    across e_j, -1 if missing) and w = dvEdge/dcEdge[e_j]; the div/curl coefficients of
+    vector_laplacian_e2e and its adjoint."""
     eoc = connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell)
     eov = connectivity.masked(mesh.edgesOnVertex)
     valid_c, across = _signs(mesh.cellsOnEdge, eoc, mesh.edgeSignOnCell, "edgesOnCell",
@@ -87,7 +86,6 @@ def _build(mesh) -> dict:
     s_v = np.where(valid_v, mesh.edgeSignOnVertex, 0.0) / mesh.areaTriangle[:, None]
     nbr = np.where(valid_c, across, -1)
     return dict(cellsAcross=nbr, w=np.where(valid_c, dv[ec] / dc[ec], 0.0),
-                invAreaAcross=np.where(nbr >= 0, 1.0 / mesh.areaCell[np.maximum(nbr, 0)], 0.0),
                 invAreaCell=1.0 / mesh.areaCell, cellsOnEdge=mesh.cellsOnEdge,
                 verticesOnEdge=mesh.verticesOnEdge, edgesOnCell=eoc, edgesOnVertex=eov,
                 invDcEdge=1.0 / dc, invDvEdge=1.0 / dv, dcEdge=dc, dvEdge=dv,
@@ -146,7 +144,7 @@ def laplacian_c2c_adj(mesh, g, *, mode=None):
         return grad_c2e_adj(mesh, div_e2c_adj(mesh, g, mode=mode), mode=mode)
     a = _arrays(mesh, g)
     return _run("laplacian_c2c_adj_gather", g, mesh.nCells,
-                (a.cellsAcross, a.w, a.invAreaAcross, a.invAreaCell), (a.w.shape[1],))
+                (a.cellsAcross, a.w, a.invAreaCell), (a.w.shape[1],))
 
 
 def vector_laplacian_e2e(mesh, u, *, rows=None):

@@ -1,8 +1,7 @@
 // Laplacians: scalar cell -> cell (laplacian_c2c, forward and gather adjoint fused into one pass
 // each) and vector edge -> edge (vector_laplacian_e2e: a cell pass, a vertex pass and an edge pass).
 // Formulas: meshops/laplacian.py. Per stencil slot (c, j), j < S = maxEdges: nbr[c,j] the cell
-// across edge j (-1: missing neighbour or pad), w[c,j] = dvEdge/dcEdge of that edge (0 on pads) and
-// invAreaAcross[c,j] = 1/areaCell[nbr] (0 where nbr < 0).
+// across edge j (-1: missing neighbour or pad) and w[c,j] = dvEdge/dcEdge of that edge (0 on pads).
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -30,10 +29,11 @@ __global__ void laplacian_c2c(const int* __restrict__ nbr, const T* __restrict__
 MESHOPS_INSTANTIATE(laplacian_c2c)
 
 // Gather adjoint (the transpose; w is symmetric across an edge):
-// phi_adj[c,k] = sum_j w[c,j] * (g[n_j,k] * invAreaAcross[c,j] - g[c,k] * invAreaCell[c]).
+// phi_adj[c,k] = sum_j w[c,j] * (g[n_j,k] * invAreaCell[n_j] - g[c,k] * invAreaCell[c]).
+// (invAreaCell, one value per cell, stays in L2: a per-slot copy of it made this kernel 1.9x
+// slower at nlev=1 on an H200.)
 template <typename T, int W>
 __global__ void laplacian_c2c_adj_gather(const int* __restrict__ nbr, const T* __restrict__ w,
-                                         const T* __restrict__ invAreaAcross,
                                          const T* __restrict__ invAreaCell,
                                          const Lanes<T, W>* __restrict__ g,
                                          Lanes<T, W>* __restrict__ phi_adj, int S, int first, int last,
@@ -46,7 +46,7 @@ __global__ void laplacian_c2c_adj_gather(const int* __restrict__ nbr, const T* _
         for (int j = 0; j < S; ++j) {
             const int n = nbr[c * S + j];
             const Lanes<T, W> gn =
-                n >= 0 ? invAreaAcross[c * S + j] * g[(long long)n * nlev + k] : meshops::splat<T, W>(0);
+                n >= 0 ? invAreaCell[n] * g[(long long)n * nlev + k] : meshops::splat<T, W>(0);
             meshops::axpy(acc, w[c * S + j], gn - gc);
         }
         phi_adj[i] = acc;
