@@ -15,6 +15,8 @@ import pathlib
 
 import numpy as np
 
+from meshops.backend import array_module, prepared
+
 CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
 BLOCK_SIZE = 256
 #: Bytes of one vector load or store (the widest global access of the GPU).
@@ -67,6 +69,15 @@ def slot_major(fields) -> bool:
     tables coalesce; otherwise the lanes of a row share it and row-major tables do."""
     x = fields[0]
     return x.ndim == 1 or int(x.shape[1]) == lane_width(fields)
+
+
+def stencil_tables(mesh, family: str, build, fields, n_rows: int):
+    """The prepared arrays of `family` for a gather kernel on `fields` (device arrays), row- or
+    slot-major as `slot_major(fields)` says, and the kernel's slotStride argument (1, or the
+    tables' row count `n_rows`)."""
+    slots = slot_major(fields)
+    tables = prepared(mesh, family, build, array_module(fields[0]), fields[0].dtype, slot_major=slots)
+    return tables, np.int32(n_rows if slots else 1)
 
 
 @functools.lru_cache(maxsize=None)

@@ -30,7 +30,7 @@ import numpy as np
 
 from meshops import connectivity
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family, slot_major
+from meshops.kernels import Family, stencil_tables
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -72,15 +72,13 @@ def _build(mesh) -> dict:
                 edgesOnEdgeT=edgesT, weightsOnEdgeT=weightsT)
 
 
-def _arrays(mesh, x, *, slots: bool = False):
-    return prepared(mesh, "pv_flux", _build, array_module(x), x.dtype, slot_major=slots)
+def _arrays(mesh, x):
+    return prepared(mesh, "pv_flux", _build, array_module(x), x.dtype)
 
 
 def _gather_tables(mesh, fields):
-    """The tables of a gather kernel on `fields` and their slot stride (row- or slot-major,
-    `meshops.kernels.slot_major`)."""
-    slots = slot_major(fields)
-    return _arrays(mesh, fields[0], slots=slots), np.int32(mesh.nEdges if slots else 1)
+    """Tables of a gather kernel on `fields` and their slot stride (`meshops.kernels.stencil_tables`)."""
+    return stencil_tables(mesh, "pv_flux", _build, fields, mesh.nEdges)
 
 
 def _check(mesh, name, x, like=None):

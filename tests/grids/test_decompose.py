@@ -15,25 +15,6 @@ CELLS_OF = {"edge": "cellsOnEdge", "vertex": "cellsOnVertex"}
 PARTITIONS = [("metis", 2), ("metis", 3), ("metis", 4), ("sfc", 3)]
 
 
-@pytest.fixture(scope="module")
-def mpas_mesh(x1_162_path):
-    from grids.mpas_io import read_mesh
-
-    return read_mesh(x1_162_path)
-
-
-@pytest.fixture(scope="module")
-def ico_mesh():
-    from grids.icosahedral import generate_icosahedral
-
-    return generate_icosahedral(3)
-
-
-@pytest.fixture(params=["mpas_mesh", "ico_mesh"])
-def mesh(request):
-    return request.getfixturevalue(request.param)
-
-
 def _partition(mesh, method, nparts):
     return (partition_metis if method == "metis" else partition_sfc)(mesh, nparts)
 
