@@ -134,3 +134,19 @@ def route_to_host(monkeypatch, table, families) -> dict:
 
     monkeypatch.setattr(meshops.kernels.Family, "kernel", kernel)
     return launches
+
+
+def host_fixtures(*families):
+    """The pytest fixtures `host_kernels` (the kernels of `families` compiled once per module) and
+    `on_host` (their CuPy code path routed to those kernels for one test; returns
+    {family: [kernel names in launch order]}). Assign both in a test module:
+    `host_kernels, on_host = host_fixtures("divergence", ...)`."""
+    @pytest.fixture(scope="module")
+    def host_kernels(tmp_path_factory):
+        return compile_families(tmp_path_factory.mktemp("host_kernels"), families)
+
+    @pytest.fixture
+    def on_host(host_kernels, monkeypatch):
+        return route_to_host(monkeypatch, host_kernels, families)
+
+    return host_kernels, on_host

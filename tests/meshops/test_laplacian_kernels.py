@@ -11,7 +11,7 @@ from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
 from .conftest import random_field
-from .host_harness import HostArray, compile_families, host, route_to_host
+from .host_harness import HostArray, host, host_fixtures
 from .test_linear_operators import _close, any_mesh, rank_mesh  # noqa: F401
 
 LAPLACIANS = ("laplacian_c2c", "vector_laplacian_e2e", "del4_c2c", "del4_e2e")
@@ -21,21 +21,14 @@ _PASSES = {"laplacian_c2c": ["laplacian_c2c"],
 _PASSES.update(del4_c2c=2 * _PASSES["laplacian_c2c"], del4_e2e=2 * _PASSES["vector_laplacian_e2e"])
 _ADJOINT_PASSES = {name: [p.replace("laplacian_c2c", "laplacian_c2c_adj_gather") for p in passes]
                    for name, passes in _PASSES.items()}
-#: laplacian.cu and the families whose kernels the atomic adjoints compose.
-_FAMILIES = ("laplacian", "divergence", "gradient", "curl")
-
-
-@pytest.fixture(scope="module")
-def laplacian_host_kernels(tmp_path_factory):
-    """The kernels of the families above compiled for the host (see host_harness)."""
-    return compile_families(tmp_path_factory.mktemp("laplacian_kernels"), _FAMILIES)
+# laplacian.cu and the families whose kernels the atomic adjoints compose, run on the host.
+host_kernels, on_host = host_fixtures("laplacian", "divergence", "gradient", "curl")
 
 
 @pytest.fixture
-def laplacian_on_host(laplacian_host_kernels, monkeypatch):
-    """The CuPy code path of the families above run on the host, every launch's argument count and
-    types checked; returns the laplacian.cu kernels launched, in order."""
-    return route_to_host(monkeypatch, laplacian_host_kernels, _FAMILIES)["laplacian"]
+def laplacian_on_host(on_host):
+    """The laplacian.cu kernels launched, in order."""
+    return on_host["laplacian"]
 
 
 @pytest.mark.parametrize("nlev", [None, 3, 4])  # one level per thread; lanes of 2 or 4 levels

@@ -18,7 +18,7 @@ from meshops.registry import OPERATORS
 from .conftest import random_field
 from .analytic import (cell_points, dot, edge_normals, edge_points, mesh_spacing, orders, random_rotation,
                        rel_l2, rel_linf, solid_body, spherical_harmonic)
-from .host_harness import HostArray, compile_families, host, route_to_host
+from .host_harness import HostArray, host, host_fixtures
 from .test_linear_operators import _close, any_mesh, rank_mesh  # noqa: F401
 
 LEVELS = (2, 3, 4, 5)
@@ -232,17 +232,13 @@ def test_atomic_and_deterministic_adjoints_agree_on_a_local_mesh(name, rank0_mes
 RECONSTRUCTIONS = ("reconstruct_e2c", "reconstruct_zonal_meridional_e2c")
 
 
-@pytest.fixture(scope="module")
-def reconstruct_host_kernels(tmp_path_factory):
-    """The kernels of reconstruct.cu compiled for the host (see host_harness)."""
-    return compile_families(tmp_path_factory.mktemp("reconstruct_kernels"), ("reconstruct",))
+host_kernels, on_host = host_fixtures("reconstruct")      # see host_harness
 
 
 @pytest.fixture
-def reconstruct_on_host(reconstruct_host_kernels, monkeypatch):
-    """The CuPy code path of meshops.reconstruct run on the host, every launch's argument count and
-    types checked; returns the kernels launched, in order."""
-    return route_to_host(monkeypatch, reconstruct_host_kernels, ("reconstruct",))["reconstruct"]
+def reconstruct_on_host(on_host):
+    """The reconstruct.cu kernels launched, in order."""
+    return on_host["reconstruct"]
 
 
 @pytest.mark.parametrize("nlev", [3, 4])     # one level per thread; vector lanes of 2 or 4 levels

@@ -15,7 +15,7 @@ from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
 from .conftest import random_field
-from .host_harness import HostArray, compile_families, host, route_to_host
+from .host_harness import HostArray, host, host_fixtures
 
 LINEAR = ("grad_c2e", "grad_v2e", "curl_e2v", "circulation_e2v", "interp_c2e", "interp_v2e",
           "interp_c2v", "interp_v2c", "tangential_e2e", "div_e2c")
@@ -323,20 +323,9 @@ def test_cupy_matches_numpy_on_rank_mesh(name, rank_mesh, rng):
 
 # -- the CUDA sources compiled for the host: launch signatures and results without a GPU ---------
 
-_FAMILIES = ("gradient", "curl", "interpolation", "tangential", "divergence")
-
-
-@pytest.fixture(scope="module")
-def host_kernels(tmp_path_factory):
-    """Every kernel of the families above compiled for the host (see host_harness)."""
-    return compile_families(tmp_path_factory.mktemp("host_kernels"), _FAMILIES)
-
-
-@pytest.fixture
-def on_host(host_kernels, monkeypatch):
-    """Route the CuPy code path of the families above to the host-compiled kernels, checking each
-    launch's argument count and types against the kernel's signature."""
-    return route_to_host(monkeypatch, host_kernels, _FAMILIES)
+# Every kernel of these families compiled for the host; each launch's argument count and types are
+# checked against the kernel's signature (see host_harness).
+host_kernels, on_host = host_fixtures("gradient", "curl", "interpolation", "tangential", "divergence")
 
 
 @pytest.mark.parametrize("nlev", [3, 4])     # one level per thread; vector lanes of 2 or 4 levels

@@ -17,7 +17,7 @@ from meshops.pv_flux import transpose_edges_on_edge
 from meshops.registry import OPERATORS
 
 from .conftest import random_field
-from .host_harness import HostArray, compile_families, host, route_to_host
+from .host_harness import HostArray, host, host_fixtures
 from .test_linear_operators import _close
 from .analytic import (cell_points, dot, edge_normals, edge_points, edge_tangents, mesh_spacing, orders,
                        random_rotation, rel_l2, rel_linf, solid_body)
@@ -179,20 +179,7 @@ def test_adjoint_modes_on_a_local_mesh(name, rank_mesh, rng):
 
 # -- the CUDA sources compiled for the host: launch signatures and results without a GPU ---------
 
-_FAMILIES = ("kinetic_energy", "pv_flux")
-
-
-@pytest.fixture(scope="module")
-def host_kernels(tmp_path_factory):
-    """The kernels of kinetic_energy.cu and pv_flux.cu compiled for the host (see host_harness)."""
-    return compile_families(tmp_path_factory.mktemp("nonlinear_kernels"), _FAMILIES)
-
-
-@pytest.fixture
-def on_host(host_kernels, monkeypatch):
-    """Route the CuPy code path of the families above to the host-compiled kernels, checking each
-    launch's argument count and types against the kernel's signature."""
-    return route_to_host(monkeypatch, host_kernels, _FAMILIES)
+host_kernels, on_host = host_fixtures("kinetic_energy", "pv_flux")     # see host_harness
 
 
 @pytest.fixture(params=["mpas_mesh", "ico_mesh", "rank_mesh"])
