@@ -35,7 +35,8 @@ def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, 
 
     source = (CUDA_DIR / f"{family}.cu").read_text()
     expressions = [f"{name}<{ctype}, {width}>" for name in kernel_names]
-    module = cupy.RawModule(code=source, options=("-std=c++17", f"-I{CUDA_DIR}"),
+    options = ("-std=c++17", f"-I{CUDA_DIR}", f"-DMESHOPS_BLOCK_SIZE={BLOCK_SIZE}")
+    module = cupy.RawModule(code=source, options=options,
                             name_expressions=expressions)
     return {name: module.get_function(expr) for name, expr in zip(kernel_names, expressions)}
 

@@ -6,6 +6,7 @@ using meshops::Lanes;
 
 // curl[v,k] = sum_{i<vertexDegree} coef[v,i] * u[edgesOnVertex[v,i],k]
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void curl_e2v(const int* __restrict__ edgesOnVertex, const T* __restrict__ coef,
                          const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ curl,
                          int vertexDegree, int first, int last, int nlev)
@@ -33,6 +34,7 @@ MESHOPS_INSTANTIATE(curl_e2v_adj_atomic)
 // Gather form: u_adj[e,k] = sum_{m<S} coefT[e,m] * g[verticesT[e,m],k] over the transposed
 // edgesOnVertex map (the two vertices of e, in increasing vertex order).
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void curl_e2v_adj_gather(const int* __restrict__ verticesT, const T* __restrict__ coefT,
                                     const Lanes<T, W>* __restrict__ g, Lanes<T, W>* __restrict__ u_adj,
                                     int S, int first, int last, int nlev)

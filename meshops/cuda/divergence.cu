@@ -8,6 +8,7 @@ using meshops::Lanes;
 
 // div[c,k] = sum_{j<maxEdges} cellCoef[c,j] * F[e_j,k]
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void div_e2c(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
                         const Lanes<T, W>* __restrict__ F, Lanes<T, W>* __restrict__ div,
                         int maxEdges, int first, int last, int nlev)
@@ -123,6 +124,7 @@ MESHOPS_INSTANTIATE(flux_div_e2c_adj_atomic)
 // Gather form: F = edgeCoef[e,0] * g[c0,k] + edgeCoef[e,1] * g[c1,k];
 // h_adj[e,k] = u[e,k] * F, u_adj[e,k] = h[e,k] * F.
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge,
                                         const T* __restrict__ edgeCoef,
                                         const Lanes<T, W>* __restrict__ h,

@@ -41,6 +41,7 @@ MESHOPS_INSTANTIATE(grad_2e_adj_atomic)
 // Gather form: x_adj[t,k] = sum_m coefT[t,m] * g[edgesT[t,m],k], coefT = +-invLength of the edge
 // (+ where t is its second end), over the transposed `ends` map in increasing edge order (width S).
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void grad_2e_adj_gather(const int* __restrict__ edgesT, const T* __restrict__ coefT,
                                    const Lanes<T, W>* __restrict__ g, Lanes<T, W>* __restrict__ x_adj,
                                    int S, int first, int last, int nlev)

@@ -39,6 +39,7 @@ MESHOPS_INSTANTIATE(mean_2e_adj_atomic)
 
 // out[r,k] = sum_{m<S} coef[r,m] * x[idx[r,m],k]: kite-weighted forwards and every gather adjoint.
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void interp_gather(const int* __restrict__ idx, const T* __restrict__ coef,
                               const Lanes<T, W>* __restrict__ x, Lanes<T, W>* __restrict__ out, int S,
                               int first, int last, int nlev)

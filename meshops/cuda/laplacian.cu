@@ -61,6 +61,7 @@ MESHOPS_INSTANTIATE(laplacian_c2c_adj_gather)
 // dcEdge / areaTriangle. Adjoint: cellCoef = edgeSignOnCell / (dcEdge * areaCell),
 // vertexCoef = edgeSignOnVertex / (dvEdge * areaTriangle).
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void gather_e2x(const int* __restrict__ idx, const T* __restrict__ coef,
                            const Lanes<T, W>* __restrict__ x, Lanes<T, W>* __restrict__ out, int S,
                            int first, int last, int nlev)

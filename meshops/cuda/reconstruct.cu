@@ -124,6 +124,7 @@ __global__ void reconstruct_xyz_e2c_adj_gather(const int* __restrict__ cellsOnEd
 MESHOPS_INSTANTIATE(reconstruct_xyz_e2c_adj_gather)
 
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void reconstruct_zm_e2c(const int* __restrict__ edgesOnCell, const T* __restrict__ coeffs,
                                    const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ outZonal,
                                    Lanes<T, W>* __restrict__ outMeridional, int maxEdges, int first,

@@ -7,6 +7,7 @@ using meshops::Lanes;
 
 // v[e,k] = sum_{j<maxEdges2} weightsOnEdge[e,j] * u[edgesOnEdge[e,j],k]
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void tangential_e2e(const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
                                const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ v,
                                int maxEdges2, int slotStride, int first, int last, int nlev)
@@ -36,6 +37,7 @@ MESHOPS_INSTANTIATE(tangential_e2e_adj_atomic)
 // Gather form: u_adj[e',k] = sum_{m<S} weightsT[e',m] * g[edgesT[e',m],k] over the transposed
 // edgesOnEdge map (the (e, j) with edgesOnEdge[e,j] = e', in increasing (e, j) order).
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
 __global__ void tangential_e2e_adj_gather(const int* __restrict__ edgesT, const T* __restrict__ weightsT,
                                           const Lanes<T, W>* __restrict__ g,
                                           Lanes<T, W>* __restrict__ u_adj, int S, int slotStride,

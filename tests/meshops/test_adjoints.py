@@ -58,7 +58,7 @@ def test_tangent_linear_taylor(name, mesh, rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nlev", [None, 7])
+@pytest.mark.parametrize("nlev", [None, 7, 8])  # 8: lanes of 2 float64 levels
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
 @pytest.mark.parametrize("name", sorted(OPERATORS))
 def test_cupy_matches_numpy(name, mode, nlev, mesh, rng):
