@@ -156,7 +156,7 @@ def copy_bandwidth(xp, *, nbytes: int | None = None, reps: int = 20) -> float:
 # -- bytes moved --------------------------------------------------------------------------------
 
 class _Recorder:
-    """A prepared-array namespace that records which arrays are read from it."""
+    """A prepared-array namespace that records which arrays are taken from it."""
 
     __slots__ = ("_wrapped", "_seen")
 
@@ -171,20 +171,28 @@ class _Recorder:
 
 
 class MeshArrayRecorder:
-    """Context manager recording every prepared mesh array (`meshops.backend.prepared`) that the
-    operators read while it is active; `.nbytes` is their total size, each array counted once."""
+    """Context manager recording the prepared mesh arrays (`meshops.backend.prepared`) that the
+    operators read while it is active; `.nbytes` is their total size, each array counted once.
+
+    On the GPU an array counts when it is an argument of a kernel launch (`meshops.kernels.Family`):
+    a code path may take tables it does not pass on (both adjoint modes' tables, a coefficient the
+    kernel does not need), and those are not read. Without launches (NumPy) every array taken
+    from a prepared namespace counts.
+    """
 
     def __init__(self):
         self.seen: dict[int, object] = {}
+        self.launched: set[int] = set()
         self._patched = []
 
     def __enter__(self):
         import sys
 
         import meshops.backend as backend
+        import meshops.kernels as kernels
 
         original = backend.prepared
-        seen = self.seen
+        seen, launched = self.seen, self.launched
 
         def recording(*args, **kwargs):
             return _Recorder(original(*args, **kwargs), seen)
@@ -192,22 +200,38 @@ class MeshArrayRecorder:
         for module in list(sys.modules.values()):
             name = getattr(module, "__name__", "") or ""
             if name.startswith("meshops") and getattr(module, "prepared", None) is original:
-                self._patched.append((module, original))
+                self._patched.append((module, "prepared", original))
                 module.prepared = recording
+        launch = kernels.Family.launch
+
+        def recording_launch(family, name, n, fields, *args, **kwargs):
+            launched.update(kernels._address(a) for a in args if getattr(a, "ndim", 0) > 0)
+            return launch(family, name, n, fields, *args, **kwargs)
+
+        self._patched.append((kernels.Family, "launch", launch))
+        kernels.Family.launch = recording_launch
         return self
 
     def __exit__(self, *exc):
-        for module, original in self._patched:
-            module.prepared = original
+        for owner, name, original in self._patched:
+            setattr(owner, name, original)
         self._patched.clear()
+
+    def arrays(self) -> list:
+        """The recorded arrays (see the class docstring for which count)."""
+        if not self.launched:
+            return list(self.seen.values())
+        from meshops.kernels import _address
+
+        return [a for a in self.seen.values() if _address(a) in self.launched]
 
     @property
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in self.seen.values()))
+        return int(sum(a.nbytes for a in self.arrays()))
 
     @property
     def count(self) -> int:
-        return len(self.seen)
+        return len(self.arrays())
 
 
 def nbytes_of(arrays) -> int:
