@@ -2,7 +2,8 @@
 
 Each operator family keeps its forward and adjoint kernels in one `.cu` file, templated on the
 floating type `T` and the lane width `W` (levels per thread, see `lane_width`). A module is
-compiled with NVRTC on first use and cached per (family, device, dtype, W); nothing here touches
+compiled with NVRTC on first use and cached per (family, device, dtype, W, BLOCK_SIZE, which
+bounds the launches of kernels marked MESHOPS_FULL_OCCUPANCY); nothing here touches
 CUDA at import time.
 
 Every kernel takes `(..., first, last, nlev)` last: it runs one logical thread per (row, lane) of
@@ -30,12 +31,13 @@ def cuda_sources() -> list[pathlib.Path]:
 
 
 @functools.lru_cache(maxsize=None)
-def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, device: int):
+def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, device: int,
+            block_size: int):
     import cupy
 
     source = (CUDA_DIR / f"{family}.cu").read_text()
     expressions = [f"{name}<{ctype}, {width}>" for name in kernel_names]
-    options = ("-std=c++17", f"-I{CUDA_DIR}", f"-DMESHOPS_BLOCK_SIZE={BLOCK_SIZE}")
+    options = ("-std=c++17", f"-I{CUDA_DIR}", f"-DMESHOPS_BLOCK_SIZE={block_size}")
     module = cupy.RawModule(code=source, options=options,
                             name_expressions=expressions)
     return {name: module.get_function(expr) for name, expr in zip(kernel_names, expressions)}
@@ -111,7 +113,7 @@ class Family:
         ctype = _CTYPES.get(np.dtype(dtype))
         if ctype is None:
             raise TypeError(f"CUDA kernels: expected float32 or float64, got dtype {np.dtype(dtype)}")
-        return _module(self.family, self.names, ctype, width, _device())[name]
+        return _module(self.family, self.names, ctype, width, _device(), BLOCK_SIZE)[name]
 
     def launch(self, name: str, n: int, fields, *args, rows=None) -> None:
         """Run kernel `name` over rows [first, last) of its n output rows (`rows`, default all).
