@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import connectivity
+from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
 from meshops.kernels import Family, stencil_tables
 from meshops.modes import resolve_mode
@@ -90,16 +90,19 @@ def _check(mesh, name, x, like=None):
     return x
 
 
-def _slots(idx, weights):
-    """Per slot j of a masked stencil: (valid rows, safe indices, weights (0 in pads))."""
-    for j in range(idx.shape[1]):
-        e = idx[:, j]
-        valid = e >= 0
-        yield valid, np.where(valid, e, 0), weights[:, j]
+def _weights(mesh, x):
+    """y -> (W y)[e] = sum_j weightsOnEdge[e, j] * y[edgesOnEdge[e, j]] (NumPy, `meshops.stencil`)."""
+    a = _arrays(mesh, x)
+    return lambda y: stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, y)
 
 
-def _col(w, x):
-    return w[:, None] if x.ndim == 2 else w
+def _weights_transposed(mesh, x, mode):
+    """y -> (W^T y)[e'] = sum over (e, j) with edgesOnEdge[e, j] = e' of weightsOnEdge[e, j] * y[e]:
+    scattered through edgesOnEdge (`atomic`) or gathered through edgesOnEdgeT (`deterministic`)."""
+    a = _arrays(mesh, x)
+    if mode == "atomic":
+        return lambda y: stencil.scatter_sum(a.edgesOnEdge, None, a.weightsOnEdge, y, mesh.nEdges)
+    return lambda y: stencil.gather_sum(a.edgesOnEdgeT, None, a.weightsOnEdgeT, y)
 
 
 def pv_flux_e2e(mesh, F, q, *, rows=None):
@@ -113,12 +116,9 @@ def pv_flux_e2e(mesh, F, q, *, rows=None):
     F = _check(mesh, "F", F)
     q = _check(mesh, "q", q, F)
     xp = array_module(F, q)
-    if xp is np:
-        a = _arrays(mesh, F)
-        out = np.zeros_like(F)
-        for _, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
-            out += _col(w, F) * F[e2] * (q + q[e2])
-        return 0.5 * out
+    if xp is np:  # sum_j w F[eoe_j] (q[e] + q[eoe_j]) = q W F + W (F q), W the weights matrix
+        W = _weights(mesh, F)
+        return 0.5 * (q * W(F) + W(F * q))
     out = xp.empty_like(F)
     t, stride = _gather_tables(mesh, (F, q, out))
     _KERNELS.launch("pv_flux_e2e", mesh.nEdges, (F, q, out), t.edgesOnEdge, t.weightsOnEdge, F, q,
@@ -137,11 +137,8 @@ def pv_flux_e2e_tl(mesh, F, q, dF, dq, *, rows=None):
     q, dF, dq = (_check(mesh, n, x, F) for n, x in (("q", q), ("dF", dF), ("dq", dq)))
     xp = array_module(F, q, dF, dq)
     if xp is np:
-        a = _arrays(mesh, F)
-        out = np.zeros_like(F)
-        for _, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
-            out += _col(w, F) * (dF[e2] * (q + q[e2]) + F[e2] * (dq + dq[e2]))
-        return 0.5 * out
+        W = _weights(mesh, F)
+        return 0.5 * (q * W(dF) + W(dF * q) + dq * W(F) + W(F * dq))
     out = xp.empty_like(F)
     t, stride = _gather_tables(mesh, (F, q, dF, dq, out))
     _KERNELS.launch("pv_flux_e2e_tl", mesh.nEdges, (F, q, dF, dq, out), t.edgesOnEdge,
@@ -161,25 +158,10 @@ def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
     q, g = (_check(mesh, n, x, F) for n, x in (("q", q), ("g", g)))
     mode = resolve_mode(mode)
     xp = array_module(F, q, g)
-    if xp is np:
-        a = _arrays(mesh, F)
-        F_adj, q_adj = np.zeros_like(F), np.zeros_like(F)
-        if mode == "atomic":
-            for valid, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
-                wg = 0.5 * _col(w, g) * g
-                wgF = wg * F[e2]
-                q_adj += wgF
-                np.add.at(F_adj, e2[valid], (wg * (q + q[e2]))[valid])
-                np.add.at(q_adj, e2[valid], wgF[valid])
-            return F_adj, q_adj
-        for _, e2, w in _slots(a.edgesOnEdge, a.weightsOnEdge):
-            q_adj += _col(w, F) * F[e2]
-        q_adj *= g
-        for _, e, w in _slots(a.edgesOnEdgeT, a.weightsOnEdgeT):
-            wg = _col(w, g) * g[e]
-            F_adj += wg * (q[e] + q)
-            q_adj += wg * F
-        return 0.5 * F_adj, 0.5 * q_adj
+    if xp is np:  # WT: the transpose of W, W.T (atomic) or the transposed table (deterministic)
+        W, WT = _weights(mesh, F), _weights_transposed(mesh, F, mode)
+        wg = WT(g)
+        return 0.5 * (WT(g * q) + q * wg), 0.5 * (g * W(F) + F * wg)
     if mode == "atomic":
         a, F_adj, q_adj = _arrays(mesh, F), xp.zeros_like(F), xp.zeros_like(F)
         _KERNELS.launch("pv_flux_e2e_adj_atomic", mesh.nEdges, (F, q, g, F_adj, q_adj),

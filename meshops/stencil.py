@@ -6,38 +6,63 @@ count per row (entries j >= count are ignored) and coefficients `coef` of the sa
     gather_sum:  out[i]      = sum_{j < count[i], idx[i,j] >= 0} coef[i,j] * x[idx[i,j]]
     scatter_sum: out[idx[i,j]] += coef[i,j] * y[i]      (its exact transpose)
 
-Loops run over the K stencil slots only; every slot is a vectorised NumPy operation.
+Both are products with the stencil's sparse matrix A (scipy.sparse CSR, n_out x n_in, the valid
+entries of each row in slot order), built once per (idx, count, coef) arrays and cached while they
+live: gather_sum = A @ x sums each row in slot order, as a loop over the slots would; scatter_sum =
+A.T @ y.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
+import scipy.sparse
+
+_MATRICES: dict = {}
 
 
 def nlev_of(x) -> int:
     return 1 if x.ndim == 1 else int(x.shape[1])
 
 
-def _slot(idx, count, coef, j):
-    """Valid rows, safe indices and coefficients of stencil slot j."""
-    e = idx[:, j]
-    valid = e >= 0
+def _identity(a):
+    """(owner, key) of an array: the array that owns its memory (kept as a weak reference) and its
+    id with the view's offset, shape and strides (a view such as coef[:, :, d] of a cached table is
+    made anew at each call)."""
+    if a is None:
+        return None, None
+    owner = a
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    offset = a.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    return owner, (id(owner), offset, a.shape, a.strides, a.dtype.str)
+
+
+def stencil_matrix(idx, count, coef, n_in: int):
+    """The CSR matrix A (idx.shape[0] x n_in) with A[i, idx[i, j]] = coef[i, j] over the valid slots
+    (idx >= 0, j < count[i]), entries of a row in slot order. Cached while the arrays live."""
+    owners, keys = zip(*(_identity(a) for a in (idx, count, coef)))
+    key = keys + (n_in,)
+    hit = _MATRICES.get(key)
+    if hit is not None and all(ref() is a for ref, a in zip(hit[0], owners)):
+        return hit[1]
+    valid = idx >= 0
     if count is not None:
-        valid &= j < count
-    return valid, np.where(valid, e, 0), np.where(valid, coef[:, j], 0)
+        valid &= np.arange(idx.shape[1])[None, :] < np.asarray(count)[:, None]
+    indptr = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+    np.cumsum(valid.sum(axis=1), out=indptr[1:])
+    matrix = scipy.sparse.csr_array((coef[valid], idx[valid], indptr), shape=(idx.shape[0], n_in))
+    _MATRICES[key] = (tuple(weakref.ref(a) if a is not None else (lambda: None) for a in owners),
+                      matrix)
+    for a in owners:
+        if a is not None:
+            weakref.finalize(a, _MATRICES.pop, key, None)
+    return matrix
 
 
 def gather_sum(idx, count, coef, x):
-    out = np.zeros((idx.shape[0],) + x.shape[1:], x.dtype)
-    for j in range(idx.shape[1]):
-        _, e, w = _slot(idx, count, coef, j)
-        out += (w[:, None] * x[e]) if x.ndim == 2 else w * x[e]
-    return out
+    return np.asarray(stencil_matrix(idx, count, coef, x.shape[0]) @ x, dtype=x.dtype)
 
 
 def scatter_sum(idx, count, coef, y, n_in):
-    out = np.zeros((n_in,) + y.shape[1:], y.dtype)
-    for j in range(idx.shape[1]):
-        valid, e, w = _slot(idx, count, coef, j)
-        contrib = (w[:, None] * y) if y.ndim == 2 else w * y
-        np.add.at(out, e[valid], contrib[valid])
-    return out
+    return np.asarray(stencil_matrix(idx, count, coef, n_in).T @ y, dtype=y.dtype)
