@@ -2,9 +2,9 @@
 
 Each operator family keeps its forward and adjoint kernels in one `.cu` file, templated on the
 floating type `T` and the lane width `W` (levels per thread, see `lane_width`). A module is
-compiled with NVRTC on first use and cached per (family, device, dtype, W, BLOCK_SIZE, which
-bounds the launches of kernels marked MESHOPS_FULL_OCCUPANCY); nothing here touches
-CUDA at import time.
+compiled with NVRTC on first use and cached per (family, device, dtype, W, BLOCK_SIZE); the block
+size and the device's resident threads per multiprocessor bound the register use of kernels marked
+MESHOPS_FULL_OCCUPANCY. Nothing here touches CUDA at import time.
 
 Every kernel takes `(..., first, last, nlev)` last: it runs one logical thread per (row, lane) of
 its output rows [first, last), a lane being W consecutive levels, nlev counted in lanes.
@@ -37,7 +37,9 @@ def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, 
 
     source = (CUDA_DIR / f"{family}.cu").read_text()
     expressions = [f"{name}<{ctype}, {width}>" for name in kernel_names]
-    options = ("-std=c++17", f"-I{CUDA_DIR}", f"-DMESHOPS_BLOCK_SIZE={block_size}")
+    threads_per_sm = cupy.cuda.runtime.getDeviceProperties(device)["maxThreadsPerMultiProcessor"]
+    options = ("-std=c++17", f"-I{CUDA_DIR}", f"-DMESHOPS_BLOCK_SIZE={block_size}",
+               f"-DMESHOPS_THREADS_PER_SM={threads_per_sm}")
     module = cupy.RawModule(code=source, options=options,
                             name_expressions=expressions)
     return {name: module.get_function(expr) for name, expr in zip(kernel_names, expressions)}

@@ -68,18 +68,23 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 
 }  // namespace meshops
 
-// Threads per block of every launch (meshops/kernels.py passes its BLOCK_SIZE).
+// Threads per block of every launch and resident threads per multiprocessor of the device
+// (meshops/kernels.py passes both; the defaults are those of sm_80 and sm_90).
 #ifndef MESHOPS_BLOCK_SIZE
 #define MESHOPS_BLOCK_SIZE 256
 #endif
+#ifndef MESHOPS_THREADS_PER_SM
+#define MESHOPS_THREADS_PER_SM 2048
+#endif
 
-// Kernels marked MESHOPS_FULL_OCCUPANCY are compiled for 2048 resident threads per multiprocessor
-// (the most sm_80 and sm_90 hold), i.e. at most 32 registers per thread: a gather waits on memory,
-// and more threads in flight hide more of it. The mark sits on the gathers that took 34-40
-// registers without it (69% occupancy; 8-14% slower on an H200 at level 9, nlev 32) and on
+// Kernels marked MESHOPS_FULL_OCCUPANCY are compiled for the most resident threads per
+// multiprocessor (on sm_80 and sm_90: 2048, i.e. at most 32 registers per thread): a gather waits
+// on memory, and more threads in flight hide more of it. The mark sits on the gathers that took
+// 34-40 registers without it (69% occupancy; 8-14% slower on an H200 at level 9, nlev 32) and on
 // tangential_e2e (17% faster at nlev 1 under the cap); the test of the CUDA sources checks that no
 // kernel spills and that marked kernels stay within 32 registers.
-#define MESHOPS_FULL_OCCUPANCY __launch_bounds__(MESHOPS_BLOCK_SIZE, 2048 / MESHOPS_BLOCK_SIZE)
+#define MESHOPS_FULL_OCCUPANCY \
+    __launch_bounds__(MESHOPS_BLOCK_SIZE, MESHOPS_THREADS_PER_SM / MESHOPS_BLOCK_SIZE)
 
 // Loop over the logical threads i of output rows [first, last), nlev lanes per row.
 #define MESHOPS_ROWS(i, first, last, nlev)                                                      \
