@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from grids.mesh import EARTH_RADIUS
+from meshops.modes import ADJOINT_MODES
 
 SIZES = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 
@@ -32,3 +33,19 @@ def random_field(mesh, location, rng, *, nlev=None, dtype=np.float64, xp=np):
     n = getattr(mesh, SIZES[location])
     shape = (n,) if nlev is None else (n, nlev)
     return xp.asarray(rng.standard_normal(shape).astype(dtype))
+
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def backend_pairs(spec, mesh, device, x, y, *, base=(), dx=(), modes=ADJOINT_MODES):
+    """(NumPy array, device array) for each output of: the forward at x, the tangent about `base` in
+    direction `dx` (nonlinear operators), the adjoint of y (about `base`) in each of `modes`.
+    `device` takes a tuple of NumPy arrays to the backend under test (CuPy, or host-run kernels)."""
+    runs = [(lambda *a: spec.forward(mesh, *a), x)]
+    if not spec.linear:
+        runs.append((lambda *a: spec.tangent(mesh, *a), base + dx))
+    runs += [(lambda *a, mode=mode: spec.adjoint(mesh, *a, mode=mode), base + y) for mode in modes]
+    return [pair for run, args in runs
+            for pair in zip(_as_tuple(run(*args)), _as_tuple(run(*device(args))), strict=True)]

@@ -9,7 +9,6 @@ allocations the fake array module of `route_to_host` makes HostArrays too. Every
 against the kernel's C++ signature: argument count, pointer dtypes, contiguity and int32 scalars.
 """
 import ctypes
-import importlib
 import re
 import shutil
 import subprocess

@@ -8,7 +8,7 @@ from adjoint.verification import dot_product_test, tangent_taylor_test
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
-from .conftest import random_field
+from .conftest import backend_pairs, random_field
 
 BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
@@ -67,21 +67,13 @@ def test_cupy_matches_numpy(name, mode, nlev, mesh, rng):
     spec = OPERATORS[name]
     x = tuple(random_field(mesh, loc, rng, nlev=nlev) for loc in spec.domain)
     y = tuple(random_field(mesh, loc, rng, nlev=nlev) for loc in spec.range)
+    dx = () if spec.linear else tuple(random_field(mesh, loc, rng, nlev=nlev) for loc in spec.domain)
     gpu = lambda arrays: tuple(cupy.asarray(a) for a in arrays)
-    as_tuple = lambda r: r if isinstance(r, tuple) else (r,)
-    if spec.linear:
-        pairs = [(spec.forward(mesh, *x), spec.forward(mesh, *gpu(x))),
-                 (spec.adjoint(mesh, *y, mode=mode), spec.adjoint(mesh, *gpu(y), mode=mode))]
-    else:
-        dx = tuple(random_field(mesh, loc, rng, nlev=nlev) for loc in spec.domain)
-        pairs = [(spec.forward(mesh, *x), spec.forward(mesh, *gpu(x))),
-                 (spec.tangent(mesh, *x, *dx), spec.tangent(mesh, *gpu(x), *gpu(dx))),
-                 (spec.adjoint(mesh, *x, *y, mode=mode), spec.adjoint(mesh, *gpu(x), *gpu(y), mode=mode))]
-    for reference, result in pairs:
-        for ref, res in zip(as_tuple(reference), as_tuple(result), strict=True):
-            res = cupy.asnumpy(res)
-            scale = np.abs(ref).max()
-            assert np.abs(res - ref).max() <= 1e-13 * scale, (name, mode)
+    pairs = backend_pairs(spec, mesh, gpu, x, y, base=() if spec.linear else x, dx=dx, modes=(mode,))
+    for ref, res in pairs:
+        res = cupy.asnumpy(res)
+        scale = np.abs(ref).max()
+        assert np.abs(res - ref).max() <= 1e-13 * scale, (name, mode)
 
 
 @pytest.mark.gpu

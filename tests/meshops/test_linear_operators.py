@@ -14,7 +14,7 @@ from meshops import connectivity
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
-from .conftest import random_field
+from .conftest import backend_pairs, random_field
 from .host_harness import HostArray, host, host_fixtures
 
 LINEAR = ("grad_c2e", "grad_v2e", "curl_e2v", "circulation_e2v", "interp_c2e", "interp_v2e",
@@ -308,17 +308,9 @@ def test_cupy_matches_numpy_on_rank_mesh(name, rank_mesh, rng):
     x = tuple(random_field(mesh, loc, rng, nlev=3) for loc in spec.domain)
     y = tuple(random_field(mesh, loc, rng, nlev=3) for loc in spec.range)
     gpu = lambda arrays: tuple(cupy.asarray(a) for a in arrays)
-    as_tuple = lambda r: r if isinstance(r, tuple) else (r,)
     base = () if spec.linear else tuple(random_field(mesh, loc, rng, nlev=3) for loc in spec.domain)
-    pairs = [(spec.forward(mesh, *x), spec.forward(mesh, *gpu(x)))]
-    if not spec.linear:
-        pairs.append((spec.tangent(mesh, *base, *x), spec.tangent(mesh, *gpu(base), *gpu(x))))
-    for mode in ADJOINT_MODES:
-        pairs.append((spec.adjoint(mesh, *base, *y, mode=mode),
-                      spec.adjoint(mesh, *gpu(base), *gpu(y), mode=mode)))
-    for reference, result in pairs:
-        for ref, res in zip(as_tuple(reference), as_tuple(result), strict=True):
-            _close(cupy.asnumpy(res), ref)
+    for ref, res in backend_pairs(spec, mesh, gpu, x, y, base=base, dx=x):
+        _close(cupy.asnumpy(res), ref)
 
 
 # -- the CUDA sources compiled for the host: launch signatures and results without a GPU ---------
@@ -339,19 +331,9 @@ def test_cuda_sources_on_host(name, dtype, tol, nlev, any_mesh, on_host, rng):
     def fields(locs):
         return tuple(random_field(mesh, loc, rng, nlev=nlev, dtype=dtype) for loc in locs)
 
-    def as_tuple(r):
-        return r if isinstance(r, tuple) else (r,)
-
     x, y = fields(spec.domain), fields(spec.range)
     base = () if spec.linear else fields(spec.domain)
     dev = lambda arrays: tuple(host(a) for a in arrays)
-    pairs = [(spec.forward(mesh, *x), spec.forward(mesh, *dev(x)))]
-    if not spec.linear:
-        pairs.append((spec.tangent(mesh, *base, *x), spec.tangent(mesh, *dev(base), *dev(x))))
-    for mode in ADJOINT_MODES:
-        pairs.append((spec.adjoint(mesh, *base, *y, mode=mode),
-                      spec.adjoint(mesh, *dev(base), *dev(y), mode=mode)))
-    for reference, result in pairs:
-        for ref, res in zip(as_tuple(reference), as_tuple(result), strict=True):
-            assert isinstance(res, HostArray), name
-            _close(np.asarray(res, dtype=np.float64), ref, rtol=tol)
+    for ref, res in backend_pairs(spec, mesh, dev, x, y, base=base, dx=x):
+        assert isinstance(res, HostArray), name
+        _close(np.asarray(res, dtype=np.float64), ref, rtol=tol)
