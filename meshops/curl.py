@@ -24,11 +24,11 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family
+from meshops.kernels import GATHER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("curl", ("curl_e2v", "curl_e2v_adj_atomic", "curl_e2v_adj_gather"))
+_KERNELS = Family("curl", ("curl_e2v_adj_atomic", GATHER))
 
 
 def _build(mesh) -> dict:
@@ -55,8 +55,7 @@ def _forward(mesh, u, kind, rows):
     if xp is np:
         return stencil.gather_sum(a.edgesOnVertex, None, coef, u)
     out = xp.empty((mesh.nVertices,) + u.shape[1:], u.dtype)
-    _KERNELS.launch("curl_e2v", mesh.nVertices, (u, out), a.edgesOnVertex, coef, u, out,
-                    np.int32(mesh.vertexDegree), rows=rows)
+    _KERNELS.gather(mesh.nVertices, a.edgesOnVertex, coef, u, out, rows=rows)
     return out
 
 
@@ -75,8 +74,7 @@ def _adjoint(mesh, g, kind, mode):
                         out, np.int32(mesh.vertexDegree))
     else:
         out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.launch("curl_e2v_adj_gather", mesh.nEdges, (g, out), a.verticesT, coefT, g, out,
-                        np.int32(a.verticesT.shape[1]))
+        _KERNELS.gather(mesh.nEdges, a.verticesT, coefT, g, out)
     return out
 
 

@@ -25,13 +25,13 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family
+from meshops.kernels import GATHER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("divergence", (
-    "div_e2c", "div_e2c_adj_atomic", "div_e2c_adj_gather", "flux_div_e2c", "flux_div_e2c_tl",
-    "flux_div_e2c_adj_atomic", "flux_div_e2c_adj_gather"))
+    "div_e2c_adj_atomic", "flux_div_e2c", "flux_div_e2c_tl", "flux_div_e2c_adj_atomic",
+    "flux_div_e2c_adj_gather", GATHER))
 
 
 def _build(mesh) -> dict:
@@ -65,8 +65,7 @@ def div_e2c(mesh, F, *, rows=None):
     if xp is np:
         return stencil.gather_sum(a.edgesOnCell, None, a.cellCoef, F)
     out = xp.empty((mesh.nCells,) + F.shape[1:], F.dtype)
-    _KERNELS.launch("div_e2c", mesh.nCells, (F, out), a.edgesOnCell, a.cellCoef, F, out,
-                    np.int32(mesh.maxEdges), rows=rows)
+    _KERNELS.gather(mesh.nCells, a.edgesOnCell, a.cellCoef, F, out, rows=rows)
     return out
 
 
@@ -89,8 +88,7 @@ def div_e2c_adj(mesh, g, *, mode=None):
                         out, np.int32(mesh.maxEdges))
     else:
         out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.launch("div_e2c_adj_gather", mesh.nEdges, (g, out), a.cellsOnEdge, a.edgeCoef, g,
-                        out)
+        _KERNELS.gather(mesh.nEdges, a.cellsOnEdge, a.edgeCoef, g, out)
     return out
 
 

@@ -25,11 +25,11 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family
+from meshops.kernels import GATHER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("gradient", ("grad_2e", "grad_2e_adj_atomic", "grad_2e_adj_gather"))
+_KERNELS = Family("gradient", ("grad_2e", "grad_2e_adj_atomic", GATHER))
 _DIFFERENCE = np.array([-1.0, 1.0])
 
 
@@ -78,8 +78,7 @@ def _adjoint(mesh, g, n_in, tag, mode):
                         getattr(a, f"invLength_{tag}"), g, out)
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
-        _KERNELS.launch("grad_2e_adj_gather", n_in, (g, out), edgesT, coefT, g, out,
-                        np.int32(edgesT.shape[1]))
+        _KERNELS.gather(n_in, edgesT, coefT, g, out)
     return out
 
 

@@ -29,12 +29,12 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family
+from meshops.kernels import GATHER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", "interp_gather",
-                                     "interp_scatter_atomic"))
+_KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", "interp_scatter_atomic",
+                                     GATHER))
 
 
 def _build(mesh) -> dict:
@@ -81,8 +81,7 @@ def _forward(mesh, x, tag, rows):
     if tag in ("c2e", "v2e"):
         _KERNELS.launch("mean_2e", n_out, (x, out), idx, x, out, rows=rows)
     else:
-        _KERNELS.launch("interp_gather", n_out, (x, out), idx, coef, x, out, np.int32(idx.shape[1]),
-                        rows=rows)
+        _KERNELS.gather(n_out, idx, coef, x, out, rows=rows)
     return out
 
 
@@ -105,8 +104,7 @@ def _adjoint(mesh, g, tag, mode):
                             np.int32(idx.shape[1]))
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
-        _KERNELS.launch("interp_gather", n_in, (g, out), idxT, coefT, g, out,
-                        np.int32(idxT.shape[1]))
+        _KERNELS.gather(n_in, idxT, coefT, g, out)
     return out
 
 

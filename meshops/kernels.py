@@ -1,10 +1,13 @@
 """Lazy compilation of the CUDA sources in `meshops/cuda/` and their launch.
 
 Each operator family keeps its forward and adjoint kernels in one `.cu` file, templated on the
-floating type `T` and the lane width `W` (levels per thread, see `lane_width`). A module is
-compiled with NVRTC on first use and cached per (family, device, dtype, W, BLOCK_SIZE); the block
-size and the device's resident threads per multiprocessor bound the register use of kernels marked
-MESHOPS_FULL_OCCUPANCY. Nothing here touches CUDA at import time.
+floating type `T` and the lane width `W` (levels per thread, see `lane_width`); the generic
+one-table gather `stencil_gather_rows` (stencil.cuh) serves every family that lists it. A module is
+compiled with NVRTC on first use and cached per (family, device, dtype, W, lanes per row,
+BLOCK_SIZE): the lanes per row are a compile-time constant (MESHOPS_NLEV), so the row/lane split
+and the field offsets compile to shifts and multiplies; the block size and the device's resident
+threads per multiprocessor bound the register use of kernels marked MESHOPS_FULL_OCCUPANCY.
+Nothing here touches CUDA at import time.
 
 Every kernel takes `(..., first, last, nlev)` last: it runs one logical thread per (row, lane) of
 its output rows [first, last), a lane being W consecutive levels, nlev counted in lanes.
@@ -20,6 +23,8 @@ from meshops.backend import array_module, prepared
 
 CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
 BLOCK_SIZE = 256
+#: out[r] = sum_m coef[r, m] * x[idx[r, m]] over output rows r (stencil.cuh); see `Family.gather`.
+GATHER = "stencil_gather_rows"
 #: Bytes of one vector load or store (the widest global access of the GPU).
 LANE_BYTES = 16
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -31,15 +36,15 @@ def cuda_sources() -> list[pathlib.Path]:
 
 
 @functools.lru_cache(maxsize=None)
-def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, device: int,
-            block_size: int):
+def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, lanes: int,
+            device: int, block_size: int):
     import cupy
 
     source = (CUDA_DIR / f"{family}.cu").read_text()
     expressions = [f"{name}<{ctype}, {width}>" for name in kernel_names]
     threads_per_sm = cupy.cuda.runtime.getDeviceProperties(device)["maxThreadsPerMultiProcessor"]
     options = ("-std=c++17", f"-I{CUDA_DIR}", f"-DMESHOPS_BLOCK_SIZE={block_size}",
-               f"-DMESHOPS_THREADS_PER_SM={threads_per_sm}")
+               f"-DMESHOPS_THREADS_PER_SM={threads_per_sm}", f"-DMESHOPS_NLEV={lanes}")
     module = cupy.RawModule(code=source, options=options,
                             name_expressions=expressions)
     return {name: module.get_function(expr) for name, expr in zip(kernel_names, expressions)}
@@ -86,12 +91,22 @@ def stencil_tables(mesh, family: str, build, fields, n_rows: int):
 
 
 @functools.lru_cache(maxsize=None)
-def _max_blocks(device: int) -> int:
+def _resident_blocks(device: int, block_size: int) -> int:
+    """Blocks of `block_size` threads the device holds at once."""
     import cupy
 
     attributes = cupy.cuda.runtime.getDeviceProperties(device)
     threads_per_sm = attributes["maxThreadsPerMultiProcessor"]
-    return attributes["multiProcessorCount"] * max(1, threads_per_sm // BLOCK_SIZE) * 4
+    return attributes["multiProcessorCount"] * max(1, threads_per_sm // block_size)
+
+
+def _grid_blocks(n_threads: int, lanes: int, device: int) -> int:
+    """Blocks of a launch of n_threads logical threads, `lanes` lanes per row: 4x the resident
+    blocks at one lane per row, 32x with several (the grid-stride loop then runs about a tenth
+    as many iterations per thread; 5-14% faster at nlev 32 on an H200, 2-13% slower at nlev 1),
+    never more than the work needs."""
+    factor = 4 if lanes == 1 else 32
+    return min(-(-n_threads // BLOCK_SIZE), factor * _resident_blocks(device, BLOCK_SIZE))
 
 
 def check_rows(rows, n: int) -> tuple[int, int]:
@@ -107,24 +122,29 @@ def check_rows(rows, n: int) -> tuple[int, int]:
 class Family:
     """The kernels `names` of `meshops/cuda/{family}.cu`, launched over output rows."""
 
-    def __init__(self, family: str, names: tuple[str, ...]):
-        self.family, self.names = family, tuple(names)
+    def __init__(self, family: str, names: tuple[str, ...], *, runtime_nlev: tuple[str, ...] = ()):
+        """`runtime_nlev`: kernels that take nlev at run time when a row is one lane (nlev 1):
+        with nlev fixed at 1 NVRTC schedules some of their table loads after the first gathers
+        (on an H200, float64: reconstruct_xyz_e2c 1.39x, pv_flux_e2e 1.11x slower)."""
+        self.family, self.names, self.runtime_nlev = family, tuple(names), frozenset(runtime_nlev)
 
-    def kernel(self, name: str, dtype, width: int):
-        """The kernel `name<T, width>` for `dtype` on the current device (compiled once)."""
+    def kernel(self, name: str, dtype, width: int, lanes: int):
+        """The kernel `name<T, width>` for `dtype` on the current device, compiled once for
+        `lanes` lanes per row (0: nlev is a run-time argument)."""
         ctype = _CTYPES.get(np.dtype(dtype))
         if ctype is None:
             raise TypeError(f"CUDA kernels: expected float32 or float64, got dtype {np.dtype(dtype)}")
-        return _module(self.family, self.names, ctype, width, _device(), BLOCK_SIZE)[name]
+        return _module(self.family, self.names, ctype, width, lanes, _device(), BLOCK_SIZE)[name]
 
-    def launch(self, name: str, n: int, fields, *args, rows=None) -> None:
+    def launch(self, name: str, n: int, fields, *args, rows=None, fixed_nlev=True) -> None:
         """Run kernel `name` over rows [first, last) of its n output rows (`rows`, default all).
 
         `fields` are the level-carrying arrays of the call (inputs and outputs); they decide the
         dtype, nlev and lane width. Scatter kernels (`*_atomic`) run one level per thread: atomics
         on adjacent levels from adjacent threads coalesce, per-lane atomics of one thread do not.
-        The grid is sized from the current device: enough blocks to fill every multiprocessor
-        several times over (kernels use grid-stride loops), never more than the work needs.
+        The grid is sized from the current device (`_grid_blocks`; kernels use grid-stride
+        loops). The module is compiled for this nlev (in lanes) unless `fixed_nlev` is false or
+        nlev is 1 and the family lists `name` in `runtime_nlev`.
         """
         first, last = check_rows(rows, n)
         width = 1 if name.endswith("_atomic") else lane_width(fields)
@@ -132,7 +152,19 @@ class Family:
         n_threads = (last - first) * nlev
         if n_threads <= 0:
             return
-        blocks = min((n_threads + BLOCK_SIZE - 1) // BLOCK_SIZE, _max_blocks(_device()))
-        kernel = self.kernel(name, fields[0].dtype, width)
+        blocks = _grid_blocks(n_threads, nlev, _device())
+        fixed_nlev = fixed_nlev and not (nlev == 1 and name in self.runtime_nlev)
+        kernel = self.kernel(name, fields[0].dtype, width, nlev if fixed_nlev else 0)
         kernel((blocks,), (BLOCK_SIZE,), args + (np.int32(first), np.int32(last), np.int32(nlev)))
+
+    def gather(self, n: int, idx, coef, x, out, *, slot_stride=1, rows=None) -> None:
+        """out[r, k] = sum_{m < S} coef[r, m] * x[idx[r, m], k] (idx -1: no term) for rows
+        [first, last) of the n output rows: `GATHER`, which the family must list. idx and coef are
+        (n, S) row-major tables, or slot-major ones with `slot_stride` = their row count
+        (`stencil_tables`), which take nlev at run time (tangential_e2e 6% (float64) and 18%
+        (float32) slower with it fixed at 1 on an H200)."""
+        slot_stride = int(slot_stride)
+        width = idx.shape[1] if slot_stride == 1 else idx.size // slot_stride
+        self.launch(GATHER, n, (x, out), idx, coef, x, out, np.int32(width), np.int32(slot_stride),
+                    rows=rows, fixed_nlev=slot_stride == 1)
 

@@ -47,12 +47,12 @@ from meshops.backend import array_module, check_field, prepared
 from meshops.curl import curl_e2v, curl_e2v_adj
 from meshops.divergence import div_e2c, div_e2c_adj
 from meshops.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
-from meshops.kernels import Family
+from meshops.kernels import GATHER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("laplacian", ("laplacian_c2c", "laplacian_c2c_adj_gather", "gather_e2x",
-                                 "vector_laplacian_e2e"))
+_KERNELS = Family("laplacian", ("laplacian_c2c", "laplacian_c2c_adj_gather", "vector_laplacian_e2e",
+                                 GATHER))
 
 
 def _signs(ends, idx, sign, name_idx, name_sign, name_ends, end):
@@ -111,9 +111,10 @@ def _vector(mesh, x, adjoint, rows=None):
         ea, eb, cell_coef, vertex_coef = a.dvEdge, a.dcEdge, a.cellCoefAdj, a.vertexCoefAdj
     else:
         ea, eb, cell_coef, vertex_coef = a.invDcEdge, a.invDvEdge, a.cellCoef, a.vertexCoef
-    D = _run("gather_e2x", x, mesh.nCells, (a.edgesOnCell, cell_coef), (a.edgesOnCell.shape[1],))
-    Z = _run("gather_e2x", x, mesh.nVertices, (a.edgesOnVertex, vertex_coef),
-             (a.edgesOnVertex.shape[1],))
+    D = xp.empty((mesh.nCells,) + x.shape[1:], x.dtype)
+    Z = xp.empty((mesh.nVertices,) + x.shape[1:], x.dtype)
+    _KERNELS.gather(mesh.nCells, a.edgesOnCell, cell_coef, x, D)
+    _KERNELS.gather(mesh.nVertices, a.edgesOnVertex, vertex_coef, x, Z)
     out = xp.empty((mesh.nEdges,) + x.shape[1:], x.dtype)
     _KERNELS.launch("vector_laplacian_e2e", mesh.nEdges, (out, D, Z), a.cellsOnEdge,
                     a.verticesOnEdge, ea, eb, D, Z, out, rows=rows)

@@ -36,7 +36,8 @@ from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("pv_flux", (
-    "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj_atomic", "pv_flux_e2e_adj_gather"))
+    "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj_atomic", "pv_flux_e2e_adj_gather"),
+    runtime_nlev=("pv_flux_e2e",))
 
 
 def transpose_edges_on_edge(nEdgesOnEdge, edgesOnEdge, weightsOnEdge, nEdges):

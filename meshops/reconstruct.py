@@ -45,7 +45,8 @@ from meshops.registry import register
 
 _KERNELS = Family("reconstruct", (
     "reconstruct_xyz_e2c", "reconstruct_xyz_e2c_adj_atomic", "reconstruct_xyz_e2c_adj_gather",
-    "reconstruct_zm_e2c", "reconstruct_zm_e2c_adj_atomic", "reconstruct_zm_e2c_adj_gather"))
+    "reconstruct_zm_e2c", "reconstruct_zm_e2c_adj_atomic", "reconstruct_zm_e2c_adj_gather"),
+    runtime_nlev=("reconstruct_xyz_e2c",))
 
 
 def perot_coefficients(mesh) -> np.ndarray:

@@ -18,12 +18,11 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family, stencil_tables
+from meshops.kernels import GATHER, Family, stencil_tables
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("tangential", (
-    "tangential_e2e", "tangential_e2e_adj_atomic", "tangential_e2e_adj_gather"))
+_KERNELS = Family("tangential", ("tangential_e2e_adj_atomic", GATHER))
 
 
 def _build(mesh) -> dict:
@@ -59,8 +58,8 @@ def tangential_e2e(mesh, u, *, rows=None):
         return stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, u)
     out = xp.empty_like(u)
     t, stride = _gather_tables(mesh, (u, out))
-    _KERNELS.launch("tangential_e2e", mesh.nEdges, (u, out), t.edgesOnEdge, t.weightsOnEdge, u, out,
-                    np.int32(mesh.maxEdges2), stride, rows=rows)
+    _KERNELS.gather(mesh.nEdges, t.edgesOnEdge, t.weightsOnEdge, u, out, slot_stride=stride,
+                    rows=rows)
     return out
 
 
@@ -85,8 +84,7 @@ def tangential_e2e_adj(mesh, g, *, mode=None):
     else:
         out = xp.empty_like(g)
         t, stride = _gather_tables(mesh, (g, out))
-        _KERNELS.launch("tangential_e2e_adj_gather", mesh.nEdges, (g, out), t.edgesT, t.weightsT, g,
-                        out, np.int32(t.edgesT.size // mesh.nEdges), stride)
+        _KERNELS.gather(mesh.nEdges, t.edgesT, t.weightsT, g, out, slot_stride=stride)
     return out
 
 

@@ -86,11 +86,30 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 #define MESHOPS_FULL_OCCUPANCY \
     __launch_bounds__(MESHOPS_BLOCK_SIZE, MESHOPS_THREADS_PER_SM / MESHOPS_BLOCK_SIZE)
 
-// Loop over the logical threads i of output rows [first, last), nlev lanes per row.
-#define MESHOPS_ROWS(i, first, last, nlev)                                                      \
+// Lanes per row when fixed at compile time (meshops/kernels.py compiles a module per level count,
+// so the row/lane split and the field offsets become constant arithmetic); 0: the kernel's nlev
+// argument decides.
+#ifndef MESHOPS_NLEV
+#define MESHOPS_NLEV 0
+#endif
+#define MESHOPS_FIX_NLEV(nlev) \
+    if (MESHOPS_NLEV > 0) nlev = MESHOPS_NLEV
+
+#define MESHOPS_ROW_LOOP(i, first, last, nlev)                                                  \
     for (long long i = (long long)(first) * (nlev) + (long long)blockIdx.x * blockDim.x +      \
                        threadIdx.x;                                                            \
          i < (long long)(last) * (nlev); i += (long long)blockDim.x * gridDim.x)
+
+// Loop over the logical threads i of output rows [first, last), nlev lanes per row.
+#define MESHOPS_ROWS(i, first, last, nlev) \
+    MESHOPS_FIX_NLEV(nlev);                \
+    MESHOPS_ROW_LOOP(i, first, last, nlev)
+
+// The same loop, not unrolled: for a kernel whose unrolled loop would spill under
+// MESHOPS_FULL_OCCUPANCY once nlev is a constant.
+#define MESHOPS_ROWS_NOT_UNROLLED(i, first, last, nlev) \
+    MESHOPS_FIX_NLEV(nlev);                             \
+    _Pragma("unroll 1") MESHOPS_ROW_LOOP(i, first, last, nlev)
 
 // The row of logical thread i = row * nlev + lane: 32-bit division whenever i fits (the 64-bit
 // division is a long software sequence, paid by every thread).

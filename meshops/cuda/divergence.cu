@@ -2,23 +2,10 @@
 // and adjoints. Formulas: meshops/divergence.py. The coefficients are precomputed per stencil slot:
 // cellCoef[c,j] = edgeSignOnCell[c,j] * dvEdge[e_j] / areaCell[c] on edgesOnCell (masked beyond
 // nEdgesOnCell), edgeCoef[e,i] = (+1, -1)[i] * dvEdge[e] / areaCell[c_i] on cellsOnEdge.
+// div_e2c and its gather adjoint are stencil_gather_rows (stencil.cuh) on those tables.
 #include "stencil.cuh"
 
 using meshops::Lanes;
-
-// div[c,k] = sum_{j<maxEdges} cellCoef[c,j] * F[e_j,k]
-template <typename T, int W>
-MESHOPS_FULL_OCCUPANCY
-__global__ void div_e2c(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
-                        const Lanes<T, W>* __restrict__ F, Lanes<T, W>* __restrict__ div,
-                        int maxEdges, int first, int last, int nlev)
-{
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(c, k, i, nlev);
-        div[i] = meshops::stencil_gather(edgesOnCell, cellCoef, F, c, maxEdges, nlev, k);
-    }
-}
-MESHOPS_INSTANTIATE(div_e2c)
 
 // Scatter form of the adjoint: one thread per (cell, lane) adds cellCoef[c,j] * g[c,k] into e_j.
 // Also the scatter form of flux_div_e2c_adj's common factor (see flux_div_e2c_adj_atomic).
@@ -33,19 +20,6 @@ __global__ void div_e2c_adj_atomic(const int* __restrict__ edgesOnCell, const T*
     }
 }
 MESHOPS_INSTANTIATE(div_e2c_adj_atomic)
-
-// Gather form: F_adj[e,k] = edgeCoef[e,0] * g[c0,k] + edgeCoef[e,1] * g[c1,k].
-template <typename T, int W>
-__global__ void div_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T* __restrict__ edgeCoef,
-                                   const Lanes<T, W>* __restrict__ g, Lanes<T, W>* __restrict__ F_adj,
-                                   int first, int last, int nlev)
-{
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(e, k, i, nlev);
-        F_adj[i] = meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
-    }
-}
-MESHOPS_INSTANTIATE(div_e2c_adj_gather)
 
 // -- flux divergence of h*u, fused: h and u are read in the stencil pass (no h*u temporary) -----
 
@@ -133,7 +107,7 @@ __global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge,
                                         Lanes<T, W>* __restrict__ h_adj,
                                         Lanes<T, W>* __restrict__ u_adj, int first, int last, int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
+    MESHOPS_ROWS_NOT_UNROLLED(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const Lanes<T, W> F = meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
         h_adj[i] = u[i] * F;

@@ -1,5 +1,6 @@
 // Gradients onto edges (grad_c2e, grad_v2e) and their adjoints. Formulas: meshops/gradient.py.
 // `ends` is cellsOnEdge (grad_c2e) or verticesOnEdge (grad_v2e); invLength is 1/dcEdge or 1/dvEdge.
+// The gather adjoint is stencil_gather_rows (stencil.cuh) on the transposed `ends` map.
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -37,18 +38,3 @@ __global__ void grad_2e_adj_atomic(const int* __restrict__ ends, const T* __rest
     }
 }
 MESHOPS_INSTANTIATE(grad_2e_adj_atomic)
-
-// Gather form: x_adj[t,k] = sum_m coefT[t,m] * g[edgesT[t,m],k], coefT = +-invLength of the edge
-// (+ where t is its second end), over the transposed `ends` map in increasing edge order (width S).
-template <typename T, int W>
-MESHOPS_FULL_OCCUPANCY
-__global__ void grad_2e_adj_gather(const int* __restrict__ edgesT, const T* __restrict__ coefT,
-                                   const Lanes<T, W>* __restrict__ g, Lanes<T, W>* __restrict__ x_adj,
-                                   int S, int first, int last, int nlev)
-{
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(t, k, i, nlev);
-        x_adj[i] = meshops::stencil_gather(edgesT, coefT, g, t, S, nlev, k);
-    }
-}
-MESHOPS_INSTANTIATE(grad_2e_adj_gather)

@@ -1,7 +1,8 @@
 // Interpolation between cells, edges and vertices and adjoints. Formulas: meshops/interpolation.py.
 // Two-point means onto edges (`ends` = cellsOnEdge or verticesOnEdge) and kite-weighted stencils
 // with precomputed coefficients (interp_c2v: cellsOnVertex, kite/areaTriangle; interp_v2c:
-// verticesOnCell, kite/areaCell; the gather adjoints use the transposed stencils).
+// verticesOnCell, kite/areaCell; the gather adjoints use the transposed stencils), the latter and
+// every gather adjoint being stencil_gather_rows (stencil.cuh).
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -36,20 +37,6 @@ __global__ void mean_2e_adj_atomic(const int* __restrict__ ends, const Lanes<T, 
     }
 }
 MESHOPS_INSTANTIATE(mean_2e_adj_atomic)
-
-// out[r,k] = sum_{m<S} coef[r,m] * x[idx[r,m],k]: kite-weighted forwards and every gather adjoint.
-template <typename T, int W>
-MESHOPS_FULL_OCCUPANCY
-__global__ void interp_gather(const int* __restrict__ idx, const T* __restrict__ coef,
-                              const Lanes<T, W>* __restrict__ x, Lanes<T, W>* __restrict__ out, int S,
-                              int first, int last, int nlev)
-{
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(r, k, i, nlev);
-        out[i] = meshops::stencil_gather(idx, coef, x, r, S, nlev, k);
-    }
-}
-MESHOPS_INSTANTIATE(interp_gather)
 
 // Scatter form of the kite-weighted forwards: one thread per (output, lane) of the forward.
 template <typename T, int W>

@@ -54,25 +54,11 @@ __global__ void laplacian_c2c_adj_gather(const int* __restrict__ nbr, const T* _
 }
 MESHOPS_INSTANTIATE(laplacian_c2c_adj_gather)
 
-// The cell and vertex passes of vector_laplacian_e2e:
-// out[r,k] = sum_{m<S} coef[r,m] * x[idx[r,m],k] over the edges idx[r,:] of cell or vertex r,
+// The cell and vertex passes of vector_laplacian_e2e are stencil_gather_rows (stencil.cuh):
 // D with edgesOnCell and cellCoef, Z with edgesOnVertex and vertexCoef. Forward (D = div_e2c,
 // Z = curl_e2v): cellCoef = edgeSignOnCell * dvEdge / areaCell, vertexCoef = edgeSignOnVertex *
 // dcEdge / areaTriangle. Adjoint: cellCoef = edgeSignOnCell / (dcEdge * areaCell),
 // vertexCoef = edgeSignOnVertex / (dvEdge * areaTriangle).
-template <typename T, int W>
-MESHOPS_FULL_OCCUPANCY
-__global__ void gather_e2x(const int* __restrict__ idx, const T* __restrict__ coef,
-                           const Lanes<T, W>* __restrict__ x, Lanes<T, W>* __restrict__ out, int S,
-                           int first, int last, int nlev)
-{
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(r, k, i, nlev);
-        out[i] = meshops::stencil_gather(idx, coef, x, r, S, nlev, k);
-    }
-}
-MESHOPS_INSTANTIATE(gather_e2x)
-
 // The edge pass: out[e,k] = a[e] * (D[c1,k] - D[c0,k]) - b[e] * (Z[v1,k] - Z[v0,k]) with
 // (c0, c1) = cellsOnEdge[e], (v0, v1) = verticesOnEdge[e]; a missing cell or vertex reads 0.
 // Forward: a = 1/dcEdge, b = 1/dvEdge. Adjoint: a = dvEdge, b = dcEdge.

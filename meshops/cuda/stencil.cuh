@@ -43,3 +43,20 @@ __device__ __forceinline__ void stencil_scatter(const int* __restrict__ idx, con
 }
 
 }  // namespace meshops
+
+// out[r,k] = sum_{m<S} coef[r,m] * x[idx[r,m],k] for output rows r in [first, last): the kernel of
+// every linear one-table stencil (div_e2c, curl_e2v, the kite interpolations, tangential_e2e, the
+// cell and vertex passes of vector_laplacian_e2e) and of their gather adjoints (transposed tables).
+template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY
+__global__ void stencil_gather_rows(const int* __restrict__ idx, const T* __restrict__ coef,
+                                    const meshops::Lanes<T, W>* __restrict__ x,
+                                    meshops::Lanes<T, W>* __restrict__ out, int S, int slotStride,
+                                    int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(r, k, i, nlev);
+        out[i] = meshops::stencil_gather(idx, coef, x, r, S, nlev, k, slotStride);
+    }
+}
+MESHOPS_INSTANTIATE(stencil_gather_rows)

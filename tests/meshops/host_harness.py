@@ -115,13 +115,13 @@ def route_to_host(monkeypatch, table, families) -> dict:
     monkeypatch.setattr(meshops.backend, "_cupy", module)
     monkeypatch.setattr(meshops.kernels, "_address", lambda a: a.ctypes.data)
     monkeypatch.setattr(meshops.kernels, "_device", lambda: 0)
-    monkeypatch.setattr(meshops.kernels, "_max_blocks", lambda device: 1)
+    monkeypatch.setattr(meshops.kernels, "_grid_blocks", lambda n_threads, lanes, device: 1)
     launches = {family: [] for family in families}
     real_kernel = meshops.kernels.Family.kernel
 
-    def kernel(self, name, dtype, width):
+    def kernel(self, name, dtype, width, lanes):
         if self.family not in families:
-            return real_kernel(self, name, dtype, width)
+            return real_kernel(self, name, dtype, width, lanes)
         assert name in self.names, (self.family, name)
         ctype = _CTYPE_OF[np.dtype(dtype)]
         label = f"{self.family}.{name}<{ctype}, {width}>"

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import meshops
+from meshops.kernels import GATHER
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
@@ -17,7 +18,7 @@ from .test_linear_operators import _close, any_mesh, rank_mesh  # noqa: F401
 LAPLACIANS = ("laplacian_c2c", "vector_laplacian_e2e", "del4_c2c", "del4_e2e")
 #: laplacian.cu launches of one forward or deterministic adjoint of each operator.
 _PASSES = {"laplacian_c2c": ["laplacian_c2c"],
-           "vector_laplacian_e2e": ["gather_e2x", "gather_e2x", "vector_laplacian_e2e"]}
+           "vector_laplacian_e2e": [GATHER, GATHER, "vector_laplacian_e2e"]}
 _PASSES.update(del4_c2c=2 * _PASSES["laplacian_c2c"], del4_e2e=2 * _PASSES["vector_laplacian_e2e"])
 _ADJOINT_PASSES = {name: [p.replace("laplacian_c2c", "laplacian_c2c_adj_gather") for p in passes]
                    for name, passes in _PASSES.items()}
