@@ -80,9 +80,10 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 // Kernels marked MESHOPS_FULL_OCCUPANCY are compiled for the most resident threads per
 // multiprocessor (on sm_80 and sm_90: 2048, i.e. at most 32 registers per thread): a gather waits
 // on memory, and more threads in flight hide more of it. The mark sits on the gathers that took
-// 34-40 registers without it (69% occupancy; 8-14% slower on an H200 at level 9, nlev 32) and on
-// tangential_e2e (17% faster at nlev 1 under the cap); the test of the CUDA sources checks that no
-// kernel spills and that marked kernels stay within 32 registers.
+// 34-40 registers without it (69% occupancy; 8-14% slower on an H200 at level 9, nlev 32), among
+// them stencil_gather_rows (also tangential_e2e's kernel: 17% faster at nlev 1 under the cap); the
+// test of the CUDA sources checks that no kernel spills and that marked kernels stay within 32
+// registers.
 #define MESHOPS_FULL_OCCUPANCY \
     __launch_bounds__(MESHOPS_BLOCK_SIZE, MESHOPS_THREADS_PER_SM / MESHOPS_BLOCK_SIZE)
 
