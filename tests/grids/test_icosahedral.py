@@ -22,7 +22,10 @@ def det(p, q, r):
     return np.einsum("ij,ij->i", p, np.cross(q, r))
 
 
-def check_invariants(m):
+def check_invariants(m, well_centred=True):
+    """Connectivity, geometry and sign conventions of a closed spherical Voronoi mesh. Kites are
+    signed areas; they are all positive on a well-centred mesh (every Voronoi vertex inside the
+    triangle of its three generators), and otherwise may be <= 0 only at vertices outside it."""
     nC, nE, nV = m.nCells, m.nEdges, m.nVertices
     assert nC - nE + nV == 2
     inside = np.arange(m.maxEdges)[None, :] < m.nEdgesOnCell[:, None]
@@ -60,7 +63,11 @@ def check_invariants(m):
     np.testing.assert_allclose(m.kiteAreasOnVertex.sum(axis=1), m.areaTriangle, rtol=1e-12)
     per_cell = np.bincount(m.cellsOnVertex.ravel(), weights=m.kiteAreasOnVertex.ravel(), minlength=nC)
     np.testing.assert_allclose(per_cell, m.areaCell, rtol=1e-12)
-    assert m.areaCell.min() > 0 and m.kiteAreasOnVertex.min() > 0
+    assert m.areaCell.min() > 0
+    pg = pc[m.cellsOnVertex]                                   # the generators around each vertex
+    inside_triangle = np.all([det(pg[:, i], pg[:, (i + 1) % 3], pv) > 0 for i in range(3)], axis=0)
+    assert inside_triangle.all() or not well_centred
+    assert np.all(m.kiteAreasOnVertex[inside_triangle] > 0)
     # counter-clockwise edgesOnCell and verticesOnCell seen from outside
     cc = np.repeat(pc, m.maxEdges, axis=0).reshape(nC, m.maxEdges, 3)[inside]
     assert np.all(det(cc, pe[e], pe[nxt[inside]]) > 0)
@@ -231,7 +238,7 @@ def test_voronoi_mesh_of_jittered_generators():
     p += 0.2 * base.dcEdge.min() / A * rng.uniform(-1, 1, size=p.shape)
     m = voronoi_mesh(p, order="hilbert")
     assert m.nCells == base.nCells
-    check_invariants(m)
+    check_invariants(m, well_centred=False)
     with pytest.raises(ValueError, match=r"generators\[1\]"):
         voronoi_mesh(np.concatenate([p[:1], np.zeros((1, 3)), p[2:]]))
 
