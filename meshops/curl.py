@@ -24,11 +24,11 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import GATHER, Family
+from meshops.kernels import GATHER, SCATTER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("curl", ("curl_e2v_adj_atomic", GATHER))
+_KERNELS = Family("curl", (GATHER, SCATTER))
 
 
 def _build(mesh) -> dict:
@@ -70,8 +70,7 @@ def _adjoint(mesh, g, kind, mode):
         return stencil.gather_sum(a.verticesT, None, coefT, g)
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.launch("curl_e2v_adj_atomic", mesh.nVertices, (g, out), a.edgesOnVertex, coef, g,
-                        out, np.int32(mesh.vertexDegree))
+        _KERNELS.scatter(mesh.nVertices, a.edgesOnVertex, coef, g, out)
     else:
         out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
         _KERNELS.gather(mesh.nEdges, a.verticesT, coefT, g, out)

@@ -25,13 +25,13 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import GATHER, Family
+from meshops.kernels import GATHER, SCATTER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("divergence", (
-    "div_e2c_adj_atomic", "flux_div_e2c", "flux_div_e2c_tl", "flux_div_e2c_adj_atomic",
-    "flux_div_e2c_adj_gather", GATHER))
+    "flux_div_e2c", "flux_div_e2c_tl", "flux_div_e2c_adj_atomic", "flux_div_e2c_adj_gather", GATHER,
+    SCATTER))
 
 
 def _build(mesh) -> dict:
@@ -84,8 +84,7 @@ def div_e2c_adj(mesh, g, *, mode=None):
         return stencil.gather_sum(a.cellsOnEdge, None, a.edgeCoef, g)
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.launch("div_e2c_adj_atomic", mesh.nCells, (g, out), a.edgesOnCell, a.cellCoef, g,
-                        out, np.int32(mesh.maxEdges))
+        _KERNELS.scatter(mesh.nCells, a.edgesOnCell, a.cellCoef, g, out)
     else:
         out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
         _KERNELS.gather(mesh.nEdges, a.cellsOnEdge, a.edgeCoef, g, out)

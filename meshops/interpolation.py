@@ -29,12 +29,11 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import GATHER, Family
+from meshops.kernels import GATHER, SCATTER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", "interp_scatter_atomic",
-                                     GATHER))
+_KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", GATHER, SCATTER))
 
 
 def _build(mesh) -> dict:
@@ -100,8 +99,7 @@ def _adjoint(mesh, g, tag, mode):
         if tag in ("c2e", "v2e"):
             _KERNELS.launch("mean_2e_adj_atomic", n_out, (g, out), idx, g, out)
         else:
-            _KERNELS.launch("interp_scatter_atomic", n_out, (g, out), idx, coef, g, out,
-                            np.int32(idx.shape[1]))
+            _KERNELS.scatter(n_out, idx, coef, g, out)
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
         _KERNELS.gather(n_in, idxT, coefT, g, out)

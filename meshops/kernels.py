@@ -2,7 +2,8 @@
 
 Each operator family keeps its forward and adjoint kernels in one `.cu` file, templated on the
 floating type `T` and the lane width `W` (levels per thread, see `lane_width`); the generic
-one-table gather `stencil_gather_rows` (stencil.cuh) serves every family that lists it. A module is
+one-table gather and scatter of stencil.cuh (`GATHER`, `SCATTER`) serve every family that lists
+them. A module is
 compiled with NVRTC on first use and cached per (family, device, dtype, W, lanes per row,
 BLOCK_SIZE): the lanes per row are a compile-time constant (MESHOPS_NLEV), so the row/lane split
 and the field offsets compile to shifts and multiplies; the block size and the device's resident
@@ -25,6 +26,8 @@ CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
 BLOCK_SIZE = 256
 #: out[r] = sum_m coef[r, m] * x[idx[r, m]] over output rows r (stencil.cuh); see `Family.gather`.
 GATHER = "stencil_gather_rows"
+#: out[idx[r, m]] += coef[r, m] * g[r] over rows r (atomicAdd, stencil.cuh); see `Family.scatter`.
+SCATTER = "stencil_scatter_atomic"
 #: Bytes of one vector load or store (the widest global access of the GPU).
 LANE_BYTES = 16
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -167,4 +170,10 @@ class Family:
         width = idx.shape[1] if slot_stride == 1 else idx.size // slot_stride
         self.launch(GATHER, n, (x, out), idx, coef, x, out, np.int32(width), np.int32(slot_stride),
                     rows=rows, fixed_nlev=slot_stride == 1)
+
+    def scatter(self, n: int, idx, coef, g, out) -> None:
+        """out[idx[r, m], k] += coef[r, m] * g[r, k] (idx -1: no term) for the n rows of the
+        row-major (n, S) tables idx and coef: `SCATTER`, which the family must list; out must
+        hold zeros (or what the sums add to)."""
+        self.launch(SCATTER, n, (g, out), idx, coef, g, out, np.int32(idx.shape[1]))
 

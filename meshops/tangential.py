@@ -18,11 +18,11 @@ import numpy as np
 
 from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import GATHER, Family, stencil_tables
+from meshops.kernels import GATHER, SCATTER, Family, stencil_tables
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("tangential", ("tangential_e2e_adj_atomic", GATHER))
+_KERNELS = Family("tangential", (GATHER, SCATTER))
 
 
 def _build(mesh) -> dict:
@@ -79,8 +79,7 @@ def tangential_e2e_adj(mesh, g, *, mode=None):
         return stencil.gather_sum(a.edgesT, None, a.weightsT, g)
     if mode == "atomic":
         a, out = _arrays(mesh, g), xp.zeros_like(g)
-        _KERNELS.launch("tangential_e2e_adj_atomic", mesh.nEdges, (g, out), a.edgesOnEdge,
-                        a.weightsOnEdge, g, out, np.int32(mesh.maxEdges2))
+        _KERNELS.scatter(mesh.nEdges, a.edgesOnEdge, a.weightsOnEdge, g, out)
     else:
         out = xp.empty_like(g)
         t, stride = _gather_tables(mesh, (g, out))

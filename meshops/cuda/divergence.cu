@@ -2,24 +2,11 @@
 // and adjoints. Formulas: meshops/divergence.py. The coefficients are precomputed per stencil slot:
 // cellCoef[c,j] = edgeSignOnCell[c,j] * dvEdge[e_j] / areaCell[c] on edgesOnCell (masked beyond
 // nEdgesOnCell), edgeCoef[e,i] = (+1, -1)[i] * dvEdge[e] / areaCell[c_i] on cellsOnEdge.
-// div_e2c and its gather adjoint are stencil_gather_rows (stencil.cuh) on those tables.
+// div_e2c and its gather adjoint are stencil_gather_rows (stencil.cuh) on those tables, its
+// scatter adjoint stencil_scatter_atomic.
 #include "stencil.cuh"
 
 using meshops::Lanes;
-
-// Scatter form of the adjoint: one thread per (cell, lane) adds cellCoef[c,j] * g[c,k] into e_j.
-// Also the scatter form of flux_div_e2c_adj's common factor (see flux_div_e2c_adj_atomic).
-template <typename T, int W>
-__global__ void div_e2c_adj_atomic(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
-                                   const Lanes<T, W>* __restrict__ g, Lanes<T, W>* __restrict__ F_adj,
-                                   int maxEdges, int first, int last, int nlev)
-{
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(c, k, i, nlev);
-        meshops::stencil_scatter(edgesOnCell, cellCoef, g[i], F_adj, c, maxEdges, nlev, k);
-    }
-}
-MESHOPS_INSTANTIATE(div_e2c_adj_atomic)
 
 // -- flux divergence of h*u, fused: h and u are read in the stencil pass (no h*u temporary) -----
 

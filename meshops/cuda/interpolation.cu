@@ -2,7 +2,8 @@
 // Two-point means onto edges (`ends` = cellsOnEdge or verticesOnEdge) and kite-weighted stencils
 // with precomputed coefficients (interp_c2v: cellsOnVertex, kite/areaTriangle; interp_v2c:
 // verticesOnCell, kite/areaCell; the gather adjoints use the transposed stencils), the latter and
-// every gather adjoint being stencil_gather_rows (stencil.cuh).
+// every gather adjoint being stencil_gather_rows (stencil.cuh), their scatter adjoints
+// stencil_scatter_atomic.
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -37,17 +38,3 @@ __global__ void mean_2e_adj_atomic(const int* __restrict__ ends, const Lanes<T, 
     }
 }
 MESHOPS_INSTANTIATE(mean_2e_adj_atomic)
-
-// Scatter form of the kite-weighted forwards: one thread per (output, lane) of the forward.
-template <typename T, int W>
-__global__ void interp_scatter_atomic(const int* __restrict__ idx, const T* __restrict__ coef,
-                                      const Lanes<T, W>* __restrict__ g,
-                                      Lanes<T, W>* __restrict__ x_adj, int S, int first, int last,
-                                      int nlev)
-{
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(r, k, i, nlev);
-        meshops::stencil_scatter(idx, coef, g[i], x_adj, r, S, nlev, k);
-    }
-}
-MESHOPS_INSTANTIATE(interp_scatter_atomic)

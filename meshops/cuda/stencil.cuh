@@ -60,3 +60,19 @@ __global__ void stencil_gather_rows(const int* __restrict__ idx, const T* __rest
     }
 }
 MESHOPS_INSTANTIATE(stencil_gather_rows)
+
+// out[idx[r,m],k] += coef[r,m] * g[r,k] for rows r in [first, last) (atomicAdd; out zeroed by the
+// caller): the scatter form of the adjoint of every linear one-table stencil (div_e2c, curl_e2v,
+// the kite interpolations, tangential_e2e), one thread per (forward output row, level).
+template <typename T, int W>
+__global__ void stencil_scatter_atomic(const int* __restrict__ idx, const T* __restrict__ coef,
+                                       const meshops::Lanes<T, W>* __restrict__ g,
+                                       meshops::Lanes<T, W>* __restrict__ out, int S, int first,
+                                       int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(r, k, i, nlev);
+        meshops::stencil_scatter(idx, coef, g[i], out, r, S, nlev, k);
+    }
+}
+MESHOPS_INSTANTIATE(stencil_scatter_atomic)
