@@ -29,7 +29,8 @@ from meshops.kernels import GATHER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("gradient", ("grad_2e", "grad_2e_adj_atomic", GATHER))
+_KERNELS = Family("gradient", ("grad_2e", "grad_2e_adj_atomic", GATHER),
+                  offsets64=("grad_2e",))
 _DIFFERENCE = np.array([-1.0, 1.0])
 
 

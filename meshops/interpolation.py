@@ -33,7 +33,8 @@ from meshops.kernels import GATHER, SCATTER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", GATHER, SCATTER))
+_KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", "mean_2e_adj_gather", GATHER,
+                                     SCATTER), offsets64=("mean_2e",))
 
 
 def _build(mesh) -> dict:
@@ -102,7 +103,10 @@ def _adjoint(mesh, g, tag, mode):
             _KERNELS.scatter(n_out, idx, coef, g, out)
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
-        _KERNELS.gather(n_in, idxT, coefT, g, out)
+        if tag in ("c2e", "v2e"):
+            _KERNELS.launch("mean_2e_adj_gather", n_in, (g, out), idxT, g, out, np.int32(idxT.shape[1]))
+        else:
+            _KERNELS.gather(n_in, idxT, coefT, g, out)
     return out
 
 

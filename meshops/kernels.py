@@ -4,10 +4,12 @@ Each operator family keeps its forward and adjoint kernels in one `.cu` file, te
 floating type `T` and the lane width `W` (levels per thread, see `lane_width`); the generic
 one-table gather and scatter of stencil.cuh (`GATHER`, `SCATTER`) serve every family that lists
 them. A module is
-compiled with NVRTC on first use and cached per (family, device, dtype, W, lanes per row,
-BLOCK_SIZE): the lanes per row are a compile-time constant (MESHOPS_NLEV), so the row/lane split
-and the field offsets compile to shifts and multiplies; the block size and the device's resident
-threads per multiprocessor bound the register use of kernels marked MESHOPS_FULL_OCCUPANCY.
+compiled with NVRTC on first use and cached per (family, device, dtype, W, lanes per row, offset
+width, BLOCK_SIZE): the lanes per row are a compile-time constant (MESHOPS_NLEV), so the row/lane
+split and the field offsets compile to shifts and multiplies; offsets are 32-bit integers when every
+array of the launch fits (MESHOPS_OFFSET32, `offsets_fit_int32`); the block size and the device's
+resident threads per multiprocessor bound the register use of kernels marked
+MESHOPS_FULL_OCCUPANCY.
 Nothing here touches CUDA at import time.
 
 Every kernel takes `(..., first, last, nlev)` last: it runs one logical thread per (row, lane) of
@@ -30,6 +32,8 @@ GATHER = "stencil_gather_rows"
 SCATTER = "stencil_scatter_atomic"
 #: Bytes of one vector load or store (the widest global access of the GPU).
 LANE_BYTES = 16
+#: Largest offset of 32-bit offset arithmetic (MESHOPS_OFFSET32).
+INT32_MAX = 2**31 - 1
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
@@ -40,7 +44,7 @@ def cuda_sources() -> list[pathlib.Path]:
 
 @functools.lru_cache(maxsize=None)
 def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, lanes: int,
-            device: int, block_size: int):
+            offset32: bool, device: int, block_size: int):
     import cupy
 
     source = (CUDA_DIR / f"{family}.cu").read_text()
@@ -48,6 +52,7 @@ def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, 
     threads_per_sm = cupy.cuda.runtime.getDeviceProperties(device)["maxThreadsPerMultiProcessor"]
     options = ("-std=c++17", f"-I{CUDA_DIR}", f"-DMESHOPS_BLOCK_SIZE={block_size}",
                f"-DMESHOPS_THREADS_PER_SM={threads_per_sm}", f"-DMESHOPS_NLEV={lanes}")
+    options += ("-DMESHOPS_OFFSET32",) if offset32 else ()
     module = cupy.RawModule(code=source, options=options,
                             name_expressions=expressions)
     return {name: module.get_function(expr) for name, expr in zip(kernel_names, expressions)}
@@ -112,6 +117,13 @@ def _grid_blocks(n_threads: int, lanes: int, device: int) -> int:
     return min(-(-n_threads // BLOCK_SIZE), factor * _resident_blocks(device, BLOCK_SIZE))
 
 
+def offsets_fit_int32(args, loop_end: int) -> bool:
+    """Whether a launch may use 32-bit offsets: every array argument has fewer than 2^31 elements
+    (each offset a kernel forms indexes one of them) and so does the logical thread index, which
+    reaches below `loop_end` = last row * lanes per row + the threads of the grid."""
+    return loop_end <= INT32_MAX and all(a.size <= INT32_MAX for a in args if getattr(a, "ndim", 0))
+
+
 def check_rows(rows, n: int) -> tuple[int, int]:
     """(first, last) of `rows` (None: all n rows), checked against 0 <= first <= last <= n."""
     if rows is None:
@@ -125,19 +137,25 @@ def check_rows(rows, n: int) -> tuple[int, int]:
 class Family:
     """The kernels `names` of `meshops/cuda/{family}.cu`, launched over output rows."""
 
-    def __init__(self, family: str, names: tuple[str, ...], *, runtime_nlev: tuple[str, ...] = ()):
+    def __init__(self, family: str, names: tuple[str, ...], *, runtime_nlev: tuple[str, ...] = (),
+                 offsets64: tuple[str, ...] = ()):
         """`runtime_nlev`: kernels that take nlev at run time when a row is one lane (nlev 1):
         with nlev fixed at 1 NVRTC schedules some of their table loads after the first gathers
-        (on an H200, float64: reconstruct_xyz_e2c 1.39x, pv_flux_e2e 1.11x slower)."""
-        self.family, self.names, self.runtime_nlev = family, tuple(names), frozenset(runtime_nlev)
+        (on an H200, float64: reconstruct_xyz_e2c 1.39x, pv_flux_e2e 1.11x slower).
+        `offsets64`: kernels that keep 64-bit offsets where 32-bit ones would fit, measured
+        slower with 32-bit ones (on an H200, level 9: the two-point edge stencils by 3-13%,
+        reconstruct_xyz_e2c by 37% at nlev 1, float64)."""
+        self.family, self.names = family, tuple(names)
+        self.runtime_nlev, self.offsets64 = frozenset(runtime_nlev), frozenset(offsets64)
 
-    def kernel(self, name: str, dtype, width: int, lanes: int):
+    def kernel(self, name: str, dtype, width: int, lanes: int, offset32: bool = False):
         """The kernel `name<T, width>` for `dtype` on the current device, compiled once for
-        `lanes` lanes per row (0: nlev is a run-time argument)."""
+        `lanes` lanes per row (0: nlev is a run-time argument) and 32- or 64-bit offsets."""
         ctype = _CTYPES.get(np.dtype(dtype))
         if ctype is None:
             raise TypeError(f"CUDA kernels: expected float32 or float64, got dtype {np.dtype(dtype)}")
-        return _module(self.family, self.names, ctype, width, lanes, _device(), BLOCK_SIZE)[name]
+        return _module(self.family, self.names, ctype, width, lanes, bool(offset32), _device(),
+                       BLOCK_SIZE)[name]
 
     def launch(self, name: str, n: int, fields, *args, rows=None, fixed_nlev=True) -> None:
         """Run kernel `name` over rows [first, last) of its n output rows (`rows`, default all).
@@ -147,7 +165,8 @@ class Family:
         on adjacent levels from adjacent threads coalesce, per-lane atomics of one thread do not.
         The grid is sized from the current device (`_grid_blocks`; kernels use grid-stride
         loops). The module is compiled for this nlev (in lanes) unless `fixed_nlev` is false or
-        nlev is 1 and the family lists `name` in `runtime_nlev`.
+        nlev is 1 and the family lists `name` in `runtime_nlev`, and with 32-bit offsets when
+        they fit (`offsets_fit_int32`) unless the family lists `name` in `offsets64`.
         """
         first, last = check_rows(rows, n)
         width = 1 if name.endswith("_atomic") else lane_width(fields)
@@ -157,7 +176,8 @@ class Family:
             return
         blocks = _grid_blocks(n_threads, nlev, _device())
         fixed_nlev = fixed_nlev and not (nlev == 1 and name in self.runtime_nlev)
-        kernel = self.kernel(name, fields[0].dtype, width, nlev if fixed_nlev else 0)
+        offset32 = name not in self.offsets64 and offsets_fit_int32(args, last * nlev + blocks * BLOCK_SIZE)
+        kernel = self.kernel(name, fields[0].dtype, width, nlev if fixed_nlev else 0, offset32)
         kernel((blocks,), (BLOCK_SIZE,), args + (np.int32(first), np.int32(last), np.int32(nlev)))
 
     def gather(self, n: int, idx, coef, x, out, *, slot_stride=1, rows=None) -> None:

@@ -46,7 +46,8 @@ from meshops.registry import register
 _KERNELS = Family("reconstruct", (
     "reconstruct_xyz_e2c", "reconstruct_xyz_e2c_adj_atomic", "reconstruct_xyz_e2c_adj_gather",
     "reconstruct_zm_e2c", "reconstruct_zm_e2c_adj_atomic", "reconstruct_zm_e2c_adj_gather"),
-    runtime_nlev=("reconstruct_xyz_e2c",))
+    runtime_nlev=("reconstruct_xyz_e2c",),
+    offsets64=("reconstruct_xyz_e2c", "reconstruct_xyz_e2c_adj_gather"))
 
 
 def perot_coefficients(mesh) -> np.ndarray:

@@ -96,10 +96,19 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 #define MESHOPS_FIX_NLEV(nlev) \
     if (MESHOPS_NLEV > 0) nlev = MESHOPS_NLEV
 
+// Element offsets into fields and tables, and the logical thread index: 32-bit when the launcher
+// finds that every array of the launch and the grid-stride loop stay below 2^31
+// (MESHOPS_OFFSET32, meshops/kernels.py), 64-bit otherwise.
+#ifdef MESHOPS_OFFSET32
+typedef int meshops_offset;
+#else
+typedef long long meshops_offset;
+#endif
+
 #define MESHOPS_ROW_LOOP(i, first, last, nlev)                                                  \
-    for (long long i = (long long)(first) * (nlev) + (long long)blockIdx.x * blockDim.x +      \
-                       threadIdx.x;                                                            \
-         i < (long long)(last) * (nlev); i += (long long)blockDim.x * gridDim.x)
+    for (meshops_offset i = (meshops_offset)(first) * (nlev) +                                 \
+                            (meshops_offset)blockIdx.x * blockDim.x + threadIdx.x;             \
+         i < (meshops_offset)(last) * (nlev); i += (meshops_offset)blockDim.x * gridDim.x)
 
 // Loop over the logical threads i of output rows [first, last), nlev lanes per row.
 #define MESHOPS_ROWS(i, first, last, nlev) \
@@ -112,16 +121,16 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
     MESHOPS_FIX_NLEV(nlev);                             \
     _Pragma("unroll 1") MESHOPS_ROW_LOOP(i, first, last, nlev)
 
-// The row of logical thread i = row * nlev + lane: 32-bit division whenever i fits (the 64-bit
-// division is a long software sequence, paid by every thread).
-__device__ __forceinline__ int meshops_entity(long long i, int nlev)
+// The row of logical thread i = row * nlev + lane: unsigned 32-bit division whenever i fits (the
+// 64-bit division is a long software sequence, paid by every thread; signed division is longer).
+__device__ __forceinline__ int meshops_entity(meshops_offset i, int nlev)
 {
-    return i <= 0xffffffffLL ? (int)((unsigned)i / (unsigned)nlev) : (int)(i / nlev);
+    return (long long)i <= 0xffffffffLL ? (int)((unsigned)i / (unsigned)nlev) : (int)(i / nlev);
 }
 
 // Row r and lane k of logical thread i (declares both).
 #define MESHOPS_ROW_LANE(r, k, i, nlev) \
-    const int r = meshops_entity(i, nlev), k = (int)((i) - (long long)r * (nlev))
+    const int r = meshops_entity(i, nlev), k = (int)((i) - (meshops_offset)r * (nlev))
 
 // Instantiate a kernel for every (T, W) the launcher uses when the file is compiled on its own with
 // nvcc (CI's syntax and type check); NVRTC instantiates through CuPy's name expressions instead.

@@ -22,7 +22,7 @@ __global__ void flux_div_e2c(const int* __restrict__ edgesOnCell, const T* __res
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const long long ek = (long long)e * nlev + k;
+                const meshops_offset ek = (meshops_offset)e * nlev + k;
                 meshops::axpy(acc, cellCoef[c * maxEdges + j], h[ek] * u[ek]);
             }
         }
@@ -45,7 +45,7 @@ __global__ void flux_div_e2c_tl(const int* __restrict__ edgesOnCell, const T* __
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const long long ek = (long long)e * nlev + k;
+                const meshops_offset ek = (meshops_offset)e * nlev + k;
                 meshops::axpy(acc, cellCoef[c * maxEdges + j], dh[ek] * u[ek] + h[ek] * du[ek]);
             }
         }
@@ -72,7 +72,7 @@ __global__ void flux_div_e2c_adj_atomic(const int* __restrict__ edgesOnCell,
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const long long ek = (long long)e * nlev + k;
+                const meshops_offset ek = (meshops_offset)e * nlev + k;
                 const Lanes<T, W> w = cellCoef[c * maxEdges + j] * gc;
                 meshops::atomic_add(&h_adj[ek], w * u[ek]);
                 meshops::atomic_add(&u_adj[ek], w * h[ek]);

@@ -15,8 +15,8 @@ __global__ void grad_2e(const int* __restrict__ ends, const T* __restrict__ invL
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        if (b >= 0) acc += x[(long long)b * nlev + k];
-        if (a >= 0) acc -= x[(long long)a * nlev + k];
+        if (b >= 0) acc += x[(meshops_offset)b * nlev + k];
+        if (a >= 0) acc -= x[(meshops_offset)a * nlev + k];
         grad[i] = invLength[e] * acc;
     }
 }
@@ -33,8 +33,8 @@ __global__ void grad_2e_adj_atomic(const int* __restrict__ ends, const T* __rest
         const int a = ends[2 * e], b = ends[2 * e + 1];
         const T s = invLength[e];
         const Lanes<T, W> ge = g[i];
-        if (b >= 0) meshops::atomic_add(&x_adj[(long long)b * nlev + k], s * ge);
-        if (a >= 0) meshops::atomic_add(&x_adj[(long long)a * nlev + k], (-s) * ge);
+        if (b >= 0) meshops::atomic_add(&x_adj[(meshops_offset)b * nlev + k], s * ge);
+        if (a >= 0) meshops::atomic_add(&x_adj[(meshops_offset)a * nlev + k], (-s) * ge);
     }
 }
 MESHOPS_INSTANTIATE(grad_2e_adj_atomic)

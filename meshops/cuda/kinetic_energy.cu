@@ -18,7 +18,7 @@ __global__ void ke_e2c(const int* __restrict__ edgesOnCell, const T* __restrict_
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const Lanes<T, W> ue = u[(long long)e * nlev + k];
+                const Lanes<T, W> ue = u[(meshops_offset)e * nlev + k];
                 meshops::axpy(acc, cellCoef[c * maxEdges + j], ue * ue);
             }
         }
@@ -39,7 +39,7 @@ __global__ void ke_e2c_tl(const int* __restrict__ edgesOnCell, const T* __restri
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const long long ek = (long long)e * nlev + k;
+                const meshops_offset ek = (meshops_offset)e * nlev + k;
                 meshops::axpy(acc, cellCoef2[c * maxEdges + j], u[ek] * du[ek]);
             }
         }
@@ -61,7 +61,7 @@ __global__ void ke_e2c_adj_atomic(const int* __restrict__ edgesOnCell, const T* 
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const long long ek = (long long)e * nlev + k;
+                const meshops_offset ek = (meshops_offset)e * nlev + k;
                 meshops::atomic_add(&u_adj[ek], (cellCoef2[c * maxEdges + j] * gc) * u[ek]);
             }
         }

@@ -19,10 +19,10 @@ __global__ void pv_flux_e2e(const int* __restrict__ edgesOnEdge, const T* __rest
         const Lanes<T, W> qe = q[i];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < maxEdges2; ++j) {
-            const long long p = meshops::slot_index(e, j, maxEdges2, slotStride);
+            const meshops_offset p = meshops::slot_index(e, j, maxEdges2, slotStride);
             const int e2 = edgesOnEdge[p];
             if (e2 >= 0) {
-                const long long e2k = (long long)e2 * nlev + k;
+                const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
                 meshops::axpy(acc, weightsOnEdge[p], F[e2k] * (qe + q[e2k]));
             }
         }
@@ -44,10 +44,10 @@ __global__ void pv_flux_e2e_tl(const int* __restrict__ edgesOnEdge,
         const Lanes<T, W> qe = q[i], dqe = dq[i];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < maxEdges2; ++j) {
-            const long long p = meshops::slot_index(e, j, maxEdges2, slotStride);
+            const meshops_offset p = meshops::slot_index(e, j, maxEdges2, slotStride);
             const int e2 = edgesOnEdge[p];
             if (e2 >= 0) {
-                const long long e2k = (long long)e2 * nlev + k;
+                const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
                 meshops::axpy(acc, weightsOnEdge[p],
                               dF[e2k] * (qe + q[e2k]) + F[e2k] * (dqe + dq[e2k]));
             }
@@ -77,7 +77,7 @@ __global__ void pv_flux_e2e_adj_atomic(const int* __restrict__ edgesOnEdge,
         for (int j = 0; j < maxEdges2; ++j) {
             const int e2 = edgesOnEdge[e * maxEdges2 + j];
             if (e2 >= 0) {
-                const long long e2k = (long long)e2 * nlev + k;
+                const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
                 const Lanes<T, W> wg = weightsOnEdge[e * maxEdges2 + j] * ge;
                 const Lanes<T, W> wgF = wg * F[e2k];
                 meshops::atomic_add(&F_adj[e2k], wg * (qe + q[e2k]));
@@ -114,10 +114,10 @@ __global__ void pv_flux_e2e_adj_gather(const int* __restrict__ edgesOnEdge,
                                     slotStride);
         Lanes<T, W> accF = meshops::splat<T, W>(0), wg = meshops::splat<T, W>(0);
         for (int s = 0; s < maxT; ++s) {
-            const long long p = meshops::slot_index(ep, s, maxT, slotStride);
+            const meshops_offset p = meshops::slot_index(ep, s, maxT, slotStride);
             const int e = edgesOnEdgeT[p];
             if (e >= 0) {
-                const long long ekk = (long long)e * nlev + k;
+                const meshops_offset ekk = (meshops_offset)e * nlev + k;
                 const Lanes<T, W> w = weightsOnEdgeT[p] * g[ekk];
                 accF += w * (q[ekk] + qp);
                 wg += w;

@@ -22,8 +22,8 @@ __device__ __forceinline__ void reconstruct_body(const int* __restrict__ edgesOn
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const Lanes<T, W> ue = u[(long long)e * nlev + k];
-                const T* w = coeffs + ((long long)c * maxEdges + j) * NC;
+                const Lanes<T, W> ue = u[(meshops_offset)e * nlev + k];
+                const T* w = coeffs + ((meshops_offset)c * maxEdges + j) * NC;
 #pragma unroll
                 for (int d = 0; d < NC; ++d) meshops::axpy(acc[d], w[d], ue);
             }
@@ -49,11 +49,11 @@ __device__ __forceinline__ void reconstruct_adj_atomic_body(const int* __restric
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const T* w = coeffs + ((long long)c * maxEdges + j) * NC;
+                const T* w = coeffs + ((meshops_offset)c * maxEdges + j) * NC;
                 Lanes<T, W> acc = meshops::splat<T, W>(0);
 #pragma unroll
                 for (int d = 0; d < NC; ++d) meshops::axpy(acc, w[d], gc[d]);
-                meshops::atomic_add(&u_adj[(long long)e * nlev + k], acc);
+                meshops::atomic_add(&u_adj[(meshops_offset)e * nlev + k], acc);
             }
         }
     }
@@ -74,8 +74,8 @@ __device__ __forceinline__ void reconstruct_adj_gather_body(const int* __restric
         for (int s = 0; s < 2; ++s) {
             const int c = cellsOnEdge[2 * e + s];
             if (c >= 0) {
-                const long long ck = (long long)c * nlev + k;
-                const T* w = coeffsOnEdge + ((long long)e * 2 + s) * NC;
+                const meshops_offset ck = (meshops_offset)c * nlev + k;
+                const T* w = coeffsOnEdge + ((meshops_offset)e * 2 + s) * NC;
 #pragma unroll
                 for (int d = 0; d < NC; ++d) meshops::axpy(acc, w[d], g[d][ck]);
             }

@@ -9,9 +9,9 @@
 
 namespace meshops {
 
-__device__ __forceinline__ long long slot_index(int row, int m, int S, int slotStride)
+__device__ __forceinline__ meshops_offset slot_index(int row, int m, int S, int slotStride)
 {
-    return slotStride == 1 ? (long long)row * S + m : (long long)m * slotStride + row;
+    return slotStride == 1 ? (meshops_offset)row * S + m : (meshops_offset)m * slotStride + row;
 }
 
 // sum_{m < S, idx >= 0} coef[row, m] * x[idx[row, m], k], in slot order (fixed summation order).
@@ -23,9 +23,9 @@ __device__ __forceinline__ Lanes<T, W> stencil_gather(const int* __restrict__ id
 {
     Lanes<T, W> acc = splat<T, W>(0);
     for (int m = 0; m < S; ++m) {
-        const long long p = slot_index(row, m, S, slotStride);
+        const meshops_offset p = slot_index(row, m, S, slotStride);
         const int t = idx[p];
-        if (t >= 0) axpy(acc, coef[p], x[(long long)t * nlev + k]);
+        if (t >= 0) axpy(acc, coef[p], x[(meshops_offset)t * nlev + k]);
     }
     return acc;
 }
@@ -38,7 +38,7 @@ __device__ __forceinline__ void stencil_scatter(const int* __restrict__ idx, con
 {
     for (int m = 0; m < S; ++m) {
         const int t = idx[row * S + m];
-        if (t >= 0) atomic_add(&out[(long long)t * nlev + k], coef[row * S + m] * y);
+        if (t >= 0) atomic_add(&out[(meshops_offset)t * nlev + k], coef[row * S + m] * y);
     }
 }
 

@@ -46,8 +46,8 @@ def test_recorder_restores_prepared(ico_mesh, rng):
 
 def test_gpu_bytes_are_the_tables_the_kernels_take(ico_mesh, rng, tmp_path, monkeypatch):
     """On the CuPy path (here routed to the host-compiled kernels) a prepared array counts only
-    when a kernel takes it: interp_c2e's mean_2e takes cellsOnEdge but no coefficients, and each
-    adjoint mode takes its own tables only."""
+    when a kernel takes it: interp_c2e's mean_2e and its gather adjoint take cellsOnEdge and its
+    transpose but no coefficients, and each adjoint mode takes its own table only."""
     import meshops.interpolation
     from meshops import interp_c2e, interp_c2e_adj
     from tests.meshops.host_harness import compile_families, host, route_to_host
@@ -61,7 +61,7 @@ def test_gpu_bytes_are_the_tables_the_kernels_take(ico_mesh, rng, tmp_path, monk
     assert rec.nbytes == tables.idx_c2e.nbytes == 4 * 2 * m.nEdges
     with common.MeshArrayRecorder() as rec:
         interp_c2e_adj(m, g, mode="deterministic")
-    assert rec.nbytes == tables.idxT_c2e.nbytes + tables.coefT_c2e.nbytes == (4 + 8) * m.nCells * m.maxEdges
+    assert rec.nbytes == tables.idxT_c2e.nbytes == 4 * m.nCells * m.maxEdges
     with common.MeshArrayRecorder() as rec:
         interp_c2e_adj(m, g, mode="atomic")
     assert rec.nbytes == tables.idx_c2e.nbytes

@@ -9,6 +9,7 @@ allocations the fake array module of `route_to_host` makes HostArrays too. Every
 against the kernel's C++ signature: argument count, pointer dtypes, contiguity and int32 scalars.
 """
 import ctypes
+import itertools
 import re
 import shutil
 import subprocess
@@ -61,16 +62,18 @@ def _base_type(param: str) -> str:
 
 
 def compile_families(tmp, families) -> dict:
-    """{(family, kernel, ctype, width): (function, parameter types)}: the kernels of `families`.cu compiled
-    into shared libraries under `tmp`; skips the test when g++, nm or c++filt is missing."""
+    """{(family, kernel, ctype, width, offset32): (function, parameter types)}: the kernels of
+    `families`.cu compiled into shared libraries under `tmp`, with 64-bit and with 32-bit offsets
+    (MESHOPS_OFFSET32); skips the test when g++, nm or c++filt is missing."""
     if not (shutil.which("g++") and shutil.which("nm") and shutil.which("c++filt")):
         pytest.skip("needs g++, nm and c++filt")
     (tmp / "prelude.h").write_text(HOST_PRELUDE)
     table = {}
-    for family in families:
-        lib = tmp / f"lib{family}.so"
+    for family, offset32 in itertools.product(families, (False, True)):
+        lib = tmp / f"lib{family}{'_offset32' if offset32 else ''}.so"
         subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-std=c++17", "-include", str(tmp / "prelude.h"),
-                        "-DMESHOPS_NVCC_CHECK", f"-I{CUDA_DIR}", "-x", "c++", "-o", str(lib),
+                        "-DMESHOPS_NVCC_CHECK", *(["-DMESHOPS_OFFSET32"] if offset32 else []),
+                        f"-I{CUDA_DIR}", "-x", "c++", "-o", str(lib),
                         str(CUDA_DIR / f"{family}.cu")], check=True, capture_output=True)
         handle = ctypes.CDLL(str(lib))
         symbols = [line.split()[2] for line in subprocess.run(
@@ -81,7 +84,7 @@ def compile_families(tmp, families) -> dict:
         for symbol, name in zip(symbols, names):
             match = re.fullmatch(r"void (\w+)<(float|double), (\d)>\((.*)\)", name)
             if match:
-                table[(family, match.group(1), match.group(2), int(match.group(3)))] = (
+                table[(family, match.group(1), match.group(2), int(match.group(3)), offset32)] = (
                     getattr(handle, symbol), _split_params(match.group(4)))
     return table
 
@@ -119,13 +122,13 @@ def route_to_host(monkeypatch, table, families) -> dict:
     launches = {family: [] for family in families}
     real_kernel = meshops.kernels.Family.kernel
 
-    def kernel(self, name, dtype, width, lanes):
+    def kernel(self, name, dtype, width, lanes, offset32=False):
         if self.family not in families:
-            return real_kernel(self, name, dtype, width, lanes)
+            return real_kernel(self, name, dtype, width, lanes, offset32)
         assert name in self.names, (self.family, name)
         ctype = _CTYPE_OF[np.dtype(dtype)]
-        label = f"{self.family}.{name}<{ctype}, {width}>"
-        function, params = table[(self.family, name, ctype, width)]
+        label = f"{self.family}.{name}<{ctype}, {width}>{' (32-bit offsets)' if offset32 else ''}"
+        function, params = table[(self.family, name, ctype, width, offset32)]
 
         def run(grid, block, args):
             _call(label, function, params, args)

@@ -1,5 +1,5 @@
 """Compile every CUDA source with nvcc for sm_90, with nlev at run time and fixed at compile time,
-and check what ptxas reports: no kernel spills registers to local memory (gathers carry
+with 64-bit and 32-bit offsets, and check what ptxas reports: no kernel spills registers to local memory (gathers carry
 MESHOPS_FULL_OCCUPANCY, a 32-register cap, only where their values fit), and the capped kernels
 really stay within 32 registers."""
 import re
@@ -14,11 +14,12 @@ NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 
 
-def _ptxas_report(source, lanes) -> dict[str, tuple[int, int]]:
+def _ptxas_report(source, lanes, offset32) -> dict[str, tuple[int, int]]:
     """{mangled kernel name: (registers, spill store bytes)} of every instantiation in `source`,
-    compiled for `lanes` lanes per row (MESHOPS_NLEV)."""
+    compiled for `lanes` lanes per row (MESHOPS_NLEV), with 32-bit offsets if `offset32`."""
+    options = ["-DMESHOPS_OFFSET32"] if offset32 else []
     run = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-DMESHOPS_NVCC_CHECK", f"-DMESHOPS_NLEV={lanes}",
-                          "-Xptxas", "-v", "-o", "/dev/null", str(source)],
+                          *options, "-Xptxas", "-v", "-o", "/dev/null", str(source)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     report, name, spills = {}, None, 0
@@ -34,10 +35,11 @@ def _ptxas_report(source, lanes) -> dict[str, tuple[int, int]]:
 
 # Lanes per row the modules are compiled for: nlev at run time, one lane per row (nlev 1), and
 # float64 nlev 32 (16 lanes of 2 levels; the W = 1 instances stand for odd level counts).
+@pytest.mark.parametrize("offset32", [False, True], ids=["offset64", "offset32"])
 @pytest.mark.parametrize("lanes", [0, 1, 16])
 @pytest.mark.parametrize("source", cuda_sources(), ids=lambda p: p.stem)
-def test_kernels_do_not_spill(source, lanes):
-    report = _ptxas_report(source, lanes)
+def test_kernels_do_not_spill(source, lanes, offset32):
+    report = _ptxas_report(source, lanes, offset32)
     assert report, f"{source.name}: ptxas reported no kernels"
     spilling = {name: spills for name, (_, spills) in report.items() if spills}
     assert not spilling, f"{source.name}: kernels spill registers (bytes stored): {spilling}"

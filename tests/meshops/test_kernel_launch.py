@@ -1,6 +1,8 @@
 """Launch decisions of `meshops.kernels.Family`, checked through the host-compiled kernels: the lane
 width and the level count a module is compiled for (and the kernels that take it at run time at
-one lane per row), and the grid size."""
+one lane per row), the offset width, and the grid size."""
+import types
+
 import numpy as np
 import pytest
 
@@ -11,17 +13,19 @@ from meshops.kernels import GATHER, _grid_blocks
 from .conftest import random_field
 from .host_harness import host, host_fixtures
 
-host_kernels, on_host = host_fixtures("divergence", "reconstruct", "tangential")
+host_kernels, on_host = host_fixtures("divergence", "gradient", "interpolation", "pv_flux", "reconstruct",
+                                      "tangential")
 
 
 @pytest.fixture
 def compiled(on_host, monkeypatch):
-    """[(family, kernel, lane width, lanes per row compiled in)] of every launch, in order."""
+    """[(family, kernel, lane width, lanes per row compiled in, 32-bit offsets)] of every launch,
+    in order."""
     seen, routed = [], kernels.Family.kernel
 
-    def kernel(self, name, dtype, width, lanes):
-        seen.append((self.family, name, width, lanes))
-        return routed(self, name, dtype, width, lanes)
+    def kernel(self, name, dtype, width, lanes, offset32=False):
+        seen.append((self.family, name, width, lanes, offset32))
+        return routed(self, name, dtype, width, lanes, offset32)
 
     monkeypatch.setattr(kernels.Family, "kernel", kernel)
     return seen
@@ -31,7 +35,7 @@ def compiled(on_host, monkeypatch):
 def test_level_count_is_compiled_in(ico_mesh, rng, compiled, nlev, width, lanes):
     F = random_field(ico_mesh, "edge", rng, nlev=nlev)
     meshops.div_e2c(ico_mesh, host(F))
-    assert compiled == [("divergence", GATHER, width, lanes)]
+    assert compiled == [("divergence", GATHER, width, lanes, True)]
 
 
 @pytest.mark.parametrize("nlev, expected", [
@@ -46,7 +50,7 @@ def test_run_time_level_count_at_one_lane_per_row(ico_mesh, rng, compiled, nlev,
     meshops.reconstruct_e2c(ico_mesh, u)
     meshops.reconstruct_zonal_meridional_e2c(ico_mesh, u)
     meshops.tangential_e2e(ico_mesh, u)
-    assert {name: lanes for _, name, _, lanes in compiled} == expected
+    assert {name: lanes for _, name, _, lanes, _ in compiled} == expected
 
 
 def test_grid_blocks(monkeypatch):
@@ -57,3 +61,49 @@ def test_grid_blocks(monkeypatch):
     assert _grid_blocks(10**9, 16, 0) == 3200
     assert _grid_blocks(1000 * block + 1, 16, 0) == 1001
     assert _grid_blocks(1, 1, 0) == 1
+
+
+def test_offset_width_rule():
+    """32-bit offsets only when every array argument and the logical thread index stay below 2^31."""
+    def array(size):
+        return types.SimpleNamespace(ndim=1, size=size)
+
+    limit = kernels.INT32_MAX
+    scalars = (np.int32(7), np.int32(1))
+    assert kernels.offsets_fit_int32((array(limit), array(10)) + scalars, limit)
+    assert not kernels.offsets_fit_int32((array(limit + 1), array(10)) + scalars, 100)
+    assert not kernels.offsets_fit_int32((array(10),) + scalars, limit + 1)
+
+
+def test_offset_width_per_kernel(ico_mesh, rng, compiled):
+    """On a small mesh every kernel takes 32-bit offsets but the two-point edge stencils listed in
+    `offsets64` (grad_2e, mean_2e); a launch whose arrays would not fit takes 64-bit ones."""
+    m = ico_mesh
+    phi, u = host(random_field(m, "cell", rng, nlev=4)), host(random_field(m, "edge", rng, nlev=4))
+    meshops.grad_c2e(m, phi)
+    meshops.interp_c2e(m, phi)
+    meshops.interp_c2e_adj(m, u, mode="deterministic")
+    meshops.pv_flux_e2e(m, u, host(random_field(m, "edge", rng, nlev=4)))
+    assert {name: offset32 for _, name, _, _, offset32 in compiled} == {
+        "grad_2e": False, "mean_2e": False, "mean_2e_adj_gather": True, "pv_flux_e2e": True}
+
+
+@pytest.mark.parametrize("nlev", [None, 4])
+def test_64_bit_offsets_give_the_same_bits(ico_mesh, rng, on_host, monkeypatch, nlev):
+    """The kernels compiled with 64-bit offsets (launches too large for 32-bit ones) compute the
+    same bits as with 32-bit offsets."""
+    m = ico_mesh
+    u, q, F = (host(random_field(m, "edge", rng, nlev=nlev)) for _ in range(3))
+    phi = host(random_field(m, "cell", rng, nlev=nlev))
+
+    def run():
+        return [meshops.div_e2c(m, F), meshops.flux_div_e2c(m, F, u), meshops.tangential_e2e(m, u),
+                meshops.pv_flux_e2e(m, F, q), meshops.pv_flux_e2e_adj(m, F, q, u, mode="deterministic")[0],
+                meshops.reconstruct_e2c(m, u)[0], meshops.interp_c2e_adj(m, u, mode="deterministic"),
+                meshops.grad_c2e_adj(m, u, mode="atomic"), meshops.interp_c2e(m, phi)]
+
+    narrow = run()
+    monkeypatch.setattr(kernels, "INT32_MAX", 0)
+    wide = run()
+    for a, b in zip(narrow, wide):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
