@@ -3,12 +3,11 @@
 Each operator family keeps its forward and adjoint kernels in one `.cu` file, templated on the
 floating type `T` and the lane width `W` (levels per thread, see `lane_width`); the generic
 one-table gather and scatter of stencil.cuh (`GATHER`, `SCATTER`) serve every family that lists
-them. A module is
-compiled with NVRTC on first use and cached per (family, device, dtype, W, lanes per row, offset
-width, BLOCK_SIZE): the lanes per row are a compile-time constant (MESHOPS_NLEV), so the row/lane
-split and the field offsets compile to shifts and multiplies; offsets are 32-bit integers when every
-array of the launch fits (MESHOPS_OFFSET32, `offsets_fit_int32`); the block size and the device's
-resident threads per multiprocessor bound the register use of kernels marked
+them. A module is compiled with NVRTC on first use and cached per (family, device, dtype, W, lanes
+per row, offset width, BLOCK_SIZE): the lanes per row are a compile-time constant (MESHOPS_NLEV),
+so the row/lane split and the field offsets compile to shifts and multiplies; offsets are 32-bit
+integers when every array of the launch fits (MESHOPS_OFFSET32, `offsets_fit_int32`); the block
+size and the device's resident threads per multiprocessor bound the register use of kernels marked
 MESHOPS_FULL_OCCUPANCY.
 Nothing here touches CUDA at import time.
 
