@@ -9,6 +9,7 @@ results are cached through `meshops.backend.prepared`).
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
 
 
 def masked(idx, count=None) -> np.ndarray:
@@ -34,23 +35,24 @@ def transpose(idx, n_in: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     Returns (rows, slots), both (n_in, W) with W the largest number of entries naming one input:
     rows[t, m], slots[t, m] is the m-th pair with idx[rows, slots] == t in increasing (row, slot)
     order; -1 pads. `name` (the MPAS field) is used in the error for an index >= n_in.
+    The valid entries form a CSR matrix (row-major, so in (row, slot) order) whose values are their
+    flat positions; SciPy's CSR -> CSC conversion is a stable counting sort, which lists each
+    input's entries in that order.
     """
     idx = np.asarray(idx)
     _check_range(idx, n_in, name)
-    K = idx.shape[1]
-    flat = idx.ravel()
-    pos = np.flatnonzero(flat >= 0)            # row-major positions: increasing (row, slot)
-    target = flat[pos]
-    order = np.argsort(target, kind="stable")
-    pos, target = pos[order], target[order]
-    counts = np.bincount(target, minlength=n_in)
-    width = int(counts.max()) if counts.size else 0
-    start = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    rank = np.arange(target.size) - start[target]
-    rows = np.full((n_in, width), -1, dtype=np.int64)
-    slots = np.full((n_in, width), -1, dtype=np.int64)
-    rows[target, rank] = pos // K
-    slots[target, rank] = pos % K
+    n_out, K = idx.shape
+    valid = idx >= 0
+    pos = np.flatnonzero(valid)
+    indptr = np.zeros(n_out + 1, dtype=np.int64)
+    np.cumsum(valid.sum(axis=1), out=indptr[1:])
+    by_input = scipy.sparse.csr_array((pos, idx.ravel()[pos], indptr), shape=(n_out, n_in)).tocsc()
+    counts = np.diff(by_input.indptr)
+    inside = np.arange(int(counts.max(initial=0)))[None, :] < counts[:, None]
+    rows = np.full(inside.shape, -1, dtype=np.int64)
+    slots = np.full(inside.shape, -1, dtype=np.int64)
+    rows[inside] = by_input.indices
+    slots[inside] = by_input.data % K
     return rows, slots
 
 

@@ -21,7 +21,8 @@ so that sum_e pv_flux_e2e_tl(F, q; dF, dq)[e] g[e] = sum_e (dF[e] F_adj[e] + dq[
 Euclidean inner product over entries and levels). Adjoint mode `atomic` scatters from each edge e
 through edgesOnEdge (atomicAdd on the GPU); `deterministic` gathers into each edge e' through the
 transposed map (edgesOnEdgeT, weightsOnEdgeT: the e and w_ej of every pair with eoe_j = e', in
-increasing (e, j) order), which is bitwise reproducible. Both backends read edgesOnEdge masked beyond
+increasing (e, j) order; `meshops.trisk`, the tables tangential_e2e reads too), which is bitwise
+reproducible. Both backends read edgesOnEdge masked beyond
 nEdgesOnEdge (-1, weights 0 in pads). NumPy evaluates the sums as products with the weights matrix W
 (W[e, eoe_j] = w_ej): out = 0.5 * (q * (W F) + W (F q)), and the adjoint with W^T likewise.
 """
@@ -29,58 +30,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import connectivity, stencil
-from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import Family, stencil_tables
+from meshops import stencil, trisk
+from meshops.backend import array_module, check_field
+from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("pv_flux", (
     "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj_atomic", "pv_flux_e2e_adj_gather"),
     runtime_nlev=("pv_flux_e2e",))
-
-
-def transpose_edges_on_edge(nEdgesOnEdge, edgesOnEdge, weightsOnEdge, nEdges):
-    """The transposed TRiSK stencil: for each edge e', every (e, j) with edgesOnEdge[e, j] = e'.
-
-    Returns (nEdgesOnEdgeT (nEdges,), edgesOnEdgeT (nEdges, K), weightsOnEdgeT (nEdges, K)) with
-    edgesOnEdgeT[e', s] = e and weightsOnEdgeT[e', s] = weightsOnEdge[e, j] for the s-th such pair in
-    increasing (e, j) order; -1 / 0 pads. Slots j >= nEdgesOnEdge[e] and entries < 0 are skipped.
-    """
-    m = edgesOnEdge.shape[1]
-    valid = (np.arange(m)[None, :] < nEdgesOnEdge[:, None]) & (edgesOnEdge >= 0)
-    src, slot = np.nonzero(valid)                  # row-major: increasing (e, j)
-    dst = edgesOnEdge[src, slot].astype(np.int64)
-    order = np.argsort(dst, kind="stable")
-    src, slot, dst = src[order], slot[order], dst[order]
-    count = np.bincount(dst, minlength=nEdges)
-    start = np.concatenate(([0], np.cumsum(count)[:-1]))
-    rank = np.arange(dst.size) - start[dst]
-    width = max(int(count.max(initial=0)), 1)
-    edgesT = np.full((nEdges, width), -1, dtype=np.int64)
-    weightsT = np.zeros((nEdges, width))
-    edgesT[dst, rank] = src
-    weightsT[dst, rank] = weightsOnEdge[src, slot]
-    return count, edgesT, weightsT
-
-
-def _build(mesh) -> dict:
-    """Stencils of both backends: edgesOnEdge masked beyond nEdgesOnEdge with weightsOnEdge 0 in
-    pads, and its transpose edgesOnEdgeT, weightsOnEdgeT (-1 / 0 pads)."""
-    edges = connectivity.masked(mesh.edgesOnEdge, mesh.nEdgesOnEdge)
-    _, edgesT, weightsT = transpose_edges_on_edge(mesh.nEdgesOnEdge, mesh.edgesOnEdge,
-                                                  mesh.weightsOnEdge, mesh.nEdges)
-    return dict(edgesOnEdge=edges, weightsOnEdge=np.where(edges >= 0, mesh.weightsOnEdge, 0.0),
-                edgesOnEdgeT=edgesT, weightsOnEdgeT=weightsT)
-
-
-def _arrays(mesh, x):
-    return prepared(mesh, "pv_flux", _build, array_module(x), x.dtype)
-
-
-def _gather_tables(mesh, fields):
-    """Tables of a gather kernel on `fields` and their slot stride (`meshops.kernels.stencil_tables`)."""
-    return stencil_tables(mesh, "pv_flux", _build, fields, mesh.nEdges)
 
 
 def _check(mesh, name, x, like=None):
@@ -94,14 +52,14 @@ def _check(mesh, name, x, like=None):
 
 def _weights(mesh, x):
     """y -> (W y)[e] = sum_j weightsOnEdge[e, j] * y[edgesOnEdge[e, j]] (NumPy, `meshops.stencil`)."""
-    a = _arrays(mesh, x)
+    a = trisk.tables(mesh, x)
     return lambda y: stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, y)
 
 
 def _weights_transposed(mesh, x, mode):
     """y -> (W^T y)[e'] = sum over (e, j) with edgesOnEdge[e, j] = e' of weightsOnEdge[e, j] * y[e]:
     scattered through edgesOnEdge (`atomic`) or gathered through edgesOnEdgeT (`deterministic`)."""
-    a = _arrays(mesh, x)
+    a = trisk.tables(mesh, x)
     if mode == "atomic":
         return lambda y: stencil.scatter_sum(a.edgesOnEdge, None, a.weightsOnEdge, y, mesh.nEdges)
     return lambda y: stencil.gather_sum(a.edgesOnEdgeT, None, a.weightsOnEdgeT, y)
@@ -122,7 +80,7 @@ def pv_flux_e2e(mesh, F, q, *, rows=None):
         W = _weights(mesh, F)
         return 0.5 * (q * W(F) + W(F * q))
     out = xp.empty_like(F)
-    t, stride = _gather_tables(mesh, (F, q, out))
+    t, stride = trisk.gather_tables(mesh, (F, q, out))
     _KERNELS.launch("pv_flux_e2e", mesh.nEdges, (F, q, out), t.edgesOnEdge, t.weightsOnEdge, F, q,
                     out, np.int32(mesh.maxEdges2), stride, rows=rows)
     return out
@@ -142,7 +100,7 @@ def pv_flux_e2e_tl(mesh, F, q, dF, dq, *, rows=None):
         W = _weights(mesh, F)
         return 0.5 * (q * W(dF) + W(dF * q) + dq * W(F) + W(F * dq))
     out = xp.empty_like(F)
-    t, stride = _gather_tables(mesh, (F, q, dF, dq, out))
+    t, stride = trisk.gather_tables(mesh, (F, q, dF, dq, out))
     _KERNELS.launch("pv_flux_e2e_tl", mesh.nEdges, (F, q, dF, dq, out), t.edgesOnEdge,
                     t.weightsOnEdge, F, q, dF, dq, out, np.int32(mesh.maxEdges2), stride, rows=rows)
     return out
@@ -165,13 +123,13 @@ def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
         wg = WT(g)
         return 0.5 * (WT(g * q) + q * wg), 0.5 * (g * W(F) + F * wg)
     if mode == "atomic":
-        a, F_adj, q_adj = _arrays(mesh, F), xp.zeros_like(F), xp.zeros_like(F)
+        a, F_adj, q_adj = trisk.tables(mesh, F), xp.zeros_like(F), xp.zeros_like(F)
         _KERNELS.launch("pv_flux_e2e_adj_atomic", mesh.nEdges, (F, q, g, F_adj, q_adj),
                         a.edgesOnEdge, a.weightsOnEdge, F, q, g, F_adj, q_adj,
                         np.int32(mesh.maxEdges2))
     else:
         F_adj, q_adj = xp.empty_like(F), xp.empty_like(F)
-        t, stride = _gather_tables(mesh, (F, q, g, F_adj, q_adj))
+        t, stride = trisk.gather_tables(mesh, (F, q, g, F_adj, q_adj))
         _KERNELS.launch("pv_flux_e2e_adj_gather", mesh.nEdges, (F, q, g, F_adj, q_adj),
                         t.edgesOnEdge, t.weightsOnEdge, t.edgesOnEdgeT, t.weightsOnEdgeT, F, q, g,
                         F_adj, q_adj, np.int32(mesh.maxEdges2), np.int32(t.edgesOnEdgeT.size // mesh.nEdges), stride)

@@ -16,32 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import connectivity, stencil
-from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import GATHER, SCATTER, Family, stencil_tables
+from meshops import stencil, trisk
+from meshops.backend import array_module, check_field
+from meshops.kernels import GATHER, SCATTER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("tangential", (GATHER, SCATTER))
-
-
-def _build(mesh) -> dict:
-    """edgesOnEdge / weightsOnEdge masked beyond nEdgesOnEdge (-1, 0) and their transpose
-    (edgesT, weightsT)."""
-    edges = connectivity.masked(mesh.edgesOnEdge, mesh.nEdgesOnEdge)
-    weights = np.where(edges >= 0, mesh.weightsOnEdge, 0.0)
-    rows, slots = connectivity.transpose(edges, mesh.nEdges, "edgesOnEdge")
-    return dict(edgesOnEdge=edges, weightsOnEdge=weights, edgesT=rows,
-                weightsT=connectivity.take(weights, rows, slots))
-
-
-def _arrays(mesh, x):
-    return prepared(mesh, "tangential", _build, array_module(x), x.dtype)
-
-
-def _gather_tables(mesh, fields):
-    """Tables of a gather kernel on `fields` and their slot stride (`meshops.kernels.stencil_tables`)."""
-    return stencil_tables(mesh, "tangential", _build, fields, mesh.nEdges)
 
 
 def tangential_e2e(mesh, u, *, rows=None):
@@ -54,10 +35,10 @@ def tangential_e2e(mesh, u, *, rows=None):
     u = check_field(u, mesh.nEdges, "u", "edge")
     xp = array_module(u)
     if xp is np:
-        a = _arrays(mesh, u)
+        a = trisk.tables(mesh, u)
         return stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, u)
     out = xp.empty_like(u)
-    t, stride = _gather_tables(mesh, (u, out))
+    t, stride = trisk.gather_tables(mesh, (u, out))
     _KERNELS.gather(mesh.nEdges, t.edgesOnEdge, t.weightsOnEdge, u, out, slot_stride=stride,
                     rows=rows)
     return out
@@ -73,17 +54,17 @@ def tangential_e2e_adj(mesh, g, *, mode=None):
     mode = resolve_mode(mode)
     xp = array_module(g)
     if xp is np:
-        a = _arrays(mesh, g)
+        a = trisk.tables(mesh, g)
         if mode == "atomic":
             return stencil.scatter_sum(a.edgesOnEdge, None, a.weightsOnEdge, g, mesh.nEdges)
-        return stencil.gather_sum(a.edgesT, None, a.weightsT, g)
+        return stencil.gather_sum(a.edgesOnEdgeT, None, a.weightsOnEdgeT, g)
     if mode == "atomic":
-        a, out = _arrays(mesh, g), xp.zeros_like(g)
+        a, out = trisk.tables(mesh, g), xp.zeros_like(g)
         _KERNELS.scatter(mesh.nEdges, a.edgesOnEdge, a.weightsOnEdge, g, out)
     else:
         out = xp.empty_like(g)
-        t, stride = _gather_tables(mesh, (g, out))
-        _KERNELS.gather(mesh.nEdges, t.edgesT, t.weightsT, g, out, slot_stride=stride)
+        t, stride = trisk.gather_tables(mesh, (g, out))
+        _KERNELS.gather(mesh.nEdges, t.edgesOnEdgeT, t.weightsOnEdgeT, g, out, slot_stride=stride)
     return out
 
 

@@ -12,7 +12,7 @@ from grids.icosahedral import generate_icosahedral
 from grids.mesh import EARTH_RADIUS
 from grids.mpas_io import read_mesh
 from grids.partition import partition_sfc
-from meshops.pv_flux import transpose_edges_on_edge
+from meshops import trisk
 from meshops.registry import OPERATORS
 
 from .conftest import backend_pairs, random_field
@@ -139,11 +139,14 @@ def test_pv_flux_of_a_smooth_flow(ladder, rng):
 
 def test_transposed_edges_on_edge_is_the_transpose(mpas_mesh, rng):
     """For a random matrix-free check: sum_e sum_j w_ej x[e] y[eoe_j] equals the same sum over the
-    transposed map, and every pair (e, j) appears exactly once."""
+    transposed map (`meshops.trisk`), and every pair (e, j) appears exactly once."""
     m = mpas_mesh
-    count, edgesT, weightsT = transpose_edges_on_edge(m.nEdgesOnEdge, m.edgesOnEdge, m.weightsOnEdge,
-                                                      m.nEdges)
+    t = trisk.tables(m, np.zeros(m.nEdges))
+    edgesT, weightsT = t.edgesOnEdgeT, t.weightsOnEdgeT
+    count = (edgesT >= 0).sum(axis=1)
     assert count.sum() == m.nEdgesOnEdge.sum()
+    later = edgesT[:, 1:]
+    assert np.all((later < 0) | (later >= edgesT[:, :-1]))      # increasing e, pads last
     x, y = rng.standard_normal(m.nEdges), rng.standard_normal(m.nEdges)
     valid = np.arange(m.maxEdges2)[None, :] < m.nEdgesOnEdge[:, None]
     forward = np.where(valid, m.weightsOnEdge * y[np.where(valid, m.edgesOnEdge, 0)], 0).sum(axis=1)
