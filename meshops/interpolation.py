@@ -104,7 +104,8 @@ def _adjoint(mesh, g, tag, mode):
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
         if tag in ("c2e", "v2e"):
-            _KERNELS.launch("mean_2e_adj_gather", n_in, (g, out), idxT, g, out, np.int32(idxT.shape[1]))
+            _KERNELS.launch("mean_2e_adj_gather", n_in, (g, out), idxT, g, out,
+                            np.int32(idxT.shape[1]))
         else:
             _KERNELS.gather(n_in, idxT, coefT, g, out)
     return out

@@ -175,7 +175,8 @@ class Family:
             return
         blocks = _grid_blocks(n_threads, nlev, _device())
         fixed_nlev = fixed_nlev and not (nlev == 1 and name in self.runtime_nlev)
-        offset32 = name not in self.offsets64 and offsets_fit_int32(args, last * nlev + blocks * BLOCK_SIZE)
+        offset32 = (name not in self.offsets64
+                    and offsets_fit_int32(args, last * nlev + blocks * BLOCK_SIZE))
         kernel = self.kernel(name, fields[0].dtype, width, nlev if fixed_nlev else 0, offset32)
         kernel((blocks,), (BLOCK_SIZE,), args + (np.int32(first), np.int32(last), np.int32(nlev)))
 

@@ -22,9 +22,9 @@ Euclidean inner product over entries and levels). Adjoint mode `atomic` scatters
 through edgesOnEdge (atomicAdd on the GPU); `deterministic` gathers into each edge e' through the
 transposed map (edgesOnEdgeT, weightsOnEdgeT: the e and w_ej of every pair with eoe_j = e', in
 increasing (e, j) order; `meshops.trisk`, the tables tangential_e2e reads too), which is bitwise
-reproducible. Both backends read edgesOnEdge masked beyond
-nEdgesOnEdge (-1, weights 0 in pads). NumPy evaluates the sums as products with the weights matrix W
-(W[e, eoe_j] = w_ej): out = 0.5 * (q * (W F) + W (F q)), and the adjoint with W^T likewise.
+reproducible. Both backends read edgesOnEdge masked beyond nEdgesOnEdge (-1, weights 0 in pads).
+NumPy evaluates the sums as products with the weights matrix W (W[e, eoe_j] = w_ej):
+out = 0.5 * (q * (W F) + W (F q)), and the adjoint with W^T likewise.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 // Interpolation between cells, edges and vertices and adjoints. Formulas: meshops/interpolation.py.
 // Two-point means onto edges (`ends` = cellsOnEdge or verticesOnEdge; gather adjoint over the
-// transposed `ends`, the edges of each cell or vertex, with the constant 1/2) and kite-weighted stencils
-// with precomputed coefficients (interp_c2v: cellsOnVertex, kite/areaTriangle; interp_v2c:
+// transposed `ends`, the edges of each cell or vertex, with the constant 1/2) and kite-weighted
+// stencils with precomputed coefficients (interp_c2v: cellsOnVertex, kite/areaTriangle; interp_v2c:
 // verticesOnCell, kite/areaCell; the gather adjoints use the transposed stencils), the latter and
 // every gather adjoint being stencil_gather_rows (stencil.cuh), their scatter adjoints
 // stencil_scatter_atomic.
@@ -40,8 +40,8 @@ __global__ void mean_2e_adj_atomic(const int* __restrict__ ends, const Lanes<T, 
 }
 MESHOPS_INSTANTIATE(mean_2e_adj_atomic)
 
-// Gather form of mean_2e's adjoint: x_adj[r,k] = 1/2 sum_{m<S, edges[r,m]>=0} g[edges[r,m],k], edges
-// the transposed `ends` map. The constant weight needs no coefficient table (the table-driven
+// Gather form of mean_2e's adjoint: x_adj[r,k] = 1/2 sum_{m<S, edges[r,m]>=0} g[edges[r,m],k],
+// edges the transposed `ends` map. The constant weight needs no coefficient table (the table-driven
 // stencil_gather_rows read 12 more bytes per row and took 1.69x the forward at nlev 1, float64).
 template <typename T, int W>
 __global__ void mean_2e_adj_gather(const int* __restrict__ edges, const Lanes<T, W>* __restrict__ g,

@@ -20,7 +20,8 @@ __global__ void laplacian_c2c(const int* __restrict__ nbr, const T* __restrict__
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < S; ++j) {
             const int n = nbr[c * S + j];
-            const Lanes<T, W> pn = n >= 0 ? phi[(meshops_offset)n * nlev + k] : meshops::splat<T, W>(0);
+            const Lanes<T, W> pn =
+                n >= 0 ? phi[(meshops_offset)n * nlev + k] : meshops::splat<T, W>(0);
             meshops::axpy(acc, w[c * S + j], pn - pc);
         }
         lap[i] = invAreaCell[c] * acc;

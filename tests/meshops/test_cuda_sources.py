@@ -1,7 +1,7 @@
 """Compile every CUDA source with nvcc for sm_90, with nlev at run time and fixed at compile time,
-with 64-bit and 32-bit offsets, and check what ptxas reports: no kernel spills registers to local memory (gathers carry
-MESHOPS_FULL_OCCUPANCY, a 32-register cap, only where their values fit), and the capped kernels
-really stay within 32 registers."""
+with 64-bit and 32-bit offsets, and check what ptxas reports: no kernel spills registers to local
+memory (gathers carry MESHOPS_FULL_OCCUPANCY, a 32-register cap, only where their values fit), and
+the capped kernels really stay within 32 registers."""
 import re
 import shutil
 import subprocess

@@ -13,8 +13,8 @@ from meshops.kernels import GATHER, _grid_blocks
 from .conftest import random_field
 from .host_harness import host, host_fixtures
 
-host_kernels, on_host = host_fixtures("divergence", "gradient", "interpolation", "pv_flux", "reconstruct",
-                                      "tangential")
+host_kernels, on_host = host_fixtures("divergence", "gradient", "interpolation", "pv_flux",
+                                      "reconstruct", "tangential")
 
 
 @pytest.fixture
@@ -64,7 +64,8 @@ def test_grid_blocks(monkeypatch):
 
 
 def test_offset_width_rule():
-    """32-bit offsets only when every array argument and the logical thread index stay below 2^31."""
+    """32-bit offsets only when every array argument and the logical thread index stay below
+    2^31."""
     def array(size):
         return types.SimpleNamespace(ndim=1, size=size)
 
@@ -98,8 +99,10 @@ def test_64_bit_offsets_give_the_same_bits(ico_mesh, rng, on_host, monkeypatch, 
 
     def run():
         return [meshops.div_e2c(m, F), meshops.flux_div_e2c(m, F, u), meshops.tangential_e2e(m, u),
-                meshops.pv_flux_e2e(m, F, q), meshops.pv_flux_e2e_adj(m, F, q, u, mode="deterministic")[0],
-                meshops.reconstruct_e2c(m, u)[0], meshops.interp_c2e_adj(m, u, mode="deterministic"),
+                meshops.pv_flux_e2e(m, F, q),
+                meshops.pv_flux_e2e_adj(m, F, q, u, mode="deterministic")[0],
+                meshops.reconstruct_e2c(m, u)[0],
+                meshops.interp_c2e_adj(m, u, mode="deterministic"),
                 meshops.grad_c2e_adj(m, u, mode="atomic"), meshops.interp_c2e(m, phi)]
 
     narrow = run()
