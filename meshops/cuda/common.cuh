@@ -8,6 +8,15 @@
 // which contributes nothing.
 #pragma once
 
+// Element offsets into fields and tables, and the logical thread index: 32-bit when the launcher
+// finds that every array of the launch and the grid-stride loop stay below 2^31
+// (MESHOPS_OFFSET32, meshops/kernels.py), 64-bit otherwise.
+#ifdef MESHOPS_OFFSET32
+typedef int meshops_offset;
+#else
+typedef long long meshops_offset;
+#endif
+
 namespace meshops {
 
 template <typename T, int W>
@@ -59,6 +68,35 @@ __device__ __forceinline__ void axpy(Lanes<T, W>& a, T s, const Lanes<T, W>& b)
     for (int w = 0; w < W; ++w) a.v[w] += s * b.v[w];
 }
 
+// The vector type of one lane: a Lanes<T, W> is read through it as one aligned load.
+template <typename T, int W>
+struct VectorOf;
+template <>
+struct VectorOf<float, 1> { typedef float type; };
+template <>
+struct VectorOf<float, 2> { typedef float2 type; };
+template <>
+struct VectorOf<float, 4> { typedef float4 type; };
+template <>
+struct VectorOf<double, 1> { typedef double type; };
+template <>
+struct VectorOf<double, 2> { typedef double2 type; };
+
+// Lane i of the read-only field x as one vector load through the read-only data path
+// (ld.global.nc.v4.f32 for float32 at W = 4). Every kernel reads fields through it: a Lanes read
+// by reference, or under a condition (a missing neighbour), compiles to W scalar loads.
+template <typename T, int W>
+__device__ __forceinline__ Lanes<T, W> load(const Lanes<T, W>* __restrict__ x, meshops_offset i)
+{
+    typedef typename VectorOf<T, W>::type Vector;
+    union {
+        Vector vector;
+        Lanes<T, W> lanes;
+    } value;
+    value.vector = __ldg(reinterpret_cast<const Vector*>(x + i));
+    return value.lanes;
+}
+
 template <typename T, int W>
 __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 {
@@ -95,15 +133,6 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 #endif
 #define MESHOPS_FIX_NLEV(nlev) \
     if (MESHOPS_NLEV > 0) nlev = MESHOPS_NLEV
-
-// Element offsets into fields and tables, and the logical thread index: 32-bit when the launcher
-// finds that every array of the launch and the grid-stride loop stay below 2^31
-// (MESHOPS_OFFSET32, meshops/kernels.py), 64-bit otherwise.
-#ifdef MESHOPS_OFFSET32
-typedef int meshops_offset;
-#else
-typedef long long meshops_offset;
-#endif
 
 #define MESHOPS_ROW_LOOP(i, first, last, nlev)                                                  \
     for (meshops_offset i = (meshops_offset)(first) * (nlev) +                                 \

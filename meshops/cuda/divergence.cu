@@ -7,6 +7,7 @@
 #include "stencil.cuh"
 
 using meshops::Lanes;
+using meshops::load;
 
 // -- flux divergence of h*u, fused: h and u are read in the stencil pass (no h*u temporary) -----
 
@@ -23,7 +24,7 @@ __global__ void flux_div_e2c(const int* __restrict__ edgesOnCell, const T* __res
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::axpy(acc, cellCoef[c * maxEdges + j], h[ek] * u[ek]);
+                meshops::axpy(acc, cellCoef[c * maxEdges + j], load(h, ek) * load(u, ek));
             }
         }
         div[i] = acc;
@@ -46,7 +47,8 @@ __global__ void flux_div_e2c_tl(const int* __restrict__ edgesOnCell, const T* __
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::axpy(acc, cellCoef[c * maxEdges + j], dh[ek] * u[ek] + h[ek] * du[ek]);
+                meshops::axpy(acc, cellCoef[c * maxEdges + j],
+                              load(dh, ek) * load(u, ek) + load(h, ek) * load(du, ek));
             }
         }
         ddiv[i] = acc;
@@ -68,14 +70,14 @@ __global__ void flux_div_e2c_adj_atomic(const int* __restrict__ edgesOnCell,
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
-        const Lanes<T, W> gc = g[i];
+        const Lanes<T, W> gc = load(g, i);
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const meshops_offset ek = (meshops_offset)e * nlev + k;
                 const Lanes<T, W> w = cellCoef[c * maxEdges + j] * gc;
-                meshops::atomic_add(&h_adj[ek], w * u[ek]);
-                meshops::atomic_add(&u_adj[ek], w * h[ek]);
+                meshops::atomic_add(&h_adj[ek], w * load(u, ek));
+                meshops::atomic_add(&u_adj[ek], w * load(h, ek));
             }
         }
     }
@@ -97,8 +99,8 @@ __global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge,
     MESHOPS_ROWS_NOT_UNROLLED(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const Lanes<T, W> F = meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
-        h_adj[i] = u[i] * F;
-        u_adj[i] = h[i] * F;
+        h_adj[i] = load(u, i) * F;
+        u_adj[i] = load(h, i) * F;
     }
 }
 MESHOPS_INSTANTIATE(flux_div_e2c_adj_gather)

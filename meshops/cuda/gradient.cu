@@ -4,6 +4,7 @@
 #include "stencil.cuh"
 
 using meshops::Lanes;
+using meshops::load;
 
 // grad[e,k] = (x[ends[e,1],k] - x[ends[e,0],k]) * invLength[e]
 template <typename T, int W>
@@ -15,8 +16,8 @@ __global__ void grad_2e(const int* __restrict__ ends, const T* __restrict__ invL
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        if (b >= 0) acc += x[(meshops_offset)b * nlev + k];
-        if (a >= 0) acc -= x[(meshops_offset)a * nlev + k];
+        if (b >= 0) acc += load(x, (meshops_offset)b * nlev + k);
+        if (a >= 0) acc -= load(x, (meshops_offset)a * nlev + k);
         grad[i] = invLength[e] * acc;
     }
 }
@@ -32,7 +33,7 @@ __global__ void grad_2e_adj_atomic(const int* __restrict__ ends, const T* __rest
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         const T s = invLength[e];
-        const Lanes<T, W> ge = g[i];
+        const Lanes<T, W> ge = load(g, i);
         if (b >= 0) meshops::atomic_add(&x_adj[(meshops_offset)b * nlev + k], s * ge);
         if (a >= 0) meshops::atomic_add(&x_adj[(meshops_offset)a * nlev + k], (-s) * ge);
     }

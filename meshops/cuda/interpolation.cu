@@ -8,6 +8,7 @@
 #include "stencil.cuh"
 
 using meshops::Lanes;
+using meshops::load;
 
 // out[e,k] = (x[ends[e,0],k] + x[ends[e,1],k]) / 2
 template <typename T, int W>
@@ -18,8 +19,8 @@ __global__ void mean_2e(const int* __restrict__ ends, const Lanes<T, W>* __restr
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        if (a >= 0) acc += x[(meshops_offset)a * nlev + k];
-        if (b >= 0) acc += x[(meshops_offset)b * nlev + k];
+        if (a >= 0) acc += load(x, (meshops_offset)a * nlev + k);
+        if (b >= 0) acc += load(x, (meshops_offset)b * nlev + k);
         out[i] = (T)0.5 * acc;
     }
 }
@@ -33,7 +34,7 @@ __global__ void mean_2e_adj_atomic(const int* __restrict__ ends, const Lanes<T, 
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
-        const Lanes<T, W> half = (T)0.5 * g[i];
+        const Lanes<T, W> half = (T)0.5 * load(g, i);
         if (a >= 0) meshops::atomic_add(&x_adj[(meshops_offset)a * nlev + k], half);
         if (b >= 0) meshops::atomic_add(&x_adj[(meshops_offset)b * nlev + k], half);
     }
@@ -53,7 +54,7 @@ __global__ void mean_2e_adj_gather(const int* __restrict__ edges, const Lanes<T,
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int m = 0; m < S; ++m) {
             const int e = edges[r * S + m];
-            if (e >= 0) acc += g[(meshops_offset)e * nlev + k];
+            if (e >= 0) acc += load(g, (meshops_offset)e * nlev + k);
         }
         x_adj[i] = (T)0.5 * acc;
     }

@@ -5,6 +5,7 @@
 #include "stencil.cuh"
 
 using meshops::Lanes;
+using meshops::load;
 
 // ke[c,k] = sum_{j<maxEdges} cellCoef[c,j] * u[e_j,k]^2
 template <typename T, int W>
@@ -18,7 +19,7 @@ __global__ void ke_e2c(const int* __restrict__ edgesOnCell, const T* __restrict_
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const Lanes<T, W> ue = u[(meshops_offset)e * nlev + k];
+                const Lanes<T, W> ue = load(u, (meshops_offset)e * nlev + k);
                 meshops::axpy(acc, cellCoef[c * maxEdges + j], ue * ue);
             }
         }
@@ -40,7 +41,7 @@ __global__ void ke_e2c_tl(const int* __restrict__ edgesOnCell, const T* __restri
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::axpy(acc, cellCoef2[c * maxEdges + j], u[ek] * du[ek]);
+                meshops::axpy(acc, cellCoef2[c * maxEdges + j], load(u, ek) * load(du, ek));
             }
         }
         dke[i] = acc;
@@ -57,12 +58,12 @@ __global__ void ke_e2c_adj_atomic(const int* __restrict__ edgesOnCell, const T* 
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
-        const Lanes<T, W> gc = g[i];
+        const Lanes<T, W> gc = load(g, i);
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::atomic_add(&u_adj[ek], (cellCoef2[c * maxEdges + j] * gc) * u[ek]);
+                meshops::atomic_add(&u_adj[ek], (cellCoef2[c * maxEdges + j] * gc) * load(u, ek));
             }
         }
     }
@@ -77,7 +78,7 @@ __global__ void ke_e2c_adj_gather(const int* __restrict__ cellsOnEdge, const T* 
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        u_adj[i] = u[i] * meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
+        u_adj[i] = load(u, i) * meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
     }
 }
 MESHOPS_INSTANTIATE(ke_e2c_adj_gather)

@@ -5,6 +5,7 @@
 #include "stencil.cuh"
 
 using meshops::Lanes;
+using meshops::load;
 
 // lap[c,k] = invAreaCell[c] * sum_{j<S} w[c,j] * (phi[n_j,k] - phi[c,k]), n_j = nbr[c,j]; a missing
 // neighbour (n_j < 0) reads phi = 0 and a pad has w = 0 (as grad_c2e then div_e2c treat them), so
@@ -16,12 +17,12 @@ __global__ void laplacian_c2c(const int* __restrict__ nbr, const T* __restrict__
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
-        const Lanes<T, W> pc = phi[i];
+        const Lanes<T, W> pc = load(phi, i);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < S; ++j) {
             const int n = nbr[c * S + j];
             const Lanes<T, W> pn =
-                n >= 0 ? phi[(meshops_offset)n * nlev + k] : meshops::splat<T, W>(0);
+                n >= 0 ? load(phi, (meshops_offset)n * nlev + k) : meshops::splat<T, W>(0);
             meshops::axpy(acc, w[c * S + j], pn - pc);
         }
         lap[i] = invAreaCell[c] * acc;
@@ -42,12 +43,12 @@ __global__ void laplacian_c2c_adj_gather(const int* __restrict__ nbr, const T* _
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
-        const Lanes<T, W> gc = invAreaCell[c] * g[i];
+        const Lanes<T, W> gc = invAreaCell[c] * load(g, i);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < S; ++j) {
             const int n = nbr[c * S + j];
             const Lanes<T, W> gn =
-                n >= 0 ? invAreaCell[n] * g[(meshops_offset)n * nlev + k] : meshops::splat<T, W>(0);
+                n >= 0 ? invAreaCell[n] * load(g, (meshops_offset)n * nlev + k) : meshops::splat<T, W>(0);
             meshops::axpy(acc, w[c * S + j], gn - gc);
         }
         phi_adj[i] = acc;
@@ -76,10 +77,10 @@ __global__ void vector_laplacian_e2e(const int* __restrict__ cellsOnEdge,
         const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
         const int v0 = verticesOnEdge[2 * e], v1 = verticesOnEdge[2 * e + 1];
         const Lanes<T, W> zero = meshops::splat<T, W>(0);
-        const Lanes<T, W> D0 = c0 >= 0 ? D[(meshops_offset)c0 * nlev + k] : zero;
-        const Lanes<T, W> D1 = c1 >= 0 ? D[(meshops_offset)c1 * nlev + k] : zero;
-        const Lanes<T, W> Z0 = v0 >= 0 ? Z[(meshops_offset)v0 * nlev + k] : zero;
-        const Lanes<T, W> Z1 = v1 >= 0 ? Z[(meshops_offset)v1 * nlev + k] : zero;
+        const Lanes<T, W> D0 = c0 >= 0 ? load(D, (meshops_offset)c0 * nlev + k) : zero;
+        const Lanes<T, W> D1 = c1 >= 0 ? load(D, (meshops_offset)c1 * nlev + k) : zero;
+        const Lanes<T, W> Z0 = v0 >= 0 ? load(Z, (meshops_offset)v0 * nlev + k) : zero;
+        const Lanes<T, W> Z1 = v1 >= 0 ? load(Z, (meshops_offset)v1 * nlev + k) : zero;
         out[i] = a[e] * (D1 - D0) - b[e] * (Z1 - Z0);
     }
 }

@@ -6,6 +6,7 @@
 #include "stencil.cuh"
 
 using meshops::Lanes;
+using meshops::load;
 
 // out[e,k] = 0.5 * sum_{j<maxEdges2} w_ej * F[eoe_j,k] * (q[e,k] + q[eoe_j,k])
 template <typename T, int W>
@@ -16,14 +17,14 @@ __global__ void pv_flux_e2e(const int* __restrict__ edgesOnEdge, const T* __rest
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const Lanes<T, W> qe = q[i];
+        const Lanes<T, W> qe = load(q, i);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < maxEdges2; ++j) {
             const meshops_offset p = meshops::slot_index(e, j, maxEdges2, slotStride);
             const int e2 = edgesOnEdge[p];
             if (e2 >= 0) {
                 const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
-                meshops::axpy(acc, weightsOnEdge[p], F[e2k] * (qe + q[e2k]));
+                meshops::axpy(acc, weightsOnEdge[p], load(F, e2k) * (qe + load(q, e2k)));
             }
         }
         out[i] = (T)0.5 * acc;
@@ -41,7 +42,7 @@ __global__ void pv_flux_e2e_tl(const int* __restrict__ edgesOnEdge,
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const Lanes<T, W> qe = q[i], dqe = dq[i];
+        const Lanes<T, W> qe = load(q, i), dqe = load(dq, i);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < maxEdges2; ++j) {
             const meshops_offset p = meshops::slot_index(e, j, maxEdges2, slotStride);
@@ -49,7 +50,7 @@ __global__ void pv_flux_e2e_tl(const int* __restrict__ edgesOnEdge,
             if (e2 >= 0) {
                 const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
                 meshops::axpy(acc, weightsOnEdge[p],
-                              dF[e2k] * (qe + q[e2k]) + F[e2k] * (dqe + dq[e2k]));
+                              load(dF, e2k) * (qe + load(q, e2k)) + load(F, e2k) * (dqe + load(dq, e2k)));
             }
         }
         dout[i] = (T)0.5 * acc;
@@ -72,15 +73,15 @@ __global__ void pv_flux_e2e_adj_atomic(const int* __restrict__ edgesOnEdge,
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const Lanes<T, W> ge = (T)0.5 * g[i], qe = q[i];
+        const Lanes<T, W> ge = (T)0.5 * load(g, i), qe = load(q, i);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < maxEdges2; ++j) {
             const int e2 = edgesOnEdge[e * maxEdges2 + j];
             if (e2 >= 0) {
                 const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
                 const Lanes<T, W> wg = weightsOnEdge[e * maxEdges2 + j] * ge;
-                const Lanes<T, W> wgF = wg * F[e2k];
-                meshops::atomic_add(&F_adj[e2k], wg * (qe + q[e2k]));
+                const Lanes<T, W> wgF = wg * load(F, e2k);
+                meshops::atomic_add(&F_adj[e2k], wg * (qe + load(q, e2k)));
                 meshops::atomic_add(&q_adj[e2k], wgF);
                 acc += wgF;
             }
@@ -108,7 +109,7 @@ __global__ void pv_flux_e2e_adj_gather(const int* __restrict__ edgesOnEdge,
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(ep, k, i, nlev);
-        const Lanes<T, W> qp = q[i];
+        const Lanes<T, W> qp = load(q, i);
         const Lanes<T, W> wF =
             meshops::stencil_gather(edgesOnEdge, weightsOnEdge, F, ep, maxEdges2, nlev, k,
                                     slotStride);
@@ -118,13 +119,13 @@ __global__ void pv_flux_e2e_adj_gather(const int* __restrict__ edgesOnEdge,
             const int e = edgesOnEdgeT[p];
             if (e >= 0) {
                 const meshops_offset ekk = (meshops_offset)e * nlev + k;
-                const Lanes<T, W> w = weightsOnEdgeT[p] * g[ekk];
-                accF += w * (q[ekk] + qp);
+                const Lanes<T, W> w = weightsOnEdgeT[p] * load(g, ekk);
+                accF += w * (load(q, ekk) + qp);
                 wg += w;
             }
         }
         F_adj[i] = (T)0.5 * accF;
-        q_adj[i] = (T)0.5 * (g[i] * wF + F[i] * wg);
+        q_adj[i] = (T)0.5 * (load(g, i) * wF + load(F, i) * wg);
     }
 }
 MESHOPS_INSTANTIATE(pv_flux_e2e_adj_gather)

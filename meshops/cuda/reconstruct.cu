@@ -5,6 +5,7 @@
 #include "common.cuh"
 
 using meshops::Lanes;
+using meshops::load;
 
 // out_d[c,k] = sum_{j<maxEdges, e_j>=0} coeffs[c,j,d] * u[e_j,k]
 template <typename T, int W, int NC>
@@ -22,7 +23,7 @@ __device__ __forceinline__ void reconstruct_body(const int* __restrict__ edgesOn
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
-                const Lanes<T, W> ue = u[(meshops_offset)e * nlev + k];
+                const Lanes<T, W> ue = load(u, (meshops_offset)e * nlev + k);
                 const T* w = coeffs + ((meshops_offset)c * maxEdges + j) * NC;
 #pragma unroll
                 for (int d = 0; d < NC; ++d) meshops::axpy(acc[d], w[d], ue);
@@ -45,7 +46,7 @@ __device__ __forceinline__ void reconstruct_adj_atomic_body(const int* __restric
         MESHOPS_ROW_LANE(c, k, i, nlev);
         Lanes<T, W> gc[NC];
 #pragma unroll
-        for (int d = 0; d < NC; ++d) gc[d] = g[d][i];
+        for (int d = 0; d < NC; ++d) gc[d] = load(g[d], i);
         for (int j = 0; j < maxEdges; ++j) {
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
@@ -77,7 +78,7 @@ __device__ __forceinline__ void reconstruct_adj_gather_body(const int* __restric
                 const meshops_offset ck = (meshops_offset)c * nlev + k;
                 const T* w = coeffsOnEdge + ((meshops_offset)e * 2 + s) * NC;
 #pragma unroll
-                for (int d = 0; d < NC; ++d) meshops::axpy(acc, w[d], g[d][ck]);
+                for (int d = 0; d < NC; ++d) meshops::axpy(acc, w[d], load(g[d], ck));
             }
         }
         u_adj[i] = acc;

@@ -25,7 +25,7 @@ __device__ __forceinline__ Lanes<T, W> stencil_gather(const int* __restrict__ id
     for (int m = 0; m < S; ++m) {
         const meshops_offset p = slot_index(row, m, S, slotStride);
         const int t = idx[p];
-        if (t >= 0) axpy(acc, coef[p], x[(meshops_offset)t * nlev + k]);
+        if (t >= 0) axpy(acc, coef[p], load(x, (meshops_offset)t * nlev + k));
     }
     return acc;
 }
