@@ -30,7 +30,7 @@ from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("gradient", ("grad_2e", "grad_2e_adj_atomic", GATHER),
-                  offsets64=("grad_2e",))
+                  offsets64=("grad_2e",), unbounded_passes=("grad_2e",))
 _DIFFERENCE = np.array([-1.0, 1.0])
 
 

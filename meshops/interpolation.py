@@ -34,7 +34,7 @@ from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", "mean_2e_adj_gather", GATHER,
-                                     SCATTER), offsets64=("mean_2e",))
+                                     SCATTER), offsets64=("mean_2e",), unbounded_passes=("mean_2e",))
 
 
 def _build(mesh) -> dict:

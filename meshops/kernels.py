@@ -107,13 +107,20 @@ def _resident_blocks(device: int, block_size: int) -> int:
     return attributes["multiProcessorCount"] * max(1, threads_per_sm // block_size)
 
 
-def _grid_blocks(n_threads: int, lanes: int, device: int) -> int:
-    """Blocks of a launch of n_threads logical threads, `lanes` lanes per row: 4x the resident
-    blocks at one lane per row, 32x with several, never more than the work needs. (On an H200,
-    level 9: 32x against 4x is 4% faster in geometric mean at nlev 32, up to 13%, and up to 16%
-    slower at nlev 1; about 8 or 16 grid-stride iterations per thread did no better.)"""
-    factor = 4 if lanes == 1 else 32
-    return min(-(-n_threads // BLOCK_SIZE), factor * _resident_blocks(device, BLOCK_SIZE))
+def _grid_blocks(n_threads: int, lanes: int, device: int, max_passes: int | None = 3) -> int:
+    """Blocks of a launch of n_threads logical threads, `lanes` lanes per row, never more than the
+    work needs: 32x the resident blocks with several lanes per row; with one, 4x the resident
+    blocks, or more so that no thread runs more than `max_passes` grid-stride passes (None: no
+    bound). (On an H200: 32x against 4x is 4% faster in geometric mean at nlev 32, up to 13%,
+    and up to 16% slower at nlev 1; at level 10, nlev 1, float64, the 4x grid ran about 10
+    passes per thread and the cell gathers 5-18% slower than with at most 3.)"""
+    need = -(-n_threads // BLOCK_SIZE)
+    if lanes > 1:
+        return min(need, 32 * _resident_blocks(device, BLOCK_SIZE))
+    blocks = 4 * _resident_blocks(device, BLOCK_SIZE)
+    if max_passes is not None:
+        blocks = max(blocks, -(-need // max_passes))
+    return min(need, blocks)
 
 
 def offsets_fit_int32(args, loop_end: int) -> bool:
@@ -137,15 +144,19 @@ class Family:
     """The kernels `names` of `meshops/cuda/{family}.cu`, launched over output rows."""
 
     def __init__(self, family: str, names: tuple[str, ...], *, runtime_nlev: tuple[str, ...] = (),
-                 offsets64: tuple[str, ...] = ()):
+                 offsets64: tuple[str, ...] = (), unbounded_passes: tuple[str, ...] = ()):
         """`runtime_nlev`: kernels that take nlev at run time when a row is one lane (nlev 1):
         with nlev fixed at 1 NVRTC schedules some of their table loads after the first gathers
         (on an H200, float64: reconstruct_xyz_e2c 1.39x, pv_flux_e2e 1.11x slower).
         `offsets64`: kernels that keep 64-bit offsets where 32-bit ones would fit, measured
         slower with 32-bit ones (on an H200, level 9: the two-point edge stencils by 3-13%,
-        reconstruct_xyz_e2c by 37% at nlev 1, float64)."""
+        reconstruct_xyz_e2c by 37% at nlev 1, float64).
+        `unbounded_passes`: kernels whose grid at one lane per row stays 4x the resident blocks
+        however many grid-stride passes that makes (`_grid_blocks`), measured slower with the
+        bound (on an H200, level 10, nlev 1, float64: the two-point edge stencils by 4-27%)."""
         self.family, self.names = family, tuple(names)
         self.runtime_nlev, self.offsets64 = frozenset(runtime_nlev), frozenset(offsets64)
+        self.unbounded_passes = frozenset(unbounded_passes)
 
     def kernel(self, name: str, dtype, width: int, lanes: int, offset32: bool = False):
         """The kernel `name<T, width>` for `dtype` on the current device, compiled once for
@@ -163,7 +174,8 @@ class Family:
         dtype, nlev and lane width. Scatter kernels (`*_atomic`) run one level per thread: atomics
         on adjacent levels from adjacent threads coalesce, per-lane atomics of one thread do not.
         The grid is sized from the current device (`_grid_blocks`; kernels use grid-stride
-        loops). The module is compiled for this nlev (in lanes) unless `fixed_nlev` is false or
+        loops; at most 3 passes per thread unless the family lists `name` in
+        `unbounded_passes`). The module is compiled for this nlev (in lanes) unless `fixed_nlev` is false or
         nlev is 1 and the family lists `name` in `runtime_nlev`, and with 32-bit offsets when
         they fit (`offsets_fit_int32`) unless the family lists `name` in `offsets64`.
         """
@@ -173,7 +185,8 @@ class Family:
         n_threads = (last - first) * nlev
         if n_threads <= 0:
             return
-        blocks = _grid_blocks(n_threads, nlev, _device())
+        blocks = _grid_blocks(n_threads, nlev, _device(),
+                              None if name in self.unbounded_passes else 3)
         fixed_nlev = fixed_nlev and not (nlev == 1 and name in self.runtime_nlev)
         offset32 = (name not in self.offsets64
                     and offsets_fit_int32(args, last * nlev + blocks * BLOCK_SIZE))

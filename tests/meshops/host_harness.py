@@ -122,7 +122,7 @@ def route_to_host(monkeypatch, table, families) -> dict:
     monkeypatch.setattr(meshops.backend, "_cupy", module)
     monkeypatch.setattr(meshops.kernels, "_address", lambda a: a.ctypes.data)
     monkeypatch.setattr(meshops.kernels, "_device", lambda: 0)
-    monkeypatch.setattr(meshops.kernels, "_grid_blocks", lambda n_threads, lanes, device: 1)
+    monkeypatch.setattr(meshops.kernels, "_grid_blocks", lambda n_threads, lanes, device, max_passes: 1)
     launches = {family: [] for family in families}
     real_kernel = meshops.kernels.Family.kernel
 

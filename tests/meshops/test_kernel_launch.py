@@ -54,13 +54,46 @@ def test_run_time_level_count_at_one_lane_per_row(ico_mesh, rng, compiled, nlev,
 
 
 def test_grid_blocks(monkeypatch):
-    """4x the resident blocks at one lane per row, 32x with several, never more than the work."""
+    """32x the resident blocks with several lanes per row; with one, 4x or enough for at most
+    `max_passes` grid-stride passes per thread; never more than the work."""
     monkeypatch.setattr(kernels, "_resident_blocks", lambda device, block_size: 100)
     block = kernels.BLOCK_SIZE
-    assert _grid_blocks(10**9, 1, 0) == 400
     assert _grid_blocks(10**9, 16, 0) == 3200
     assert _grid_blocks(1000 * block + 1, 16, 0) == 1001
     assert _grid_blocks(1, 1, 0) == 1
+    assert _grid_blocks(1000 * block, 1, 0, max_passes=None) == 400
+    assert _grid_blocks(1000 * block, 1, 0) == 400                 # 2.5 passes at 4x
+    assert _grid_blocks(3000 * block + 1, 1, 0) == 1001            # 7.5 passes at 4x
+    assert _grid_blocks(3000 * block + 1, 1, 0, max_passes=None) == 400
+    assert _grid_blocks(300 * block, 1, 0) == 300
+
+
+def test_passes_per_kernel(ico_mesh, rng, on_host, monkeypatch):
+    """Every kernel's grid bounds its grid-stride passes but those of the two-point edge
+    stencils listed in `unbounded_passes` (grad_2e, mean_2e)."""
+    bounds, launch = {}, kernels.Family.launch
+
+    def grid_blocks(n_threads, lanes, device, max_passes):
+        bounds[launched[-1]] = max_passes
+        return 1
+
+    launched = []
+
+    def tracking_launch(self, name, *args, **kwargs):
+        launched.append(name)
+        return launch(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(kernels, "_grid_blocks", grid_blocks)
+    monkeypatch.setattr(kernels.Family, "launch", tracking_launch)
+    m = ico_mesh
+    phi, u = host(random_field(m, "cell", rng)), host(random_field(m, "edge", rng))
+    meshops.grad_c2e(m, phi)
+    meshops.grad_c2e_adj(m, u, mode="deterministic")
+    meshops.interp_c2e(m, phi)
+    meshops.interp_c2e_adj(m, u, mode="deterministic")
+    meshops.flux_div_e2c(m, u, host(random_field(m, "edge", rng)))
+    assert bounds == {"grad_2e": None, GATHER: 3, "mean_2e": None, "mean_2e_adj_gather": 3,
+                      "flux_div_e2c": 3}
 
 
 def test_offset_width_rule():
