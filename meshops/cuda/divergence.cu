@@ -85,7 +85,9 @@ __global__ void flux_div_e2c_adj_atomic(const int* __restrict__ edgesOnCell,
 MESHOPS_INSTANTIATE(flux_div_e2c_adj_atomic)
 
 // Gather form: F = edgeCoef[e,0] * g[c0,k] + edgeCoef[e,1] * g[c1,k];
-// h_adj[e,k] = u[e,k] * F, u_adj[e,k] = h[e,k] * F.
+// h_adj[e,k] = u[e,k] * F, u_adj[e,k] = h[e,k] * F. g is read by reference: with vector loads the
+// kernel spills under the register cap (float32, 4 levels per lane, 64-bit offsets), and it ran
+// no faster with them on an H200 (level 9, nlev 32).
 template <typename T, int W>
 MESHOPS_FULL_OCCUPANCY
 __global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge,
@@ -98,9 +100,10 @@ __global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge,
 {
     MESHOPS_ROWS_NOT_UNROLLED(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const Lanes<T, W> F = meshops::stencil_gather(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
-        h_adj[i] = load(u, i) * F;
-        u_adj[i] = load(h, i) * F;
+        const Lanes<T, W> F =
+            meshops::stencil_gather<T, W, false>(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
+        h_adj[i] = u[i] * F;
+        u_adj[i] = h[i] * F;
     }
 }
 MESHOPS_INSTANTIATE(flux_div_e2c_adj_gather)

@@ -6,7 +6,9 @@
 using meshops::Lanes;
 using meshops::load;
 
-// grad[e,k] = (x[ends[e,1],k] - x[ends[e,0],k]) * invLength[e]
+// grad[e,k] = (x[ends[e,1],k] - x[ends[e,0],k]) * invLength[e]. x is read by reference (W scalar
+// loads), not with meshops::load: the two-point edge forwards (also mean_2e) ran up to 5% slower
+// with one vector load per lane on an H200 (level 9, nlev 32).
 template <typename T, int W>
 __global__ void grad_2e(const int* __restrict__ ends, const T* __restrict__ invLength,
                         const Lanes<T, W>* __restrict__ x, Lanes<T, W>* __restrict__ grad, int first,
@@ -16,8 +18,8 @@ __global__ void grad_2e(const int* __restrict__ ends, const T* __restrict__ invL
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        if (b >= 0) acc += load(x, (meshops_offset)b * nlev + k);
-        if (a >= 0) acc -= load(x, (meshops_offset)a * nlev + k);
+        if (b >= 0) acc += x[(meshops_offset)b * nlev + k];
+        if (a >= 0) acc -= x[(meshops_offset)a * nlev + k];
         grad[i] = invLength[e] * acc;
     }
 }

@@ -10,7 +10,7 @@
 using meshops::Lanes;
 using meshops::load;
 
-// out[e,k] = (x[ends[e,0],k] + x[ends[e,1],k]) / 2
+// out[e,k] = (x[ends[e,0],k] + x[ends[e,1],k]) / 2 (x read by reference, as in grad_2e)
 template <typename T, int W>
 __global__ void mean_2e(const int* __restrict__ ends, const Lanes<T, W>* __restrict__ x,
                         Lanes<T, W>* __restrict__ out, int first, int last, int nlev)
@@ -19,8 +19,8 @@ __global__ void mean_2e(const int* __restrict__ ends, const Lanes<T, W>* __restr
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const int a = ends[2 * e], b = ends[2 * e + 1];
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        if (a >= 0) acc += load(x, (meshops_offset)a * nlev + k);
-        if (b >= 0) acc += load(x, (meshops_offset)b * nlev + k);
+        if (a >= 0) acc += x[(meshops_offset)a * nlev + k];
+        if (b >= 0) acc += x[(meshops_offset)b * nlev + k];
         out[i] = (T)0.5 * acc;
     }
 }

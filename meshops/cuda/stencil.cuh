@@ -15,7 +15,9 @@ __device__ __forceinline__ meshops_offset slot_index(int row, int m, int S, int 
 }
 
 // sum_{m < S, idx >= 0} coef[row, m] * x[idx[row, m], k], in slot order (fixed summation order).
-template <typename T, int W>
+// x is read with one vector load per lane (`load`), or by reference (W scalar loads, fewer live
+// registers) when VectorLoads is false.
+template <typename T, int W, bool VectorLoads = true>
 __device__ __forceinline__ Lanes<T, W> stencil_gather(const int* __restrict__ idx,
                                                       const T* __restrict__ coef,
                                                       const Lanes<T, W>* __restrict__ x, int row,
@@ -25,7 +27,11 @@ __device__ __forceinline__ Lanes<T, W> stencil_gather(const int* __restrict__ id
     for (int m = 0; m < S; ++m) {
         const meshops_offset p = slot_index(row, m, S, slotStride);
         const int t = idx[p];
-        if (t >= 0) axpy(acc, coef[p], load(x, (meshops_offset)t * nlev + k));
+        if constexpr (VectorLoads) {
+            if (t >= 0) axpy(acc, coef[p], load(x, (meshops_offset)t * nlev + k));
+        } else {
+            if (t >= 0) axpy(acc, coef[p], x[(meshops_offset)t * nlev + k]);
+        }
     }
     return acc;
 }

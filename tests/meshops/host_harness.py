@@ -34,7 +34,6 @@ template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p += v; return o
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 struct double2 { double x, y; };
-template <class T> inline T __ldg(const T* p) { return *p; }
 """
 C_TYPES = {"int": np.int32, "float": np.float32, "double": np.float64}
 _CTYPE_OF = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
