@@ -11,7 +11,9 @@ using meshops::load;
 
 // -- flux divergence of h*u, fused: h and u are read in the stencil pass (no h*u temporary) -----
 
-// flux[c,k] = sum_j cellCoef[c,j] * (h[e_j,k] * u[e_j,k])
+// flux[c,k] = sum_j cellCoef[c,j] * (h[e_j,k] * u[e_j,k]). h and u are read by reference, not with
+// meshops::load: with one vector load per lane the kernel ran 14% slower on an H200 (level 10,
+// nlev 32, float64: 5.76 against 5.06 ms; no faster at level 9 or in float32).
 template <typename T, int W>
 __global__ void flux_div_e2c(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
                              const Lanes<T, W>* __restrict__ h, const Lanes<T, W>* __restrict__ u,
@@ -24,7 +26,7 @@ __global__ void flux_div_e2c(const int* __restrict__ edgesOnCell, const T* __res
             const int e = edgesOnCell[c * maxEdges + j];
             if (e >= 0) {
                 const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::axpy(acc, cellCoef[c * maxEdges + j], load(h, ek) * load(u, ek));
+                meshops::axpy(acc, cellCoef[c * maxEdges + j], h[ek] * u[ek]);
             }
         }
         div[i] = acc;
