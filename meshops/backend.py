@@ -55,12 +55,14 @@ def check_field(x, n: int, name: str, location: str):
 
 
 def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype, *,
-             slot_major: bool = False) -> types.SimpleNamespace:
+             slot_major: bool = False, numpy_only: tuple[str, ...] = ()) -> types.SimpleNamespace:
     """Arrays of `family` for `mesh` on backend `xp` in `dtype`, built by `build(mesh)` once.
 
     `build` returns NumPy arrays; integer arrays become int32, floating arrays `dtype`.
     `slot_major=True` gives every 2-D array transposed (stencil tables (S, n): slot m of all rows
-    contiguous). The result is cached on the mesh per (family, backend, device, dtype, layout).
+    contiguous). `numpy_only` names the arrays only the NumPy path reads (e.g. the coefficients
+    of stencils whose kernels compute them): they are not copied to a device. The result is cached
+    on the mesh per (family, backend, device, dtype, layout).
     """
     dtype = np.dtype(dtype)
     cache = mesh.__dict__.setdefault("_meshops_cache", {})
@@ -72,6 +74,8 @@ def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype, *,
     if key not in cache:
         arrays = {}
         for name, a in cache[host_key].items():
+            if xp is not np and name in numpy_only:
+                continue
             a = np.asarray(a)
             a = a.astype(np.int32) if a.dtype.kind in "iub" else a.astype(dtype)
             if slot_major and a.ndim == 2:

@@ -51,7 +51,9 @@ def _build(mesh) -> dict:
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, "gradient", _build, array_module(x), x.dtype)
+    """The prepared tables; coef_c / coef_v only on NumPy (grad_2e takes invLength)."""
+    return prepared(mesh, "gradient", _build, array_module(x), x.dtype,
+                    numpy_only=("coef_c", "coef_v"))
 
 
 def _forward(mesh, x, tag, rows):
@@ -67,11 +69,11 @@ def _forward(mesh, x, tag, rows):
 def _adjoint(mesh, g, n_in, tag, mode):
     mode = resolve_mode(mode)
     a, xp = _arrays(mesh, g), array_module(g)
-    ends, coef = getattr(a, f"ends_{tag}"), getattr(a, f"coef_{tag}")
+    ends = getattr(a, f"ends_{tag}")
     edgesT, coefT = getattr(a, f"edgesT_{tag}"), getattr(a, f"coefT_{tag}")
     if xp is np:
         if mode == "atomic":
-            return stencil.scatter_sum(ends, None, coef, g, n_in)
+            return stencil.scatter_sum(ends, None, getattr(a, f"coef_{tag}"), g, n_in)
         return stencil.gather_sum(edgesT, None, coefT, g)
     if mode == "atomic":
         out = xp.zeros((n_in,) + g.shape[1:], g.dtype)

@@ -65,7 +65,10 @@ def _build(mesh) -> dict:
 
 
 def _arrays(mesh, x):
-    return prepared(mesh, "interpolation", _build, array_module(x), x.dtype)
+    """The prepared tables; the constant 1/2 of the two-point means (coef_/coefT_ c2e, v2e) only
+    on NumPy (the mean_2e kernels multiply by it)."""
+    return prepared(mesh, "interpolation", _build, array_module(x), x.dtype,
+                    numpy_only=("coef_c2e", "coefT_c2e", "coef_v2e", "coefT_v2e"))
 
 
 _SIZE = {"c": "nCells", "e": "nEdges", "v": "nVertices"}
@@ -73,41 +76,40 @@ _SIZE = {"c": "nCells", "e": "nEdges", "v": "nVertices"}
 
 def _forward(mesh, x, tag, rows):
     a, xp = _arrays(mesh, x), array_module(x)
-    idx, coef = getattr(a, f"idx_{tag}"), getattr(a, f"coef_{tag}")
+    idx, mean = getattr(a, f"idx_{tag}"), tag in ("c2e", "v2e")
     n_out = getattr(mesh, _SIZE[tag[-1]])
     if xp is np:
-        return stencil.gather_sum(idx, None, coef, x)
+        return stencil.gather_sum(idx, None, getattr(a, f"coef_{tag}"), x)
     out = xp.empty((n_out,) + x.shape[1:], x.dtype)
-    if tag in ("c2e", "v2e"):
+    if mean:
         _KERNELS.launch("mean_2e", n_out, (x, out), idx, x, out, rows=rows)
     else:
-        _KERNELS.gather(n_out, idx, coef, x, out, rows=rows)
+        _KERNELS.gather(n_out, idx, getattr(a, f"coef_{tag}"), x, out, rows=rows)
     return out
 
 
 def _adjoint(mesh, g, tag, mode):
     mode = resolve_mode(mode)
     a, xp = _arrays(mesh, g), array_module(g)
-    idx, coef = getattr(a, f"idx_{tag}"), getattr(a, f"coef_{tag}")
-    idxT, coefT = getattr(a, f"idxT_{tag}"), getattr(a, f"coefT_{tag}")
+    idx, idxT, mean = getattr(a, f"idx_{tag}"), getattr(a, f"idxT_{tag}"), tag in ("c2e", "v2e")
     n_in, n_out = getattr(mesh, _SIZE[tag[0]]), getattr(mesh, _SIZE[tag[-1]])
     if xp is np:
         if mode == "atomic":
-            return stencil.scatter_sum(idx, None, coef, g, n_in)
-        return stencil.gather_sum(idxT, None, coefT, g)
+            return stencil.scatter_sum(idx, None, getattr(a, f"coef_{tag}"), g, n_in)
+        return stencil.gather_sum(idxT, None, getattr(a, f"coefT_{tag}"), g)
     if mode == "atomic":
         out = xp.zeros((n_in,) + g.shape[1:], g.dtype)
-        if tag in ("c2e", "v2e"):
+        if mean:
             _KERNELS.launch("mean_2e_adj_atomic", n_out, (g, out), idx, g, out)
         else:
-            _KERNELS.scatter(n_out, idx, coef, g, out)
+            _KERNELS.scatter(n_out, idx, getattr(a, f"coef_{tag}"), g, out)
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
-        if tag in ("c2e", "v2e"):
+        if mean:
             _KERNELS.launch("mean_2e_adj_gather", n_in, (g, out), idxT, g, out,
                             np.int32(idxT.shape[1]))
         else:
-            _KERNELS.gather(n_in, idxT, coefT, g, out)
+            _KERNELS.gather(n_in, idxT, getattr(a, f"coefT_{tag}"), g, out)
     return out
 
 

@@ -143,3 +143,26 @@ def test_64_bit_offsets_give_the_same_bits(ico_mesh, rng, on_host, monkeypatch, 
     wide = run()
     for a, b in zip(narrow, wide):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_numpy_only_tables_stay_on_the_host(ico_mesh, rng, on_host):
+    """The per-slot coefficients of the two-point stencils, which only the NumPy path reads (the
+    kernels take invLength or multiply by 1/2), are not copied to the device, and every device
+    path runs without them."""
+    m = ico_mesh.replace()
+    phi, u = random_field(m, "cell", rng, nlev=4), random_field(m, "edge", rng, nlev=4)
+    for field in (host(phi), phi):
+        meshops.grad_c2e(m, field)
+        meshops.interp_c2e(m, field)
+    for field in (host(u), u):
+        for mode in ("atomic", "deterministic"):
+            meshops.grad_c2e_adj(m, field, mode=mode)
+            meshops.interp_c2e_adj(m, field, mode=mode)
+    numpy_only = {"gradient": {"coef_c", "coef_v"},
+                  "interpolation": {"coef_c2e", "coefT_c2e", "coef_v2e", "coefT_v2e"}}
+    tables = {(key[0], key[1] == "numpy"): set(vars(arrays))
+              for key, arrays in m._meshops_cache.items() if key[0] in numpy_only and len(key) == 5}
+    for family, names in numpy_only.items():
+        assert names <= tables[(family, True)]
+        assert not names & tables[(family, False)]
+        assert tables[(family, False)] == tables[(family, True)] - names
