@@ -102,8 +102,8 @@ __global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge,
 {
     MESHOPS_ROWS_NOT_UNROLLED(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const Lanes<T, W> F =
-            meshops::stencil_gather<T, W, false>(cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
+        const Lanes<T, W> F = meshops::stencil_gather<T, W, /*VectorLoads=*/false>(
+            cellsOnEdge, edgeCoef, g, e, 2, nlev, k);
         h_adj[i] = u[i] * F;
         u_adj[i] = h[i] * F;
     }

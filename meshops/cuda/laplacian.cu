@@ -47,8 +47,8 @@ __global__ void laplacian_c2c_adj_gather(const int* __restrict__ nbr, const T* _
         Lanes<T, W> acc = meshops::splat<T, W>(0);
         for (int j = 0; j < S; ++j) {
             const int n = nbr[c * S + j];
-            const Lanes<T, W> gn =
-                n >= 0 ? invAreaCell[n] * load(g, (meshops_offset)n * nlev + k) : meshops::splat<T, W>(0);
+            const Lanes<T, W> gn = n >= 0 ? invAreaCell[n] * load(g, (meshops_offset)n * nlev + k)
+                                          : meshops::splat<T, W>(0);
             meshops::axpy(acc, w[c * S + j], gn - gc);
         }
         phi_adj[i] = acc;

@@ -49,8 +49,8 @@ __global__ void pv_flux_e2e_tl(const int* __restrict__ edgesOnEdge,
             const int e2 = edgesOnEdge[p];
             if (e2 >= 0) {
                 const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
-                meshops::axpy(acc, weightsOnEdge[p],
-                              load(dF, e2k) * (qe + load(q, e2k)) + load(F, e2k) * (dqe + load(dq, e2k)));
+                meshops::axpy(acc, weightsOnEdge[p], load(dF, e2k) * (qe + load(q, e2k)) +
+                                                         load(F, e2k) * (dqe + load(dq, e2k)));
             }
         }
         dout[i] = (T)0.5 * acc;
