@@ -7,7 +7,7 @@ geometric mean per dtype and nlev. Ratios below 1: the variant is faster.
 The baseline is meshops as installed; the variant is
   --sources DIR          the CUDA sources of DIR (e.g. meshops/cuda of another checkout), and/or
   --max-passes N|none    another bound on the grid-stride passes per thread at one lane per row
-                         (the package: 3; none: 4x the resident blocks), for every kernel that has
+                         (the package: kernels.MAX_PASSES = 3; none: 4x the resident blocks), for every kernel that has
                          a bound.
 
     git worktree add /tmp/before HEAD~1
@@ -61,7 +61,7 @@ class Variant:
             finally:
                 kernels.CUDA_DIR = directories["base"]
 
-        def grid_blocks(n_threads, lanes, device, max_passes=3):
+        def grid_blocks(n_threads, lanes, device, max_passes=kernels.MAX_PASSES):
             if self.active == "variant" and max_passes is not None and self.max_passes != "package":
                 max_passes = self.max_passes
             return self._grid_blocks(n_threads, lanes, device, max_passes)

@@ -31,6 +31,8 @@ GATHER = "stencil_gather_rows"
 SCATTER = "stencil_scatter_atomic"
 #: Bytes of one vector load or store (the widest global access of the GPU).
 LANE_BYTES = 16
+#: Most grid-stride passes per thread at one lane per row (`_grid_blocks`).
+MAX_PASSES = 3
 #: Largest offset of 32-bit offset arithmetic (MESHOPS_OFFSET32).
 INT32_MAX = 2**31 - 1
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -107,13 +109,13 @@ def _resident_blocks(device: int, block_size: int) -> int:
     return attributes["multiProcessorCount"] * max(1, threads_per_sm // block_size)
 
 
-def _grid_blocks(n_threads: int, lanes: int, device: int, max_passes: int | None = 3) -> int:
+def _grid_blocks(n_threads: int, lanes: int, device: int, max_passes: int | None = MAX_PASSES) -> int:
     """Blocks of a launch of n_threads logical threads, `lanes` lanes per row, never more than the
     work needs: 32x the resident blocks with several lanes per row; with one, 4x the resident
     blocks, or more so that no thread runs more than `max_passes` grid-stride passes (None: no
     bound). (On an H200: 32x against 4x is 4% faster in geometric mean at nlev 32, up to 13%,
     and up to 16% slower at nlev 1; at level 10, nlev 1, float64, the 4x grid ran about 10
-    passes per thread and the cell gathers 5-18% slower than with at most 3.)"""
+    passes per thread and the cell gathers up to 19% slower than with at most 3.)"""
     need = -(-n_threads // BLOCK_SIZE)
     if lanes > 1:
         return min(need, 32 * _resident_blocks(device, BLOCK_SIZE))
@@ -174,7 +176,7 @@ class Family:
         dtype, nlev and lane width. Scatter kernels (`*_atomic`) run one level per thread: atomics
         on adjacent levels from adjacent threads coalesce, per-lane atomics of one thread do not.
         The grid is sized from the current device (`_grid_blocks`; kernels use grid-stride
-        loops; at most 3 passes per thread unless the family lists `name` in
+        loops; at most MAX_PASSES passes per thread unless the family lists `name` in
         `unbounded_passes`). The module is compiled for this nlev (in lanes) unless `fixed_nlev` is false or
         nlev is 1 and the family lists `name` in `runtime_nlev`, and with 32-bit offsets when
         they fit (`offsets_fit_int32`) unless the family lists `name` in `offsets64`.
@@ -186,7 +188,7 @@ class Family:
         if n_threads <= 0:
             return
         blocks = _grid_blocks(n_threads, nlev, _device(),
-                              None if name in self.unbounded_passes else 3)
+                              None if name in self.unbounded_passes else MAX_PASSES)
         fixed_nlev = fixed_nlev and not (nlev == 1 and name in self.runtime_nlev)
         offset32 = (name not in self.offsets64
                     and offsets_fit_int32(args, last * nlev + blocks * BLOCK_SIZE))
