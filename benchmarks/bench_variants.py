@@ -7,8 +7,8 @@ geometric mean per dtype and nlev. Ratios below 1: the variant is faster.
 The baseline is meshops as installed; the variant is
   --sources DIR          the CUDA sources of DIR (e.g. meshops/cuda of another checkout), and/or
   --max-passes N|none    another bound on the grid-stride passes per thread at one lane per row
-                         (the package: kernels.MAX_PASSES = 3; none: 4x the resident blocks), for every kernel that has
-                         a bound.
+                         (the package: meshops.kernels.MAX_PASSES = 3; none: 4x the resident
+                         blocks), for every kernel that has a bound.
 
     git worktree add /tmp/before HEAD~1
     python benchmarks/bench_variants.py --level 9 --nlev 1 32 --dtypes float64 float32 \
