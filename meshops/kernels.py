@@ -177,9 +177,10 @@ class Family:
         on adjacent levels from adjacent threads coalesce, per-lane atomics of one thread do not.
         The grid is sized from the current device (`_grid_blocks`; kernels use grid-stride
         loops; at most MAX_PASSES passes per thread unless the family lists `name` in
-        `unbounded_passes`). The module is compiled for this nlev (in lanes) unless `fixed_nlev` is false or
-        nlev is 1 and the family lists `name` in `runtime_nlev`, and with 32-bit offsets when
-        they fit (`offsets_fit_int32`) unless the family lists `name` in `offsets64`.
+        `unbounded_passes`). The module is compiled for this nlev (in lanes) unless `fixed_nlev`
+        is false or nlev is 1 and the family lists `name` in `runtime_nlev`, and with 32-bit
+        offsets when they fit (`offsets_fit_int32`) unless the family lists `name` in
+        `offsets64`.
         """
         first, last = check_rows(rows, n)
         width = 1 if name.endswith("_atomic") else lane_width(fields)
