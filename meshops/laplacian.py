@@ -35,22 +35,35 @@ passes: a cell pass D, a vertex pass Z (temporaries on every cell and vertex) an
         D[c] = sum_j edgeSignOnCell[c,j] * g[e_j] / (dcEdge[e_j] * areaCell[c]),
         Z[v] = sum_i edgeSignOnVertex[v,i] * g[e_i] / (dvEdge[e_i] * areaTriangle[v]).
 
-`rows` restricts the edge pass only. The atomic adjoints run the composed atomic kernels. del4_*
-are two Laplacians in sequence.
+`rows` restricts the edge pass only. From COMPOSED_FROM_BYTES of levels per edge (float64 nlev 2,
+float32 nlev 4) the vector forward and deterministic adjoint are instead one gather over the
+product of those passes' matrices,
+
+    out[e] = sum_m coef[e,m] * u[nbr[e,m]],   (nbr, coef) = rows of A = Gc Dv - Gv Zc   (adjoint: A^T)
+
+with Dv = div_e2c, Zc = curl_e2v, Gc = grad_c2e, Gv = grad_v2e as sparse matrices: the edges of the
+two cells and the two vertices of e, 11 per edge on a hexagonal mesh (the same operator up to
+rounding). The atomic adjoints run the composed atomic kernels. del4_* are two Laplacians in
+sequence.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from meshops import connectivity
+from meshops import connectivity, stencil
 from meshops.backend import array_module, check_field, prepared
 from meshops.curl import curl_e2v, curl_e2v_adj
 from meshops.divergence import div_e2c, div_e2c_adj
 from meshops.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
-from meshops.kernels import GATHER, Family
+from meshops.kernels import GATHER, Family, stencil_tables
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
+#: Bytes of levels per edge (nlev * itemsize) from which vector_laplacian_e2e runs on the GPU as
+#: one composed stencil: below, its tables (11 slots per edge) outweigh the field traffic the three
+#: passes add (H200, level 9: float64 nlev 1 1.21x, float32 nlev 2 1.16x slower; float64 nlev 2
+#: 0.96x, float32 nlev 4 0.96x, nlev 32 0.64-0.67x).
+COMPOSED_FROM_BYTES = 16
 _KERNELS = Family("laplacian", ("laplacian_c2c", "laplacian_c2c_adj_gather", "vector_laplacian_e2e",
                                  GATHER))
 
@@ -93,6 +106,21 @@ def _build(mesh) -> dict:
                 cellCoefAdj=s_c / dc[ec], vertexCoefAdj=s_v / dv[ev])
 
 
+def _build_composed(mesh) -> dict:
+    """vector_laplacian_e2e as one edge stencil: edgesOnEdgeDel2 / coefDel2, the padded rows of
+    A = Gc Dv - Gv Zc (float64 products of the pass coefficients), and of A^T (*T)."""
+    a = prepared(mesh, "laplacian", _build, np, np.float64)
+    div = stencil.stencil_matrix(a.edgesOnCell, None, a.cellCoef, mesh.nEdges)
+    curl = stencil.stencil_matrix(a.edgesOnVertex, None, a.vertexCoef, mesh.nEdges)
+    ends = np.array([-1.0, 1.0])
+    grad_c = stencil.stencil_matrix(a.cellsOnEdge, None, ends * a.invDcEdge[:, None], mesh.nCells)
+    grad_v = stencil.stencil_matrix(a.verticesOnEdge, None, ends * a.invDvEdge[:, None], mesh.nVertices)
+    matrix = grad_c @ div - grad_v @ curl
+    nbr, coef = connectivity.padded(matrix)
+    nbrT, coefT = connectivity.padded(matrix.T)
+    return dict(edgesOnEdgeDel2=nbr, coefDel2=coef, edgesOnEdgeDel2T=nbrT, coefDel2T=coefT)
+
+
 def _arrays(mesh, x):
     return prepared(mesh, "laplacian", _build, array_module(x), x.dtype)
 
@@ -105,8 +133,16 @@ def _run(name, x, n, arrays, widths, rows=None):
 
 
 def _vector(mesh, x, adjoint, rows=None):
-    """The cell pass D, the vertex pass Z (every cell and vertex), then the edge pass on `rows`."""
-    a, xp = _arrays(mesh, x), array_module(x)
+    """The cell pass D, the vertex pass Z (every cell and vertex), then the edge pass on `rows`;
+    from COMPOSED_FROM_BYTES of levels per edge one gather over the composed stencil."""
+    xp = array_module(x)
+    if stencil.nlev_of(x) * x.dtype.itemsize >= COMPOSED_FROM_BYTES:
+        out = xp.empty_like(x)
+        t, stride = stencil_tables(mesh, "laplacian_composed", _build_composed, (x, out), mesh.nEdges)
+        nbr, coef = (t.edgesOnEdgeDel2T, t.coefDel2T) if adjoint else (t.edgesOnEdgeDel2, t.coefDel2)
+        _KERNELS.gather(mesh.nEdges, nbr, coef, x, out, slot_stride=stride, rows=rows)
+        return out
+    a = _arrays(mesh, x)
     if adjoint:
         ea, eb, cell_coef, vertex_coef = a.dvEdge, a.dcEdge, a.cellCoefAdj, a.vertexCoefAdj
     else:

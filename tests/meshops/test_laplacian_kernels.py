@@ -2,12 +2,15 @@
 path of laplacian_c2c, vector_laplacian_e2e and del4_* (forward, both adjoint modes; the atomic
 mode runs the composed kernels of the other families) against the NumPy compositions, on the
 x1.162 mesh, a generated mesh and a rank's local mesh (missing neighbours); forwards on a range of
-output rows. The vector Laplacian runs as a cell pass, a vertex pass and an edge pass."""
+output rows. The vector Laplacian runs as a cell pass, a vertex pass and an edge pass, and from
+COMPOSED_FROM_BYTES of levels per edge (float64 nlev 3 and 4 here, float32 nlev 4) as one gather
+over the composed stencil."""
 import numpy as np
 import pytest
 
 import meshops
 from meshops.kernels import GATHER
+from meshops.laplacian import COMPOSED_FROM_BYTES
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
@@ -16,12 +19,18 @@ from .host_harness import HostArray, host, host_fixtures
 from .test_linear_operators import _close, any_mesh, rank_mesh  # noqa: F401
 
 LAPLACIANS = ("laplacian_c2c", "vector_laplacian_e2e", "del4_c2c", "del4_e2e")
-#: laplacian.cu launches of one forward or deterministic adjoint of each operator.
-_PASSES = {"laplacian_c2c": ["laplacian_c2c"],
-           "vector_laplacian_e2e": [GATHER, GATHER, "vector_laplacian_e2e"]}
-_PASSES.update(del4_c2c=2 * _PASSES["laplacian_c2c"], del4_e2e=2 * _PASSES["vector_laplacian_e2e"])
-_ADJOINT_PASSES = {name: [p.replace("laplacian_c2c", "laplacian_c2c_adj_gather") for p in passes]
-                   for name, passes in _PASSES.items()}
+NLEVS = [None, 3, 4]  # one level per thread; lanes of 2 or 4 levels
+
+
+def _passes(name, nlev, dtype, adjoint=False):
+    """laplacian.cu launches of one forward or deterministic adjoint of `name` at `nlev` levels."""
+    composed = (nlev or 1) * np.dtype(dtype).itemsize >= COMPOSED_FROM_BYTES
+    scalar = "laplacian_c2c_adj_gather" if adjoint else "laplacian_c2c"
+    vector = [GATHER] if composed else [GATHER, GATHER, "vector_laplacian_e2e"]
+    return {"laplacian_c2c": [scalar], "del4_c2c": 2 * [scalar], "vector_laplacian_e2e": vector,
+            "del4_e2e": 2 * vector}[name]
+
+
 # laplacian.cu and the families whose kernels the atomic adjoints compose, run on the host.
 host_kernels, on_host = host_fixtures("laplacian", "divergence", "gradient", "curl")
 
@@ -32,7 +41,7 @@ def laplacian_on_host(on_host):
     return on_host["laplacian"]
 
 
-@pytest.mark.parametrize("nlev", [None, 3, 4])  # one level per thread; lanes of 2 or 4 levels
+@pytest.mark.parametrize("nlev", NLEVS)
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-13), (np.float32, 1e-5)])
 @pytest.mark.parametrize("name", LAPLACIANS)
 def test_fused_laplacians_on_host(name, dtype, tol, nlev, any_mesh, laplacian_on_host, rng):
@@ -41,11 +50,12 @@ def test_fused_laplacians_on_host(name, dtype, tol, nlev, any_mesh, laplacian_on
     x = random_field(mesh, spec.domain[0], rng, nlev=nlev, dtype=dtype)
     y = random_field(mesh, spec.range[0], rng, nlev=nlev, dtype=dtype)
     pairs = [(spec.forward(mesh, x), spec.forward(mesh, host(x)))]
-    assert laplacian_on_host == _PASSES[name]
+    assert laplacian_on_host == _passes(name, nlev, dtype)
     for mode in ADJOINT_MODES:
         del laplacian_on_host[:]
         pairs.append((spec.adjoint(mesh, y, mode=mode), spec.adjoint(mesh, host(y), mode=mode)))
-        assert laplacian_on_host == (_ADJOINT_PASSES[name] if mode == "deterministic" else []), mode
+        expected = _passes(name, nlev, dtype, adjoint=True) if mode == "deterministic" else []
+        assert laplacian_on_host == expected, mode
     for reference, result in pairs:
         assert isinstance(result, HostArray), name
         _close(np.asarray(result, dtype=np.float64), reference, rtol=tol)
@@ -59,7 +69,7 @@ def test_inconsistent_signs_are_named(mpas_mesh, laplacian_on_host, rng):
         meshops.laplacian_c2c(bad, host(random_field(bad, "cell", rng)))
 
 
-@pytest.mark.parametrize("nlev", [None, 3, 4])
+@pytest.mark.parametrize("nlev", NLEVS)
 @pytest.mark.parametrize("name", LAPLACIANS)
 def test_forward_rows_on_host(name, nlev, any_mesh, laplacian_on_host, rng):
     """rows=(first, last): the output rows in range equal the NumPy reference (vector_laplacian_e2e:
@@ -71,5 +81,6 @@ def test_forward_rows_on_host(name, nlev, any_mesh, laplacian_on_host, rng):
     n = x.shape[0]
     first, last = n // 3, 2 * n // 3
     result = spec.forward(mesh, host(x), rows=(first, last))
-    assert laplacian_on_host == _PASSES[name]
+    assert laplacian_on_host == _passes(name, nlev, x.dtype)
     _close(np.asarray(result[first:last]), spec.forward(mesh, x)[first:last])
+
