@@ -31,6 +31,13 @@ GATHER = "stencil_gather_rows"
 SCATTER = "stencil_scatter_atomic"
 #: Bytes of one vector load or store (the widest global access of the GPU).
 LANE_BYTES = 16
+#: Bytes of a wide lane (two vector loads per lane) in the kernels that run with them: the gather
+#: over stencils of at most WIDE_GATHER_SLOTS slots and `Family(wide_lanes=...)`.
+WIDE_LANE_BYTES = 32
+#: Most slots per row of a `GATHER` run with wide lanes, per itemsize (H200, level 9, nlev 32:
+#: curl_e2v 0.92x (float64) / 0.87x (float32), interp_c2v 0.87x / 0.85x, the two-slot adjoint
+#: gathers 0.84-0.89x; float64 at 6 slots 0.98-1.09x, at 11-12 slots 1.09-1.15x).
+WIDE_GATHER_SLOTS = {4: 6, 8: 4}
 #: Most grid-stride passes per thread at one lane per row (`_grid_blocks`).
 MAX_PASSES = 3
 #: Largest offset of 32-bit offset arithmetic (MESHOPS_OFFSET32).
@@ -59,14 +66,14 @@ def _module(family: str, kernel_names: tuple[str, ...], ctype: str, width: int, 
     return {name: module.get_function(expr) for name, expr in zip(kernel_names, expressions)}
 
 
-def lane_width(fields) -> int:
-    """Levels per thread for `fields` (all of one dtype and level count): the most that fill one
-    aligned vector access of at most LANE_BYTES and divide nlev (1 for fields without levels)."""
+def lane_width(fields, lane_bytes: int = LANE_BYTES) -> int:
+    """Levels per thread for `fields` (all of one dtype and level count): the most that fill an
+    aligned lane of at most `lane_bytes` and divide nlev (1 for fields without levels)."""
     x = fields[0]
     if x.ndim == 1:
         return 1
     nlev, itemsize = int(x.shape[1]), x.dtype.itemsize
-    width = LANE_BYTES // itemsize
+    width = lane_bytes // itemsize
     while width > 1 and (nlev % width or any(_address(f) % (width * itemsize) for f in fields)):
         width //= 2
     return width
@@ -146,7 +153,8 @@ class Family:
     """The kernels `names` of `meshops/cuda/{family}.cu`, launched over output rows."""
 
     def __init__(self, family: str, names: tuple[str, ...], *, runtime_nlev: tuple[str, ...] = (),
-                 offsets64: tuple[str, ...] = (), unbounded_passes: tuple[str, ...] = ()):
+                 offsets64: tuple[str, ...] = (), unbounded_passes: tuple[str, ...] = (),
+                 wide_lanes: tuple[str, ...] = ()):
         """`runtime_nlev`: kernels that take nlev at run time when a row is one lane (nlev 1):
         with nlev fixed at 1 NVRTC schedules some of their table loads after the first gathers
         (on an H200, float64: reconstruct_xyz_e2c 1.39x, pv_flux_e2e 1.11x slower).
@@ -155,10 +163,13 @@ class Family:
         reconstruct_xyz_e2c by 37% at nlev 1, float64).
         `unbounded_passes`: kernels whose grid at one lane per row stays 4x the resident blocks
         however many grid-stride passes that makes (`_grid_blocks`), measured slower with the
-        bound (on an H200, level 10, nlev 1, float64: the two-point edge stencils by 4-27%)."""
+        bound (on an H200, level 10, nlev 1, float64: the two-point edge stencils by 4-27%).
+        `wide_lanes`: kernels run with lanes of WIDE_LANE_BYTES (two vector loads per lane;
+        compiled with MESHOPS_INSTANTIATE_WIDE), measured faster with them (on an H200, level 9,
+        nlev 32: ke_e2c 0.91x)."""
         self.family, self.names = family, tuple(names)
         self.runtime_nlev, self.offsets64 = frozenset(runtime_nlev), frozenset(offsets64)
-        self.unbounded_passes = frozenset(unbounded_passes)
+        self.unbounded_passes, self.wide_lanes = frozenset(unbounded_passes), frozenset(wide_lanes)
 
     def kernel(self, name: str, dtype, width: int, lanes: int, offset32: bool = False):
         """The kernel `name<T, width>` for `dtype` on the current device, compiled once for
@@ -169,12 +180,15 @@ class Family:
         return _module(self.family, self.names, ctype, width, lanes, bool(offset32), _device(),
                        BLOCK_SIZE)[name]
 
-    def launch(self, name: str, n: int, fields, *args, rows=None, fixed_nlev=True) -> None:
+    def launch(self, name: str, n: int, fields, *args, rows=None, fixed_nlev=True,
+               wide=False) -> None:
         """Run kernel `name` over rows [first, last) of its n output rows (`rows`, default all).
 
         `fields` are the level-carrying arrays of the call (inputs and outputs); they decide the
-        dtype, nlev and lane width. Scatter kernels (`*_atomic`) run one level per thread: atomics
-        on adjacent levels from adjacent threads coalesce, per-lane atomics of one thread do not.
+        dtype, nlev and lane width: lanes of up to LANE_BYTES, or WIDE_LANE_BYTES when `wide` or
+        the family lists `name` in `wide_lanes` and 32-bit offsets fit. Scatter kernels (`*_atomic`) run one level per
+        thread: atomics on adjacent levels from adjacent threads coalesce, per-lane atomics of one
+        thread do not.
         The grid is sized from the current device (`_grid_blocks`; kernels use grid-stride
         loops; at most MAX_PASSES passes per thread unless the family lists `name` in
         `unbounded_passes`). The module is compiled for this nlev (in lanes) unless `fixed_nlev`
@@ -183,16 +197,19 @@ class Family:
         `offsets64`.
         """
         first, last = check_rows(rows, n)
-        width = 1 if name.endswith("_atomic") else lane_width(fields)
-        nlev = (1 if fields[0].ndim == 1 else int(fields[0].shape[1])) // width
-        n_threads = (last - first) * nlev
-        if n_threads <= 0:
+        if last <= first:
             return
-        blocks = _grid_blocks(n_threads, nlev, _device(),
-                              None if name in self.unbounded_passes else MAX_PASSES)
+        passes = None if name in self.unbounded_passes else MAX_PASSES
+        wide = (wide or name in self.wide_lanes) and name not in self.offsets64
+        for lane_bytes in (WIDE_LANE_BYTES, LANE_BYTES) if wide else (LANE_BYTES,):
+            width = 1 if name.endswith("_atomic") else lane_width(fields, lane_bytes)
+            nlev = (1 if fields[0].ndim == 1 else int(fields[0].shape[1])) // width
+            blocks = _grid_blocks((last - first) * nlev, nlev, _device(), passes)
+            offset32 = (name not in self.offsets64
+                        and offsets_fit_int32(args, last * nlev + blocks * BLOCK_SIZE))
+            if offset32:  # wide lanes only with 32-bit offsets (MESHOPS_INSTANTIATE_WIDE)
+                break
         fixed_nlev = fixed_nlev and not (nlev == 1 and name in self.runtime_nlev)
-        offset32 = (name not in self.offsets64
-                    and offsets_fit_int32(args, last * nlev + blocks * BLOCK_SIZE))
         kernel = self.kernel(name, fields[0].dtype, width, nlev if fixed_nlev else 0, offset32)
         kernel((blocks,), (BLOCK_SIZE,), args + (np.int32(first), np.int32(last), np.int32(nlev)))
 
@@ -201,11 +218,12 @@ class Family:
         [first, last) of the n output rows: `GATHER`, which the family must list. idx and coef are
         (n, S) row-major tables, or slot-major ones with `slot_stride` = their row count
         (`stencil_tables`), which take nlev at run time (tangential_e2e 6% (float64) and 18%
-        (float32) slower with it fixed at 1 on an H200)."""
+        (float32) slower with it fixed at 1 on an H200). Wide lanes up to WIDE_GATHER_SLOTS."""
         slot_stride = int(slot_stride)
         width = idx.shape[1] if slot_stride == 1 else idx.size // slot_stride
+        wide = width <= WIDE_GATHER_SLOTS.get(x.dtype.itemsize, 0)
         self.launch(GATHER, n, (x, out), idx, coef, x, out, np.int32(width), np.int32(slot_stride),
-                    rows=rows, fixed_nlev=slot_stride == 1)
+                    rows=rows, fixed_nlev=slot_stride == 1, wide=wide)
 
     def scatter(self, n: int, idx, coef, g, out) -> None:
         """out[idx[r, m], k] += coef[r, m] * g[r, k] (idx -1: no term) for the n rows of the

@@ -27,7 +27,8 @@ from meshops.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("kinetic_energy", ("ke_e2c", "ke_e2c_tl", "ke_e2c_adj_atomic", "ke_e2c_adj_gather"))
+_KERNELS = Family("kinetic_energy", ("ke_e2c", "ke_e2c_tl", "ke_e2c_adj_atomic", "ke_e2c_adj_gather"),
+                  wide_lanes=("ke_e2c",))
 
 
 def _build(mesh) -> dict:

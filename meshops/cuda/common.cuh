@@ -78,15 +78,27 @@ struct VectorOf<float, 4> { typedef float4 type; };
 template <>
 struct VectorOf<double, 2> { typedef double2 type; };
 
-// Lane i of the read-only field x as one vector load (LDG.E.128 for float32 at W = 4). Kernels
-// read fields through it: a Lanes read by reference, or under a condition (a missing neighbour),
-// compiles to W scalar loads (on an H200, level 9, nlev 32, float32: tangential_e2e 1.75x,
-// pv_flux_e2e 1.33x slower). At W = 1 it is the plain read (the same SASS).
+// Lane i of the read-only field x as one vector load (LDG.E.128 for float32 at W = 4), or as
+// 16-byte loads for a wider lane (32 bytes: two). Kernels read fields through it: a Lanes read by
+// reference, or under a condition (a missing neighbour), compiles to W scalar loads (on an H200,
+// level 9, nlev 32, float32: tangential_e2e 1.75x, pv_flux_e2e 1.33x slower). At W = 1 it is the
+// plain read (the same SASS).
 template <typename T, int W>
 __device__ __forceinline__ Lanes<T, W> load(const Lanes<T, W>* __restrict__ x, meshops_offset i)
 {
     if constexpr (W == 1) {
         return x[i];
+    } else if constexpr (sizeof(T) * W > 16) {
+        constexpr int H = 16 / sizeof(T);
+        const Lanes<T, H>* parts = reinterpret_cast<const Lanes<T, H>*>(x + i);
+        Lanes<T, W> value;
+#pragma unroll
+        for (int h = 0; h < W / H; ++h) {
+            const Lanes<T, H> part = load(parts, h);
+#pragma unroll
+            for (int w = 0; w < H; ++w) value.v[h * H + w] = part.v[w];
+        }
+        return value;
     } else {
         typedef typename VectorOf<T, W>::type Vector;
         union {
@@ -164,11 +176,21 @@ __device__ __forceinline__ int meshops_entity(meshops_offset i, int nlev)
 
 // Instantiate a kernel for every (T, W) the launcher uses when the file is compiled on its own with
 // nvcc (CI's syntax and type check); NVRTC instantiates through CuPy's name expressions instead.
+// MESHOPS_INSTANTIATE_WIDE: also the 32-byte lanes of the kernels that run with them (meshops/
+// kernels.py, with 32-bit offsets only: with 64-bit ones the gather spills under its register cap).
 #if defined(MESHOPS_NVCC_CHECK)
 #define MESHOPS_INSTANTIATE(kernel)                                                            \
     void* meshops_instance_##kernel[] = {(void*)&kernel<float, 1>, (void*)&kernel<float, 2>,   \
                                          (void*)&kernel<float, 4>, (void*)&kernel<double, 1>,  \
                                          (void*)&kernel<double, 2>};
+#if defined(MESHOPS_OFFSET32)
+#define MESHOPS_INSTANTIATE_WIDE(kernel) \
+    MESHOPS_INSTANTIATE(kernel)          \
+    void* meshops_wide_instance_##kernel[] = {(void*)&kernel<float, 8>, (void*)&kernel<double, 4>};
+#else
+#define MESHOPS_INSTANTIATE_WIDE(kernel) MESHOPS_INSTANTIATE(kernel)
+#endif
 #else
 #define MESHOPS_INSTANTIATE(kernel)
+#define MESHOPS_INSTANTIATE_WIDE(kernel)
 #endif

@@ -26,7 +26,7 @@ __global__ void ke_e2c(const int* __restrict__ edgesOnCell, const T* __restrict_
         ke[i] = acc;
     }
 }
-MESHOPS_INSTANTIATE(ke_e2c)
+MESHOPS_INSTANTIATE_WIDE(ke_e2c)
 
 // dke[c,k] = sum_j cellCoef2[c,j] * u[e_j,k] * du[e_j,k]
 template <typename T, int W>

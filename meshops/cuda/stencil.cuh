@@ -65,7 +65,7 @@ __global__ void stencil_gather_rows(const int* __restrict__ idx, const T* __rest
         out[i] = meshops::stencil_gather(idx, coef, x, r, S, nlev, k, slotStride);
     }
 }
-MESHOPS_INSTANTIATE(stencil_gather_rows)
+MESHOPS_INSTANTIATE_WIDE(stencil_gather_rows)
 
 // out[idx[r,m],k] += coef[r,m] * g[r,k] for rows r in [first, last) (atomicAdd; out zeroed by the
 // caller): the scatter form of the adjoint of every linear one-table stencil (div_e2c, curl_e2v,

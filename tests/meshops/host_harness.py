@@ -43,8 +43,27 @@ class HostArray(np.ndarray):
     """Stands for a device array: operators given one take their CuPy code path."""
 
 
+#: Alignment of device allocations (CuPy's memory pool: 256 bytes), which the lane width depends on.
+DEVICE_ALIGNMENT = 256
+
+
+def _aligned(shape, dtype) -> HostArray:
+    """An uninitialised C-contiguous HostArray aligned as a device allocation."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + DEVICE_ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % DEVICE_ALIGNMENT
+    return raw[start:start + nbytes].view(dtype).reshape(shape).view(HostArray)
+
+
 def host(a):
-    return np.ascontiguousarray(a).view(HostArray)
+    """`a` as a HostArray aligned as a device allocation (itself if it is one)."""
+    if isinstance(a, HostArray) and a.flags.c_contiguous and a.ctypes.data % DEVICE_ALIGNMENT == 0:
+        return a
+    a = np.asarray(a)
+    out = _aligned(a.shape, a.dtype)
+    out[...] = a
+    return out
 
 
 def _split_params(text: str) -> list[str]:
@@ -114,7 +133,7 @@ def route_to_host(monkeypatch, table, families) -> dict:
     module = types.SimpleNamespace(
         get_array_module=lambda *arrays: module if any(isinstance(a, HostArray) for a in arrays) else np,
         empty=lambda *a, **k: host(np.empty(*a, **k)), zeros=lambda *a, **k: host(np.zeros(*a, **k)),
-        empty_like=lambda a: host(np.empty_like(np.asarray(a))),
+        empty_like=lambda a: _aligned(np.shape(a), np.asarray(a).dtype),
         zeros_like=lambda a: host(np.zeros_like(np.asarray(a))),
         asarray=host, ascontiguousarray=host,
         cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0)))

@@ -58,22 +58,26 @@ def test_tangent_linear_taylor(name, mesh, rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nlev", [None, 7, 8])  # 8: lanes of 2 float64 levels
+@pytest.mark.parametrize("nlev, dtype, tol", [
+    (None, np.float64, 1e-13), (7, np.float64, 1e-13),
+    (8, np.float64, 1e-13),    # lanes of 2 float64 levels, wide lanes of 4
+    (16, np.float32, 1e-5),    # lanes of 4 float32 levels, wide lanes of 8
+])
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
 @pytest.mark.parametrize("name", sorted(OPERATORS))
-def test_cupy_matches_numpy(name, mode, nlev, mesh, rng):
+def test_cupy_matches_numpy(name, mode, nlev, dtype, tol, mesh, rng):
     import cupy
 
     spec = OPERATORS[name]
-    x = tuple(random_field(mesh, loc, rng, nlev=nlev) for loc in spec.domain)
-    y = tuple(random_field(mesh, loc, rng, nlev=nlev) for loc in spec.range)
-    dx = () if spec.linear else tuple(random_field(mesh, loc, rng, nlev=nlev) for loc in spec.domain)
+    field = lambda loc: random_field(mesh, loc, rng, nlev=nlev, dtype=dtype)  # noqa: E731
+    x, y = tuple(map(field, spec.domain)), tuple(map(field, spec.range))
+    dx = () if spec.linear else tuple(map(field, spec.domain))
     gpu = lambda arrays: tuple(cupy.asarray(a) for a in arrays)
     pairs = backend_pairs(spec, mesh, gpu, x, y, base=() if spec.linear else x, dx=dx, modes=(mode,))
     for ref, res in pairs:
         res = cupy.asnumpy(res)
         scale = np.abs(ref).max()
-        assert np.abs(res - ref).max() <= 1e-13 * scale, (name, mode)
+        assert np.abs(res - ref).max() <= tol * scale, (name, mode)
 
 
 @pytest.mark.gpu

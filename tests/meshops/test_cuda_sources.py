@@ -34,9 +34,10 @@ def _ptxas_report(source, lanes, offset32) -> dict[str, tuple[int, int]]:
 
 
 # Lanes per row the modules are compiled for: nlev at run time, one lane per row (nlev 1), and
-# float64 nlev 32 (16 lanes of 2 levels; the W = 1 instances stand for odd level counts).
+# nlev 32: 16 lanes of 2 float64 levels (the W = 1 instances stand for odd level counts), wide
+# lanes of 4 float64 (8 lanes) or 8 float32 levels (4 lanes).
 @pytest.mark.parametrize("offset32", [False, True], ids=["offset64", "offset32"])
-@pytest.mark.parametrize("lanes", [0, 1, 16])
+@pytest.mark.parametrize("lanes", [0, 1, 4, 8, 16])
 @pytest.mark.parametrize("source", cuda_sources(), ids=lambda p: p.stem)
 def test_kernels_do_not_spill(source, lanes, offset32):
     report = _ptxas_report(source, lanes, offset32)

@@ -13,8 +13,8 @@ from meshops.kernels import GATHER, _grid_blocks
 from .conftest import random_field
 from .host_harness import host, host_fixtures
 
-host_kernels, on_host = host_fixtures("divergence", "gradient", "interpolation", "pv_flux",
-                                      "reconstruct", "tangential")
+host_kernels, on_host = host_fixtures("curl", "divergence", "gradient", "interpolation",
+                                      "kinetic_energy", "pv_flux", "reconstruct", "tangential")
 
 
 @pytest.fixture
@@ -36,6 +36,22 @@ def test_level_count_is_compiled_in(ico_mesh, rng, compiled, nlev, width, lanes)
     F = random_field(ico_mesh, "edge", rng, nlev=nlev)
     meshops.div_e2c(ico_mesh, host(F))
     assert compiled == [("divergence", GATHER, width, lanes, True)]
+
+
+@pytest.mark.parametrize("dtype, curl_width, div_width", [(np.float64, 4, 2), (np.float32, 8, 8)])
+def test_wide_lanes(ico_mesh, rng, compiled, monkeypatch, dtype, curl_width, div_width):
+    """Gathers of at most WIDE_GATHER_SLOTS slots (curl_e2v: 3; div_e2c: 6, wide in float32 only)
+    and ke_e2c's forward run 32-byte lanes, with 32-bit offsets only."""
+    u = host(random_field(ico_mesh, "edge", rng, nlev=32, dtype=dtype))
+    meshops.curl_e2v(ico_mesh, u)
+    meshops.div_e2c(ico_mesh, u)
+    meshops.ke_e2c(ico_mesh, u)
+    monkeypatch.setattr(kernels, "INT32_MAX", 0)
+    meshops.curl_e2v(ico_mesh, u)
+    lanes = 16 // np.dtype(dtype).itemsize
+    assert [(name, width, offset32) for _, name, width, _, offset32 in compiled] == [
+        (GATHER, curl_width, True), (GATHER, div_width, True), ("ke_e2c", 2 * lanes, True),
+        (GATHER, lanes, False)]
 
 
 @pytest.mark.parametrize("nlev, expected", [

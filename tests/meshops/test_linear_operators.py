@@ -322,7 +322,7 @@ def test_cupy_matches_numpy_on_rank_mesh(name, rank_mesh, rng):
 host_kernels, on_host = host_fixtures("gradient", "curl", "interpolation", "tangential", "divergence")
 
 
-@pytest.mark.parametrize("nlev", [3, 4])     # one level per thread; vector lanes of 2 or 4 levels
+@pytest.mark.parametrize("nlev", [3, 4, 8])  # one level per thread; lanes of 2 or 4 levels; wide lanes
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-13), (np.float32, 1e-5)])
 @pytest.mark.parametrize("name", LINEAR + ("flux_div_e2c",))
 def test_cuda_sources_on_host(name, dtype, tol, nlev, any_mesh, on_host, rng):

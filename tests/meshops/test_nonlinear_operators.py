@@ -190,7 +190,7 @@ def any_mesh(request):
     return request.getfixturevalue(request.param)
 
 
-@pytest.mark.parametrize("nlev", [3, 4])     # one level per thread; vector lanes of 2 or 4 levels
+@pytest.mark.parametrize("nlev", [3, 4, 8])  # one level per thread; lanes of 2 or 4 levels; wide lanes
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-13), (np.float32, 1e-5)])
 @pytest.mark.parametrize("name, family", [("ke_e2c", "kinetic_energy"), ("pv_flux_e2e", "pv_flux")])
 def test_cuda_sources_on_host(name, family, dtype, tol, nlev, any_mesh, on_host, rng):
