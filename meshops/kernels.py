@@ -34,9 +34,11 @@ LANE_BYTES = 16
 #: Bytes of a wide lane (two vector loads per lane) in the kernels that run with them: the gather
 #: over stencils of at most WIDE_GATHER_SLOTS slots and `Family(wide_lanes=...)`.
 WIDE_LANE_BYTES = 32
-#: Most slots per row of a `GATHER` run with wide lanes, per itemsize (H200, level 9, nlev 32:
-#: curl_e2v 0.92x (float64) / 0.87x (float32), interp_c2v 0.87x / 0.85x, the two-slot adjoint
-#: gathers 0.84-0.89x; float64 at 6 slots 0.98-1.09x, at 11-12 slots 1.09-1.15x).
+#: Most slots per row of a `GATHER` run with wide lanes, per itemsize (H200, nlev 32, levels 9 /
+#: 10: interp_c2v 0.87x / 0.87x (float64), 0.85x / 0.84x (float32), the two-slot adjoint gathers
+#: 0.84-0.93x, curl_e2v 0.92x / 1.03x (float64), 0.87x / 0.91x (float32); float32 at 6 slots
+#: 0.87-0.96x but grad_c2e's adjoint 1.21x at level 10; float64 at 6 slots 0.98-1.09x, at 11-12
+#: slots 1.09-1.15x at level 9).
 WIDE_GATHER_SLOTS = {4: 6, 8: 4}
 #: Most grid-stride passes per thread at one lane per row (`_grid_blocks`).
 MAX_PASSES = 3
@@ -154,7 +156,7 @@ class Family:
 
     def __init__(self, family: str, names: tuple[str, ...], *, runtime_nlev: tuple[str, ...] = (),
                  offsets64: tuple[str, ...] = (), unbounded_passes: tuple[str, ...] = (),
-                 wide_lanes: tuple[str, ...] = ()):
+                 wide_lanes: dict[str, tuple[str, ...]] | None = None):
         """`runtime_nlev`: kernels that take nlev at run time when a row is one lane (nlev 1):
         with nlev fixed at 1 NVRTC schedules some of their table loads after the first gathers
         (on an H200, float64: reconstruct_xyz_e2c 1.39x, pv_flux_e2e 1.11x slower).
@@ -164,12 +166,13 @@ class Family:
         `unbounded_passes`: kernels whose grid at one lane per row stays 4x the resident blocks
         however many grid-stride passes that makes (`_grid_blocks`), measured slower with the
         bound (on an H200, level 10, nlev 1, float64: the two-point edge stencils by 4-27%).
-        `wide_lanes`: kernels run with lanes of WIDE_LANE_BYTES (two vector loads per lane;
-        compiled with MESHOPS_INSTANTIATE_WIDE), measured faster with them (on an H200, level 9,
-        nlev 32: ke_e2c 0.91x)."""
+        `wide_lanes`: {kernel: dtype names} run with lanes of WIDE_LANE_BYTES (two vector loads
+        per lane; compiled with MESHOPS_INSTANTIATE_WIDE), measured faster with them (on an H200,
+        nlev 32, float32: ke_e2c 0.92x at level 9, 0.94x at level 10; float64 0.91x and 1.12x)."""
         self.family, self.names = family, tuple(names)
         self.runtime_nlev, self.offsets64 = frozenset(runtime_nlev), frozenset(offsets64)
-        self.unbounded_passes, self.wide_lanes = frozenset(unbounded_passes), frozenset(wide_lanes)
+        self.unbounded_passes = frozenset(unbounded_passes)
+        self.wide_lanes = {name: frozenset(dtypes) for name, dtypes in (wide_lanes or {}).items()}
 
     def kernel(self, name: str, dtype, width: int, lanes: int, offset32: bool = False):
         """The kernel `name<T, width>` for `dtype` on the current device, compiled once for
@@ -186,9 +189,9 @@ class Family:
 
         `fields` are the level-carrying arrays of the call (inputs and outputs); they decide the
         dtype, nlev and lane width: lanes of up to LANE_BYTES, or WIDE_LANE_BYTES when `wide` or
-        the family lists `name` in `wide_lanes` and 32-bit offsets fit. Scatter kernels (`*_atomic`) run one level per
-        thread: atomics on adjacent levels from adjacent threads coalesce, per-lane atomics of one
-        thread do not.
+        the family lists `name` in `wide_lanes` for this dtype, and 32-bit offsets fit. Scatter
+        kernels (`*_atomic`) run one level per thread: atomics on adjacent levels from adjacent
+        threads coalesce, per-lane atomics of one thread do not.
         The grid is sized from the current device (`_grid_blocks`; kernels use grid-stride
         loops; at most MAX_PASSES passes per thread unless the family lists `name` in
         `unbounded_passes`). The module is compiled for this nlev (in lanes) unless `fixed_nlev`
@@ -200,7 +203,8 @@ class Family:
         if last <= first:
             return
         passes = None if name in self.unbounded_passes else MAX_PASSES
-        wide = (wide or name in self.wide_lanes) and name not in self.offsets64
+        dtype = np.dtype(fields[0].dtype)
+        wide = (wide or dtype.name in self.wide_lanes.get(name, ())) and name not in self.offsets64
         for lane_bytes in (WIDE_LANE_BYTES, LANE_BYTES) if wide else (LANE_BYTES,):
             width = 1 if name.endswith("_atomic") else lane_width(fields, lane_bytes)
             nlev = (1 if fields[0].ndim == 1 else int(fields[0].shape[1])) // width
@@ -210,7 +214,7 @@ class Family:
             if offset32:  # wide lanes only with 32-bit offsets (MESHOPS_INSTANTIATE_WIDE)
                 break
         fixed_nlev = fixed_nlev and not (nlev == 1 and name in self.runtime_nlev)
-        kernel = self.kernel(name, fields[0].dtype, width, nlev if fixed_nlev else 0, offset32)
+        kernel = self.kernel(name, dtype, width, nlev if fixed_nlev else 0, offset32)
         kernel((blocks,), (BLOCK_SIZE,), args + (np.int32(first), np.int32(last), np.int32(nlev)))
 
     def gather(self, n: int, idx, coef, x, out, *, slot_stride=1, rows=None) -> None:

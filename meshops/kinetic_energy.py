@@ -28,7 +28,7 @@ from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("kinetic_energy", ("ke_e2c", "ke_e2c_tl", "ke_e2c_adj_atomic", "ke_e2c_adj_gather"),
-                  wide_lanes=("ke_e2c",))
+                  wide_lanes={"ke_e2c": ("float32",)})
 
 
 def _build(mesh) -> dict:
