@@ -56,19 +56,6 @@ def transpose(idx, n_in: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     return rows, slots
 
 
-def padded(matrix) -> tuple[np.ndarray, np.ndarray]:
-    """Padded stencil (idx, coef), both (n_rows, K), of a sparse matrix: row r lists its entries in
-    increasing column order, K the most entries of a row, -1 / 0 pads."""
-    matrix = scipy.sparse.csr_array(matrix)
-    matrix.sort_indices()
-    counts = np.diff(matrix.indptr)
-    inside = np.arange(int(counts.max(initial=0)))[None, :] < counts[:, None]
-    idx = np.full(inside.shape, -1, dtype=np.int64)
-    coef = np.zeros(inside.shape, dtype=matrix.dtype)
-    idx[inside], coef[inside] = matrix.indices, matrix.data
-    return idx, coef
-
-
 def take(table, rows, slots) -> np.ndarray:
     """table[rows, slots] where rows >= 0, else 0 (coefficients of a transposed stencil)."""
     valid = rows >= 0

@@ -106,19 +106,76 @@ def _build(mesh) -> dict:
                 cellCoefAdj=s_c / dc[ec], vertexCoefAdj=s_v / dv[ev])
 
 
-def _build_composed(mesh) -> dict:
+def _merge_repeats(candidates, weights):
+    """Padded rows (nbr, coef) of slot-major (width, n) candidates and weights: each row's distinct
+    candidates >= 0 in order of first appearance, coef the sum of their weights in candidate order;
+    and the most entries of a row."""
+    width, n = candidates.shape
+    merged, first = weights.copy(), np.empty(candidates.shape, dtype=np.int64)
+    for j in range(width):
+        first[j] = j
+        for i in range(j - 1, -1, -1):
+            np.putmask(first[j], candidates[j] == candidates[i], i)
+        repeat = np.flatnonzero(first[j] < j)
+        merged[first[j, repeat], repeat] += weights[j, repeat]
+    keep = (first == np.arange(width)[:, None]) & (candidates >= 0)
+    slot, count = np.empty(candidates.shape, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    for j in range(width):
+        slot[j] = count
+        count += keep[j]
+    at = (np.arange(n) * width + slot)[keep]            # flat positions in the (n, width) rows
+    nbr, coef = np.full((n, width), -1, dtype=np.int32), np.zeros((n, width))
+    nbr.ravel()[at], coef.ravel()[at] = candidates[keep], merged[keep]
+    return nbr, coef, int(count.max(initial=0))
+
+
+def _build_composed(mesh, chunk: int = 1 << 18) -> dict:
     """vector_laplacian_e2e as one edge stencil: edgesOnEdgeDel2 / coefDel2, the padded rows of
-    A = Gc Dv - Gv Zc (float64 products of the pass coefficients), and of A^T (*T)."""
+    A = Gc Dv - Gv Zc, and of A^T (*T). Row e lists the edges of cellsOnEdge[e, 0], cellsOnEdge[e, 1]
+    (edgesOnCell order), verticesOnEdge[e, 0] and verticesOnEdge[e, 1] (edgesOnVertex order), each at
+    its first appearance, with the sum of its paths' products in that order:
+
+        A[e, e'] = sum_{i, c = cellsOnEdge[e,i]} (-1)^(i+1) / dcEdge[e] * cellCoef[c, slot of e' in c]
+                 - sum_{i, v = verticesOnEdge[e,i]} (-1)^(i+1) / dvEdge[e] * vertexCoef[v, slot of e' in v]
+
+    so the summation order follows the mesh's connectivity, not its numbering (a rank's local mesh
+    sums as the global one). Built in chunks of `chunk` rows."""
     a = prepared(mesh, "laplacian", _build, np, np.float64)
-    div = stencil.stencil_matrix(a.edgesOnCell, None, a.cellCoef, mesh.nEdges)
-    curl = stencil.stencil_matrix(a.edgesOnVertex, None, a.vertexCoef, mesh.nEdges)
     ends = np.array([-1.0, 1.0])
-    grad_c = stencil.stencil_matrix(a.cellsOnEdge, None, ends * a.invDcEdge[:, None], mesh.nCells)
-    grad_v = stencil.stencil_matrix(a.verticesOnEdge, None, ends * a.invDvEdge[:, None], mesh.nVertices)
-    matrix = grad_c @ div - grad_v @ curl
-    nbr, coef = connectivity.padded(matrix)
-    nbrT, coefT = connectivity.padded(matrix.T)
-    return dict(edgesOnEdgeDel2=nbr, coefDel2=coef, edgesOnEdgeDel2T=nbrT, coefDel2T=coefT)
+    grad = {"cell": ends * a.invDcEdge[:, None], "vertex": -ends * a.invDvEdge[:, None]}
+    parts = {"cell": (a.cellsOnEdge, a.edgesOnCell, a.cellCoef, "cellsOnEdge", "edgesOnCell"),
+             "vertex": (a.verticesOnEdge, a.edgesOnVertex, a.vertexCoef, "verticesOnEdge",
+                        "edgesOnVertex")}
+    # end[k][p, m]: which end of edge edges[p, m] p is; slot[k][e, i]: e's slot in ends[e, i]'s list
+    end = {k: connectivity.slot_map(edges, ends_, name_e, name_ends)
+           for k, (ends_, edges, _, name_ends, name_e) in parts.items()}
+    slot = {k: connectivity.slot_map(ends_, edges, name_ends, name_e)
+            for k, (ends_, edges, _, name_ends, name_e) in parts.items()}
+    out = {name: [] for name in ("edgesOnEdgeDel2", "coefDel2", "edgesOnEdgeDel2T", "coefDel2T")}
+    widths = []
+    for first in range(0, mesh.nEdges, chunk):
+        e = np.arange(first, min(first + chunk, mesh.nEdges))
+        candidates, forward, adjoint = [], [], []
+        for k, (ends_, edges, coef, _, _) in parts.items():
+            for i in range(2):
+                p = ends_[e, i]
+                valid = p >= 0
+                p = np.where(valid, p, 0)
+                other = np.where(valid[:, None], edges[p], -1)
+                inside = other >= 0
+                o = np.where(inside, other, 0)
+                candidates.append(other.T)
+                forward.append(np.where(inside, grad[k][e, i][:, None] * coef[p], 0.0).T)
+                at_slot = np.take_along_axis(coef[p], np.maximum(slot[k][e, i], 0)[:, None], axis=1)
+                adjoint.append(np.where(inside, grad[k][o, np.maximum(end[k][p], 0)] * at_slot, 0.0).T)
+        candidates = np.ascontiguousarray(np.concatenate(candidates))
+        for suffix, weights in (("", forward), ("T", adjoint)):
+            nbr, coef, width = _merge_repeats(candidates, np.ascontiguousarray(np.concatenate(weights)))
+            out[f"edgesOnEdgeDel2{suffix}"].append(nbr)
+            out[f"coefDel2{suffix}"].append(coef)
+            widths.append(width)
+    width = max(widths, default=0)
+    return {name: np.concatenate([c[:, :width] for c in chunks]) for name, chunks in out.items()}
 
 
 def _arrays(mesh, x):

@@ -5,7 +5,7 @@ import gc
 import numpy as np
 import pytest
 
-from meshops import connectivity, stencil
+from meshops import stencil
 
 
 def _slot_loop(idx, count, coef, x):
@@ -47,20 +47,3 @@ def test_matrices_are_cached_per_table_and_view_and_freed_with_them(ico_mesh, rn
     del coef
     gc.collect()
     assert len(stencil._MATRICES) == cached - 2
-
-
-def test_padded_rows_rebuild_the_matrix(ico_mesh, rng):
-    """connectivity.padded: each row's entries in column order, -1 / 0 pads to the longest row; the
-    stencil of the padded tables is the matrix again."""
-    m = ico_mesh
-    div = stencil.stencil_matrix(m.edgesOnCell, m.nEdgesOnCell,
-                                 rng.standard_normal(m.edgesOnCell.shape), m.nEdges)
-    matrix = (div.T @ div).tocsr()            # edge -> edge, rows of different lengths
-    idx, coef = connectivity.padded(matrix)
-    counts = np.diff(matrix.indptr)
-    assert idx.shape == (m.nEdges, counts.max()) and counts.min() < counts.max()
-    assert np.array_equal((idx >= 0).sum(axis=1), counts)
-    assert np.all(np.where(idx >= 0, 0, coef) == 0)
-    inside = idx[:, 1:] >= 0
-    assert np.all(np.diff(idx, axis=1)[inside] > 0)
-    assert (stencil.stencil_matrix(idx, None, coef, m.nEdges) != matrix).nnz == 0
