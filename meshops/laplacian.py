@@ -139,35 +139,37 @@ def _build_composed(mesh, chunk: int = 1 << 18) -> dict:
                  - sum_{i, v = verticesOnEdge[e,i]} (-1)^(i+1) / dvEdge[e] * vertexCoef[v, slot of e' in v]
 
     so the summation order follows the mesh's connectivity, not its numbering (a rank's local mesh
-    sums as the global one). Built in chunks of `chunk` rows."""
+    sums as the global one). Row e' of A^T lists the same candidates, A[e, e'] summed over the paths
+    from e to e' in e''s candidate order. Built in chunks of `chunk` rows."""
     a = prepared(mesh, "laplacian", _build, np, np.float64)
-    ends = np.array([-1.0, 1.0])
-    grad = {"cell": ends * a.invDcEdge[:, None], "vertex": -ends * a.invDvEdge[:, None]}
+    sign = np.array([-1.0, 1.0])
+    grad = {"cell": sign * a.invDcEdge[:, None], "vertex": -sign * a.invDvEdge[:, None]}
     parts = {"cell": (a.cellsOnEdge, a.edgesOnCell, a.cellCoef, "cellsOnEdge", "edgesOnCell"),
              "vertex": (a.verticesOnEdge, a.edgesOnVertex, a.vertexCoef, "verticesOnEdge",
                         "edgesOnVertex")}
     # end[k][p, m]: which end of edge edges[p, m] p is; slot[k][e, i]: e's slot in ends[e, i]'s list
-    end = {k: connectivity.slot_map(edges, ends_, name_e, name_ends)
-           for k, (ends_, edges, _, name_ends, name_e) in parts.items()}
-    slot = {k: connectivity.slot_map(ends_, edges, name_ends, name_e)
-            for k, (ends_, edges, _, name_ends, name_e) in parts.items()}
+    end = {k: connectivity.slot_map(edges, ends, name_e, name_ends)
+           for k, (ends, edges, _, name_ends, name_e) in parts.items()}
+    slot = {k: connectivity.slot_map(ends, edges, name_ends, name_e)
+            for k, (ends, edges, _, name_ends, name_e) in parts.items()}
     out = {name: [] for name in ("edgesOnEdgeDel2", "coefDel2", "edgesOnEdgeDel2T", "coefDel2T")}
     widths = []
-    for first in range(0, mesh.nEdges, chunk):
-        e = np.arange(first, min(first + chunk, mesh.nEdges))
+    for start in range(0, mesh.nEdges, chunk):
+        e = np.arange(start, min(start + chunk, mesh.nEdges))
         candidates, forward, adjoint = [], [], []
-        for k, (ends_, edges, coef, _, _) in parts.items():
+        for k, (ends, edges, pass_coef, _, _) in parts.items():
             for i in range(2):
-                p = ends_[e, i]
+                p = ends[e, i]
                 valid = p >= 0
                 p = np.where(valid, p, 0)
                 other = np.where(valid[:, None], edges[p], -1)
                 inside = other >= 0
                 o = np.where(inside, other, 0)
                 candidates.append(other.T)
-                forward.append(np.where(inside, grad[k][e, i][:, None] * coef[p], 0.0).T)
-                at_slot = np.take_along_axis(coef[p], np.maximum(slot[k][e, i], 0)[:, None], axis=1)
-                adjoint.append(np.where(inside, grad[k][o, np.maximum(end[k][p], 0)] * at_slot, 0.0).T)
+                forward.append(np.where(inside, grad[k][e, i][:, None] * pass_coef[p], 0.0).T)
+                mine = np.take_along_axis(pass_coef[p], np.maximum(slot[k][e, i], 0)[:, None], axis=1)
+                theirs = grad[k][o, np.maximum(end[k][p], 0)]
+                adjoint.append(np.where(inside, theirs * mine, 0.0).T)
         candidates = np.ascontiguousarray(np.concatenate(candidates))
         for suffix, weights in (("", forward), ("T", adjoint)):
             nbr, coef, width = _merge_repeats(candidates, np.ascontiguousarray(np.concatenate(weights)))
