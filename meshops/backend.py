@@ -54,6 +54,16 @@ def check_field(x, n: int, name: str, location: str):
     return xp.ascontiguousarray(x)
 
 
+def built(mesh, family: str, build: Callable[[object], dict]) -> types.SimpleNamespace:
+    """The NumPy arrays `build(mesh)` returns for `family` as built (dtypes unchanged), built once
+    per mesh and cached on it: what `prepared` converts."""
+    cache = mesh.__dict__.setdefault("_meshops_cache", {})
+    host_key = (family, "host")
+    if host_key not in cache:
+        cache[host_key] = build(mesh)
+    return types.SimpleNamespace(**cache[host_key])
+
+
 def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype, *,
              slot_major: bool = False, numpy_only: tuple[str, ...] = ()) -> types.SimpleNamespace:
     """Arrays of `family` for `mesh` on backend `xp` in `dtype`, built by `build(mesh)` once.
@@ -65,15 +75,13 @@ def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype, *,
     on the mesh per (family, backend, device, dtype, layout).
     """
     dtype = np.dtype(dtype)
-    cache = mesh.__dict__.setdefault("_meshops_cache", {})
-    host_key = (family, "host")
-    if host_key not in cache:
-        cache[host_key] = build(mesh)
+    host = built(mesh, family, build)
+    cache = mesh.__dict__["_meshops_cache"]
     device = xp.cuda.runtime.getDevice() if xp is not np else -1
     key = (family, backend_name(xp), device, dtype.str, slot_major)
     if key not in cache:
         arrays = {}
-        for name, a in cache[host_key].items():
+        for name, a in vars(host).items():
             if xp is not np and name in numpy_only:
                 continue
             a = np.asarray(a)

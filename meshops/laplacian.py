@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from meshops import connectivity, stencil
-from meshops.backend import array_module, check_field, prepared
+from meshops.backend import array_module, built, check_field, prepared
 from meshops.curl import curl_e2v, curl_e2v_adj
 from meshops.divergence import div_e2c, div_e2c_adj
 from meshops.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
@@ -141,7 +141,7 @@ def _build_composed(mesh, chunk: int = 1 << 18) -> dict:
     so the summation order follows the mesh's connectivity, not its numbering (a rank's local mesh
     sums as the global one). Row e' of A^T lists the same candidates, A[e, e'] summed over the paths
     from e to e' in e''s candidate order. Built in chunks of `chunk` rows."""
-    a = prepared(mesh, "laplacian", _build, np, np.float64)
+    a = built(mesh, "laplacian", _build)
     sign = np.array([-1.0, 1.0])
     grad = {"cell": sign * a.invDcEdge[:, None], "vertex": -sign * a.invDvEdge[:, None]}
     parts = {"cell": (a.cellsOnEdge, a.edgesOnCell, a.cellCoef, "cellsOnEdge", "edgesOnCell"),
