@@ -13,7 +13,7 @@ edge field, the adjoint exchange of an edge field, and for each operator the dis
 the distributed adjoint (default adjoint mode) and the local kernel alone (no exchange). On CuPy
 arrays the distributed forward computes its interior outputs (n_interior of n_owned, reported per
 rank and operator) while the exchange is in flight, then the rest; on NumPy it exchanges, then
-computes (`meshops.distributed`). A call is timed
+computes (`meshops.parallel.distributed`). A call is timed
 from a barrier (device synchronised) to the device being synchronised again; the figure reported is
 the median over repetitions of the slowest rank.
 
@@ -64,9 +64,9 @@ def _timer(comm, xp):
 def run(args) -> dict:
     from grids.decompose import distribute_mesh
     from grids.partition import partition_quality
-    from meshops.distributed import distributed
-    from meshops.halo import HaloExchange
-    from meshops.parallel import abort_on_error, install_excepthook, select_device, world
+    from meshops.parallel.distributed import distributed
+    from meshops.parallel.halo import HaloExchange
+    from meshops.parallel.comm import abort_on_error, install_excepthook, select_device, world
     from meshops.registry import OPERATORS
 
     comm = world()
@@ -177,7 +177,7 @@ def main(argv=None):
         summary(args.summary)
         return
     result = run(args)
-    from meshops.parallel import world
+    from meshops.parallel.comm import world
 
     if args.json and world().Get_rank() == 0:
         tmp = f"{args.json}.tmp{os.getpid()}"

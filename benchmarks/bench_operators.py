@@ -12,7 +12,7 @@ machine and cached under --cache-dir (benchmarks/meshes.py), or one MPAS file wi
 standard-normal random numbers, shape (n,) for nlev 1 and (n, nlev) otherwise.
 
 Bytes moved by one call, counted as the least traffic the operator needs: every prepared mesh array
-the call reads (recorded through `meshops.backend.prepared`, each array counted once; integer
+the call reads (recorded through `meshops.device.backend.prepared`, each array counted once; integer
 connectivity as int32, geometry in the field dtype), every input field read once, every output
 written once; an `atomic` adjoint also counts writing its zeroed output (the zeroing pass).
 Intermediate fields of composite operators are not counted: GB/s is an effective bandwidth.
@@ -73,11 +73,11 @@ def load_operators() -> dict:
     import meshops
     from meshops.registry import OPERATORS
 
-    for info in pkgutil.iter_modules(meshops.__path__):
+    for info in pkgutil.walk_packages(meshops.__path__, "meshops."):
         try:
-            importlib.import_module(f"meshops.{info.name}")
+            importlib.import_module(info.name)
         except Exception as exc:  # a half-finished module must not stop the benchmark
-            log(f"warning: import meshops.{info.name} failed: {type(exc).__name__}: {exc}")
+            log(f"warning: import {info.name} failed: {type(exc).__name__}: {exc}")
     return OPERATORS
 
 

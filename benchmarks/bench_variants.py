@@ -7,7 +7,7 @@ geometric mean per dtype and nlev. Ratios below 1: the variant is faster.
 The baseline is meshops as installed; the variant is
   --sources DIR          the CUDA sources of DIR (e.g. meshops/cuda of another checkout), and/or
   --max-passes N|none    another bound on the grid-stride passes per thread at one lane per row
-                         (the package: meshops.kernels.MAX_PASSES = 3; none: 4x the resident
+                         (the package: meshops.device.kernels.MAX_PASSES = 3; none: 4x the resident
                          blocks), for every kernel that has a bound.
 
     git worktree add /tmp/before HEAD~1
@@ -36,12 +36,12 @@ from benchmarks import bench_operators, common, meshes  # noqa: E402
 
 
 class Variant:
-    """Switches `meshops.kernels` between the package's kernels ("base") and a variant ("variant"):
+    """Switches `meshops.device.kernels` between the package's kernels ("base") and a variant ("variant"):
     CUDA sources compiled from another directory, another bound on grid-stride passes, or both.
     Modules of both source trees stay cached side by side; `close` restores the package."""
 
     def __init__(self, sources=None, max_passes="package"):
-        import meshops.kernels as kernels
+        import meshops.device.kernels as kernels
 
         self.kernels, self.active = kernels, "base"
         self._module, self._grid_blocks = kernels._module, kernels._grid_blocks

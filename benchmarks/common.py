@@ -171,10 +171,10 @@ class _Recorder:
 
 
 class MeshArrayRecorder:
-    """Context manager recording the prepared mesh arrays (`meshops.backend.prepared`) that the
+    """Context manager recording the prepared mesh arrays (`meshops.device.backend.prepared`) that the
     operators read while it is active; `.nbytes` is their total size, each array counted once.
 
-    On the GPU an array counts when it is an argument of a kernel launch (`meshops.kernels.Family`):
+    On the GPU an array counts when it is an argument of a kernel launch (`meshops.device.kernels.Family`):
     a code path may take tables it does not pass on (both adjoint modes' tables, a coefficient the
     kernel does not need), and those are not read. Without launches (NumPy) every array taken
     from a prepared namespace counts.
@@ -188,8 +188,8 @@ class MeshArrayRecorder:
     def __enter__(self):
         import sys
 
-        import meshops.backend as backend
-        import meshops.kernels as kernels
+        import meshops.device.backend as backend
+        import meshops.device.kernels as kernels
 
         original = backend.prepared
         seen, launched = self.seen, self.launched
@@ -221,7 +221,7 @@ class MeshArrayRecorder:
         """The recorded arrays (see the class docstring for which count)."""
         if not self.launched:
             return list(self.seen.values())
-        from meshops.kernels import _address
+        from meshops.device.kernels import _address
 
         return [a for a in self.seen.values() if _address(a) in self.launched]
 

@@ -7,20 +7,20 @@ adjoint (and tangent-linear model for nonlinear operators) and the locations it 
 """
 from meshops.modes import adjoint_mode, get_adjoint_mode, set_adjoint_mode
 from meshops.registry import OPERATORS, register
-from meshops.divergence import div_e2c, div_e2c_adj, flux_div_e2c, flux_div_e2c_adj, flux_div_e2c_tl
-from meshops.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
-from meshops.curl import circulation_e2v, circulation_e2v_adj, curl_e2v, curl_e2v_adj
-from meshops.interpolation import (interp_c2e, interp_c2e_adj, interp_c2v, interp_c2v_adj, interp_v2c,
+from meshops.operators.divergence import div_e2c, div_e2c_adj, flux_div_e2c, flux_div_e2c_adj, flux_div_e2c_tl
+from meshops.operators.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
+from meshops.operators.curl import circulation_e2v, circulation_e2v_adj, curl_e2v, curl_e2v_adj
+from meshops.operators.interpolation import (interp_c2e, interp_c2e_adj, interp_c2v, interp_c2v_adj, interp_v2c,
                                    interp_v2c_adj, interp_v2e, interp_v2e_adj)
-from meshops.tangential import tangential_e2e, tangential_e2e_adj
-from meshops.kinetic_energy import ke_e2c, ke_e2c_adj, ke_e2c_tl
-from meshops.pv_flux import pv_flux_e2e, pv_flux_e2e_adj, pv_flux_e2e_tl
-from meshops.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj, reconstruct_zonal_meridional_e2c,
+from meshops.operators.tangential import tangential_e2e, tangential_e2e_adj
+from meshops.operators.kinetic_energy import ke_e2c, ke_e2c_adj, ke_e2c_tl
+from meshops.operators.pv_flux import pv_flux_e2e, pv_flux_e2e_adj, pv_flux_e2e_tl
+from meshops.operators.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj, reconstruct_zonal_meridional_e2c,
                                  reconstruct_zonal_meridional_e2c_adj)
-from meshops.laplacian import (del4_c2c, del4_c2c_adj, del4_e2e, del4_e2e_adj, laplacian_c2c,
+from meshops.operators.laplacian import (del4_c2c, del4_c2c_adj, del4_e2e, del4_e2e_adj, laplacian_c2c,
                                laplacian_c2c_adj, vector_laplacian_e2e, vector_laplacian_e2e_adj)
-from meshops.halo import HaloExchange
-from meshops.distributed import DistributedOperator, distributed_operators
+from meshops.parallel.halo import HaloExchange
+from meshops.parallel.distributed import DistributedOperator, distributed_operators
 
 __all__ = [
     "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",

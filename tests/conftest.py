@@ -13,7 +13,7 @@ def x1_162_path():
 
 
 def pytest_collection_modifyitems(config, items):
-    from meshops.backend import cupy_available
+    from meshops.device.backend import cupy_available
 
     if cupy_available():
         return

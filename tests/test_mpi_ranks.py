@@ -48,7 +48,7 @@ def test_mpi_suite(nranks):
 
 
 ABORT_SCRIPT = textwrap.dedent("""
-    from meshops.parallel import abort_on_error, world
+    from meshops.parallel.comm import abort_on_error, world
     comm = world()
     with abort_on_error(comm):
         if comm.Get_rank() == 1:
@@ -58,7 +58,7 @@ ABORT_SCRIPT = textwrap.dedent("""
 """)
 
 EXCEPTHOOK_SCRIPT = textwrap.dedent("""
-    from meshops.parallel import install_excepthook, world
+    from meshops.parallel.comm import install_excepthook, world
     comm = world()
     install_excepthook(comm)
     if comm.Get_rank() == comm.Get_size() - 1:
@@ -88,9 +88,9 @@ NO_MPI_SCRIPT = textwrap.dedent("""
     import numpy as np
     from grids.decompose import distribute_mesh
     from grids.mpas_io import read_mesh
-    from meshops.distributed import distributed_operators
-    from meshops.halo import HaloExchange
-    from meshops.parallel import SerialComm, world
+    from meshops.parallel.distributed import distributed_operators
+    from meshops.parallel.halo import HaloExchange
+    from meshops.parallel.comm import SerialComm, world
 
     comm = world()
     assert isinstance(comm, SerialComm), comm

@@ -10,7 +10,7 @@
 
 // Element offsets into fields and tables, and the logical thread index: 32-bit when the launcher
 // finds that every array of the launch and the grid-stride loop stay below 2^31
-// (MESHOPS_OFFSET32, meshops/kernels.py), 64-bit otherwise.
+// (MESHOPS_OFFSET32, meshops/device/kernels.py), 64-bit otherwise.
 #ifdef MESHOPS_OFFSET32
 typedef int meshops_offset;
 #else
@@ -120,7 +120,7 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 }  // namespace meshops
 
 // Threads per block of every launch and resident threads per multiprocessor of the device
-// (meshops/kernels.py passes both; the defaults are those of sm_80 and sm_90).
+// (meshops/device/kernels.py passes both; the defaults are those of sm_80 and sm_90).
 #ifndef MESHOPS_BLOCK_SIZE
 #define MESHOPS_BLOCK_SIZE 256
 #endif
@@ -138,7 +138,7 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 #define MESHOPS_FULL_OCCUPANCY \
     __launch_bounds__(MESHOPS_BLOCK_SIZE, MESHOPS_THREADS_PER_SM / MESHOPS_BLOCK_SIZE)
 
-// Lanes per row when fixed at compile time (meshops/kernels.py compiles a module per level count,
+// Lanes per row when fixed at compile time (meshops/device/kernels.py compiles a module per level count,
 // so the row/lane split and the field offsets become constant arithmetic); 0: the kernel's nlev
 // argument decides.
 #ifndef MESHOPS_NLEV

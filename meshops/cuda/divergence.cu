@@ -1,5 +1,5 @@
 // Divergence edge -> cell (div_e2c), the flux divergence of h*u (flux_div_e2c) and their tangent
-// and adjoints. Formulas: meshops/divergence.py. The coefficients are precomputed per stencil slot:
+// and adjoints. Formulas: meshops/operators/divergence.py. The coefficients are precomputed per stencil slot:
 // cellCoef[c,j] = edgeSignOnCell[c,j] * dvEdge[e_j] / areaCell[c] on edgesOnCell (masked beyond
 // nEdgesOnCell), edgeCoef[e,i] = (+1, -1)[i] * dvEdge[e] / areaCell[c_i] on cellsOnEdge.
 // div_e2c and its gather adjoint are stencil_gather_rows (stencil.cuh) on those tables, its

@@ -1,4 +1,4 @@
-// Gradients onto edges (grad_c2e, grad_v2e) and their adjoints. Formulas: meshops/gradient.py.
+// Gradients onto edges (grad_c2e, grad_v2e) and their adjoints. Formulas: meshops/operators/gradient.py.
 // `ends` is cellsOnEdge (grad_c2e) or verticesOnEdge (grad_v2e); invLength is 1/dcEdge or 1/dvEdge.
 // The gather adjoint is stencil_gather_rows (stencil.cuh) on the transposed `ends` map.
 #include "stencil.cuh"

@@ -1,4 +1,4 @@
-// Interpolation between cells, edges and vertices and adjoints. Formulas: meshops/interpolation.py.
+// Interpolation between cells, edges and vertices and adjoints. Formulas: meshops/operators/interpolation.py.
 // Two-point means onto edges (`ends` = cellsOnEdge or verticesOnEdge; gather adjoint over the
 // transposed `ends`, the edges of each cell or vertex, with the constant 1/2) and kite-weighted
 // stencils with precomputed coefficients (interp_c2v: cellsOnVertex, kite/areaTriangle; interp_v2c:

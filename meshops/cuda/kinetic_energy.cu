@@ -1,5 +1,5 @@
 // Kinetic energy edge -> cell (ke_e2c), its tangent-linear model and adjoints.
-// Formulas: meshops/kinetic_energy.py; kw[e] = 0.25 * dcEdge[e] * dvEdge[e]. The coefficients are
+// Formulas: meshops/operators/kinetic_energy.py; kw[e] = 0.25 * dcEdge[e] * dvEdge[e]. The coefficients are
 // precomputed per stencil slot: cellCoef[c,j] = kw[e_j] / areaCell[c] on edgesOnCell (masked beyond
 // nEdgesOnCell), cellCoef2 = 2 * cellCoef, edgeCoef[e,i] = 2 * kw[e] / areaCell[c_i] on cellsOnEdge.
 #include "stencil.cuh"

@@ -1,6 +1,6 @@
 // Laplacians: scalar cell -> cell (laplacian_c2c, forward and gather adjoint fused into one pass
 // each) and vector edge -> edge (vector_laplacian_e2e: a cell pass, a vertex pass and an edge pass).
-// Formulas: meshops/laplacian.py. Per stencil slot (c, j), j < S = maxEdges: nbr[c,j] the cell
+// Formulas: meshops/operators/laplacian.py. Per stencil slot (c, j), j < S = maxEdges: nbr[c,j] the cell
 // across edge j (-1: missing neighbour or pad) and w[c,j] = dvEdge/dcEdge of that edge (0 on pads).
 #include "stencil.cuh"
 

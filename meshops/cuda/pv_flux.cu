@@ -1,5 +1,5 @@
 // TRiSK PV flux edge -> edge (pv_flux_e2e), its tangent-linear model and adjoints.
-// Formulas: meshops/pv_flux.py. edgesOnEdge/weightsOnEdge are (nEdges, maxEdges2), masked beyond
+// Formulas: meshops/operators/pv_flux.py. edgesOnEdge/weightsOnEdge are (nEdges, maxEdges2), masked beyond
 // nEdgesOnEdge (-1 / 0 pads); the transposed map edgesOnEdgeT/weightsOnEdgeT is (nEdges, maxT) with
 // -1 / 0 pads. Every slot is visited; a pad contributes nothing. The forward, tangent and gather
 // adjoint read the tables row- or slot-major (slotStride, stencil.cuh); the scatter row-major.

@@ -1,5 +1,5 @@
 // Perot reconstruction of cell-centre vectors from edge-normal velocities, and its adjoints.
-// Formulas: meshops/reconstruct.py. NC components: 3 (X, Y, Z) or 2 (zonal, meridional).
+// Formulas: meshops/operators/reconstruct.py. NC components: 3 (X, Y, Z) or 2 (zonal, meridional).
 // coeffs is (nCells, maxEdges, NC) on edgesOnCell (masked beyond nEdgesOnCell: -1 and 0 in pads);
 // coeffsOnEdge is (nEdges, 2, NC), the coefficient of edge e in the stencil of cellsOnEdge[e, i].
 #include "common.cuh"

@@ -1,4 +1,4 @@
-// Device helpers for padded stencils with precomputed coefficients (meshops/connectivity.py).
+// Device helpers for padded stencils with precomputed coefficients (meshops/device/connectivity.py).
 //
 // A stencil row `row` of width S lists inputs idx[p] (-1: missing, contributes nothing) with
 // coefficients coef[p], p = slot_index(row, m, S, slotStride): tables are row-major (slotStride 1)

@@ -32,30 +32,30 @@ def test_div_e2c_bytes_are_its_arrays_read_once(ico_mesh, dtype, rng):
 
 
 def test_recorder_restores_prepared(ico_mesh, rng):
-    import meshops.backend
-    import meshops.divergence
-    import meshops.kernels
+    import meshops.device.backend
+    import meshops.operators.divergence
+    import meshops.device.kernels
 
-    original, launch = meshops.divergence.prepared, meshops.kernels.Family.launch
+    original, launch = meshops.operators.divergence.prepared, meshops.device.kernels.Family.launch
     with common.MeshArrayRecorder():
-        assert meshops.divergence.prepared is not original
-        assert meshops.kernels.Family.launch is not launch
-    assert meshops.divergence.prepared is original is meshops.backend.prepared
-    assert meshops.kernels.Family.launch is launch
+        assert meshops.operators.divergence.prepared is not original
+        assert meshops.device.kernels.Family.launch is not launch
+    assert meshops.operators.divergence.prepared is original is meshops.device.backend.prepared
+    assert meshops.device.kernels.Family.launch is launch
 
 
 def test_gpu_bytes_are_the_tables_the_kernels_take(ico_mesh, rng, tmp_path, monkeypatch):
     """On the CuPy path (here routed to the host-compiled kernels) a prepared array counts only
     when a kernel takes it: interp_c2e's mean_2e and its gather adjoint take cellsOnEdge and its
     transpose but no coefficients, and each adjoint mode takes its own table only."""
-    import meshops.interpolation
+    import meshops.operators.interpolation
     from meshops import interp_c2e, interp_c2e_adj
     from tests.meshops.host_harness import compile_families, host, route_to_host
 
     route_to_host(monkeypatch, compile_families(tmp_path, ["interpolation"]), ["interpolation"])
     m = ico_mesh
     phi, g = host(rng.standard_normal((m.nCells, 4))), host(rng.standard_normal((m.nEdges, 4)))
-    tables = meshops.interpolation._arrays(m, g)
+    tables = meshops.operators.interpolation._arrays(m, g)
     with common.MeshArrayRecorder() as rec:
         interp_c2e(m, phi)
     assert rec.nbytes == tables.idx_c2e.nbytes == 4 * 2 * m.nEdges

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-import meshops.kernels as kernels
+import meshops.device.kernels as kernels
 from benchmarks import bench_variants
 
 

@@ -202,7 +202,7 @@ def test_edge_and_vertex_owner_is_owner_of_smallest_adjacent_cell(mesh):
 
 
 def test_one_rank_decomposition_is_the_global_mesh(mesh):
-    from meshops.parallel import SerialComm
+    from meshops.parallel.comm import SerialComm
 
     d = decompose(mesh, np.zeros(mesh.nCells, int), SerialComm(), halo_depth=2)
     for name in FIELD_DIMS:

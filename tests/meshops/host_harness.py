@@ -2,7 +2,7 @@
 operator families without a GPU.
 
 Each kernel runs as one host thread (its grid-stride loop covers the whole range; atomicAdd is +=),
-with the lane width `meshops.kernels.Family.launch` picks, so vector lanes (nlev divisible by 2 or
+with the lane width `meshops.device.kernels.Family.launch` picks, so vector lanes (nlev divisible by 2 or
 4) run too.
 `HostArray` stands for a device array: an operator given one takes its CuPy code path, whose
 allocations the fake array module of `route_to_host` makes HostArrays too. Every launch is checked
@@ -18,9 +18,9 @@ import types
 import numpy as np
 import pytest
 
-import meshops.backend
-import meshops.kernels
-from meshops.kernels import CUDA_DIR
+import meshops.device.backend
+import meshops.device.kernels
+from meshops.device.kernels import CUDA_DIR
 
 HOST_PRELUDE = """
 #define __global__
@@ -137,12 +137,12 @@ def route_to_host(monkeypatch, table, families) -> dict:
         zeros_like=lambda a: host(np.zeros_like(np.asarray(a))),
         asarray=host, ascontiguousarray=host,
         cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0)))
-    monkeypatch.setattr(meshops.backend, "_cupy", module)
-    monkeypatch.setattr(meshops.kernels, "_address", lambda a: a.ctypes.data)
-    monkeypatch.setattr(meshops.kernels, "_device", lambda: 0)
-    monkeypatch.setattr(meshops.kernels, "_grid_blocks", lambda n_threads, lanes, device, max_passes: 1)
+    monkeypatch.setattr(meshops.device.backend, "_cupy", module)
+    monkeypatch.setattr(meshops.device.kernels, "_address", lambda a: a.ctypes.data)
+    monkeypatch.setattr(meshops.device.kernels, "_device", lambda: 0)
+    monkeypatch.setattr(meshops.device.kernels, "_grid_blocks", lambda n_threads, lanes, device, max_passes: 1)
     launches = {family: [] for family in families}
-    real_kernel = meshops.kernels.Family.kernel
+    real_kernel = meshops.device.kernels.Family.kernel
 
     def kernel(self, name, dtype, width, lanes, offset32=False):
         if self.family not in families:
@@ -157,7 +157,7 @@ def route_to_host(monkeypatch, table, families) -> dict:
             launches[self.family].append(name)
         return run
 
-    monkeypatch.setattr(meshops.kernels.Family, "kernel", kernel)
+    monkeypatch.setattr(meshops.device.kernels.Family, "kernel", kernel)
     return launches
 
 

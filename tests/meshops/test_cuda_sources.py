@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from meshops.kernels import CUDA_DIR, cuda_sources
+from meshops.device.kernels import CUDA_DIR, cuda_sources
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")

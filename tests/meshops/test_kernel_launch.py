@@ -1,4 +1,4 @@
-"""Launch decisions of `meshops.kernels.Family`, checked through the host-compiled kernels: the lane
+"""Launch decisions of `meshops.device.kernels.Family`, checked through the host-compiled kernels: the lane
 width and the level count a module is compiled for (and the kernels that take it at run time at
 one lane per row), the offset width, and the grid size."""
 import types
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import meshops
-import meshops.kernels as kernels
-from meshops.kernels import GATHER, _grid_blocks
+import meshops.device.kernels as kernels
+from meshops.device.kernels import GATHER, _grid_blocks
 
 from .conftest import random_field
 from .host_harness import host, host_fixtures

@@ -11,8 +11,8 @@ import pytest
 import meshops
 from grids.decompose import local_mesh
 from grids.partition import partition_sfc
-from meshops.kernels import GATHER
-from meshops.laplacian import COMPOSED_FROM_BYTES
+from meshops.device.kernels import GATHER
+from meshops.operators.laplacian import COMPOSED_FROM_BYTES
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 

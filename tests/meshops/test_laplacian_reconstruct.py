@@ -10,8 +10,8 @@ import meshops
 from grids.decompose import local_mesh
 from grids.icosahedral import generate_icosahedral
 from grids.partition import partition_sfc
-from meshops.curl import curl_e2v
-from meshops.divergence import div_e2c
+from meshops.operators.curl import curl_e2v
+from meshops.operators.divergence import div_e2c
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 

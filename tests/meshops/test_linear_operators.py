@@ -10,7 +10,7 @@ import scipy.sparse as sp
 import meshops
 from grids.decompose import local_mesh
 from grids.partition import partition_sfc
-from meshops import connectivity
+from meshops.device import connectivity
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 

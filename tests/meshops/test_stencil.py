@@ -1,11 +1,11 @@
-"""meshops.stencil: the sparse-matrix gather sums each row in slot order (bitwise equal to a loop
+"""meshops.device.stencil: the sparse-matrix gather sums each row in slot order (bitwise equal to a loop
 over the slots), scatter_sum is its transpose, and matrices are cached per table while it lives."""
 import gc
 
 import numpy as np
 import pytest
 
-from meshops import stencil
+from meshops.device import stencil
 
 
 def _slot_loop(idx, count, coef, x):

@@ -27,7 +27,7 @@ def pytest_runtest_call(item):
     outcome = yield
     if outcome.excinfo is None or not ENABLED:
         return
-    from meshops.parallel import abort, report_exception, world
+    from meshops.parallel.comm import abort, report_exception, world
 
     comm = world()
     if comm.Get_size() > 1 and not isinstance(outcome.excinfo[1], pytest.skip.Exception):
@@ -41,7 +41,7 @@ def pytest_runtest_call(item):
 
 @pytest.fixture(scope="session")
 def comm():
-    from meshops.parallel import world
+    from meshops.parallel.comm import world
 
     return world()
 

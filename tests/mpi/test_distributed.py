@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from adjoint.verification import dot_product_test
-from meshops.distributed import distributed
-from meshops.halo import HaloExchange
+from meshops.parallel.distributed import distributed
+from meshops.parallel.halo import HaloExchange
 from meshops.modes import ADJOINT_MODES
-from meshops.parallel import allreduce_sum
+from meshops.parallel.comm import allreduce_sum
 from meshops.registry import OPERATORS
 
 from .conftest import decomposition, global_field, scatter
@@ -99,7 +99,7 @@ def test_adjoint_ignores_and_keeps_halo_rows_of_its_input(comm, mesh, rng, name)
 
 
 def test_operator_deeper_than_the_halo_is_refused(comm, mesh):
-    from meshops.distributed import DistributedOperator
+    from meshops.parallel.distributed import DistributedOperator
 
     spec = OPERATORS["div_e2c"]
     deep = type(spec)(spec.name, spec.forward, spec.adjoint, spec.domain, spec.range, None, 3)

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from adjoint.verification import dot_product_test
-from meshops.distributed import distributed
-from meshops.halo import HaloExchange
+from meshops.parallel.distributed import distributed
+from meshops.parallel.halo import HaloExchange
 from meshops.modes import ADJOINT_MODES
-from meshops.parallel import allreduce_sum, select_device
+from meshops.parallel.comm import allreduce_sum, select_device
 from meshops.registry import OPERATORS
 
 from .conftest import decomposition, global_field, scatter

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from adjoint.verification import dot_product_test
-from meshops.halo import HaloExchange
-from meshops.parallel import allreduce_sum
+from meshops.parallel.halo import HaloExchange
+from meshops.parallel.comm import allreduce_sum
 
 from .conftest import decomposition, global_field, scatter
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from grids.decompose import LOCATIONS, local_mesh
-from meshops.distributed import DistributedOperator, _join
-from meshops.halo import HaloExchange
+from meshops.parallel.distributed import DistributedOperator, _join
+from meshops.parallel.halo import HaloExchange
 from meshops.registry import OPERATORS
 
 from .conftest import decomposition, global_field, scatter

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from meshops import transport
-from meshops.halo import HaloExchange
+from meshops.parallel import transport
+from meshops.parallel.halo import HaloExchange
 
 from .conftest import decomposition
 
@@ -65,7 +65,7 @@ def test_open_mpi_without_cuda_support_is_detected(monkeypatch):
 
 def test_the_transport_in_use_is_logged(comm, mesh, caplog):
     halo = HaloExchange(decomposition(comm, mesh), comm)
-    with caplog.at_level("INFO", logger="meshops.halo"):
+    with caplog.at_level("INFO", logger="meshops.parallel.halo"):
         halo.exchange(np.ones(halo.decomposition.n_local("cell")), "cell")
     expected = "local" if comm.Get_size() == 1 else "mpi"
     assert f"uses transport '{expected}'" in caplog.text

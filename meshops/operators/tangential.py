@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import stencil, trisk
-from meshops.backend import array_module, check_field
-from meshops.kernels import GATHER, SCATTER, Family
+from meshops.device import stencil
+from meshops.operators import trisk
+from meshops.device.backend import array_module, check_field
+from meshops.device.kernels import GATHER, SCATTER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from meshops.parallel import SerialComm, mpi_module
+from meshops.parallel.comm import SerialComm, mpi_module
 
-log = logging.getLogger("meshops.halo")
+log = logging.getLogger("meshops.parallel.halo")
 
 #: Environment variable that picks the GPU transport ("auto", "nccl", "cuda-aware-mpi", "staging").
 ENV_TRANSPORT = "MESHOPS_HALO_TRANSPORT"
@@ -233,7 +233,7 @@ class LocalTransport(Transport):
         return Pending(x, route, None)
 
     def end(self, p: Pending) -> None:
-        from meshops.backend import array_module
+        from meshops.device.backend import array_module
 
         _unpack(p.x, p.route, None, array_module(p.x))
 

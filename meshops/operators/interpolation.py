@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import connectivity, stencil
-from meshops.backend import array_module, check_field, prepared
-from meshops.kernels import GATHER, SCATTER, Family
+from meshops.device import connectivity, stencil
+from meshops.device.backend import array_module, check_field, prepared
+from meshops.device.kernels import GATHER, SCATTER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import connectivity
-from meshops.backend import array_module, prepared
-from meshops.kernels import stencil_tables
+from meshops.device import connectivity
+from meshops.device.backend import array_module, prepared
+from meshops.device.kernels import stencil_tables
 
 FAMILY = "trisk"
 
@@ -32,5 +32,5 @@ def tables(mesh, x):
 
 def gather_tables(mesh, fields):
     """The tables of a gather kernel on `fields` (device arrays) and its slot stride
-    (`meshops.kernels.stencil_tables`: slot-major at one lane per row)."""
+    (`meshops.device.kernels.stencil_tables`: slot-major at one lane per row)."""
     return stencil_tables(mesh, FAMILY, _build, fields, mesh.nEdges)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.backend import array_module
+from meshops.device.backend import array_module
 from meshops.registry import OPERATORS, OperatorSpec
 
 

@@ -21,9 +21,9 @@ import pathlib
 
 import numpy as np
 
-from meshops.backend import array_module, prepared
+from meshops.device.backend import array_module, prepared
 
-CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
+CUDA_DIR = pathlib.Path(__file__).parent.parent / "cuda"
 BLOCK_SIZE = 256
 #: out[r] = sum_m coef[r, m] * x[idx[r, m]] over output rows r (stencil.cuh); see `Family.gather`.
 GATHER = "stencil_gather_rows"

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.backend import array_module
-from meshops.parallel import world
-from meshops.transport import Route, log, make_transport, normalise, resolve
+from meshops.device.backend import array_module
+from meshops.parallel.comm import world
+from meshops.parallel.transport import Route, log, make_transport, normalise, resolve
 
 LOCATIONS = ("cell", "edge", "vertex")
 _TAG_BASE = 4100

@@ -50,12 +50,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import connectivity, stencil
-from meshops.backend import array_module, built, check_field, prepared
-from meshops.curl import curl_e2v, curl_e2v_adj
-from meshops.divergence import div_e2c, div_e2c_adj
-from meshops.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
-from meshops.kernels import GATHER, Family, stencil_tables
+from meshops.device import connectivity, stencil
+from meshops.device.backend import array_module, built, check_field, prepared
+from meshops.operators.curl import curl_e2v, curl_e2v_adj
+from meshops.operators.divergence import div_e2c, div_e2c_adj
+from meshops.operators.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
+from meshops.device.kernels import GATHER, Family, stencil_tables
 from meshops.modes import resolve_mode
 from meshops.registry import register
 

@@ -21,7 +21,7 @@ so that sum_e pv_flux_e2e_tl(F, q; dF, dq)[e] g[e] = sum_e (dF[e] F_adj[e] + dq[
 Euclidean inner product over entries and levels). Adjoint mode `atomic` scatters from each edge e
 through edgesOnEdge (atomicAdd on the GPU); `deterministic` gathers into each edge e' through the
 transposed map (edgesOnEdgeT, weightsOnEdgeT: the e and w_ej of every pair with eoe_j = e', in
-increasing (e, j) order; `meshops.trisk`, the tables tangential_e2e reads too), which is bitwise
+increasing (e, j) order; `meshops.operators.trisk`, the tables tangential_e2e reads too), which is bitwise
 reproducible. Both backends read edgesOnEdge masked beyond nEdgesOnEdge (-1, weights 0 in pads).
 NumPy evaluates the sums as products with the weights matrix W (W[e, eoe_j] = w_ej):
 out = 0.5 * (q * (W F) + W (F q)), and the adjoint with W^T likewise.
@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops import stencil, trisk
-from meshops.backend import array_module, check_field
-from meshops.kernels import Family
+from meshops.device import stencil
+from meshops.operators import trisk
+from meshops.device.backend import array_module, check_field
+from meshops.device.kernels import Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -51,7 +52,7 @@ def _check(mesh, name, x, like=None):
 
 
 def _weights(mesh, x):
-    """y -> (W y)[e] = sum_j weightsOnEdge[e, j] * y[edgesOnEdge[e, j]] (NumPy, `meshops.stencil`)."""
+    """y -> (W y)[e] = sum_j weightsOnEdge[e, j] * y[edgesOnEdge[e, j]] (NumPy, `meshops.device.stencil`)."""
     a = trisk.tables(mesh, x)
     return lambda y: stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, y)
 
