@@ -7,8 +7,8 @@ geometric mean per dtype and nlev. Ratios below 1: the variant is faster.
 The baseline is meshops as installed; the variant is
   --sources DIR          the CUDA sources of DIR (e.g. meshops/cuda of another checkout), and/or
   --max-passes N|none    another bound on the grid-stride passes per thread at one lane per row
-                         (the package: meshops.device.kernels.MAX_PASSES = 3; none: 4x the resident
-                         blocks), for every kernel that has a bound.
+                         (the package: the tuning's max_passes, 3 on sm_90, meshops/device/tuning.py;
+                         none: 4x the resident blocks), for every kernel that has a bound.
 
     git worktree add /tmp/before HEAD~1
     python benchmarks/bench_variants.py --level 9 --nlev 1 32 --dtypes float64 float32 \
@@ -17,8 +17,8 @@ The baseline is meshops as installed; the variant is
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
-import functools
 import json
 import math
 import os
@@ -36,42 +36,45 @@ from benchmarks import bench_operators, common, meshes  # noqa: E402
 
 
 class Variant:
-    """Switches `meshops.device.kernels` between the package's kernels ("base") and a variant ("variant"):
-    CUDA sources compiled from another directory, another bound on grid-stride passes, or both.
-    Modules of both source trees stay cached side by side; `close` restores the package."""
+    """Switches the launcher (`meshops.device.kernels.use_launcher`) between the package's ("base",
+    the launcher in use, or `base`) and a variant ("variant"): CUDA sources compiled from another
+    directory, another bound on grid-stride passes, or both. Modules of both source trees stay
+    cached side by side; `close` restores the launcher in use before."""
 
-    def __init__(self, sources=None, max_passes="package"):
+    def __init__(self, sources=None, max_passes="package", base=None):
         import meshops.device.kernels as kernels
 
-        self.kernels, self.active = kernels, "base"
-        self._module, self._grid_blocks = kernels._module, kernels._grid_blocks
-        directories = {"base": kernels.CUDA_DIR,
-                       "variant": pathlib.Path(sources).resolve() if sources else kernels.CUDA_DIR}
-        for directory in directories.values():
+        self.kernels = kernels
+        base = base or kernels.launcher()
+        changes = {}
+        if sources:
+            changes["sources"] = pathlib.Path(sources).resolve()
+        for directory in (base.sources, changes.get("sources", base.sources)):
             if not (directory / "common.cuh").is_file():
                 raise FileNotFoundError(f"--sources {directory}: expected a copy of meshops/cuda "
                                         f"(no common.cuh there)")
-        build = self._module.__wrapped__
+        if max_passes != "package":
+            tuning = base.tuning_of(base.device())
+            changes["tuning"] = dataclasses.replace(tuning, max_passes=max_passes)
+        self.launchers = {"base": base, "variant": base.replace(**changes)}
+        self._using = None
+        self.active = "base"
 
-        @functools.lru_cache(maxsize=None)
-        def module(label, *args):
-            kernels.CUDA_DIR = directories[label]
-            try:
-                return build(*args)
-            finally:
-                kernels.CUDA_DIR = directories["base"]
+    @property
+    def active(self) -> str:
+        return self._active
 
-        def grid_blocks(n_threads, lanes, device, max_passes=kernels.MAX_PASSES):
-            if self.active == "variant" and max_passes is not None and self.max_passes != "package":
-                max_passes = self.max_passes
-            return self._grid_blocks(n_threads, lanes, device, max_passes)
-
-        self.max_passes = max_passes
-        kernels._module = lambda *args: module(self.active, *args)
-        kernels._grid_blocks = grid_blocks
+    @active.setter
+    def active(self, label: str) -> None:
+        if self._using is not None:
+            self._using.__exit__(None, None, None)
+        self._active, self._using = label, self.kernels.use_launcher(self.launchers[label])
+        self._using.__enter__()
 
     def close(self):
-        self.kernels._module, self.kernels._grid_blocks = self._module, self._grid_blocks
+        if self._using is not None:
+            self._using.__exit__(None, None, None)
+            self._using = None
 
 
 def geometric_mean(values) -> float:

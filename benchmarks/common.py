@@ -174,9 +174,9 @@ class MeshArrayRecorder:
     """Context manager recording the prepared mesh arrays (`meshops.device.backend.prepared`) that the
     operators read while it is active; `.nbytes` is their total size, each array counted once.
 
-    On the GPU an array counts when it is an argument of a kernel launch (`meshops.device.kernels.Family`):
-    a code path may take tables it does not pass on (both adjoint modes' tables, a coefficient the
-    kernel does not need), and those are not read. Without launches (NumPy) every array taken
+    On the GPU an array counts when it is an argument of a kernel launch (reported by
+    `meshops.device.kernels.observe_launches`): a code path may take tables it does not pass on
+    (both adjoint modes' tables, a coefficient the kernel does not need), and those are not read. Without launches (NumPy) every array taken
     from a prepared namespace counts.
     """
 
@@ -202,17 +202,18 @@ class MeshArrayRecorder:
             if name.startswith("meshops") and getattr(module, "prepared", None) is original:
                 self._patched.append((module, "prepared", original))
                 module.prepared = recording
-        launch = kernels.Family.launch
 
-        def recording_launch(family, name, n, fields, *args, **kwargs):
-            launched.update(kernels._address(a) for a in args if getattr(a, "ndim", 0) > 0)
-            return launch(family, name, n, fields, *args, **kwargs)
+        def record(launch):
+            address = kernels.launcher().address
+            launched.update(address(a) for a in launch.arguments.values() if getattr(a, "ndim", 0) > 0)
+            self._address = address
 
-        self._patched.append((kernels.Family, "launch", launch))
-        kernels.Family.launch = recording_launch
+        self._observing = kernels.observe_launches(record)
+        self._observing.__enter__()
         return self
 
     def __exit__(self, *exc):
+        self._observing.__exit__(*exc)
         for owner, name, original in self._patched:
             setattr(owner, name, original)
         self._patched.clear()
@@ -221,9 +222,7 @@ class MeshArrayRecorder:
         """The recorded arrays (see the class docstring for which count)."""
         if not self.launched:
             return list(self.seen.values())
-        from meshops.device.kernels import _address
-
-        return [a for a in self.seen.values() if _address(a) in self.launched]
+        return [a for a in self.seen.values() if self._address(a) in self.launched]
 
     @property
     def nbytes(self) -> int:

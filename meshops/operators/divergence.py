@@ -25,13 +25,18 @@ import numpy as np
 
 from meshops.device import connectivity, stencil
 from meshops.device.backend import array_module, check_field, prepared
-from meshops.device.kernels import GATHER, SCATTER, Family
+from meshops.device.kernels import GATHER, SCATTER, Family, Kernel
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("divergence", (
-    "flux_div_e2c", "flux_div_e2c_tl", "flux_div_e2c_adj_atomic", "flux_div_e2c_adj_gather", GATHER,
-    SCATTER))
+    Kernel("flux_div_e2c", "idx:edgesOnCell coef:cellCoef in:h in:u out:div int:maxEdges"),
+    Kernel("flux_div_e2c_tl",
+           "idx:edgesOnCell coef:cellCoef in:h in:u in:dh in:du out:ddiv int:maxEdges"),
+    Kernel("flux_div_e2c_adj_atomic",
+           "idx:edgesOnCell coef:cellCoef in:h in:u in:g out:h_adj out:u_adj int:maxEdges"),
+    Kernel("flux_div_e2c_adj_gather", "idx:cellsOnEdge coef:edgeCoef in:h in:u in:g out:h_adj out:u_adj"),
+    GATHER, SCATTER))
 
 
 def _build(mesh) -> dict:
@@ -108,8 +113,8 @@ def flux_div_e2c(mesh, h, u, *, rows=None):
         return div_e2c(mesh, h * u)
     a = _arrays(mesh, h)
     out = xp.empty((mesh.nCells,) + h.shape[1:], h.dtype)
-    _KERNELS.launch("flux_div_e2c", mesh.nCells, (h, u, out), a.edgesOnCell, a.cellCoef, h, u, out,
-                    np.int32(mesh.maxEdges), rows=rows)
+    _KERNELS.launch("flux_div_e2c", mesh.nCells, edgesOnCell=a.edgesOnCell, cellCoef=a.cellCoef, h=h,
+                    u=u, div=out, maxEdges=mesh.maxEdges, rows=rows)
     return out
 
 
@@ -126,8 +131,8 @@ def flux_div_e2c_tl(mesh, h, u, dh, du, *, rows=None):
         return div_e2c(mesh, dh * u + h * du)
     a = _arrays(mesh, h)
     out = xp.empty((mesh.nCells,) + h.shape[1:], h.dtype)
-    _KERNELS.launch("flux_div_e2c_tl", mesh.nCells, (h, u, dh, du, out), a.edgesOnCell, a.cellCoef,
-                    h, u, dh, du, out, np.int32(mesh.maxEdges), rows=rows)
+    _KERNELS.launch("flux_div_e2c_tl", mesh.nCells, edgesOnCell=a.edgesOnCell, cellCoef=a.cellCoef,
+                    h=h, u=u, dh=dh, du=du, ddiv=out, maxEdges=mesh.maxEdges, rows=rows)
     return out
 
 
@@ -154,12 +159,13 @@ def flux_div_e2c_adj(mesh, h, u, g, *, mode=None):
     a = _arrays(mesh, h)
     if mode == "atomic":
         h_adj, u_adj = xp.zeros_like(h), xp.zeros_like(h)
-        _KERNELS.launch("flux_div_e2c_adj_atomic", mesh.nCells, (h, u, g, h_adj, u_adj),
-                        a.edgesOnCell, a.cellCoef, h, u, g, h_adj, u_adj, np.int32(mesh.maxEdges))
+        _KERNELS.launch("flux_div_e2c_adj_atomic", mesh.nCells, edgesOnCell=a.edgesOnCell,
+                        cellCoef=a.cellCoef, h=h, u=u, g=g, h_adj=h_adj, u_adj=u_adj,
+                        maxEdges=mesh.maxEdges)
     else:
         h_adj, u_adj = xp.empty_like(h), xp.empty_like(h)
-        _KERNELS.launch("flux_div_e2c_adj_gather", mesh.nEdges, (h, u, g, h_adj, u_adj),
-                        a.cellsOnEdge, a.edgeCoef, h, u, g, h_adj, u_adj)
+        _KERNELS.launch("flux_div_e2c_adj_gather", mesh.nEdges, cellsOnEdge=a.cellsOnEdge,
+                        edgeCoef=a.edgeCoef, h=h, u=u, g=g, h_adj=h_adj, u_adj=u_adj)
     return h_adj, u_adj
 
 

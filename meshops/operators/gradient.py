@@ -25,12 +25,13 @@ import numpy as np
 
 from meshops.device import connectivity, stencil
 from meshops.device.backend import array_module, check_field, prepared
-from meshops.device.kernels import GATHER, Family
+from meshops.device.kernels import GATHER, Family, Kernel
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("gradient", ("grad_2e", "grad_2e_adj_atomic", GATHER),
-                  offsets64=("grad_2e",), unbounded_passes=("grad_2e",))
+_KERNELS = Family("gradient", (Kernel("grad_2e", "idx:ends coef:invLength in:x out:grad"),
+                               Kernel("grad_2e_adj_atomic", "idx:ends coef:invLength in:g out:x_adj"),
+                               GATHER))
 _DIFFERENCE = np.array([-1.0, 1.0])
 
 
@@ -62,7 +63,7 @@ def _forward(mesh, x, tag, rows):
     if xp is np:
         return stencil.gather_sum(ends, None, getattr(a, f"coef_{tag}"), x)
     out = xp.empty((mesh.nEdges,) + x.shape[1:], x.dtype)
-    _KERNELS.launch("grad_2e", mesh.nEdges, (x, out), ends, inv_length, x, out, rows=rows)
+    _KERNELS.launch("grad_2e", mesh.nEdges, ends=ends, invLength=inv_length, x=x, grad=out, rows=rows)
     return out
 
 
@@ -77,8 +78,8 @@ def _adjoint(mesh, g, n_in, tag, mode):
         return stencil.gather_sum(edgesT, None, coefT, g)
     if mode == "atomic":
         out = xp.zeros((n_in,) + g.shape[1:], g.dtype)
-        _KERNELS.launch("grad_2e_adj_atomic", mesh.nEdges, (g, out), ends,
-                        getattr(a, f"invLength_{tag}"), g, out)
+        _KERNELS.launch("grad_2e_adj_atomic", mesh.nEdges, ends=ends,
+                        invLength=getattr(a, f"invLength_{tag}"), g=g, x_adj=out)
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
         _KERNELS.gather(n_in, edgesT, coefT, g, out)

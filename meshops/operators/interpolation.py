@@ -29,12 +29,14 @@ import numpy as np
 
 from meshops.device import connectivity, stencil
 from meshops.device.backend import array_module, check_field, prepared
-from meshops.device.kernels import GATHER, SCATTER, Family
+from meshops.device.kernels import GATHER, SCATTER, Family, Kernel
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", "mean_2e_adj_gather", GATHER,
-                                     SCATTER), offsets64=("mean_2e",), unbounded_passes=("mean_2e",))
+_KERNELS = Family("interpolation", (Kernel("mean_2e", "idx:ends in:x out:out"),
+                                    Kernel("mean_2e_adj_atomic", "idx:ends in:g out:x_adj"),
+                                    Kernel("mean_2e_adj_gather", "idx:edges in:g out:x_adj int:S"),
+                                    GATHER, SCATTER))
 
 
 def _build(mesh) -> dict:
@@ -82,7 +84,7 @@ def _forward(mesh, x, tag, rows):
         return stencil.gather_sum(idx, None, getattr(a, f"coef_{tag}"), x)
     out = xp.empty((n_out,) + x.shape[1:], x.dtype)
     if mean:
-        _KERNELS.launch("mean_2e", n_out, (x, out), idx, x, out, rows=rows)
+        _KERNELS.launch("mean_2e", n_out, ends=idx, x=x, out=out, rows=rows)
     else:
         _KERNELS.gather(n_out, idx, getattr(a, f"coef_{tag}"), x, out, rows=rows)
     return out
@@ -100,14 +102,13 @@ def _adjoint(mesh, g, tag, mode):
     if mode == "atomic":
         out = xp.zeros((n_in,) + g.shape[1:], g.dtype)
         if mean:
-            _KERNELS.launch("mean_2e_adj_atomic", n_out, (g, out), idx, g, out)
+            _KERNELS.launch("mean_2e_adj_atomic", n_out, ends=idx, g=g, x_adj=out)
         else:
             _KERNELS.scatter(n_out, idx, getattr(a, f"coef_{tag}"), g, out)
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
         if mean:
-            _KERNELS.launch("mean_2e_adj_gather", n_in, (g, out), idxT, g, out,
-                            np.int32(idxT.shape[1]))
+            _KERNELS.launch("mean_2e_adj_gather", n_in, edges=idxT, g=g, x_adj=out, S=idxT.shape[1])
         else:
             _KERNELS.gather(n_in, idxT, getattr(a, f"coefT_{tag}"), g, out)
     return out

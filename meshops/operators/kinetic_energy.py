@@ -23,12 +23,15 @@ import numpy as np
 
 from meshops.device import connectivity, stencil
 from meshops.device.backend import array_module, check_field, prepared
-from meshops.device.kernels import Family
+from meshops.device.kernels import Family, Kernel
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("kinetic_energy", ("ke_e2c", "ke_e2c_tl", "ke_e2c_adj_atomic", "ke_e2c_adj_gather"),
-                  wide_lanes={"ke_e2c": ("float32",)})
+_KERNELS = Family("kinetic_energy", (
+    Kernel("ke_e2c", "idx:edgesOnCell coef:cellCoef in:u out:ke int:maxEdges"),
+    Kernel("ke_e2c_tl", "idx:edgesOnCell coef:cellCoef2 in:u in:du out:dke int:maxEdges"),
+    Kernel("ke_e2c_adj_atomic", "idx:edgesOnCell coef:cellCoef2 in:u in:g out:u_adj int:maxEdges"),
+    Kernel("ke_e2c_adj_gather", "idx:cellsOnEdge coef:edgeCoef in:u in:g out:u_adj")))
 
 
 def _build(mesh) -> dict:
@@ -61,8 +64,8 @@ def ke_e2c(mesh, u, *, rows=None):
     if xp is np:
         return stencil.gather_sum(a.edgesOnCell, None, a.cellCoef, u * u)
     out = xp.empty((mesh.nCells,) + u.shape[1:], u.dtype)
-    _KERNELS.launch("ke_e2c", mesh.nCells, (u, out), a.edgesOnCell, a.cellCoef, u, out,
-                    np.int32(mesh.maxEdges), rows=rows)
+    _KERNELS.launch("ke_e2c", mesh.nCells, edgesOnCell=a.edgesOnCell, cellCoef=a.cellCoef, u=u, ke=out,
+                    maxEdges=mesh.maxEdges, rows=rows)
     return out
 
 
@@ -81,8 +84,8 @@ def ke_e2c_tl(mesh, u, du, *, rows=None):
     if xp is np:
         return stencil.gather_sum(a.edgesOnCell, None, a.cellCoef2, u * du)
     out = xp.empty((mesh.nCells,) + u.shape[1:], u.dtype)
-    _KERNELS.launch("ke_e2c_tl", mesh.nCells, (u, du, out), a.edgesOnCell, a.cellCoef2, u, du, out,
-                    np.int32(mesh.maxEdges), rows=rows)
+    _KERNELS.launch("ke_e2c_tl", mesh.nCells, edgesOnCell=a.edgesOnCell, cellCoef2=a.cellCoef2, u=u,
+                    du=du, dke=out, maxEdges=mesh.maxEdges, rows=rows)
     return out
 
 
@@ -105,12 +108,12 @@ def ke_e2c_adj(mesh, u, g, *, mode=None):
         return u * stencil.gather_sum(a.cellsOnEdge, None, a.edgeCoef, g)
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + u.shape[1:], u.dtype)
-        _KERNELS.launch("ke_e2c_adj_atomic", mesh.nCells, (u, g, out), a.edgesOnCell, a.cellCoef2, u,
-                        g, out, np.int32(mesh.maxEdges))
+        _KERNELS.launch("ke_e2c_adj_atomic", mesh.nCells, edgesOnCell=a.edgesOnCell,
+                        cellCoef2=a.cellCoef2, u=u, g=g, u_adj=out, maxEdges=mesh.maxEdges)
     else:
         out = xp.empty((mesh.nEdges,) + u.shape[1:], u.dtype)
-        _KERNELS.launch("ke_e2c_adj_gather", mesh.nEdges, (u, g, out), a.cellsOnEdge, a.edgeCoef, u,
-                        g, out)
+        _KERNELS.launch("ke_e2c_adj_gather", mesh.nEdges, cellsOnEdge=a.cellsOnEdge, edgeCoef=a.edgeCoef,
+                        u=u, g=g, u_adj=out)
     return out
 
 

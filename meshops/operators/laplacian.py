@@ -35,8 +35,8 @@ passes: a cell pass D, a vertex pass Z (temporaries on every cell and vertex) an
         D[c] = sum_j edgeSignOnCell[c,j] * g[e_j] / (dcEdge[e_j] * areaCell[c]),
         Z[v] = sum_i edgeSignOnVertex[v,i] * g[e_i] / (dvEdge[e_i] * areaTriangle[v]).
 
-`rows` restricts the edge pass only. From COMPOSED_FROM_BYTES of levels per edge (float64 nlev 2,
-float32 nlev 4) the vector forward and deterministic adjoint are instead one gather over the
+`rows` restricts the edge pass only. From the tuning's composed_from_bytes of levels per edge
+(meshops/device/tuning.py; on an H200 float64 nlev 2, float32 nlev 4) the vector forward and deterministic adjoint are instead one gather over the
 product of those passes' matrices,
 
     out[e] = sum_m coef[e,m] * u[nbr[e,m]],   (nbr, coef) = rows of A = Gc Dv - Gv Zc   (adjoint: A^T)
@@ -55,17 +55,17 @@ from meshops.device.backend import array_module, built, check_field, prepared
 from meshops.operators.curl import curl_e2v, curl_e2v_adj
 from meshops.operators.divergence import div_e2c, div_e2c_adj
 from meshops.operators.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
-from meshops.device.kernels import GATHER, Family, stencil_tables
+from meshops.device import kernels
+from meshops.device.kernels import GATHER, Family, Kernel, stencil_tables
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-#: Bytes of levels per edge (nlev * itemsize) from which vector_laplacian_e2e runs on the GPU as
-#: one composed stencil: below, its tables (11 slots per edge) outweigh the field traffic the three
-#: passes add (H200, level 9: float64 nlev 1 1.21x, float32 nlev 2 1.16x slower; float64 nlev 2
-#: 0.96x, float32 nlev 4 0.96x, nlev 32 0.64-0.67x).
-COMPOSED_FROM_BYTES = 16
-_KERNELS = Family("laplacian", ("laplacian_c2c", "laplacian_c2c_adj_gather", "vector_laplacian_e2e",
-                                 GATHER))
+_KERNELS = Family("laplacian", (
+    Kernel("laplacian_c2c", "idx:nbr coef:w coef:invAreaCell in:phi out:lap int:S"),
+    Kernel("laplacian_c2c_adj_gather", "idx:nbr coef:w coef:invAreaCell in:g out:phi_adj int:S"),
+    Kernel("vector_laplacian_e2e",
+           "idx:cellsOnEdge idx:verticesOnEdge coef:a coef:b in:D in:Z out:out"),
+    GATHER))
 
 
 def _signs(ends, idx, sign, name_idx, name_sign, name_ends, end):
@@ -184,18 +184,20 @@ def _arrays(mesh, x):
     return prepared(mesh, "laplacian", _build, array_module(x), x.dtype)
 
 
-def _run(name, x, n, arrays, widths, rows=None):
-    """Kernel `name` on x into a new (n[, nlev]) field: arguments `arrays`, x, out, `widths`."""
+def _run(name, x, n, a, rows=None):
+    """Scalar Laplacian kernel `name` on x into a new (n[, nlev]) field, tables from `a`."""
     out = array_module(x).empty((n,) + x.shape[1:], x.dtype)
-    _KERNELS.launch(name, n, (x, out), *arrays, x, out, *(np.int32(v) for v in widths), rows=rows)
+    fields = dict(phi=x, lap=out) if name == "laplacian_c2c" else dict(g=x, phi_adj=out)
+    _KERNELS.launch(name, n, nbr=a.cellsAcross, w=a.w, invAreaCell=a.invAreaCell, **fields,
+                    S=a.w.shape[1], rows=rows)
     return out
 
 
 def _vector(mesh, x, adjoint, rows=None):
     """The cell pass D, the vertex pass Z (every cell and vertex), then the edge pass on `rows`;
-    from COMPOSED_FROM_BYTES of levels per edge one gather over the composed stencil."""
+    from the tuning's composed_from_bytes of levels per edge one gather over the composed stencil."""
     xp = array_module(x)
-    if stencil.nlev_of(x) * x.dtype.itemsize >= COMPOSED_FROM_BYTES:
+    if stencil.nlev_of(x) * x.dtype.itemsize >= kernels.tuning().composed_from_bytes:
         out = xp.empty_like(x)
         t, stride = stencil_tables(mesh, "laplacian_composed", _build_composed, (x, out), mesh.nEdges)
         nbr, coef = (t.edgesOnEdgeDel2T, t.coefDel2T) if adjoint else (t.edgesOnEdgeDel2, t.coefDel2)
@@ -211,8 +213,8 @@ def _vector(mesh, x, adjoint, rows=None):
     _KERNELS.gather(mesh.nCells, a.edgesOnCell, cell_coef, x, D)
     _KERNELS.gather(mesh.nVertices, a.edgesOnVertex, vertex_coef, x, Z)
     out = xp.empty((mesh.nEdges,) + x.shape[1:], x.dtype)
-    _KERNELS.launch("vector_laplacian_e2e", mesh.nEdges, (out, D, Z), a.cellsOnEdge,
-                    a.verticesOnEdge, ea, eb, D, Z, out, rows=rows)
+    _KERNELS.launch("vector_laplacian_e2e", mesh.nEdges, cellsOnEdge=a.cellsOnEdge,
+                    verticesOnEdge=a.verticesOnEdge, a=ea, b=eb, D=D, Z=Z, out=out, rows=rows)
     return out
 
 
@@ -228,8 +230,7 @@ def laplacian_c2c(mesh, phi, *, rows=None):
     if array_module(phi) is np:
         return div_e2c(mesh, grad_c2e(mesh, phi))
     a = _arrays(mesh, phi)
-    return _run("laplacian_c2c", phi, mesh.nCells, (a.cellsAcross, a.w, a.invAreaCell),
-                (a.w.shape[1],), rows=rows)
+    return _run("laplacian_c2c", phi, mesh.nCells, a, rows=rows)
 
 
 def laplacian_c2c_adj(mesh, g, *, mode=None):
@@ -239,8 +240,7 @@ def laplacian_c2c_adj(mesh, g, *, mode=None):
     if array_module(g) is np or mode == "atomic":
         return grad_c2e_adj(mesh, div_e2c_adj(mesh, g, mode=mode), mode=mode)
     a = _arrays(mesh, g)
-    return _run("laplacian_c2c_adj_gather", g, mesh.nCells,
-                (a.cellsAcross, a.w, a.invAreaCell), (a.w.shape[1],))
+    return _run("laplacian_c2c_adj_gather", g, mesh.nCells, a)
 
 
 def vector_laplacian_e2e(mesh, u, *, rows=None):

@@ -33,13 +33,20 @@ import numpy as np
 from meshops.device import stencil
 from meshops.operators import trisk
 from meshops.device.backend import array_module, check_field
-from meshops.device.kernels import Family
+from meshops.device.kernels import Family, Kernel
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("pv_flux", (
-    "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj_atomic", "pv_flux_e2e_adj_gather"),
-    runtime_nlev=("pv_flux_e2e",))
+    Kernel("pv_flux_e2e",
+           "idx:edgesOnEdge coef:weightsOnEdge in:F in:q out:out int:maxEdges2 int:slotStride"),
+    Kernel("pv_flux_e2e_tl", "idx:edgesOnEdge coef:weightsOnEdge in:F in:q in:dF in:dq out:dout "
+                             "int:maxEdges2 int:slotStride"),
+    Kernel("pv_flux_e2e_adj_atomic",
+           "idx:edgesOnEdge coef:weightsOnEdge in:F in:q in:g out:F_adj out:q_adj int:maxEdges2"),
+    Kernel("pv_flux_e2e_adj_gather", "idx:edgesOnEdge coef:weightsOnEdge idx:edgesOnEdgeT "
+                                     "coef:weightsOnEdgeT in:F in:q in:g out:F_adj out:q_adj "
+                                     "int:maxEdges2 int:maxT int:slotStride")))
 
 
 def _check(mesh, name, x, like=None):
@@ -82,8 +89,8 @@ def pv_flux_e2e(mesh, F, q, *, rows=None):
         return 0.5 * (q * W(F) + W(F * q))
     out = xp.empty_like(F)
     t, stride = trisk.gather_tables(mesh, (F, q, out))
-    _KERNELS.launch("pv_flux_e2e", mesh.nEdges, (F, q, out), t.edgesOnEdge, t.weightsOnEdge, F, q,
-                    out, np.int32(mesh.maxEdges2), stride, rows=rows)
+    _KERNELS.launch("pv_flux_e2e", mesh.nEdges, edgesOnEdge=t.edgesOnEdge, weightsOnEdge=t.weightsOnEdge,
+                    F=F, q=q, out=out, maxEdges2=mesh.maxEdges2, slotStride=stride, rows=rows)
     return out
 
 
@@ -102,8 +109,9 @@ def pv_flux_e2e_tl(mesh, F, q, dF, dq, *, rows=None):
         return 0.5 * (q * W(dF) + W(dF * q) + dq * W(F) + W(F * dq))
     out = xp.empty_like(F)
     t, stride = trisk.gather_tables(mesh, (F, q, dF, dq, out))
-    _KERNELS.launch("pv_flux_e2e_tl", mesh.nEdges, (F, q, dF, dq, out), t.edgesOnEdge,
-                    t.weightsOnEdge, F, q, dF, dq, out, np.int32(mesh.maxEdges2), stride, rows=rows)
+    _KERNELS.launch("pv_flux_e2e_tl", mesh.nEdges, edgesOnEdge=t.edgesOnEdge,
+                    weightsOnEdge=t.weightsOnEdge, F=F, q=q, dF=dF, dq=dq, dout=out,
+                    maxEdges2=mesh.maxEdges2, slotStride=stride, rows=rows)
     return out
 
 
@@ -125,15 +133,17 @@ def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
         return 0.5 * (WT(g * q) + q * wg), 0.5 * (g * W(F) + F * wg)
     if mode == "atomic":
         a, F_adj, q_adj = trisk.tables(mesh, F), xp.zeros_like(F), xp.zeros_like(F)
-        _KERNELS.launch("pv_flux_e2e_adj_atomic", mesh.nEdges, (F, q, g, F_adj, q_adj),
-                        a.edgesOnEdge, a.weightsOnEdge, F, q, g, F_adj, q_adj,
-                        np.int32(mesh.maxEdges2))
+        _KERNELS.launch("pv_flux_e2e_adj_atomic", mesh.nEdges, edgesOnEdge=a.edgesOnEdge,
+                        weightsOnEdge=a.weightsOnEdge, F=F, q=q, g=g, F_adj=F_adj, q_adj=q_adj,
+                        maxEdges2=mesh.maxEdges2)
     else:
         F_adj, q_adj = xp.empty_like(F), xp.empty_like(F)
         t, stride = trisk.gather_tables(mesh, (F, q, g, F_adj, q_adj))
-        _KERNELS.launch("pv_flux_e2e_adj_gather", mesh.nEdges, (F, q, g, F_adj, q_adj),
-                        t.edgesOnEdge, t.weightsOnEdge, t.edgesOnEdgeT, t.weightsOnEdgeT, F, q, g,
-                        F_adj, q_adj, np.int32(mesh.maxEdges2), np.int32(t.edgesOnEdgeT.size // mesh.nEdges), stride)
+        _KERNELS.launch("pv_flux_e2e_adj_gather", mesh.nEdges, edgesOnEdge=t.edgesOnEdge,
+                        weightsOnEdge=t.weightsOnEdge, edgesOnEdgeT=t.edgesOnEdgeT,
+                        weightsOnEdgeT=t.weightsOnEdgeT, F=F, q=q, g=g, F_adj=F_adj, q_adj=q_adj,
+                        maxEdges2=mesh.maxEdges2, maxT=t.edgesOnEdgeT.size // mesh.nEdges,
+                        slotStride=stride)
     return F_adj, q_adj
 
 

@@ -39,15 +39,24 @@ import numpy as np
 
 from meshops.device import connectivity, stencil
 from meshops.device.backend import array_module, check_field, prepared
-from meshops.device.kernels import Family
+from meshops.device.kernels import Family, Kernel
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("reconstruct", (
-    "reconstruct_xyz_e2c", "reconstruct_xyz_e2c_adj_atomic", "reconstruct_xyz_e2c_adj_gather",
-    "reconstruct_zm_e2c", "reconstruct_zm_e2c_adj_atomic", "reconstruct_zm_e2c_adj_gather"),
-    runtime_nlev=("reconstruct_xyz_e2c",),
-    offsets64=("reconstruct_xyz_e2c", "reconstruct_xyz_e2c_adj_gather"))
+    Kernel("reconstruct_xyz_e2c",
+           "idx:edgesOnCell coef:coeffs in:u out:outX out:outY out:outZ int:maxEdges"),
+    Kernel("reconstruct_xyz_e2c_adj_atomic",
+           "idx:edgesOnCell coef:coeffs in:gX in:gY in:gZ out:u_adj int:maxEdges"),
+    Kernel("reconstruct_xyz_e2c_adj_gather", "idx:cellsOnEdge coef:coeffsOnEdge in:gX in:gY in:gZ out:u_adj"),
+    Kernel("reconstruct_zm_e2c",
+           "idx:edgesOnCell coef:coeffs in:u out:outZonal out:outMeridional int:maxEdges"),
+    Kernel("reconstruct_zm_e2c_adj_atomic",
+           "idx:edgesOnCell coef:coeffs in:gZonal in:gMeridional out:u_adj int:maxEdges"),
+    Kernel("reconstruct_zm_e2c_adj_gather",
+           "idx:cellsOnEdge coef:coeffsOnEdge in:gZonal in:gMeridional out:u_adj")))
+#: Names of the kernels' per-component outputs (forward) and inputs (adjoint).
+_COMPONENTS = {"xyz": ("X", "Y", "Z"), "zm": ("Zonal", "Meridional")}
 
 
 def perot_coefficients(mesh) -> np.ndarray:
@@ -108,8 +117,9 @@ def _forward(mesh, u, kind, rows):
     if xp is np:
         return tuple(stencil.gather_sum(a.edgesOnCell, None, coef[:, :, d], u) for d in range(nc))
     outs = tuple(xp.empty((mesh.nCells,) + u.shape[1:], u.dtype) for _ in range(nc))
-    _KERNELS.launch(f"reconstruct_{kind}_e2c", mesh.nCells, (u, *outs), a.edgesOnCell, coef, u, *outs,
-                    np.int32(mesh.maxEdges), rows=rows)
+    _KERNELS.launch(f"reconstruct_{kind}_e2c", mesh.nCells, edgesOnCell=a.edgesOnCell, coeffs=coef, u=u,
+                    **{f"out{c}": o for c, o in zip(_COMPONENTS[kind], outs)}, maxEdges=mesh.maxEdges,
+                    rows=rows)
     return outs
 
 
@@ -134,13 +144,15 @@ def _adjoint(mesh, gs, kind, mode):
     if mode == "atomic":
         out = xp.zeros((mesh.nEdges,) + g0.shape[1:], g0.dtype)
         coef = a.coeffs_reconstruct if xyz else a.coeffs_zonal_meridional
-        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_atomic", mesh.nCells, (*gs, out), a.edgesOnCell,
-                        coef, *gs, out, np.int32(mesh.maxEdges))
+        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_atomic", mesh.nCells, edgesOnCell=a.edgesOnCell,
+                        coeffs=coef, **{f"g{c}": g for c, g in zip(_COMPONENTS[kind], gs)}, u_adj=out,
+                        maxEdges=mesh.maxEdges)
     else:
         out = xp.empty((mesh.nEdges,) + g0.shape[1:], g0.dtype)
         coef = a.coeffsOnEdge_reconstruct if xyz else a.coeffsOnEdge_zonal_meridional
-        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_gather", mesh.nEdges, (*gs, out), a.cellsOnEdge,
-                        coef, *gs, out)
+        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_gather", mesh.nEdges, cellsOnEdge=a.cellsOnEdge,
+                        coeffsOnEdge=coef, **{f"g{c}": g for c, g in zip(_COMPONENTS[kind], gs)},
+                        u_adj=out)
     return out
 
 

@@ -2,12 +2,13 @@
 operator families without a GPU.
 
 Each kernel runs as one host thread (its grid-stride loop covers the whole range; atomicAdd is +=),
-with the lane width `meshops.device.kernels.Family.launch` picks, so vector lanes (nlev divisible by 2 or
+with the lane width `meshops.device.kernels.Launcher` picks, so vector lanes (nlev divisible by 2 or
 4) run too.
 `HostArray` stands for a device array: an operator given one takes its CuPy code path, whose
 allocations the fake array module of `route_to_host` makes HostArrays too. Every launch is checked
 against the kernel's C++ signature: argument count, pointer dtypes, contiguity and int32 scalars.
 """
+import contextlib
 import ctypes
 import itertools
 import re
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 import meshops.device.backend
-import meshops.device.kernels
+from meshops.device import kernels
 from meshops.device.kernels import CUDA_DIR
 
 HOST_PRELUDE = """
@@ -127,9 +128,42 @@ def _call(label, function, params, args):
     function(*c_args)
 
 
-def route_to_host(monkeypatch, table, families) -> dict:
+#: The device the host stands for: an H200's architecture and resident threads, so the launches
+#: (lane width, offsets, level count compiled in) are those of the measured GPU.
+HOST_DEVICE = kernels.DeviceProperties(index=0, architecture="sm_90", multiprocessors=132,
+                                       threads_per_sm=2048)
+
+
+def host_launcher(table, families) -> tuple[kernels.Launcher, dict]:
+    """A launcher running the kernels of `families` from the host-compiled `table` (others through
+    NVRTC), and {family: [kernel names in launch order]}, filled as the kernels run."""
+    launches = {family: [] for family in families}
+
+    def compile(module):
+        if module.family not in families:
+            return kernels.nvrtc_compile(module)
+
+        def kernel(name):
+            label = (f"{module.family}.{name}<{module.ctype}, {module.width}>"
+                     f"{' (32-bit offsets)' if module.offset32 else ''}")
+
+            def run(grid, block, args):
+                function, params = table[(module.family, name, module.ctype, module.width,
+                                          module.offset32)]
+                _call(label, function, params, args)
+                launches[module.family].append(name)
+            return run
+        return {name: kernel(name) for name in module.names}
+
+    launcher = kernels.Launcher(device=lambda: HOST_DEVICE, compile=compile,
+                                address=lambda a: a.ctypes.data)
+    return launcher, launches
+
+
+@contextlib.contextmanager
+def route_to_host(monkeypatch, table, families):
     """Route the CuPy code path of `families` (meshops.<family> modules) to the host kernels of
-    `table`; returns {family: [kernel names in launch order]}, filled as the kernels run."""
+    `table` while the context is active; yields {family: [kernel names in launch order]}."""
     module = types.SimpleNamespace(
         get_array_module=lambda *arrays: module if any(isinstance(a, HostArray) for a in arrays) else np,
         empty=lambda *a, **k: host(np.empty(*a, **k)), zeros=lambda *a, **k: host(np.zeros(*a, **k)),
@@ -138,27 +172,9 @@ def route_to_host(monkeypatch, table, families) -> dict:
         asarray=host, ascontiguousarray=host,
         cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0)))
     monkeypatch.setattr(meshops.device.backend, "_cupy", module)
-    monkeypatch.setattr(meshops.device.kernels, "_address", lambda a: a.ctypes.data)
-    monkeypatch.setattr(meshops.device.kernels, "_device", lambda: 0)
-    monkeypatch.setattr(meshops.device.kernels, "_grid_blocks", lambda n_threads, lanes, device, max_passes: 1)
-    launches = {family: [] for family in families}
-    real_kernel = meshops.device.kernels.Family.kernel
-
-    def kernel(self, name, dtype, width, lanes, offset32=False):
-        if self.family not in families:
-            return real_kernel(self, name, dtype, width, lanes, offset32)
-        assert name in self.names, (self.family, name)
-        ctype = _CTYPE_OF[np.dtype(dtype)]
-        label = f"{self.family}.{name}<{ctype}, {width}>{' (32-bit offsets)' if offset32 else ''}"
-        function, params = table[(self.family, name, ctype, width, offset32)]
-
-        def run(grid, block, args):
-            _call(label, function, params, args)
-            launches[self.family].append(name)
-        return run
-
-    monkeypatch.setattr(meshops.device.kernels.Family, "kernel", kernel)
-    return launches
+    launcher, launches = host_launcher(table, families)
+    with kernels.use_launcher(launcher):
+        yield launches
 
 
 def host_fixtures(*families):
@@ -172,6 +188,7 @@ def host_fixtures(*families):
 
     @pytest.fixture
     def on_host(host_kernels, monkeypatch):
-        return route_to_host(monkeypatch, host_kernels, families)
+        with route_to_host(monkeypatch, host_kernels, families) as launches:
+            yield launches
 
     return host_kernels, on_host

@@ -3,7 +3,7 @@ path of laplacian_c2c, vector_laplacian_e2e and del4_* (forward, both adjoint mo
 mode runs the composed kernels of the other families) against the NumPy compositions, on the
 x1.162 mesh, a generated mesh and a rank's local mesh (missing neighbours); forwards on a range of
 output rows. The vector Laplacian runs as a cell pass, a vertex pass and an edge pass, and from
-COMPOSED_FROM_BYTES of levels per edge (float64 nlev 3 and 4 here, float32 nlev 4) as one gather
+sm_90's composed_from_bytes of levels per edge (float64 nlev 3 and 4 here, float32 nlev 4) as one gather
 over the composed stencil."""
 import numpy as np
 import pytest
@@ -12,7 +12,7 @@ import meshops
 from grids.decompose import local_mesh
 from grids.partition import partition_sfc
 from meshops.device.kernels import GATHER
-from meshops.operators.laplacian import COMPOSED_FROM_BYTES
+from meshops.device.tuning import SM_90
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
@@ -26,7 +26,7 @@ NLEVS = [None, 3, 4]  # one level per thread; lanes of 2 or 4 levels
 
 def _passes(name, nlev, dtype, adjoint=False):
     """laplacian.cu launches of one forward or deterministic adjoint of `name` at `nlev` levels."""
-    composed = (nlev or 1) * np.dtype(dtype).itemsize >= COMPOSED_FROM_BYTES
+    composed = (nlev or 1) * np.dtype(dtype).itemsize >= SM_90.composed_from_bytes
     scalar = "laplacian_c2c_adj_gather" if adjoint else "laplacian_c2c"
     vector = [GATHER] if composed else [GATHER, GATHER, "vector_laplacian_e2e"]
     return {"laplacian_c2c": [scalar], "del4_c2c": 2 * [scalar], "vector_laplacian_e2e": vector,
