@@ -7,6 +7,7 @@ and cached on the mesh per (family, backend, device, dtype), so the GPU copy is 
 """
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import Callable
 
@@ -91,3 +92,15 @@ def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype, *,
             arrays[name] = xp.ascontiguousarray(xp.asarray(a))
         cache[key] = types.SimpleNamespace(**arrays)
     return cache[key]
+
+
+@contextlib.contextmanager
+def use_device_module(module):
+    """Take `module` for CuPy while the context is active (an object with CuPy's `get_array_module`,
+    allocation functions and `cuda.runtime.getDevice`): tests run the CuPy code path through it."""
+    global _cupy
+    saved, _cupy = _cupy, module
+    try:
+        yield module
+    finally:
+        _cupy = saved

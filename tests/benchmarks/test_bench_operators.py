@@ -41,7 +41,7 @@ def test_recorder_restores_prepared(ico_mesh, rng):
     assert meshops.operators.divergence.prepared is original is meshops.device.backend.prepared
 
 
-def test_gpu_bytes_are_the_tables_the_kernels_take(ico_mesh, rng, tmp_path, monkeypatch):
+def test_gpu_bytes_are_the_tables_the_kernels_take(ico_mesh, rng, tmp_path):
     """On the CuPy path (here routed to the host-compiled kernels) a prepared array counts only
     when a kernel takes it: interp_c2e's mean_2e and its gather adjoint take cellsOnEdge and its
     transpose but no coefficients, and each adjoint mode takes its own table only."""
@@ -49,7 +49,7 @@ def test_gpu_bytes_are_the_tables_the_kernels_take(ico_mesh, rng, tmp_path, monk
     from meshops import interp_c2e, interp_c2e_adj
     from tests.meshops.host_harness import compile_families, host, route_to_host
 
-    with route_to_host(monkeypatch, compile_families(tmp_path, ["interpolation"]), ["interpolation"]):
+    with route_to_host(compile_families(tmp_path, ["interpolation"]), ["interpolation"]):
         m = ico_mesh
         phi, g = host(rng.standard_normal((m.nCells, 4))), host(rng.standard_normal((m.nEdges, 4)))
         tables = meshops.operators.interpolation._arrays(m, g)

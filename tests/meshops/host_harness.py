@@ -161,7 +161,7 @@ def host_launcher(table, families) -> tuple[kernels.Launcher, dict]:
 
 
 @contextlib.contextmanager
-def route_to_host(monkeypatch, table, families):
+def route_to_host(table, families):
     """Route the CuPy code path of `families` (meshops.<family> modules) to the host kernels of
     `table` while the context is active; yields {family: [kernel names in launch order]}."""
     module = types.SimpleNamespace(
@@ -171,9 +171,8 @@ def route_to_host(monkeypatch, table, families):
         zeros_like=lambda a: host(np.zeros_like(np.asarray(a))),
         asarray=host, ascontiguousarray=host,
         cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0)))
-    monkeypatch.setattr(meshops.device.backend, "_cupy", module)
     launcher, launches = host_launcher(table, families)
-    with kernels.use_launcher(launcher):
+    with meshops.device.backend.use_device_module(module), kernels.use_launcher(launcher):
         yield launches
 
 
@@ -187,8 +186,8 @@ def host_fixtures(*families):
         return compile_families(tmp_path_factory.mktemp("host_kernels"), families)
 
     @pytest.fixture
-    def on_host(host_kernels, monkeypatch):
-        with route_to_host(monkeypatch, host_kernels, families) as launches:
+    def on_host(host_kernels):
+        with route_to_host(host_kernels, families) as launches:
             yield launches
 
     return host_kernels, on_host
