@@ -79,10 +79,9 @@ template <>
 struct VectorOf<double, 2> { typedef double2 type; };
 
 // Lane i of the read-only field x as one vector load (LDG.E.128 for float32 at W = 4), or as
-// 16-byte loads for a wider lane (32 bytes: two). Kernels read fields through it: a Lanes read by
-// reference, or under a condition (a missing neighbour), compiles to W scalar loads (on an H200,
-// level 9, nlev 32, float32: tangential_e2e 1.75x, pv_flux_e2e 1.33x slower). At W = 1 it is the
-// plain read (the same SASS).
+// 16-byte loads for a wider lane (32 bytes: two). Kernels read fields through it because a Lanes
+// read by reference, or under a condition, compiles to W scalar loads (slower: docs/decisions/
+// 0002-kernel-tuning.md). At W = 1 it is the plain read (the same SASS).
 template <typename T, int W>
 __device__ __forceinline__ Lanes<T, W> load(const Lanes<T, W>* __restrict__ x, meshops_offset i)
 {
@@ -131,9 +130,8 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 // Kernels marked MESHOPS_FULL_OCCUPANCY are compiled for the most resident threads per
 // multiprocessor (on sm_80 and sm_90: 2048, i.e. at most 32 registers per thread): a gather waits
 // on memory, and more threads in flight hide more of it. The mark sits on the gathers that took
-// 34-40 registers without it (69% occupancy; 8-14% slower on an H200 at level 9, nlev 32), among
-// them stencil_gather_rows (also tangential_e2e's kernel: 17% faster at nlev 1 under the cap); the
-// test of the CUDA sources checks that no kernel spills and that marked kernels stay within 32
+// 34-40 registers without it and ran faster under the cap (docs/decisions/0002-kernel-tuning.md);
+// the test of the CUDA sources checks that no kernel spills and that marked kernels stay within 32
 // registers.
 #define MESHOPS_FULL_OCCUPANCY \
     __launch_bounds__(MESHOPS_BLOCK_SIZE, MESHOPS_THREADS_PER_SM / MESHOPS_BLOCK_SIZE)

@@ -12,8 +12,7 @@ using meshops::load;
 // -- flux divergence of h*u, fused: h and u are read in the stencil pass (no h*u temporary) -----
 
 // flux[c,k] = sum_j cellCoef[c,j] * (h[e_j,k] * u[e_j,k]). h and u are read by reference, not with
-// meshops::load: with one vector load per lane the kernel ran 14% slower on an H200 (level 10,
-// nlev 32, float64: 5.76 against 5.06 ms; no faster at level 9 or in float32).
+// meshops::load, which ran slower here (docs/decisions/0002-kernel-tuning.md).
 template <typename T, int W>
 __global__ void flux_div_e2c(const int* __restrict__ edgesOnCell, const T* __restrict__ cellCoef,
                              const Lanes<T, W>* __restrict__ h, const Lanes<T, W>* __restrict__ u,
@@ -22,13 +21,10 @@ __global__ void flux_div_e2c(const int* __restrict__ edgesOnCell, const T* __res
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        for (int j = 0; j < maxEdges; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) {
-                const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::axpy(acc, cellCoef[c * maxEdges + j], h[ek] * u[ek]);
-            }
-        }
+        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
+            const meshops_offset ek = (meshops_offset)e * nlev + k;
+            meshops::axpy(acc, cellCoef[p], h[ek] * u[ek]);
+        });
         div[i] = acc;
     }
 }
@@ -45,14 +41,10 @@ __global__ void flux_div_e2c_tl(const int* __restrict__ edgesOnCell, const T* __
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        for (int j = 0; j < maxEdges; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) {
-                const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::axpy(acc, cellCoef[c * maxEdges + j],
-                              load(dh, ek) * load(u, ek) + load(h, ek) * load(du, ek));
-            }
-        }
+        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
+            const meshops_offset ek = (meshops_offset)e * nlev + k;
+            meshops::axpy(acc, cellCoef[p], load(dh, ek) * load(u, ek) + load(h, ek) * load(du, ek));
+        });
         ddiv[i] = acc;
     }
 }
@@ -73,23 +65,19 @@ __global__ void flux_div_e2c_adj_atomic(const int* __restrict__ edgesOnCell,
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
         const Lanes<T, W> gc = load(g, i);
-        for (int j = 0; j < maxEdges; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) {
-                const meshops_offset ek = (meshops_offset)e * nlev + k;
-                const Lanes<T, W> w = cellCoef[c * maxEdges + j] * gc;
-                meshops::atomic_add(&h_adj[ek], w * load(u, ek));
-                meshops::atomic_add(&u_adj[ek], w * load(h, ek));
-            }
-        }
+        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
+            const meshops_offset ek = (meshops_offset)e * nlev + k;
+            const Lanes<T, W> w = cellCoef[p] * gc;
+            meshops::atomic_add(&h_adj[ek], w * load(u, ek));
+            meshops::atomic_add(&u_adj[ek], w * load(h, ek));
+        });
     }
 }
 MESHOPS_INSTANTIATE(flux_div_e2c_adj_atomic)
 
 // Gather form: F = edgeCoef[e,0] * g[c0,k] + edgeCoef[e,1] * g[c1,k];
 // h_adj[e,k] = u[e,k] * F, u_adj[e,k] = h[e,k] * F. g is read by reference: with vector loads the
-// kernel spills under the register cap (float32, 4 levels per lane, 64-bit offsets), and it ran
-// no faster with them on an H200 (level 9, nlev 32).
+// kernel spills under the register cap (float32, 4 levels per lane, 64-bit offsets), no faster.
 template <typename T, int W>
 MESHOPS_FULL_OCCUPANCY
 __global__ void flux_div_e2c_adj_gather(const int* __restrict__ cellsOnEdge,

@@ -7,8 +7,7 @@ using meshops::Lanes;
 using meshops::load;
 
 // grad[e,k] = (x[ends[e,1],k] - x[ends[e,0],k]) * invLength[e]. x is read by reference (W scalar
-// loads), not with meshops::load: the two-point edge forwards (also mean_2e) ran up to 5% slower
-// with one vector load per lane on an H200 (level 9, nlev 32).
+// loads), not with meshops::load, which made the two-point edge forwards (also mean_2e) slower.
 template <typename T, int W>
 __global__ void grad_2e(const int* __restrict__ ends, const T* __restrict__ invLength,
                         const Lanes<T, W>* __restrict__ x, Lanes<T, W>* __restrict__ grad, int first,

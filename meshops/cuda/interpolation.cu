@@ -52,10 +52,9 @@ __global__ void mean_2e_adj_gather(const int* __restrict__ edges, const Lanes<T,
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(r, k, i, nlev);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        for (int m = 0; m < S; ++m) {
-            const int e = edges[r * S + m];
-            if (e >= 0) acc += load(g, (meshops_offset)e * nlev + k);
-        }
+        meshops::for_each_row_slot(edges, r, S, [&](int, int e) {
+            acc += load(g, (meshops_offset)e * nlev + k);
+        });
         x_adj[i] = (T)0.5 * acc;
     }
 }

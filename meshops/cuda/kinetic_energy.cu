@@ -16,13 +16,10 @@ __global__ void ke_e2c(const int* __restrict__ edgesOnCell, const T* __restrict_
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        for (int j = 0; j < maxEdges; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) {
-                const Lanes<T, W> ue = load(u, (meshops_offset)e * nlev + k);
-                meshops::axpy(acc, cellCoef[c * maxEdges + j], ue * ue);
-            }
-        }
+        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
+            const Lanes<T, W> ue = load(u, (meshops_offset)e * nlev + k);
+            meshops::axpy(acc, cellCoef[p], ue * ue);
+        });
         ke[i] = acc;
     }
 }
@@ -37,13 +34,10 @@ __global__ void ke_e2c_tl(const int* __restrict__ edgesOnCell, const T* __restri
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        for (int j = 0; j < maxEdges; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) {
-                const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::axpy(acc, cellCoef2[c * maxEdges + j], load(u, ek) * load(du, ek));
-            }
-        }
+        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
+            const meshops_offset ek = (meshops_offset)e * nlev + k;
+            meshops::axpy(acc, cellCoef2[p], load(u, ek) * load(du, ek));
+        });
         dke[i] = acc;
     }
 }
@@ -59,13 +53,10 @@ __global__ void ke_e2c_adj_atomic(const int* __restrict__ edgesOnCell, const T* 
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
         const Lanes<T, W> gc = load(g, i);
-        for (int j = 0; j < maxEdges; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) {
-                const meshops_offset ek = (meshops_offset)e * nlev + k;
-                meshops::atomic_add(&u_adj[ek], (cellCoef2[c * maxEdges + j] * gc) * load(u, ek));
-            }
-        }
+        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
+            const meshops_offset ek = (meshops_offset)e * nlev + k;
+            meshops::atomic_add(&u_adj[ek], (cellCoef2[p] * gc) * load(u, ek));
+        });
     }
 }
 MESHOPS_INSTANTIATE(ke_e2c_adj_atomic)

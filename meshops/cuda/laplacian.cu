@@ -32,8 +32,7 @@ MESHOPS_INSTANTIATE(laplacian_c2c)
 
 // Gather adjoint (the transpose; w is symmetric across an edge):
 // phi_adj[c,k] = sum_j w[c,j] * (g[n_j,k] * invAreaCell[n_j] - g[c,k] * invAreaCell[c]).
-// (invAreaCell, one value per cell, stays in L2: a per-slot copy of it made this kernel 1.9x
-// slower at nlev=1 on an H200.)
+// (invAreaCell, one value per cell, stays in L2: a per-slot copy of it made this kernel slower.)
 template <typename T, int W>
 __global__ void laplacian_c2c_adj_gather(const int* __restrict__ nbr, const T* __restrict__ w,
                                          const T* __restrict__ invAreaCell,

@@ -19,14 +19,10 @@ __global__ void pv_flux_e2e(const int* __restrict__ edgesOnEdge, const T* __rest
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const Lanes<T, W> qe = load(q, i);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        for (int j = 0; j < maxEdges2; ++j) {
-            const meshops_offset p = meshops::slot_index(e, j, maxEdges2, slotStride);
-            const int e2 = edgesOnEdge[p];
-            if (e2 >= 0) {
-                const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
-                meshops::axpy(acc, weightsOnEdge[p], load(F, e2k) * (qe + load(q, e2k)));
-            }
-        }
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
+            meshops::axpy(acc, weightsOnEdge[p], load(F, e2k) * (qe + load(q, e2k)));
+        });
         out[i] = (T)0.5 * acc;
     }
 }
@@ -44,15 +40,11 @@ __global__ void pv_flux_e2e_tl(const int* __restrict__ edgesOnEdge,
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const Lanes<T, W> qe = load(q, i), dqe = load(dq, i);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        for (int j = 0; j < maxEdges2; ++j) {
-            const meshops_offset p = meshops::slot_index(e, j, maxEdges2, slotStride);
-            const int e2 = edgesOnEdge[p];
-            if (e2 >= 0) {
-                const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
-                meshops::axpy(acc, weightsOnEdge[p], load(dF, e2k) * (qe + load(q, e2k)) +
-                                                         load(F, e2k) * (dqe + load(dq, e2k)));
-            }
-        }
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
+            meshops::axpy(acc, weightsOnEdge[p], load(dF, e2k) * (qe + load(q, e2k)) +
+                                                     load(F, e2k) * (dqe + load(dq, e2k)));
+        });
         dout[i] = (T)0.5 * acc;
     }
 }
@@ -75,17 +67,14 @@ __global__ void pv_flux_e2e_adj_atomic(const int* __restrict__ edgesOnEdge,
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const Lanes<T, W> ge = (T)0.5 * load(g, i), qe = load(q, i);
         Lanes<T, W> acc = meshops::splat<T, W>(0);
-        for (int j = 0; j < maxEdges2; ++j) {
-            const int e2 = edgesOnEdge[e * maxEdges2 + j];
-            if (e2 >= 0) {
-                const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
-                const Lanes<T, W> wg = weightsOnEdge[e * maxEdges2 + j] * ge;
-                const Lanes<T, W> wgF = wg * load(F, e2k);
-                meshops::atomic_add(&F_adj[e2k], wg * (qe + load(q, e2k)));
-                meshops::atomic_add(&q_adj[e2k], wgF);
-                acc += wgF;
-            }
-        }
+        meshops::for_each_row_slot(edgesOnEdge, e, maxEdges2, [&](int p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
+            const Lanes<T, W> wg = weightsOnEdge[p] * ge;
+            const Lanes<T, W> wgF = wg * load(F, e2k);
+            meshops::atomic_add(&F_adj[e2k], wg * (qe + load(q, e2k)));
+            meshops::atomic_add(&q_adj[e2k], wgF);
+            acc += wgF;
+        });
         meshops::atomic_add(&q_adj[i], acc);
     }
 }
@@ -114,16 +103,12 @@ __global__ void pv_flux_e2e_adj_gather(const int* __restrict__ edgesOnEdge,
             meshops::stencil_gather(edgesOnEdge, weightsOnEdge, F, ep, maxEdges2, nlev, k,
                                     slotStride);
         Lanes<T, W> accF = meshops::splat<T, W>(0), wg = meshops::splat<T, W>(0);
-        for (int s = 0; s < maxT; ++s) {
-            const meshops_offset p = meshops::slot_index(ep, s, maxT, slotStride);
-            const int e = edgesOnEdgeT[p];
-            if (e >= 0) {
-                const meshops_offset ekk = (meshops_offset)e * nlev + k;
-                const Lanes<T, W> w = weightsOnEdgeT[p] * load(g, ekk);
-                accF += w * (load(q, ekk) + qp);
-                wg += w;
-            }
-        }
+        meshops::for_each_slot(edgesOnEdgeT, ep, maxT, slotStride, [&](meshops_offset p, int e) {
+            const meshops_offset ekk = (meshops_offset)e * nlev + k;
+            const Lanes<T, W> w = weightsOnEdgeT[p] * load(g, ekk);
+            accF += w * (load(q, ekk) + qp);
+            wg += w;
+        });
         F_adj[i] = (T)0.5 * accF;
         q_adj[i] = (T)0.5 * (load(g, i) * wF + load(F, i) * wg);
     }

@@ -2,7 +2,7 @@
 // Formulas: meshops/operators/reconstruct.py. NC components: 3 (X, Y, Z) or 2 (zonal, meridional).
 // coeffs is (nCells, maxEdges, NC) on edgesOnCell (masked beyond nEdgesOnCell: -1 and 0 in pads);
 // coeffsOnEdge is (nEdges, 2, NC), the coefficient of edge e in the stencil of cellsOnEdge[e, i].
-#include "common.cuh"
+#include "stencil.cuh"
 
 using meshops::Lanes;
 using meshops::load;
@@ -20,15 +20,12 @@ __device__ __forceinline__ void reconstruct_body(const int* __restrict__ edgesOn
         Lanes<T, W> acc[NC];
 #pragma unroll
         for (int d = 0; d < NC; ++d) acc[d] = meshops::splat<T, W>(0);
-        for (int j = 0; j < maxEdges; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) {
-                const Lanes<T, W> ue = load(u, (meshops_offset)e * nlev + k);
-                const T* w = coeffs + ((meshops_offset)c * maxEdges + j) * NC;
+        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
+            const Lanes<T, W> ue = load(u, (meshops_offset)e * nlev + k);
+            const T* w = coeffs + ((meshops_offset)c * maxEdges + (p - c * maxEdges)) * NC;
 #pragma unroll
-                for (int d = 0; d < NC; ++d) meshops::axpy(acc[d], w[d], ue);
-            }
-        }
+            for (int d = 0; d < NC; ++d) meshops::axpy(acc[d], w[d], ue);
+        });
 #pragma unroll
         for (int d = 0; d < NC; ++d) out[d][i] = acc[d];
     }
@@ -47,16 +44,13 @@ __device__ __forceinline__ void reconstruct_adj_atomic_body(const int* __restric
         Lanes<T, W> gc[NC];
 #pragma unroll
         for (int d = 0; d < NC; ++d) gc[d] = load(g[d], i);
-        for (int j = 0; j < maxEdges; ++j) {
-            const int e = edgesOnCell[c * maxEdges + j];
-            if (e >= 0) {
-                const T* w = coeffs + ((meshops_offset)c * maxEdges + j) * NC;
-                Lanes<T, W> acc = meshops::splat<T, W>(0);
+        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
+            const T* w = coeffs + ((meshops_offset)c * maxEdges + (p - c * maxEdges)) * NC;
+            Lanes<T, W> acc = meshops::splat<T, W>(0);
 #pragma unroll
-                for (int d = 0; d < NC; ++d) meshops::axpy(acc, w[d], gc[d]);
-                meshops::atomic_add(&u_adj[(meshops_offset)e * nlev + k], acc);
-            }
-        }
+            for (int d = 0; d < NC; ++d) meshops::axpy(acc, w[d], gc[d]);
+            meshops::atomic_add(&u_adj[(meshops_offset)e * nlev + k], acc);
+        });
     }
 }
 

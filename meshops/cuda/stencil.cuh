@@ -14,6 +14,34 @@ __device__ __forceinline__ meshops_offset slot_index(int row, int m, int S, int 
     return slotStride == 1 ? (meshops_offset)row * S + m : (meshops_offset)m * slotStride + row;
 }
 
+// The stencil loop of every kernel: visit(p, t) for each slot m < S of `row` in slot order whose
+// input t = idx[p] is present (t >= 0; -1 contributes nothing), p = slot_index(row, m, S,
+// slotStride). The per-operator arithmetic is `visit` (a lambda, inlined: the same SASS as the loop
+// written out).
+template <typename Visit>
+__device__ __forceinline__ void for_each_slot(const int* __restrict__ idx, int row, int S,
+                                              int slotStride, Visit visit)
+{
+    for (int m = 0; m < S; ++m) {
+        const meshops_offset p = slot_index(row, m, S, slotStride);
+        const int t = idx[p];
+        if (t >= 0) visit(p, t);
+    }
+}
+
+// The same over a row-major table with 32-bit slot offsets p = row * S + m (tables hold far fewer
+// than 2^31 slots): visit(p, t).
+template <typename Visit>
+__device__ __forceinline__ void for_each_row_slot(const int* __restrict__ idx, int row, int S,
+                                                  Visit visit)
+{
+    for (int m = 0; m < S; ++m) {
+        const int p = row * S + m;
+        const int t = idx[p];
+        if (t >= 0) visit(p, t);
+    }
+}
+
 // sum_{m < S, idx >= 0} coef[row, m] * x[idx[row, m], k], in slot order (fixed summation order).
 // x is read with one vector load per lane (`load`), or by reference (W scalar loads, fewer live
 // registers) when VectorLoads is false.
@@ -24,15 +52,13 @@ __device__ __forceinline__ Lanes<T, W> stencil_gather(const int* __restrict__ id
                                                       int S, int nlev, int k, int slotStride = 1)
 {
     Lanes<T, W> acc = splat<T, W>(0);
-    for (int m = 0; m < S; ++m) {
-        const meshops_offset p = slot_index(row, m, S, slotStride);
-        const int t = idx[p];
+    for_each_slot(idx, row, S, slotStride, [&](meshops_offset p, int t) {
         if constexpr (VectorLoads) {
-            if (t >= 0) axpy(acc, coef[p], load(x, (meshops_offset)t * nlev + k));
+            axpy(acc, coef[p], load(x, (meshops_offset)t * nlev + k));
         } else {
-            if (t >= 0) axpy(acc, coef[p], x[(meshops_offset)t * nlev + k]);
+            axpy(acc, coef[p], x[(meshops_offset)t * nlev + k]);
         }
-    }
+    });
     return acc;
 }
 
@@ -42,10 +68,9 @@ __device__ __forceinline__ void stencil_scatter(const int* __restrict__ idx, con
                                                 const Lanes<T, W>& y, Lanes<T, W>* __restrict__ out,
                                                 int row, int S, int nlev, int k)
 {
-    for (int m = 0; m < S; ++m) {
-        const int t = idx[row * S + m];
-        if (t >= 0) atomic_add(&out[(meshops_offset)t * nlev + k], coef[row * S + m] * y);
-    }
+    for_each_row_slot(idx, row, S, [&](int p, int t) {
+        atomic_add(&out[(meshops_offset)t * nlev + k], coef[p] * y);
+    });
 }
 
 }  // namespace meshops
