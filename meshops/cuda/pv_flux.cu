@@ -102,13 +102,19 @@ __global__ void pv_flux_e2e_adj_gather(const int* __restrict__ edgesOnEdge,
         const Lanes<T, W> wF =
             meshops::stencil_gather(edgesOnEdge, weightsOnEdge, F, ep, maxEdges2, nlev, k,
                                     slotStride);
+        // The transposed loop written out: through meshops::for_each_slot the same instructions
+        // compile in another order in some instantiations (docs/decisions/0002-kernel-tuning.md).
         Lanes<T, W> accF = meshops::splat<T, W>(0), wg = meshops::splat<T, W>(0);
-        meshops::for_each_slot(edgesOnEdgeT, ep, maxT, slotStride, [&](meshops_offset p, int e) {
-            const meshops_offset ekk = (meshops_offset)e * nlev + k;
-            const Lanes<T, W> w = weightsOnEdgeT[p] * load(g, ekk);
-            accF += w * (load(q, ekk) + qp);
-            wg += w;
-        });
+        for (int s = 0; s < maxT; ++s) {
+            const meshops_offset p = meshops::slot_index(ep, s, maxT, slotStride);
+            const int e = edgesOnEdgeT[p];
+            if (e >= 0) {
+                const meshops_offset ekk = (meshops_offset)e * nlev + k;
+                const Lanes<T, W> w = weightsOnEdgeT[p] * load(g, ekk);
+                accF += w * (load(q, ekk) + qp);
+                wg += w;
+            }
+        }
         F_adj[i] = (T)0.5 * accF;
         q_adj[i] = (T)0.5 * (load(g, i) * wF + load(F, i) * wg);
     }

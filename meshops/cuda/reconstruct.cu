@@ -20,12 +20,17 @@ __device__ __forceinline__ void reconstruct_body(const int* __restrict__ edgesOn
         Lanes<T, W> acc[NC];
 #pragma unroll
         for (int d = 0; d < NC; ++d) acc[d] = meshops::splat<T, W>(0);
-        meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
-            const Lanes<T, W> ue = load(u, (meshops_offset)e * nlev + k);
-            const T* w = coeffs + ((meshops_offset)c * maxEdges + (p - c * maxEdges)) * NC;
+        // The loop written out: through meshops::for_each_row_slot it compiles to other
+        // instructions (docs/decisions/0002-kernel-tuning.md).
+        for (int j = 0; j < maxEdges; ++j) {
+            const int e = edgesOnCell[c * maxEdges + j];
+            if (e >= 0) {
+                const Lanes<T, W> ue = load(u, (meshops_offset)e * nlev + k);
+                const T* w = coeffs + ((meshops_offset)c * maxEdges + j) * NC;
 #pragma unroll
-            for (int d = 0; d < NC; ++d) meshops::axpy(acc[d], w[d], ue);
-        });
+                for (int d = 0; d < NC; ++d) meshops::axpy(acc[d], w[d], ue);
+            }
+        }
 #pragma unroll
         for (int d = 0; d < NC; ++d) out[d][i] = acc[d];
     }
@@ -45,7 +50,8 @@ __device__ __forceinline__ void reconstruct_adj_atomic_body(const int* __restric
 #pragma unroll
         for (int d = 0; d < NC; ++d) gc[d] = load(g[d], i);
         meshops::for_each_row_slot(edgesOnCell, c, maxEdges, [&](int p, int e) {
-            const T* w = coeffs + ((meshops_offset)c * maxEdges + (p - c * maxEdges)) * NC;
+            const int j = p - c * maxEdges;
+            const T* w = coeffs + ((meshops_offset)c * maxEdges + j) * NC;
             Lanes<T, W> acc = meshops::splat<T, W>(0);
 #pragma unroll
             for (int d = 0; d < NC; ++d) meshops::axpy(acc, w[d], gc[d]);

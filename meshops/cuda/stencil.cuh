@@ -44,7 +44,8 @@ __device__ __forceinline__ void for_each_row_slot(const int* __restrict__ idx, i
 
 // sum_{m < S, idx >= 0} coef[row, m] * x[idx[row, m], k], in slot order (fixed summation order).
 // x is read with one vector load per lane (`load`), or by reference (W scalar loads, fewer live
-// registers) when VectorLoads is false.
+// registers) when VectorLoads is false. The loop is written out: through for_each_slot the same
+// instructions compile in another order where pv_flux_e2e_adj_gather inlines it.
 template <typename T, int W, bool VectorLoads = true>
 __device__ __forceinline__ Lanes<T, W> stencil_gather(const int* __restrict__ idx,
                                                       const T* __restrict__ coef,
@@ -52,13 +53,15 @@ __device__ __forceinline__ Lanes<T, W> stencil_gather(const int* __restrict__ id
                                                       int S, int nlev, int k, int slotStride = 1)
 {
     Lanes<T, W> acc = splat<T, W>(0);
-    for_each_slot(idx, row, S, slotStride, [&](meshops_offset p, int t) {
+    for (int m = 0; m < S; ++m) {
+        const meshops_offset p = slot_index(row, m, S, slotStride);
+        const int t = idx[p];
         if constexpr (VectorLoads) {
-            axpy(acc, coef[p], load(x, (meshops_offset)t * nlev + k));
+            if (t >= 0) axpy(acc, coef[p], load(x, (meshops_offset)t * nlev + k));
         } else {
-            axpy(acc, coef[p], x[(meshops_offset)t * nlev + k]);
+            if (t >= 0) axpy(acc, coef[p], x[(meshops_offset)t * nlev + k]);
         }
-    });
+    }
     return acc;
 }
 
