@@ -176,8 +176,8 @@ class MeshArrayRecorder:
 
     On the GPU an array counts when it is an argument of a kernel launch (reported by
     `meshops.device.kernels.observe_launches`): a code path may take tables it does not pass on
-    (both adjoint modes' tables, a coefficient the kernel does not need), and those are not read. Without launches (NumPy) every array taken
-    from a prepared namespace counts.
+    (both adjoint modes' tables, a coefficient the kernel does not need), and those are not read.
+    Without launches (NumPy) every array taken from a prepared namespace counts.
     """
 
     def __init__(self):

@@ -36,8 +36,8 @@ passes: a cell pass D, a vertex pass Z (temporaries on every cell and vertex) an
         Z[v] = sum_i edgeSignOnVertex[v,i] * g[e_i] / (dvEdge[e_i] * areaTriangle[v]).
 
 `rows` restricts the edge pass only. From the tuning's composed_from_bytes of levels per edge
-(meshops/device/tuning.py; on an H200 float64 nlev 2, float32 nlev 4) the vector forward and deterministic adjoint are instead one gather over the
-product of those passes' matrices,
+(meshops/device/tuning.py; on an H200 float64 nlev 2, float32 nlev 4) the vector forward and
+deterministic adjoint are instead one gather over the product of those passes' matrices,
 
     out[e] = sum_m coef[e,m] * u[nbr[e,m]],   (nbr, coef) = rows of A = Gc Dv - Gv Zc   (adjoint: A^T)
 
