@@ -41,7 +41,7 @@ class Tuning:
 
     def wide(self, kernel: str, dtype) -> bool:
         """Whether `kernel` runs with wide lanes in `dtype` (a NumPy dtype)."""
-        return dtype.name in self.wide_lanes.get(kernel, ()) and kernel not in self.offsets64
+        return dtype.name in self.wide_lanes.get(kernel, ())
 
 
 _TWO_POINT_EDGE = frozenset({"grad_2e", "mean_2e"})
