@@ -26,7 +26,7 @@ from meshops.device.backend import array_module
 LOCATIONS = ("cell", "edge", "vertex")
 _SIZE = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 _TAG = 7411
-_ROWS: dict = {}     # id(decomposition) -> (weakref, {location: [l2g of every rank]} on root)
+_ROWS: dict = {}     # (id(decomposition), root) -> (weakref, _Rows on the root, None elsewhere)
 
 
 def _check_location(location: str, what: str) -> None:
@@ -49,7 +49,7 @@ class _Rows:
 
 def _global_rows(decomposition, comm, root: int):
     """A `_Rows` on the root (None elsewhere), gathered once per decomposition (collective)."""
-    key = id(decomposition)
+    key = (id(decomposition), root)
     hit = _ROWS.get(key)
     if hit is not None and hit[0]() is decomposition:
         return hit[1]
