@@ -30,7 +30,6 @@ no messages) and logged once per rank; `stats` counts the messages and bytes sen
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -44,7 +43,7 @@ LOCATIONS = ("cell", "edge", "vertex")
 #: Byte alignment of every field's part of a message.
 ALIGN = 16
 _TAG_BASE = 5200
-_instances = itertools.count()
+_next_instance = [0]     # StateExchange instances made by this process (for message tags)
 
 
 @dataclass(frozen=True)
@@ -195,13 +194,16 @@ class StateExchange:
         self.fields = field_specs(fields)
         self.requested = normalise(transport)
         declared = [(n, s.location, s.nlev, s.dtype.str) for n, s in self.fields.items()]
-        everyone = self.comm.allgather(declared)
-        for r, other in enumerate(everyone):
+        everyone = self.comm.allgather((declared, _next_instance[0]))
+        for r, (other, _) in enumerate(everyone):
             if other != declared:
                 raise ValueError(f"StateExchange: rank {self.comm.Get_rank()} declares fields "
                                  f"{declared}, rank {r} declares {other}; expected the same "
                                  "fields in the same order on every rank")
-        tag = _TAG_BASE + 2 * (next(_instances) % 1000)
+        # message tags: the same on every rank (the largest instance count), distinct per instance
+        instance = max(n for _, n in everyone)
+        _next_instance[0] = instance + 1
+        tag = _TAG_BASE + 2 * (instance % 1000)
         self.forward_layout = _Direction(decomposition, self.fields, False, tag)
         self.adjoint_layout = _Direction(decomposition, self.fields, True, tag + 1)
         self._transports: dict = {}
