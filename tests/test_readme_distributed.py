@@ -1,5 +1,6 @@
 """The README's "Distributed runs" example, extracted from README.md (so the test fails when the
-README drifts), runs as written under `mpiexec -n 2` and gives the same output as one process."""
+README drifts), runs as written under `mpiexec -n 2` and gives the same output as one process (with and without
+mpi4py)."""
 import re
 import subprocess
 import sys
@@ -31,3 +32,7 @@ def test_readme_distributed_example_runs_under_mpiexec(tmp_path):
     lines = [line for line in parallel.stdout.splitlines() if line.startswith("max |F|")]
     assert len(lines) == 1, parallel.stdout           # printed on the root only
     assert lines == serial.stdout.splitlines(), (parallel.stdout, serial.stdout)   # bitwise
+    no_mpi = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=dict(_env(), MESHOPS_NO_MPI="1"),
+                            capture_output=True, text=True, timeout=120)
+    assert no_mpi.returncode == 0, no_mpi.stdout + no_mpi.stderr
+    assert no_mpi.stdout.splitlines() == lines, no_mpi.stdout          # without mpi4py too
