@@ -239,11 +239,7 @@ class StateExchange:
         """Messages and bytes sent and received by this exchange's transports so far."""
         total = MessageStats()
         for tr in self._transports.values():
-            s = tr.stats
-            total.messages_sent += s.messages_sent
-            total.messages_received += s.messages_received
-            total.bytes_sent += s.bytes_sent
-            total.bytes_received += s.bytes_received
+            total = total + tr.stats
         return total
 
     # checks ------------------------------------------------------------------------------------
