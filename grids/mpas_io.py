@@ -49,17 +49,29 @@ def classic_expected_size(path: str) -> int | None:
     its last variable's data (each variable's `begin` offset plus its size, records included).
 
     None when the file is not a classic netCDF file or its header cannot be parsed (the netCDF
-    library then reports the problem).
+    library then reports the problem). A header cut short gives the file's size + 1.
     """
-    import struct
-
     with open(path, "rb") as fh:
         head = fh.read(4)
-        if len(head) < 4 or head[:3] != b"CDF" or head[3] not in (1, 2, 5):
-            return None
-        version = head[3]
-        size = os.path.getsize(path)
-        data = head + fh.read(min(size, 1 << 26))    # headers are small; 64 MiB is generous
+    if len(head) < 4 or head[:3] != b"CDF" or head[3] not in (1, 2, 5):
+        return None
+    size = os.path.getsize(path)
+    chunk = 1 << 16
+    while True:     # headers are small: read more only when the parse runs out of bytes
+        with open(path, "rb") as fh:
+            data = fh.read(chunk)
+        end = _classic_header_end(data, head[3])
+        if end is not None:
+            return None if end < 0 else end
+        if chunk >= size:
+            return size + 1          # the header itself runs past the end of the file
+        chunk *= 16
+
+
+def _classic_header_end(data: bytes, version: int) -> int | None:
+    """End of the last variable's data from a classic header held in `data`; None when `data`
+    stops before the header does; -1 when the header is malformed."""
+    import struct
 
     pos = 4
     big = version == 5
@@ -86,7 +98,7 @@ def classic_expected_size(path: str) -> int | None:
         nonlocal pos
         tag, count = read_int(False), read_int()
         if tag not in (0, 12):
-            raise EOFError
+            raise ValueError("not an attribute list")
         for _ in range(count):
             read_name()
             kind, n = read_int(False), read_int()
@@ -119,8 +131,10 @@ def classic_expected_size(path: str) -> int | None:
                 record_vars.append((begin, vsize, nbytes))
             else:
                 end = max(end, begin + nbytes)
-    except (EOFError, IndexError, struct.error):
+    except EOFError:
         return None
+    except (IndexError, ValueError, struct.error):
+        return -1
     if record_vars and numrecs > 0 and numrecs != (1 << 32) - 1:
         recsize = record_vars[0][2] if len(record_vars) == 1 else sum(v for _, v, _ in record_vars)
         for begin, _, nbytes in record_vars:
@@ -167,9 +181,9 @@ def _check_complete(path: str) -> None:
     if need is None:
         need, kind = hdf5_expected_size(path), "HDF5 (netCDF-4)"
     if need is not None and size < need:
-        raise MeshError(f"truncated {kind} file: {size} bytes, its header says {need}",
-                        file=path, value=size, expected=f"a complete file of {need} bytes "
-                        "(copy or download it again)")
+        raise MeshError(f"truncated {kind} file: {size} bytes, its header says at least {need}",
+                        file=path, value=size, expected="the complete file (copy or download it "
+                        "again)")
 
 
 def _fill_values(var) -> list:
@@ -199,6 +213,17 @@ def _check_fill(name: str, arr: np.ndarray, marks: list, path: str) -> None:
                             "missing)", file=path, field=name, index=idx[0] if len(idx) == 1 else idx,
                             value=arr[idx].item(), expected="a written value (write the variable, "
                             "or remove it so that it is derived)")
+
+
+def _check_default_fill(fields: dict, source: str) -> None:
+    """A mesh field holding netCDF's default fill value for its type (an entry never written, read
+    without masking, e.g. by xarray from a file without _FillValue) is an error."""
+    import netCDF4
+
+    for name, arr in fields.items():
+        default = netCDF4.default_fillvals.get(arr.dtype.str[1:])
+        if default is not None:
+            _check_fill(name, arr, [default], source)
 
 
 def _read_netcdf(path: str):
@@ -299,6 +324,7 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
     with file_index_base(1 if one_based else 0):
         # Shapes, dtypes and counts before touching indices, so nothing below indexes out of bounds.
         check_structure(fields, sizes, source)
+        _check_default_fill(fields, source)
         check_counts(fields, sizes, source)
         if one_based:
             for name in INDEX_FIELDS:

@@ -205,7 +205,9 @@ def check_finite(fields: dict, source: str) -> None:
     """No NaN or inf in any floating-point field."""
     for name, arr in fields.items():
         if name in FIELD_DIMS and arr is not None and np.issubdtype(arr.dtype, np.floating):
-            _raise_first(~np.isfinite(arr), arr, source, name, "not finite", "a finite number")
+            _raise_first(~np.isfinite(arr), arr, source, name,
+                         "not finite (a NaN is also how a masked or fill value reads)",
+                         "a finite number")
 
 
 def check_counts(fields: dict, sizes: dict, source: str) -> None:

@@ -228,3 +228,35 @@ def test_check_radius_inf_warns_nothing(x1_162_path):
     done = check_cli(x1_162_path, "--radius", "inf")
     assert done.returncode == 2 and "Warning" not in done.stderr and "Traceback" not in done.stderr
     assert "--radius inf" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_header_cut_short_is_truncated(x1_162_path, tmp_path):
+    bad = tmp_path / "bad.nc"
+    bad.write_bytes(x1_162_path.read_bytes()[:500])
+    with pytest.raises(MeshError, match="truncated classic netCDF file: 500 bytes") as info:
+        read_mesh(bad)
+    assert info.value.file == str(bad)
+
+
+def test_masked_entries_read_by_xarray_are_errors(x1_162_path, tmp_path):
+    """xarray's default decoding turns fill values into NaN: an error, never a number."""
+    import grids
+    import xarray as xr
+
+    bad = copy_without_data(x1_162_path, tmp_path / "bad.nc", "NETCDF3_64BIT_OFFSET", "areaCell")
+    with xr.open_dataset(bad) as ds:
+        with pytest.raises(MeshError) as info:
+            grids.from_xarray(ds, source=str(bad))
+    err = info.value
+    assert (err.field, err.index) == ("areaCell", 0) and "fill value" in str(err)
+
+
+def test_a_nan_in_a_dataset_is_an_error(x1_162_path):
+    import grids
+
+    ds = grids.to_xarray(read_mesh(x1_162_path))
+    ds["dvEdge"].values[5] = np.nan
+    with pytest.raises(MeshError) as info:
+        grids.from_xarray(ds)
+    err = info.value
+    assert (err.field, err.index) == ("dvEdge", 5) and "masked or fill value" in str(err)
