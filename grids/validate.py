@@ -28,7 +28,8 @@ Conventions checked (MPAS, see `grids.mesh`):
   kiteAreasOnVertex to `GEOMETRY_RTOL` of the vertex's areaTriangle, weightsOnEdge to
   `WEIGHT_ATOL` (matched by edgesOnEdge, in any slot order), angleEdge to `ANGLE_EDGE_TOL`
   radians (MPAS's converter computes it from a local projection: 0.023 rad apart on x1.162).
-  fCell, fEdge, fVertex are not compared (they depend on the planet's rotation rate).
+  fCell, fEdge, fVertex must be 2 omega sin(lat) with one rotation rate omega for the whole mesh
+  (estimated from the field itself) to relative `GEOMETRY_RTOL` of 2 omega.
 
 Entity numbers in messages (the values of index fields, "edge 103") are 0-based in memory; while
 `file_index_base(1)` is active (reading an MPAS file) they are printed as in the file, 1-based,
@@ -523,6 +524,33 @@ def check_geometry(fields: dict, sphere_radius: float, source: str = "<memory>",
                         expected=f"the derived value {d_val!r} to {tol}; {RECOMPUTE_HINT}")
 
 
+def check_coriolis(fields: dict, source: str = "<memory>") -> None:
+    """fCell, fEdge, fVertex = 2 omega sin(lat) at every entry, one omega for the whole mesh (the
+    median of f / (2 sin(lat)) over the entries of fCell, or of the field checked, away from the
+    equator)."""
+    omega = None
+    for loc in ("Cell", "Edge", "Vertex"):
+        f, lat = fields.get(f"f{loc}"), fields.get(f"lat{loc}")
+        if f is None or lat is None:
+            continue
+        s = np.sin(lat)
+        if omega is None:
+            away = np.abs(s) > 0.1
+            if not away.any():
+                continue
+            omega = float(np.median(f[away] / (2.0 * s[away])))
+        want = 2.0 * omega * s
+        tol = GEOMETRY_RTOL * 2.0 * abs(omega) + 1e-300
+        bad = np.abs(f - want) > tol
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise MeshError(f"Coriolis parameter differs from 2 omega sin(lat{loc}) with the mesh's "
+                            f"omega = {omega!r} 1/s", file=source, field=f"f{loc}", index=i,
+                            value=float(f[i]), derived=float(want[i]),
+                            expected=f"{float(want[i])!r} (2 omega sin(lat{loc}[{i}]) to relative "
+                            f"{GEOMETRY_RTOL:g} of 2 omega); {RECOMPUTE_HINT}")
+
+
 def validate_mesh(mesh, *, source: str = "<memory>", geometry: bool = True) -> None:
     """Check every MPAS convention on a complete Mesh; raise MeshError at the first violation.
 
@@ -535,6 +563,7 @@ def validate_mesh(mesh, *, source: str = "<memory>", geometry: bool = True) -> N
                  required=tuple(FIELD_DIMS))
     if geometry:
         check_geometry(fields, float(mesh.sphere_radius), source)
+        check_coriolis(fields, source)
     for name, total in (("nCellsSolve", mesh.nCells), ("nEdgesSolve", mesh.nEdges),
                         ("nVerticesSolve", mesh.nVertices)):
         value = getattr(mesh, name)

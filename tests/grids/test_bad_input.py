@@ -260,3 +260,23 @@ def test_a_nan_in_a_dataset_is_an_error(x1_162_path):
         grids.from_xarray(ds)
     err = info.value
     assert (err.field, err.index) == ("dvEdge", 5) and "masked or fill value" in str(err)
+
+
+def test_a_coriolis_parameter_off_2_omega_sin_lat(x1_162_path, tmp_path):
+    from grids import write_mesh
+    from grids.geometry import complete_mesh
+    from grids.mesh import REQUIRED_FIELDS
+
+    mesh = read_mesh(x1_162_path)
+    # any one rotation rate is fine (another planet), as long as every entry agrees with it
+    other = complete_mesh({k: getattr(mesh, k) for k in REQUIRED_FIELDS}, 1.0, omega=3e-4)
+    write_mesh(other, tmp_path / "f.nc")
+    read_mesh(tmp_path / "f.nc")
+    bad = corrupt(tmp_path / "f.nc", tmp_path / "bad.nc",
+                  lambda ds: ds["fVertex"].__setitem__(3, ds["fVertex"][3] * 1.5 + 1e-6))
+    with pytest.raises(MeshError) as info:
+        read_mesh(bad)
+    err = info.value
+    assert (err.field, err.index) == ("fVertex", 3) and err.derived == pytest.approx(
+        other.fVertex[3], rel=1e-9)
+    assert "recompute_geometry=True" in str(err)
