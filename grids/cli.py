@@ -21,7 +21,7 @@ import time
 
 from .mesh import EARTH_RADIUS
 from .mpas_io import FORMATS, read_mesh, reorder_keeping_ids, write_mesh
-from .validate import MeshError, validate_mesh
+from .validate import MeshError
 
 
 def _parser() -> argparse.ArgumentParser:
