@@ -43,7 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--order", default="morton", help="cell order: morton, hilbert or none "
                    "(default %(default)s)")
     g.add_argument("--progress", action="store_true", help="print each stage's wall time")
-    c = sub.add_parser("check", help="sizes, spacing, quality and validity of a mesh file")
+    c = sub.add_parser("check", help="sizes, spacing, quality and validity of a mesh file",
+                       description="Read an MPAS mesh file and check it: complete (not truncated), "
+                       "no fill values, MPAS dimensions and shapes, 1-based indices in range, "
+                       "topology, counter-clockwise order, normal/tangent and sign conventions, "
+                       "positions on the sphere, and the stored dcEdge, dvEdge, areas, angleEdge, "
+                       "weightsOnEdge and Coriolis parameters against those derived from the "
+                       "positions and connectivity. Exit status 0 when valid, 1 with one line on "
+                       "stderr when not.")
     c.add_argument("file", help="MPAS mesh file (netCDF) to check")
     c.add_argument("--radius", type=float, default=None,
                    help="scale to this sphere radius in m (default: the file's)")
