@@ -274,6 +274,21 @@ def _read_lines(path: str) -> list[bytes]:
     return lines
 
 
+_DIGITS_ONLY = bytes.maketrans(b"", b"")
+
+
+def _fast_ids(lines: list[bytes]) -> np.ndarray | None:
+    """The lines as int64 when each is one run of 1..18 ASCII digits (the usual file), else None."""
+    if not lines:
+        return None
+    data = b"\n".join(lines)
+    if data.translate(_DIGITS_ONLY, b"0123456789\n"):
+        return None
+    if any(len(ln) == 0 or len(ln) > 18 for ln in lines):
+        return None
+    return np.array(lines).astype(np.int64)
+
+
 def read_graph_info(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Read an MPAS/METIS `graph.info`: (xadj, adjncy 0-based, weights or None).
 
@@ -390,7 +405,12 @@ def read_partition(path, ncells: int, nparts: int | None = None) -> np.ndarray:
     if len(lines) != ncells:
         raise PartitionError(f"{path}: {len(lines)} lines, expected one rank id per cell "
                              f"(nCells={ncells})")
-    owner = np.empty(ncells, dtype=np.int64)
+    owner = _fast_ids(lines)
+    if owner is not None and owner.size == ncells and owner.min(initial=0) >= 0 \
+            and owner.max(initial=0) < nparts:
+        lines = []          # every line one plain rank id in range: nothing left to check per line
+    else:
+        owner = np.empty(ncells, dtype=np.int64)
     for k, ln in enumerate(lines):
         match = _INT_LINE.fullmatch(ln)
         if match is None:
