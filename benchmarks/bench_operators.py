@@ -11,8 +11,8 @@ Meshes: Morton-ordered icosahedral meshes of the given levels (`grids.icosahedra
 machine and cached under --cache-dir (benchmarks/meshes.py), or one MPAS file with --mesh. Fields are
 standard-normal random numbers, shape (n,) for nlev 1 and (n, nlev) otherwise.
 
-Bytes moved by one call, counted as the least traffic the operator needs: every prepared mesh array
-the call reads (recorded through `meshops.device.backend.prepared`, each array counted once; integer
+Bytes moved by one call, counted as the least traffic the operator needs: every mesh table
+the call reads (recorded through `meshops.device.mesh.DeviceMesh.table`, each array counted once; integer
 connectivity as int32, geometry in the field dtype), every input field read once, every output
 written once; an `atomic` adjoint also counts writing its zeroed output (the zeroing pass).
 Intermediate fields of composite operators are not counted: GB/s is an effective bandwidth.
@@ -301,10 +301,10 @@ def markdown(doc) -> str:
 def release(xp, mesh=None, frameworks=()):
     for fw in frameworks:
         peers.release(fw)
-    if mesh is not None and xp is not np:  # drop the device copies of the prepared mesh arrays
-        cache = mesh.__dict__.get("_meshops_cache", {})
-        for key in [k for k in cache if len(k) == 4 and k[1] == "cupy"]:
-            del cache[key]
+    if mesh is not None and xp is not np:  # drop the device copies of the mesh tables
+        import meshops
+
+        meshops.device_mesh(mesh, xp).release()
     if xp is not np:
         xp.get_default_memory_pool().free_all_blocks()
 
