@@ -197,7 +197,7 @@ def test_cuda_sources_on_host(name, family, dtype, tol, nlev, any_mesh, on_host,
     """Forward, tangent and both adjoint modes of the CuPy path, run on the host, equal the NumPy
     reference; the forward and tangent restricted to output rows [first, last) match on those rows."""
     spec = OPERATORS[name]
-    mesh = any_mesh.replace()          # its own cache of prepared arrays
+    mesh = any_mesh.replace()          # its own DeviceMesh (tables built anew)
 
     def fields(locs):
         return tuple(random_field(mesh, loc, rng, nlev=nlev, dtype=dtype) for loc in locs)
