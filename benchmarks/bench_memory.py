@@ -112,6 +112,102 @@ def widths(tables: dict, mesh) -> dict:
             for key, nbytes in tables.items()}
 
 
+#: Tables of the code before the device mesh ("family.table") -> the catalogue table holding them now.
+BEFORE_NAMES = {
+    "curl.edgesOnVertex": "edgesOnVertex", "curl.coef_circulation": "circulationCoef",
+    "curl.coef_curl": "curlCoef", "curl.verticesT": "edgesOnVertexT",
+    "curl.coefT_circulation": "circulationCoefT", "curl.coefT_curl": "curlCoefT",
+    "divergence.edgesOnCell": "edgesOnCell", "divergence.cellCoef": "divCoef",
+    "divergence.cellsOnEdge": "cellsOnEdge", "divergence.edgeCoef": "divAdjCoef",
+    "gradient.ends_c": "cellsOnEdge", "gradient.invLength_c": "invDcEdge",
+    "gradient.edgesT_c": "cellsOnEdgeT", "gradient.coefT_c": "gradCellCoefT",
+    "gradient.ends_v": "verticesOnEdge", "gradient.invLength_v": "invDvEdge",
+    "gradient.edgesT_v": "verticesOnEdgeT", "gradient.coefT_v": "gradVertexCoefT",
+    "interpolation.idx_c2e": "cellsOnEdge", "interpolation.idxT_c2e": "cellsOnEdgeT",
+    "interpolation.idx_v2e": "verticesOnEdge", "interpolation.idxT_v2e": "verticesOnEdgeT",
+    "interpolation.idx_c2v": "cellsOnVertex", "interpolation.coef_c2v": "c2vCoef",
+    "interpolation.idxT_c2v": "verticesOnCell", "interpolation.coefT_c2v": "c2vCoefT",
+    "interpolation.idx_v2c": "verticesOnCell", "interpolation.coef_v2c": "v2cCoef",
+    "interpolation.idxT_v2c": "cellsOnVertex", "interpolation.coefT_v2c": "v2cCoefT",
+    "kinetic_energy.edgesOnCell": "edgesOnCell", "kinetic_energy.cellCoef": "keCoef",
+    "kinetic_energy.cellCoef2": "keCoef2", "kinetic_energy.cellsOnEdge": "cellsOnEdge",
+    "kinetic_energy.edgeCoef": "keAdjCoef",
+    "laplacian.cellsAcross": "cellsAcross", "laplacian.w": "laplacianWeight",
+    "laplacian.invAreaCell": "invAreaCell", "laplacian.cellsOnEdge": "cellsOnEdge",
+    "laplacian.verticesOnEdge": "verticesOnEdge", "laplacian.edgesOnCell": "edgesOnCell",
+    "laplacian.edgesOnVertex": "edgesOnVertex", "laplacian.invDcEdge": "invDcEdge",
+    "laplacian.invDvEdge": "invDvEdge", "laplacian.dcEdge": "dcEdge", "laplacian.dvEdge": "dvEdge",
+    "laplacian.cellCoef": "divCoef", "laplacian.vertexCoef": "lapVertexCoef",
+    "laplacian.cellCoefAdj": "lapCellCoefAdj", "laplacian.vertexCoefAdj": "lapVertexCoefAdj",
+    "laplacian_composed.edgesOnEdgeDel2": "edgesOnEdgeDel2", "laplacian_composed.coefDel2": "coefDel2",
+    "laplacian_composed.edgesOnEdgeDel2T": "edgesOnEdgeDel2T",
+    "laplacian_composed.coefDel2T": "coefDel2T",
+    "reconstruct.edgesOnCell": "edgesOnCell", "reconstruct.cellsOnEdge": "cellsOnEdge",
+    "reconstruct.coeffs_reconstruct": "coeffsReconstruct",
+    "reconstruct.coeffs_zonal_meridional": "coeffsZonalMeridional",
+    "reconstruct.coeffsOnEdge_reconstruct": "coeffsReconstructOnEdge",
+    "reconstruct.coeffsOnEdge_zonal_meridional": "coeffsZonalMeridionalOnEdge",
+    "trisk.edgesOnEdge": "edgesOnEdge", "trisk.weightsOnEdge": "weightsOnEdge",
+    "trisk.edgesOnEdgeT": "edgesOnEdgeT", "trisk.weightsOnEdgeT": "weightsOnEdgeT",
+}
+
+
+def _row_key(key: str) -> str:
+    """"name [dtype] (slot-major)" -> "name (slot-major)"."""
+    name = key.split(" ")[0]
+    return name + (" (slot-major)" if "slot-major" in key else "")
+
+
+def compare_markdown(before: dict, after: dict, levels) -> str:
+    """A markdown table of MiB per catalogue table (float64 + float32 copies together), before
+    (`before`: the pre-device-mesh json at level 9; level 10 scaled by rows) and per policy after."""
+    def mib(n):
+        return f"{n / 2**20:,.0f}" if n else "-"
+
+    old_level = before["level"]
+    rows: dict[str, dict] = {}
+    for key, nbytes in before["tables"].items():
+        old = key.split(" ")[0]
+        row = BEFORE_NAMES[old] + (" (slot-major)" if "slot-major" in key else "")
+        for level in levels:
+            scale = icosahedral_sizes(level)["edge"] / icosahedral_sizes(old_level)["edge"]
+            cell = rows.setdefault(row, {}).setdefault(("before", level), [0, 0])
+            cell[0] += int(nbytes * scale)
+            cell[1] += 1
+    for policy, per_level in after["policies"].items():
+        for level, r in per_level.items():
+            for key, nbytes in r["tables"].items():
+                cell = rows.setdefault(_row_key(key), {}).setdefault((policy, int(level)), [0, 0])
+                cell[0] += nbytes
+                cell[1] += 1
+    policies = list(after["policies"])
+    head = ["table"] + [f"{who} L{level}" for level in levels for who in ("before", *policies)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    order = sorted(rows, key=lambda r: -rows[r].get(("before", levels[0]), [0])[0])
+    for row in order:
+        cells = [f"`{row}`"]
+        for level in levels:
+            for who in ("before", *policies):
+                n, copies = rows[row].get((who, level), (0, 0))
+                cells.append(mib(n) + (f" ({copies}x)" if copies > 2 else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    totals = {}
+    for level in levels:
+        f64 = sum(v for k, v in before["tables"].items() if "[float64]" in k)
+        f32 = sum(v for k, v in before["tables"].items() if "[float32]" in k)
+        scale = icosahedral_sizes(level)["edge"] / icosahedral_sizes(old_level)["edge"]
+        totals[("before", level)] = (f64 * scale, f32 * scale)
+        for policy in policies:
+            r = after["policies"][policy][level if level in after["policies"][policy] else str(level)]
+            totals[(policy, level)] = (r["after_float64"], r["float32_more"])
+    for label, pick in (("**tables after float64**", lambda t: t[0]),
+                        ("**float32 adds**", lambda t: t[1]), ("**total**", sum)):
+        cells = [label] + [f"**{pick(totals[(who, level)]) / 2**30:.2f} GiB**"
+                           for level in levels for who in ("before", *policies)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def gib(n) -> str:
     return f"{n / 2**30:.2f} GiB"
 
@@ -192,12 +288,16 @@ def parse_args(argv=None):
     p.add_argument("--cache", help="mesh cache directory (benchmarks/meshes.py)")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("-v", "--verbose", action="store_true", help="print every table")
+    p.add_argument("--compare", help="with --host: print a markdown table against this json of the "
+                                     "code before the device mesh (per-table bytes at one level)")
     return p.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
     results = host_main(args) if args.host else gpu_main(args)
+    if args.compare:
+        print(compare_markdown(json.loads(pathlib.Path(args.compare).read_text()), results, args.levels))
     if args.json:
         path = pathlib.Path(args.json)
         tmp = path.with_name(path.name + ".tmp")
