@@ -94,7 +94,7 @@ def curl_e2v(mesh, u, *, rows=None):
     """Relative vorticity of the edge-normal velocity u on vertices: (nEdges[, nlev]) -> (nVertices[, nlev]).
 
     curl[v] = 1/areaTriangle[v] * sum_i edgeSignOnVertex[v,i] * dcEdge[e_i] * u[e_i],
-    e_i = edgesOnVertex[v, i]. Adjoint: `curl_e2v_adj`. `rows=(first, last)`: on the GPU only
+    e_i = edgesOnVertex[v, i]. Adjoint: `curl_e2v_adj`. `rows=(first, last)`: only
     vertices [first, last) are computed (the others are left unspecified).
     """
     return _forward(mesh, u, "curl", rows)

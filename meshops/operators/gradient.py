@@ -93,7 +93,7 @@ def grad_c2e(mesh, phi, *, rows=None):
     """Normal gradient of a cell field on edges: (nCells[, nlev]) -> (nEdges[, nlev]).
 
     grad[e] = (phi[c1] - phi[c0]) / dcEdge[e], (c0, c1) = cellsOnEdge[e] (along the edge normal).
-    Adjoint: `grad_c2e_adj`. `rows=(first, last)`: on the GPU only edges [first, last) are
+    Adjoint: `grad_c2e_adj`. `rows=(first, last)`: only edges [first, last) are
     computed (the others are left unspecified).
     """
     phi = check_field(phi, mesh, "phi", "cell")

@@ -148,7 +148,7 @@ def interp_c2e(mesh, phi, *, rows=None):
     """Cell field to edges, the mean of the two cells: (nCells[, nlev]) -> (nEdges[, nlev]).
 
     out[e] = (phi[c0] + phi[c1]) / 2, (c0, c1) = cellsOnEdge[e]. Adjoint: `interp_c2e_adj`.
-    `rows=(first, last)`: on the GPU only edges [first, last) are computed (the others are left
+    `rows=(first, last)`: only edges [first, last) are computed (the others are left
     unspecified).
     """
     return _forward(mesh, check_field(phi, mesh, "phi", "cell"), "c2e", rows)
@@ -183,7 +183,7 @@ def interp_c2v(mesh, phi, *, rows=None):
     """Cell field to vertices, kite-area weighted: (nCells[, nlev]) -> (nVertices[, nlev]).
 
     out[v] = sum_i kiteAreasOnVertex[v, i] * phi[cellsOnVertex[v, i]] / areaTriangle[v].
-    Adjoint: `interp_c2v_adj`. `rows=(first, last)`: on the GPU only vertices [first, last) are
+    Adjoint: `interp_c2v_adj`. `rows=(first, last)`: only vertices [first, last) are
     computed (the others are left unspecified).
     """
     return _forward(mesh, check_field(phi, mesh, "phi", "cell"), "c2v", rows)
@@ -203,7 +203,7 @@ def interp_v2c(mesh, psi, *, rows=None):
 
     out[c] = sum_{j < nEdgesOnCell[c]} kite(c, v_j) * psi[v_j] / areaCell[c], v_j = verticesOnCell[c, j],
     kite(c, v) = kiteAreasOnVertex[v, i] with cellsOnVertex[v, i] == c. Adjoint: `interp_v2c_adj`.
-    `rows=(first, last)`: on the GPU only cells [first, last) are computed (the others are left
+    `rows=(first, last)`: only cells [first, last) are computed (the others are left
     unspecified).
     """
     return _forward(mesh, check_field(psi, mesh, "psi", "vertex"), "v2c", rows)

@@ -61,8 +61,8 @@ def ke_e2c(mesh, u, *, rows=None):
     """Kinetic energy on cells from normal velocities: (nEdges[, nlev]) -> (nCells[, nlev]).
 
     ke[c] = 1/areaCell[c] * sum_{j < nEdgesOnCell[c]} 0.25 * dcEdge[e_j] * dvEdge[e_j] * u[e_j]^2,
-    e_j = edgesOnCell[c, j]. Tangent: `ke_e2c_tl`; adjoint: `ke_e2c_adj`. `rows=(first, last)`: on
-    the GPU only cells [first, last) are computed (the others are left unspecified).
+    e_j = edgesOnCell[c, j]. Tangent: `ke_e2c_tl`; adjoint: `ke_e2c_adj`. `rows=(first, last)`: only
+    cells [first, last) are computed (the others are left unspecified).
     """
     u = check_field(u, mesh, "u", "edge")
     m, xp = for_fields(mesh, u), array_module(u)
