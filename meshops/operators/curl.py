@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.device import connectivity, stencil
+from meshops.device import connectivity, positions, stencil
 from meshops.device.backend import array_module, check_field
 from meshops.device.kernels import GATHER, SCATTER, Family
 from meshops.device.mesh import for_fields
@@ -30,7 +30,7 @@ from meshops.device.tables import register as table
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("curl", (GATHER, SCATTER))
+_KERNELS = Family("curl", (GATHER, SCATTER, positions.GATHER_POSITIONS))
 
 
 @table("circulationCoef", kind="float", location="vertex")
@@ -58,6 +58,12 @@ def _curl_coef_t(h):
     return connectivity.take(h["curlCoef"], h["edgesOnVertexT"], h["edgesOnVertexTSlot"])
 
 
+@table("edgesOnVertexTPos", kind="int", location="edge")
+def _edges_on_vertex_t_pos(h):
+    """edgesOnVertexT as positions into the (nVertices, vertexDegree) coefficient tables."""
+    return positions.positions(h["edgesOnVertexT"], h["edgesOnVertexTSlot"], h["edgesOnVertex"].shape[1])
+
+
 def _forward(mesh, u, kind, rows):
     u = check_field(u, mesh, "u", "edge")
     m, xp = for_fields(mesh, u), array_module(u)
@@ -75,18 +81,19 @@ def _adjoint(mesh, g, kind, mode):
     m, xp = for_fields(mesh, g), array_module(g)
     if mode == "atomic":
         idx, coef = m.table("edgesOnVertex"), m.table(f"{kind}Coef", g.dtype)
-    else:
-        idx, coef = m.table("edgesOnVertexT"), m.table(f"{kind}CoefT", g.dtype)
-    if xp is np:
-        if mode == "atomic":
+        if xp is np:
             return stencil.scatter_sum(idx, None, coef, g, m.nEdges)
-        return stencil.gather_sum(idx, None, coef, g)
-    if mode == "atomic":
         out = xp.zeros((m.nEdges,) + g.shape[1:], g.dtype)
         _KERNELS.scatter(m.nVertices, idx, coef, g, out)
+        return out
+    if xp is np:
+        return stencil.gather_sum(m.table("edgesOnVertexT"), None, m.table(f"{kind}CoefT", g.dtype), g)
+    out = xp.empty((m.nEdges,) + g.shape[1:], g.dtype)
+    if m.policy == "lean":  # positions into the forward coefficients, no transposed copy
+        positions.gather(_KERNELS, m.nEdges, m.table("edgesOnVertexTPos"),
+                         m.table(f"{kind}Coef", g.dtype), g, out)
     else:
-        out = xp.empty((m.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.gather(m.nEdges, idx, coef, g, out)
+        _KERNELS.gather(m.nEdges, m.table("edgesOnVertexT"), m.table(f"{kind}CoefT", g.dtype), g, out)
     return out
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.device import connectivity, stencil
+from meshops.device import connectivity, positions, stencil
 from meshops.device.backend import array_module, check_field
 from meshops.device.kernels import GATHER, SCATTER, Family
 from meshops.device.mesh import for_fields
@@ -36,7 +36,8 @@ from meshops.modes import resolve_mode
 from meshops.registry import register
 
 _KERNELS = Family("interpolation", ("mean_2e", "mean_2e_adj_atomic", "mean_2e_adj_gather", GATHER,
-                                     SCATTER), offsets64=("mean_2e",), unbounded_passes=("mean_2e",))
+                                     SCATTER, positions.GATHER_POSITIONS),
+                  offsets64=("mean_2e",), unbounded_passes=("mean_2e",))
 #: Per operator tag: the forward stencil (idx, coef) and its transpose (idxT, coefT). The two-point
 #: means' coefficients (1/2) are read by the NumPy path only: their kernels multiply by 1/2.
 _TABLES = {"c2e": ("cellsOnEdge", "meanCellCoef", "cellsOnEdgeT", "meanCellCoefT"),
@@ -99,6 +100,24 @@ def _v2c_coef_t(h):
     return h["kiteOnVertex"] * np.where(cells >= 0, h["invAreaCell"][np.maximum(cells, 0)], 0.0)
 
 
+@table("c2vPosT", kind="int", location="cell")
+def _c2v_pos_t(h):
+    """On verticesOnCell: the position of c in the (nVertices, vertexDegree) c2vCoef table."""
+    verts, cells = h["verticesOnCell"], h["cellsOnVertex"]
+    slot = connectivity.slot_map(verts, cells, "verticesOnCell", "cellsOnVertex")
+    return positions.positions(verts, slot, cells.shape[1])
+
+
+@table("v2cPosT", kind="int", location="vertex")
+def _v2c_pos_t(h):
+    """On cellsOnVertex: the position of v in the (nCells, maxEdges) v2cCoef table."""
+    verts, cells = h["verticesOnCell"], h["cellsOnVertex"]
+    slot = connectivity.slot_map(cells, verts, "cellsOnVertex", "verticesOnCell")
+    return positions.positions(cells, slot, verts.shape[1])
+
+
+#: The positions tables of the kite adjoints under the "lean" policy (`meshops.device.positions`).
+_POSITIONS = {"c2v": "c2vPosT", "v2c": "v2cPosT"}
 _SIZE = {"c": "nCells", "e": "nEdges", "v": "nVertices"}
 
 
@@ -139,6 +158,9 @@ def _adjoint(mesh, g, tag, mode):
         if mean:
             _KERNELS.launch("mean_2e_adj_gather", n_in, (g, out), idx_t, g, out,
                             np.int32(idx_t.shape[1]))
+        elif m.policy == "lean":  # positions into the forward coefficients, no transposed copy
+            positions.gather(_KERNELS, n_in, m.table(_POSITIONS[tag]), m.table(coef_name, g.dtype),
+                             g, out)
         else:
             _KERNELS.gather(n_in, idx_t, m.table(coef_t_name, g.dtype), g, out)
     return out
