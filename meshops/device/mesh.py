@@ -15,8 +15,10 @@ weakly (nothing is stored on the mesh; the entry goes when the mesh does).
 
 `tables` is the memory policy: "fast" holds stencil tables in both layouts (row-major, and
 slot-major for kernels with one thread per row) and the composed vector-Laplacian stencil;
-"lean" holds row-major tables only and runs the vector Laplacian as three passes at every nlev
-(less memory, slower gathers at one level per thread and at many levels).
+"lean" holds row-major tables only, runs the vector Laplacian as three passes at every nlev and
+the curl and kite gather adjoints through positions into the forward coefficients
+(`meshops.device.positions`): less memory, slower gathers at one level per thread and at many
+levels.
 """
 from __future__ import annotations
 
@@ -70,6 +72,8 @@ class DeviceMesh:
         self._mesh = weakref.ref(mesh) if _weak else (lambda mesh=mesh: mesh)
         for name in SIZES:
             setattr(self, name, int(getattr(mesh, name)))
+        for name in ("nCellsSolve", "nEdgesSolve", "nVerticesSolve"):   # owned entities, if given
+            setattr(self, name, int(getattr(mesh, name, getattr(self, name.replace("Solve", "")))))
         self.host = catalogue.HostTables(mesh) if not _weak else _WeakHostTables(self._mesh)
         self._arrays: dict[tuple, object] = {}
 
