@@ -21,7 +21,6 @@ import pathlib
 
 import numpy as np
 
-
 CUDA_DIR = pathlib.Path(__file__).parent.parent / "cuda"
 BLOCK_SIZE = 256
 #: out[r] = sum_m coef[r, m] * x[idx[r, m]] over output rows r (stencil.cuh); see `Family.gather`.
@@ -211,7 +210,7 @@ class Family:
         """out[r, k] = sum_{m < S} coef[r, m] * x[idx[r, m], k] (idx -1: no term) for rows
         [first, last) of the n output rows: `GATHER`, which the family must list. idx and coef are
         (n, S) row-major tables, or slot-major ones with `slot_stride` = their row count
-        (`meshops.device.mesh.DeviceMesh.stencil`), which take nlev at run time (tangential_e2e 6% (float64) and 18%
+        (`DeviceMesh.stencil`), which take nlev at run time (tangential_e2e 6% (float64) and 18%
         (float32) slower with it fixed at 1 on an H200). Wide lanes up to WIDE_GATHER_SLOTS."""
         slot_stride = int(slot_stride)
         width = idx.shape[1] if slot_stride == 1 else idx.size // slot_stride
