@@ -21,8 +21,6 @@ import pathlib
 
 import numpy as np
 
-from meshops.device.backend import array_module, prepared
-
 CUDA_DIR = pathlib.Path(__file__).parent.parent / "cuda"
 BLOCK_SIZE = 256
 #: out[r] = sum_m coef[r, m] * x[idx[r, m]] over output rows r (stencil.cuh); see `Family.gather`.
@@ -97,15 +95,6 @@ def slot_major(fields) -> bool:
     tables coalesce; otherwise the lanes of a row share it and row-major tables do."""
     x = fields[0]
     return x.ndim == 1 or int(x.shape[1]) == lane_width(fields)
-
-
-def stencil_tables(mesh, family: str, build, fields, n_rows: int):
-    """The prepared arrays of `family` for a gather kernel on `fields` (device arrays), row- or
-    slot-major as `slot_major(fields)` says, and the kernel's slotStride argument (1, or the
-    tables' row count `n_rows`)."""
-    slots = slot_major(fields)
-    tables = prepared(mesh, family, build, array_module(fields[0]), fields[0].dtype, slot_major=slots)
-    return tables, np.int32(n_rows if slots else 1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -221,7 +210,7 @@ class Family:
         """out[r, k] = sum_{m < S} coef[r, m] * x[idx[r, m], k] (idx -1: no term) for rows
         [first, last) of the n output rows: `GATHER`, which the family must list. idx and coef are
         (n, S) row-major tables, or slot-major ones with `slot_stride` = their row count
-        (`stencil_tables`), which take nlev at run time (tangential_e2e 6% (float64) and 18%
+        (`DeviceMesh.stencil`), which take nlev at run time (tangential_e2e 6% (float64) and 18%
         (float32) slower with it fixed at 1 on an H200). Wide lanes up to WIDE_GATHER_SLOTS."""
         slot_stride = int(slot_stride)
         width = idx.shape[1] if slot_stride == 1 else idx.size // slot_stride
