@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         print(dump(config), end="")
         return 0
     from meshops.parallel.comm import abort_on_error, world
-    from swm.driver import run
+    from swm.driver import WatchdogError, run
 
     comm = world()
     logging.basicConfig(level=config.log_level.upper(),
@@ -57,8 +57,14 @@ def main(argv=None) -> int:
     if comm.Get_rank() != 0:
         logging.getLogger("swm").setLevel(max(logging.WARNING, logging.getLogger().level))
     logging.getLogger("swm").info("config %s:\n%s", args.config, dump(config))
+
     with abort_on_error(comm):
-        run(config, progress=not args.no_progress)
+        try:
+            run(config, progress=not args.no_progress)
+        except WatchdogError as exc:      # raised on every rank together
+            if comm.Get_rank() == 0:
+                print(f"run_model.py: stopped: {exc}", file=sys.stderr)
+            return 3
     return 0
 
 

@@ -87,18 +87,30 @@ class Serial:
         return "1 process"
 
 
-def watchdog(model, owned, step, mesh, gravity):
-    """Raise WatchdogError naming the step, field, entity and its lat/lon on NaN/Inf or a
-    Courant number above CFL_LIMIT (owned rows)."""
-    host = lambda a: a.get() if hasattr(a, "get") else np.asarray(a)  # noqa: E731
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def watchdog(model, owned, step, mesh, gravity, comm):
+    """Raise WatchdogError on every rank when a rank finds NaN/Inf or a Courant number above
+    CFL_LIMIT on its owned rows; the message names the step, field, entity and its lat/lon."""
+    problem = _problem(model, owned, step, mesh, gravity)
+    problems = comm.allgather(problem) if comm.Get_size() > 1 else [problem]
+    found = [p for p in problems if p]
+    if found:
+        raise WatchdogError(found[0])
+
+
+def _problem(model, owned, step, mesh, gravity) -> str | None:
+    host = _host
     for name, field, loc, lat, lon in (("h", model.h, "cell", mesh.latCell, mesh.lonCell),
                                        ("u", model.u, "edge", mesh.latEdge, mesh.lonEdge)):
         values = host(field)[:owned[loc]]
         bad = np.flatnonzero(~np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1))
         if bad.size:
             i = int(bad[0])
-            raise WatchdogError(f"step {step}: {name} = {values[i]} at {loc} {i} (lat "
-                                f"{np.degrees(lat[i]):.2f}, lon {np.degrees(lon[i]):.2f} deg): not finite")
+            return (f"step {step}: {name} = {values[i]} at {loc} {i} (lat "
+                    f"{np.degrees(lat[i]):.2f}, lon {np.degrees(lon[i]):.2f} deg): not finite")
     h = host(model.h)
     u = host(model.u)[:owned["edge"]]
     cells = mesh.cellsOnEdge[:owned["edge"]]
@@ -106,9 +118,10 @@ def watchdog(model, owned, step, mesh, gravity):
     cfl = speed * model.dt / mesh.dcEdge[:owned["edge"]]
     worst = int(np.argmax(cfl))
     if cfl[worst] > CFL_LIMIT:
-        raise WatchdogError(f"step {step}: Courant number {cfl[worst]:.3f} at edge {worst} (lat "
-                            f"{np.degrees(mesh.latEdge[worst]):.2f}, lon "
-                            f"{np.degrees(mesh.lonEdge[worst]):.2f} deg) above the limit {CFL_LIMIT}")
+        return (f"step {step}: Courant number {cfl[worst]:.3f} at edge {worst} (lat "
+                f"{np.degrees(mesh.latEdge[worst]):.2f}, lon {np.degrees(mesh.lonEdge[worst]):.2f} "
+                f"deg) above the limit {CFL_LIMIT}")
+    return None
 
 
 def run(config: Config, *, progress: bool = True) -> dict:
@@ -170,6 +183,12 @@ def run(config: Config, *, progress: bool = True) -> dict:
         log.info("day %.3f: %s", model.time / DAY, ", ".join(f"{k} {v:.6g}" for k, v in d.items()))
         return d
 
+    def save_restart(step):
+        h = distribution.gather("cell", _host(model.h))
+        u = distribution.gather("edge", _host(model.u))
+        if rank == 0:
+            write_restart(config.restart.path, h, u, step, dt, config.case.name)
+
     finished = False
     bar = tqdm.tqdm(total=total, initial=start, disable=not (progress and rank == 0), unit="step",
                     dynamic_ncols=True)
@@ -178,17 +197,25 @@ def run(config: Config, *, progress: bool = True) -> dict:
         last = output(start // per_output) if start % per_output == 0 else {}
         for step in range(start + 1, total + 1):
             distribution.exchange((model.h, model.u))
+            good = (model.h, model.u)                 # the step makes new arrays: no copy needed
             model.step()
+            try:
+                watchdog(model, distribution.owned, step, mesh, GRAVITY, comm)
+            except WatchdogError:
+                model.h, model.u = good
+                model.step_count -= 1
+                save_restart(step - 1)
+                output(step // per_output + (step % per_output > 0))
+                finished = True
+                log.error("the state of step %d (day %.4f) was written to %s and %s",
+                          step - 1, model.time / DAY, config.output.path, config.restart.path)
+                raise
             bar.update(1)
             bar.set_postfix_str(f"day {model.time / DAY:.2f}")
             if step % per_output == 0 or step == total:
-                watchdog(model, distribution.owned, step, mesh, GRAVITY)
                 last = output(step // per_output)
             if restart_every and step % restart_every == 0 and step < total:
-                h = distribution.gather("cell", model.h.get() if hasattr(model.h, "get") else model.h)
-                u = distribution.gather("edge", model.u.get() if hasattr(model.u, "get") else model.u)
-                if rank == 0:
-                    write_restart(config.restart.path, h, u, step, dt, config.case.name)
+                save_restart(step)
         finished = True
     finally:
         bar.close()
