@@ -26,6 +26,8 @@ def parse_args(argv=None):
                    help="print the resolved config (defaults filled in) and exit")
     p.add_argument("--help-config", action="store_true", help="list every config key and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--plot", action="store_true",
+                   help="after the run, write PNG maps of the last output (python -m swm.plot)")
     return p.parse_args(argv)
 
 
@@ -65,6 +67,11 @@ def main(argv=None) -> int:
             if comm.Get_rank() == 0:
                 print(f"run_model.py: stopped: {exc}", file=sys.stderr)
             return 3
+        if args.plot and comm.Get_rank() == 0:
+            from swm.plot import plot_file
+
+            for target in plot_file(config.output.path):
+                print(f"wrote {target}")
     return 0
 
 

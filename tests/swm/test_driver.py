@@ -80,3 +80,14 @@ def test_watchdog_names_step_place_and_keeps_the_last_good_state(tmp_path):
     assert np.isfinite(f["h"]).all() and f["h"].shape[0] == 2      # initial state and step 0 kept
     with netCDF4.Dataset(tmp_path / "fast.restart.nc") as ds:
         assert int(ds.step) == 0
+
+
+def test_plot_writes_maps(tmp_path):
+    from swm.plot import main
+
+    path = config(tmp_path, "w2", case={"name": "williamson2", "alpha": 0.3}, time={"days": 1})
+    run(path, "--plot")
+    assert main([str(tmp_path / "w2.nc"), "--out", str(tmp_path)]) == 0
+    for name in ("h", "vorticity", "h_error"):
+        png = tmp_path / f"w2.{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20000, name
