@@ -161,6 +161,8 @@ def run(config: Config, *, progress: bool = True) -> dict:
     model.step_count = start
     history = None
     diag_names = ("mass", "energy", "potential_enstrophy", "max_cfl", "h_min", "h_max")
+    if config.case.name == "williamson2":
+        diag_names += ("h_l1", "h_l2", "h_linf")
     if rank == 0:
         history = History(config.output.path, global_mesh, 1, dtype, config.output.variables,
                           diag_names, resume=config.restart.resume)

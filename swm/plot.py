@@ -65,7 +65,8 @@ def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
             maps["vorticity"] = (cell_vorticity(ds, ds["vorticity"][record, :, 0]),
                                  "relative vorticity (1/s)", "RdBu_r")
         if "h_l2" in ds.variables and "h" in ds.variables:
-            maps["h_error"] = (ds["h"][record, :, 0] - ds["h"][0, :, 0], "h - h(t=0) (m)", "RdBu_r")
+            # case 2 is steady: its exact solution is the initial state
+            maps["h_error"] = (ds["h"][record, :, 0] - ds["h"][0, :, 0], "h - h_exact (m)", "RdBu_r")
         for name, (values, label, cmap) in maps.items():
             fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
             collection = PolyCollection(polygons, array=values[owners], cmap=cmap, edgecolors="face",
