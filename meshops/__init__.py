@@ -21,6 +21,9 @@ from meshops.operators.laplacian import (del4_c2c, del4_c2c_adj, del4_e2e, del4_
                                laplacian_c2c_adj, vector_laplacian_e2e, vector_laplacian_e2e_adj)
 from meshops.parallel.halo import HaloExchange
 from meshops.parallel.distributed import DistributedOperator, distributed_operators
+from meshops.parallel.layers import HALO_LAYERS, layers_needed, n_valid, valid_depth
+from meshops.parallel.scatter_gather import gather_field, scatter_field
+from meshops.parallel.state import FieldSpec, StateExchange
 
 __all__ = [
     "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",
@@ -35,4 +38,6 @@ __all__ = [
     "laplacian_c2c", "laplacian_c2c_adj", "vector_laplacian_e2e", "vector_laplacian_e2e_adj",
     "del4_c2c", "del4_c2c_adj", "del4_e2e", "del4_e2e_adj",
     "HaloExchange", "DistributedOperator", "distributed_operators",
+    "StateExchange", "FieldSpec", "scatter_field", "gather_field",
+    "HALO_LAYERS", "layers_needed", "n_valid", "valid_depth",
 ]

@@ -71,6 +71,17 @@ class HaloExchange:
                      "NumPy" if xp is np else "CuPy", name)
         return self._transports[name]
 
+    @property
+    def stats(self):
+        """Messages and bytes sent and received by this exchange's transports so far (one message
+        per field, neighbour and direction)."""
+        from meshops.parallel.transport import MessageStats
+
+        total = MessageStats()
+        for tr in self._transports.values():
+            total = total - (MessageStats() - tr.stats)
+        return total
+
     # exchange ----------------------------------------------------------------------------------
     def _check(self, x, location: str):
         if location not in LOCATIONS:
