@@ -12,6 +12,7 @@ import meshops
 from swm import testcases
 from swm.config import CFL_LIMIT, Config, ConfigError
 from swm.constants import DAY, GRAVITY
+from swm.distribution import distribute
 from swm.diagnostics import diagnostics, error_norms
 from swm.model import Model
 from swm.output import History, read_restart, write_restart
@@ -67,49 +68,29 @@ def time_step(config: Config, mesh, state) -> tuple[float, int, int]:
     return dt, per_output, int(round(total))
 
 
-class Serial:
-    """The distribution of a run on one process: owned rows are all rows."""
-
-    def __init__(self, mesh):
-        self.mesh, self.comm, self.rank = mesh, meshops.parallel.world(), 0
-        self.owned = {"cell": mesh.nCells, "edge": mesh.nEdges, "vertex": mesh.nVertices}
-
-    def scatter(self, location, field):
-        return field
-
-    def gather(self, location, field):
-        return field
-
-    def exchange(self, fields) -> None:
-        pass
-
-    def describe(self) -> str:
-        return "1 process"
-
-
 def _host(a):
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
-def watchdog(model, owned, step, mesh, gravity, comm):
+def watchdog(model, distribution, step, gravity, comm):
     """Raise WatchdogError on every rank when a rank finds NaN/Inf or a Courant number above
     CFL_LIMIT on its owned rows; the message names the step, field, entity and its lat/lon."""
-    problem = _problem(model, owned, step, mesh, gravity)
+    problem = _problem(model, distribution, step, gravity)
     problems = comm.allgather(problem) if comm.Get_size() > 1 else [problem]
     found = [p for p in problems if p]
     if found:
         raise WatchdogError(found[0])
 
 
-def _problem(model, owned, step, mesh, gravity) -> str | None:
-    host = _host
+def _problem(model, distribution, step, gravity) -> str | None:
+    host, owned, mesh = _host, distribution.owned, distribution.mesh
     for name, field, loc, lat, lon in (("h", model.h, "cell", mesh.latCell, mesh.lonCell),
                                        ("u", model.u, "edge", mesh.latEdge, mesh.lonEdge)):
         values = host(field)[:owned[loc]]
         bad = np.flatnonzero(~np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1))
         if bad.size:
             i = int(bad[0])
-            return (f"step {step}: {name} = {values[i]} at {loc} {i} (lat "
+            return (f"step {step}: {name} = {values[i]} at {loc} {distribution.global_index(loc, i)} (lat "
                     f"{np.degrees(lat[i]):.2f}, lon {np.degrees(lon[i]):.2f} deg): not finite")
     h = host(model.h)
     u = host(model.u)[:owned["edge"]]
@@ -118,10 +99,35 @@ def _problem(model, owned, step, mesh, gravity) -> str | None:
     cfl = speed * model.dt / mesh.dcEdge[:owned["edge"]]
     worst = int(np.argmax(cfl))
     if cfl[worst] > CFL_LIMIT:
-        return (f"step {step}: Courant number {cfl[worst]:.3f} at edge {worst} (lat "
+        return (f"step {step}: Courant number {cfl[worst]:.3f} at edge "
+                f"{distribution.global_index('edge', worst)} (lat "
                 f"{np.degrees(mesh.latEdge[worst]):.2f}, lon {np.degrees(mesh.lonEdge[worst]):.2f} "
                 f"deg) above the limit {CFL_LIMIT}")
     return None
+
+
+def _on_root(comm, fn):
+    """fn() on rank 0, its result broadcast; an exception on rank 0 is raised on every rank (a
+    ConfigError as itself, anything else as a RuntimeError with rank 0's message)."""
+    outcome = None
+    if comm.Get_rank() == 0:
+        try:
+            outcome = ("ok", fn())
+        except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
+            if comm.Get_size() == 1:
+                raise
+            outcome = ("error", exc)
+    if comm.Get_size() > 1:
+        outcome = comm.bcast(outcome if outcome is None or outcome[0] == "ok"
+                             else ("error", (type(outcome[1]).__name__, str(outcome[1]),
+                                             isinstance(outcome[1], ConfigError))), root=0)
+    if outcome[0] == "ok":
+        return outcome[1]
+    error = outcome[1]
+    if isinstance(error, Exception):
+        raise error
+    name, message, is_config = error
+    raise ConfigError(message) if is_config else RuntimeError(f"rank 0: {name}: {message}")
 
 
 def run(config: Config, *, progress: bool = True) -> dict:
@@ -135,47 +141,68 @@ def run(config: Config, *, progress: bool = True) -> dict:
     if config.backend == "cupy":
         import cupy as xp
 
-    global_mesh = build_mesh(config) if rank == 0 else None
-    distribution = Serial(global_mesh)
-    mesh = distribution.mesh
-    state = initial_state(config, global_mesh) if rank == 0 else None
-    dt, per_output, total = time_step(config, global_mesh, state)
-    log.info("mesh %d cells, %d edges, %d vertices; %s; backend %s %s; dt %.3f s, %d steps",
-             mesh.nCells, mesh.nEdges, mesh.nVertices, distribution.describe(), config.backend,
-             config.dtype, dt, total)
+        meshops.parallel.comm.select_device(comm)
     dtype = np.dtype(config.dtype)
-    to_device = lambda a: xp.asarray(np.asarray(a, dtype=dtype))  # noqa: E731
-    start = 0
-    if config.restart.resume:
-        h0, u0, start, dt_file = read_restart(config.restart.path, n_cells=global_mesh.nCells,
-                                              n_edges=global_mesh.nEdges, dtype=dtype, case=config.case.name)
-        if dt_file != dt:
-            raise ConfigError(f"{config.restart.path}: restart dt = {dt_file} s, the config gives {dt} s")
-        state.h, state.u = h0, u0
-        log.info("resumed from %s at step %d", config.restart.path, start)
+
+    root = {}                                     # the global mesh and state, on rank 0 only
+
+    def setup():
+        root["mesh"] = build_mesh(config)
+        root["state"] = initial_state(config, root["mesh"])
+        return time_step(config, root["mesh"], root["state"])
+
+    dt, per_output, total = _on_root(comm, setup)
+    global_mesh, state = root.get("mesh"), root.get("state")
     physics = Physics(gravity=GRAVITY, visc2=config.diffusion.visc2, visc4=config.diffusion.visc4,
                       apvm=config.diffusion.apvm, dt=dt)
-    model = Model(mesh, *(to_device(distribution.scatter(loc, a)) for loc, a in
-                          (("cell", state.h), ("edge", state.u), ("cell", state.b),
-                           ("vertex", state.f_vertex))), dt, physics)
+    distribution = distribute(config, comm, global_mesh, physics, dtype)
+    mesh = distribution.mesh
+    start = 0
+    if config.restart.resume:
+        def resume():
+            h0, u0, step, dt_file = read_restart(config.restart.path, n_cells=global_mesh.nCells,
+                                                 n_edges=global_mesh.nEdges, dtype=dtype,
+                                                 case=config.case.name)
+            if dt_file != dt:
+                raise ConfigError(f"{config.restart.path}: restart dt = {dt_file} s, the config "
+                                  f"gives {dt} s")
+            state.h, state.u = h0, u0
+            return step
+        start = _on_root(comm, resume)
+        log.info("resumed from %s at step %d", config.restart.path, start)
+    log.info("mesh %d cells, %d edges, %d vertices; %s; backend %s %s; dt %.3f s, %d steps",
+             *(global_mesh.nCells, global_mesh.nEdges, global_mesh.nVertices) if rank == 0 else (0, 0, 0),
+             distribution.describe(), config.backend, config.dtype, dt, total)
+    if config.backend == "cupy" and comm.Get_size() > 1:
+        log.info("halo transport: %s", distribution.state_exchange.transport_name(xp))
+
+    def local(location, name):
+        field = distribution.scatter(location, None if state is None else
+                                     np.asarray(getattr(state, name), dtype=dtype))
+        return xp.asarray(field)
+
+    model = Model(mesh, local("cell", "h"), local("edge", "u"), local("cell", "b"),
+                  local("vertex", "f_vertex"), dt, physics, exchange=distribution.exchange)
     model.step_count = start
-    history = None
     diag_names = ("mass", "energy", "potential_enstrophy", "max_cfl", "h_min", "h_max")
     if config.case.name == "williamson2":
         diag_names += ("h_l1", "h_l2", "h_linf")
+    history = None
     if rank == 0:
         history = History(config.output.path, global_mesh, 1, dtype, config.output.variables,
                           diag_names, resume=config.restart.resume)
+    del global_mesh, state
     restart_every = (None if config.restart.interval_hours is None
                      else max(1, int(round(config.restart.interval_hours * 3600.0 / dt))))
 
     def output(record):
         d = diagnostics(model, comm, distribution.owned, GRAVITY)
         if config.case.name == "williamson2":
-            exact = testcases.williamson2_height(mesh.latCell, mesh.lonCell, mesh.sphere_radius, config.case.alpha)
             n = distribution.owned["cell"]
-            host_h = model.h.get() if hasattr(model.h, "get") else model.h
-            d.update({f"h_{k}": v for k, v in error_norms(comm, host_h[:n], exact[:n], mesh.areaCell[:n]).items()})
+            exact = testcases.williamson2_height(mesh.latCell[:n], mesh.lonCell[:n],
+                                                 mesh.sphere_radius, config.case.alpha)
+            d.update({f"h_{k}": v for k, v in
+                      error_norms(comm, _host(model.h)[:n], exact, mesh.areaCell[:n]).items()})
         fields = output_fields(model)
         if history is not None:
             history.write(record, model.time, distribution.gather, fields, d)
@@ -198,11 +225,10 @@ def run(config: Config, *, progress: bool = True) -> dict:
     try:
         last = output(start // per_output) if start % per_output == 0 else {}
         for step in range(start + 1, total + 1):
-            distribution.exchange((model.h, model.u))
             good = (model.h, model.u)                 # the step makes new arrays: no copy needed
             model.step()
             try:
-                watchdog(model, distribution.owned, step, mesh, GRAVITY, comm)
+                watchdog(model, distribution, step, GRAVITY, comm)
             except WatchdogError:
                 model.h, model.u = good
                 model.step_count -= 1
@@ -224,9 +250,9 @@ def run(config: Config, *, progress: bool = True) -> dict:
         if history is not None:
             history.close(finished)
     wall = time.perf_counter() - t0
-    if rank == 0:
-        log.info("%d steps in %.2f s (%.1f steps/s); output %s", total - start, wall,
-                 (total - start) / max(wall, 1e-9), config.output.path)
+    log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output %s",
+             total - start, wall, (total - start) / max(wall, 1e-9),
+             (total - start) * dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path)
     return last
 
 

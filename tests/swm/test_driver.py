@@ -91,3 +91,20 @@ def test_plot_writes_maps(tmp_path):
     for name in ("h", "vorticity", "h_error"):
         png = tmp_path / f"w2.{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20000, name
+
+
+@pytest.mark.mpi
+def test_run_model_under_mpiexec_writes_the_one_process_history(tmp_path):
+    from tests.test_mpi_ranks import _mpiexec
+
+    path = config(tmp_path, "one", time={"days": 1})
+    run(path)
+    ranks = config(tmp_path, "two", time={"days": 1})
+    env = {k: v for k, v in ENV.items() if k != "MESHOPS_NO_MPI"}
+    out = subprocess.run([_mpiexec(), "-n", "2", sys.executable, str(ROOT / "run_model.py"), str(ranks),
+                          "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "2 ranks" in out.stderr
+    a, b = fields(tmp_path / "one.nc"), fields(tmp_path / "two.nc")
+    for name in ("h", "u", "vorticity"):
+        assert np.array_equal(a[name], b[name]), name
