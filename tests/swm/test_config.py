@@ -74,3 +74,11 @@ def test_every_key_is_documented():
     lines = describe_schema()
     assert any(l.startswith("time.cfl: float or none, default None; > 0 <= ") for l in lines), lines
     assert all(" -- " in l for l in lines if not l.endswith("section")), lines
+
+
+def test_shipped_configs_are_valid():
+    paths = sorted((ROOT / "configs").glob("*.yaml"))
+    assert len(paths) >= 8
+    for path in paths:
+        config = load_config(path)
+        assert config.time.dt is not None or config.time.cfl is not None, path
