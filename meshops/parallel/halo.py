@@ -79,7 +79,7 @@ class HaloExchange:
 
         total = MessageStats()
         for tr in self._transports.values():
-            total = total - (MessageStats() - tr.stats)
+            total = total + tr.stats
         return total
 
     # exchange ----------------------------------------------------------------------------------

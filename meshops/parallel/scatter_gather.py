@@ -24,7 +24,6 @@ import numpy as np
 from meshops.device.backend import array_module
 
 LOCATIONS = ("cell", "edge", "vertex")
-_SIZE = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 _TAG = 7411
 _ROWS: dict = {}     # (id(decomposition), root) -> (weakref, _Rows on the root, None elsewhere)
 

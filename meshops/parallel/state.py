@@ -153,15 +153,26 @@ class _Direction:
     def recv_bytes(self) -> int:
         return int(self.recv_offsets[-1])
 
-    def buffers(self, xp):
-        """(send, recv, parts with rows on xp's device): allocated once per backend (pooled)."""
+    def buffers(self, xp, specs: dict):
+        """(send, recv, send parts, recv parts) on xp's device, allocated once per backend
+        (pooled); each part is (peer position, rows on the device, typed view of its bytes)."""
         key = "numpy" if xp is np else ("cupy", xp.cuda.runtime.getDevice())
         if key not in self._device:
-            def moved(parts):
-                return [(i, _Part(q.field, xp.asarray(q.rows), q.start, q.stop)) for i, q in parts]
-            self._device[key] = (xp.empty(max(self.send_bytes, 1), np.uint8)[: self.send_bytes],
-                                 xp.empty(max(self.recv_bytes, 1), np.uint8)[: self.recv_bytes],
-                                 moved(self.send_parts), moved(self.recv_parts))
+            send = xp.empty(max(self.send_bytes, 1), np.uint8)
+            recv = xp.empty(max(self.recv_bytes, 1), np.uint8)
+
+            def typed(buf, part):
+                spec = specs[part.field]
+                shape = (part.rows.size,) + spec.tail
+                if xp is np:
+                    return buf[part.start:part.stop].view(spec.dtype).reshape(shape)
+                return xp.ndarray(shape, spec.dtype, memptr=buf.data + part.start)
+
+            def moved(buf, parts):
+                return [(i, q.field, xp.asarray(q.rows), typed(buf, q)) for i, q in parts]
+
+            self._device[key] = (send[: self.send_bytes], recv[: self.recv_bytes],
+                                 moved(send, self.send_parts), moved(recv, self.recv_parts))
         return self._device[key]
 
 
@@ -239,11 +250,7 @@ class StateExchange:
         """Messages and bytes sent and received by this exchange's transports so far."""
         total = MessageStats()
         for tr in self._transports.values():
-            s = tr.stats
-            total.messages_sent += s.messages_sent
-            total.messages_received += s.messages_received
-            total.bytes_sent += s.bytes_sent
-            total.bytes_received += s.bytes_received
+            total = total + tr.stats
         return total
 
     # checks ------------------------------------------------------------------------------------
@@ -279,13 +286,14 @@ class StateExchange:
                                "exchange is already in flight; end() it first")
         arrays, xp = self._arrays(state)
         tr = self._transport(xp, transport)
-        send, recv, send_parts, recv_parts = direction.buffers(xp)
+        send, recv, send_parts, recv_parts = direction.buffers(xp, self.fields)
         tr.start_after_caller()
         with tr.device_context():
-            for i, part in send_parts:
-                spec = self.fields[part.field]
-                view = send[part.start:part.stop].view(spec.dtype).reshape((-1,) + spec.tail)
-                xp.take(arrays[part.field], part.rows, axis=0, out=view)
+            for _, name, rows, view in send_parts:
+                if xp is np:   # mode="clip": no buffered copy (the rows are valid by construction)
+                    np.take(arrays[name], rows, axis=0, out=view, mode="clip")
+                else:
+                    xp.take(arrays[name], rows, axis=0, out=view)
         messages = tr.post_bytes(direction.peers, send, direction.send_offsets, recv,
                                  direction.recv_offsets, direction.tag)
         self._in_flight[direction.adjoint] = True
@@ -304,19 +312,16 @@ class StateExchange:
             raise RuntimeError("state exchange: end() called twice for one begin()")
         tr, xp, direction = pending.transport, pending.xp, pending.direction
         tr.wait_bytes(pending.messages)
-        _, recv, _, _ = direction.buffers(xp)
         arrays = {name: pending.state[name] for name in self.fields}
         with tr.device_context():
             if direction.adjoint:
                 for name, spec in self.fields.items():
                     arrays[name][self.decomposition.n_owned(spec.location):] = 0
-            for i, part in pending.recv_parts:
-                spec = self.fields[part.field]
-                view = recv[part.start:part.stop].view(spec.dtype).reshape((-1,) + spec.tail)
+            for _, name, rows, view in pending.recv_parts:
                 if direction.adjoint:   # rows unique per neighbour; neighbours added one by one
-                    arrays[part.field][part.rows] += view
+                    arrays[name][rows] += view
                 else:
-                    arrays[part.field][part.rows] = view
+                    arrays[name][rows] = view
         tr.finish_before_caller()
         pending.done = True
         self._in_flight[direction.adjoint] = False

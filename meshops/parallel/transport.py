@@ -214,6 +214,12 @@ class MessageStats:
         return MessageStats(self.messages_sent, self.messages_received, self.bytes_sent,
                             self.bytes_received)
 
+    def __add__(self, other: "MessageStats") -> "MessageStats":
+        return MessageStats(self.messages_sent + other.messages_sent,
+                            self.messages_received + other.messages_received,
+                            self.bytes_sent + other.bytes_sent,
+                            self.bytes_received + other.bytes_received)
+
     def __sub__(self, other: "MessageStats") -> "MessageStats":
         return MessageStats(self.messages_sent - other.messages_sent,
                             self.messages_received - other.messages_received,
