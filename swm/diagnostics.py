@@ -26,9 +26,9 @@ def diagnostics(model, comm, owned: dict, gravity: float) -> dict:
     nc, ne, nv = owned["cell"], owned["edge"], owned["vertex"]
     h, u, b = _host(model.h)[:nc], _host(model.u)[:ne], _host(model.b)[:nc]
     area = np.asarray(mesh.areaCell)[:nc]
-    ke = _host(meshops.ke_e2c(mesh, model.u))[:nc]
-    h_vertex = _host(meshops.interp_c2v(mesh, model.h))[:nv]
-    vorticity = _host(meshops.curl_e2v(mesh, model.u))[:nv]
+    ke = _host(meshops.ke_e2c(model.device_mesh, model.u))[:nc]
+    h_vertex = _host(meshops.interp_c2v(model.device_mesh, model.h))[:nv]
+    vorticity = _host(meshops.curl_e2v(model.device_mesh, model.u))[:nv]
     pv = (_host(model.f_vertex)[:nv] + vorticity) / h_vertex
     h_edge = 0.5 * (_host(model.h)[np.maximum(mesh.cellsOnEdge[:ne], 0)].sum(axis=1))
     speed = np.abs(u) + np.sqrt(gravity * h_edge)

@@ -266,9 +266,9 @@ def output_fields(model) -> dict:
     host = lambda a: a.get() if hasattr(a, "get") else a  # noqa: E731
     return {
         "h": lambda: host(model.h), "u": lambda: host(model.u), "b": lambda: host(model.b),
-        "vorticity": lambda: host(meshops.curl_e2v(mesh, model.u)),
-        "divergence": lambda: host(meshops.div_e2c(mesh, model.u)),
-        "ke": lambda: host(meshops.ke_e2c(mesh, model.u)),
-        "uReconstructZonal": lambda: host(meshops.reconstruct_zonal_meridional_e2c(mesh, model.u)[0]),
-        "uReconstructMeridional": lambda: host(meshops.reconstruct_zonal_meridional_e2c(mesh, model.u)[1]),
+        "vorticity": lambda: host(meshops.curl_e2v(model.device_mesh, model.u)),
+        "divergence": lambda: host(meshops.div_e2c(model.device_mesh, model.u)),
+        "ke": lambda: host(meshops.ke_e2c(model.device_mesh, model.u)),
+        "uReconstructZonal": lambda: host(meshops.reconstruct_zonal_meridional_e2c(model.device_mesh, model.u)[0]),
+        "uReconstructMeridional": lambda: host(meshops.reconstruct_zonal_meridional_e2c(model.device_mesh, model.u)[1]),
     }
