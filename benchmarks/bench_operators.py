@@ -11,8 +11,8 @@ Meshes: Morton-ordered icosahedral meshes of the given levels (`grids.icosahedra
 machine and cached under --cache-dir (benchmarks/meshes.py), or one MPAS file with --mesh. Fields are
 standard-normal random numbers, shape (n,) for nlev 1 and (n, nlev) otherwise.
 
-Bytes moved by one call, counted as the least traffic the operator needs: every prepared mesh array
-the call reads (recorded through `meshops.device.backend.prepared`, each array counted once; integer
+Bytes moved by one call, counted as the least traffic the operator needs: every mesh table
+the call reads (recorded through `meshops.device.mesh.DeviceMesh.table`, each array counted once; integer
 connectivity as int32, geometry in the field dtype), every input field read once, every output
 written once; an `atomic` adjoint also counts writing its zeroed output (the zeroing pass).
 Intermediate fields of composite operators are not counted: GB/s is an effective bandwidth.
@@ -135,9 +135,13 @@ def measure(xp, timer, fn, reps, warmup, bytes_extra=lambda out: 0):
 
 
 def bench_meshops(spec, mesh, dtype, nlev, xp, timer, args, rng):
-    """Rows (one per pass) for meshops's operator `spec`, and the inputs used."""
+    """Rows (one per pass) for meshops's operator `spec`, and the inputs used; meshops runs on the
+    DeviceMesh of the table policy `args.tables`."""
+    import meshops
+
     x = random_fields(mesh, spec.domain, nlev, dtype, xp, rng)
     g = random_fields(mesh, spec.range, nlev, dtype, xp, rng)
+    mesh = meshops.device_mesh(mesh, xp, tables=getattr(args, "tables", "fast"))
     passes = [("fwd", lambda: spec.forward(mesh, *x), x)]
     if not spec.linear:
         dx = random_fields(mesh, spec.domain, nlev, dtype, xp, rng)
@@ -301,10 +305,12 @@ def markdown(doc) -> str:
 def release(xp, mesh=None, frameworks=()):
     for fw in frameworks:
         peers.release(fw)
-    if mesh is not None and xp is not np:  # drop the device copies of the prepared mesh arrays
-        cache = mesh.__dict__.get("_meshops_cache", {})
-        for key in [k for k in cache if len(k) == 4 and k[1] == "cupy"]:
-            del cache[key]
+    if mesh is not None and xp is not np:  # drop the device copies of the mesh tables
+        import meshops
+        from meshops.device.mesh import POLICIES
+
+        for policy in POLICIES:
+            meshops.device_mesh(mesh, xp, tables=policy).release()
     if xp is not np:
         xp.get_default_memory_pool().free_all_blocks()
 
@@ -314,6 +320,8 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--levels", type=int, nargs="+", default=[9, 10])
     p.add_argument("--mesh", help="an MPAS mesh file to use instead of generated levels")
+    p.add_argument("--tables", choices=["fast", "lean"], default="fast",
+                   help="the DeviceMesh table policy meshops runs with (meshops.device.mesh)")
     p.add_argument("--nlev", type=int, nargs="+", default=[1, 32])
     p.add_argument("--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
     p.add_argument("--ops", nargs="+", help="operator names, or substrings of names, to include (default: all)")

@@ -155,29 +155,14 @@ def copy_bandwidth(xp, *, nbytes: int | None = None, reps: int = 20) -> float:
 
 # -- bytes moved --------------------------------------------------------------------------------
 
-class _Recorder:
-    """A prepared-array namespace that records which arrays are taken from it."""
-
-    __slots__ = ("_wrapped", "_seen")
-
-    def __init__(self, wrapped, seen: dict):
-        self._wrapped, self._seen = wrapped, seen
-
-    def __getattr__(self, name):
-        value = getattr(self._wrapped, name)
-        if hasattr(value, "nbytes"):
-            self._seen[id(value)] = value
-        return value
-
-
 class MeshArrayRecorder:
-    """Context manager recording the prepared mesh arrays (`meshops.device.backend.prepared`) that the
+    """Context manager recording the mesh tables (`meshops.device.mesh.DeviceMesh.table`) that the
     operators read while it is active; `.nbytes` is their total size, each array counted once.
 
     On the GPU an array counts when it is an argument of a kernel launch (reported by
     `meshops.device.kernels.observe_launches`): a code path may take tables it does not pass on
-    (both adjoint modes' tables, a coefficient the kernel does not need), and those are not read.
-    Without launches (NumPy) every array taken from a prepared namespace counts.
+    (a coefficient the kernel does not need), and those are not read. Without launches (NumPy)
+    every table taken counts.
     """
 
     def __init__(self):
@@ -186,22 +171,19 @@ class MeshArrayRecorder:
         self._patched = []
 
     def __enter__(self):
-        import sys
-
-        import meshops.device.backend as backend
         import meshops.device.kernels as kernels
+        from meshops.device.mesh import DeviceMesh
 
-        original = backend.prepared
         seen, launched = self.seen, self.launched
+        table = DeviceMesh.table
 
-        def recording(*args, **kwargs):
-            return _Recorder(original(*args, **kwargs), seen)
+        def recording_table(dmesh, *args, **kwargs):
+            array = table(dmesh, *args, **kwargs)
+            seen[id(array)] = array
+            return array
 
-        for module in list(sys.modules.values()):
-            name = getattr(module, "__name__", "") or ""
-            if name.startswith("meshops") and getattr(module, "prepared", None) is original:
-                self._patched.append((module, "prepared", original))
-                module.prepared = recording
+        self._patched.append((DeviceMesh, "table", table))
+        DeviceMesh.table = recording_table
 
         def record(launch):
             address = kernels.launcher().address

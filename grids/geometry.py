@@ -134,7 +134,7 @@ def _check_fields(fields: dict, sphere_radius: float) -> None:
         bad = np.flatnonzero(np.abs(r - sphere_radius) > 1e-6 * sphere_radius)
         if bad.size:
             i = bad[0]
-            raise ValueError(f"complete_mesh: (x{loc}, y{loc}, z{loc})[{i}] has radius {r[i]!r}, "
+            raise ValueError(f"complete_mesh: (x{loc}, y{loc}, z{loc})[{i}] has radius {float(r[i])!r}, "
                              f"expected sphere_radius={sphere_radius!r} (to 1e-6 relative)")
     targets = {"edgesOnCell": "nEdges", "cellsOnCell": "nCells", "verticesOnCell": "nVertices",
                "cellsOnEdge": "nCells", "verticesOnEdge": "nVertices", "edgesOnEdge": "nEdges",

@@ -176,19 +176,6 @@ class Mesh:
         """A new Mesh with some attributes replaced (arrays are shared, not copied)."""
         return dataclasses.replace(self, **changes)
 
-    def to_xarray(self):
-        """This mesh as an xarray.Dataset with MPAS names, 0-based (see `grids.xarray_io.to_xarray`)."""
-        from .xarray_io import to_xarray
-
-        return to_xarray(self)
-
-    @classmethod
-    def from_xarray(cls, ds, **options) -> "Mesh":
-        """A Mesh from an xarray.Dataset (see `grids.xarray_io.from_xarray` for `options`)."""
-        from .xarray_io import from_xarray
-
-        return from_xarray(ds, **options)
-
     def __getattr__(self, name):
         # Only reached when normal lookup fails: serve the GRIST aliases as read-only views.
         if name in GRIST_ALIASES:

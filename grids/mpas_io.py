@@ -15,7 +15,7 @@ import numpy as np
 
 from .mesh import EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, Mesh
 from .validate import (INDEX_TARGET, MeshError, check_counts, check_fields, check_finite,
-                       check_sphere, check_structure, used_slots, validate_mesh)
+                       check_sphere, check_structure, file_index_base, used_slots, validate_mesh)
 
 #: netCDF formats write_mesh accepts.
 FORMATS = ("NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA", "NETCDF3_CLASSIC", "NETCDF4",
@@ -40,29 +40,218 @@ UNITS = {
 
 
 # -- reading -------------------------------------------------------------------------------------
+#: Byte size of each netCDF classic type code (CDF-1/2/5).
+_CDF_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 1, 8: 2, 9: 4, 10: 8, 11: 8}
+
+
+def classic_expected_size(path: str) -> int | None:
+    """Bytes a netCDF classic file (CDF-1, CDF-2 or CDF-5) needs, from its own header: the end of
+    its last variable's data (each variable's `begin` offset plus its size, records included).
+
+    None when the file is not a classic netCDF file or its header cannot be parsed (the netCDF
+    library then reports the problem). A header cut short gives the file's size + 1.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    if len(head) < 4 or head[:3] != b"CDF" or head[3] not in (1, 2, 5):
+        return None
+    size = os.path.getsize(path)
+    chunk = 1 << 16
+    while True:     # headers are small: read more only when the parse runs out of bytes
+        with open(path, "rb") as fh:
+            data = fh.read(chunk)
+        end = _classic_header_end(data, head[3])
+        if end is not None:
+            return None if end < 0 else end
+        if chunk >= size:
+            return size + 1          # the header itself runs past the end of the file
+        chunk *= 16
+
+
+def _classic_header_end(data: bytes, version: int) -> int | None:
+    """End of the last variable's data from a classic header held in `data`; None when `data`
+    stops before the header does; -1 when the header is malformed."""
+    import struct
+
+    pos = 4
+    big = version == 5
+
+    def need(n):
+        if pos + n > len(data):
+            raise EOFError
+
+    def read_int(wide=big):
+        nonlocal pos
+        fmt, n = (">q", 8) if wide else (">i", 4)
+        need(n)
+        value = struct.unpack_from(fmt, data, pos)[0]
+        pos += n
+        return value
+
+    def read_name():
+        nonlocal pos
+        n = read_int()
+        need(n)
+        pos += n + (-n % 4)
+
+    def skip_attributes():
+        nonlocal pos
+        tag, count = read_int(False), read_int()
+        if tag not in (0, 12):
+            raise ValueError("not an attribute list")
+        for _ in range(count):
+            read_name()
+            kind, n = read_int(False), read_int()
+            nbytes = n * _CDF_TYPE_SIZES.get(kind, 1)
+            need(nbytes)
+            pos += nbytes + (-nbytes % 4)
+
+    try:
+        numrecs = read_int()
+        tag, ndims = read_int(False), read_int()
+        dim_sizes = []
+        for _ in range(ndims):
+            read_name()
+            dim_sizes.append(read_int())
+        skip_attributes()
+        tag, nvars = read_int(False), read_int()
+        end, record_vars = pos, []
+        for _ in range(nvars):
+            read_name()
+            ids = [read_int() for _ in range(read_int())]
+            skip_attributes()
+            kind = read_int(False)
+            vsize = read_int()
+            begin = read_int(version != 1)
+            shape = [dim_sizes[i] for i in ids]
+            record = bool(shape) and shape[0] == 0 and ids[0] == _unlimited(dim_sizes)
+            item = _CDF_TYPE_SIZES.get(kind, 1)
+            nbytes = int(np.prod(shape[1:] if record else shape, dtype=np.int64)) * item
+            if record:
+                record_vars.append((begin, vsize, nbytes))
+            else:
+                end = max(end, begin + nbytes)
+    except EOFError:
+        return None
+    except (IndexError, ValueError, struct.error):
+        return -1
+    if record_vars and numrecs > 0 and numrecs != (1 << 32) - 1:
+        recsize = record_vars[0][2] if len(record_vars) == 1 else sum(v for _, v, _ in record_vars)
+        for begin, _, nbytes in record_vars:
+            end = max(end, begin + (numrecs - 1) * recsize + nbytes)
+    return end
+
+
+def _unlimited(dim_sizes: list) -> int:
+    """Index of the record (unlimited, stored as length 0) dimension, or -1."""
+    return dim_sizes.index(0) if 0 in dim_sizes else -1
+
+
+def hdf5_expected_size(path: str) -> int | None:
+    """Bytes an HDF5 (netCDF-4) file needs: the end-of-file address of its superblock (the file's
+    own record of its length). None when the file is not HDF5 or the superblock is unreadable."""
+    import struct
+
+    with open(path, "rb") as fh:
+        head = fh.read(96)
+    if head[:8] != b"\x89HDF\r\n\x1a\n" or len(head) < 12:
+        return None
+    version = head[8]
+    try:
+        if version in (0, 1):
+            offsets = head[13]
+            start = 24 + (4 if version == 1 else 0)
+            base, eof = start, start + 2 * offsets
+        elif version in (2, 3):
+            offsets = head[9]
+            base, eof = 12, 12 + 2 * offsets
+        else:
+            return None
+        fmt = {4: "<I", 8: "<Q"}[offsets]
+        return int(struct.unpack_from(fmt, head, base)[0] + struct.unpack_from(fmt, head, eof)[0])
+    except (KeyError, IndexError, struct.error):
+        return None
+
+
+def _check_complete(path: str) -> None:
+    """MeshError when the file is shorter than its own header says (a truncated copy)."""
+    size = os.path.getsize(path)
+    need = classic_expected_size(path)
+    kind = "classic netCDF"
+    if need is None:
+        need, kind = hdf5_expected_size(path), "HDF5 (netCDF-4)"
+    if need is not None and size < need:
+        raise MeshError(f"truncated {kind} file: {size} bytes, its header says at least {need}",
+                        file=path, value=size, expected="the complete file (copy or download it "
+                        "again)")
+
+
+def _fill_values(var) -> list:
+    """The values that mark an unwritten or missing entry of a netCDF variable."""
+    import netCDF4
+
+    marks = []
+    for attr in ("_FillValue", "missing_value"):
+        if attr in var.ncattrs():
+            marks.extend(np.atleast_1d(np.asarray(var.getncattr(attr))).tolist())
+    if "_FillValue" not in var.ncattrs() and var.dtype.kind in "iuf":
+        default = netCDF4.default_fillvals.get(var.dtype.str[1:])
+        if default is not None:
+            marks.append(default)
+    return marks
+
+
+def _check_fill(name: str, arr: np.ndarray, marks: list, path: str) -> None:
+    for mark in marks:
+        if isinstance(mark, float) and np.isnan(mark):
+            continue
+        bad = arr == np.asarray(mark).astype(arr.dtype) if arr.dtype.kind in "iuf" else None
+        if bad is not None and bad.any():
+            flat = int(np.flatnonzero(bad.ravel())[0])
+            idx = tuple(int(i) for i in np.unravel_index(flat, arr.shape))
+            raise MeshError("holds the netCDF fill value (an entry never written, or masked as "
+                            "missing)", file=path, field=name, index=idx[0] if len(idx) == 1 else idx,
+                            value=arr[idx].item(), expected="a written value (write the variable, "
+                            "or remove it so that it is derived)")
+
+
+def _check_default_fill(fields: dict, source: str) -> None:
+    """A mesh field holding netCDF's default fill value for its type (an entry never written, read
+    without masking, e.g. by xarray from a file without _FillValue) is an error."""
+    import netCDF4
+
+    for name, arr in fields.items():
+        default = netCDF4.default_fillvals.get(arr.dtype.str[1:])
+        if default is not None:
+            _check_fill(name, arr, [default], source)
+
+
 def _read_netcdf(path: str):
-    """(dims, {name: (dims, array)}, attributes) of a netCDF file; MeshError if unreadable."""
+    """(dims, {name: (dims, array)}, attributes) of a netCDF file; MeshError if unreadable,
+    truncated, or when a mesh variable holds fill values."""
     import netCDF4
 
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such mesh file")
+    if os.path.isdir(path):
+        raise MeshError("is a directory", file=path, expected="an MPAS mesh file (netCDF)")
+    _check_complete(path)
     try:
         with netCDF4.Dataset(path, "r") as ds:
             ds.set_auto_maskandscale(False)
             dims = {name: len(d) for name, d in ds.dimensions.items()}
-            variables = {name: (tuple(v.dimensions), np.asarray(v[...]))
-                         for name, v in ds.variables.items()}
+            variables, marks = {}, {}
+            for name, v in ds.variables.items():
+                variables[name] = (tuple(v.dimensions), np.asarray(v[...]))
+                if name in FIELD_DIMS:
+                    marks[name] = _fill_values(v)
             attributes = {name: ds.getncattr(name) for name in ds.ncattrs()}
-            classic = ds.data_model.startswith("NETCDF3")
     except (OSError, RuntimeError, ValueError, IndexError, KeyError) as exc:
         raise MeshError(f"cannot read the file as netCDF ({exc})", file=path,
                         expected="a readable netCDF mesh file (classic, 64-bit offset or netCDF-4)"
                         ) from exc
-    if classic:    # netCDF-C reads a truncated classic file's missing data as fill values
-        size, need = os.path.getsize(path), sum(arr.nbytes for _, arr in variables.values())
-        if size < need:
-            raise MeshError(f"truncated netCDF file: {size} bytes, its variables need at least "
-                            f"{need}", file=path, expected="a complete netCDF file")
+    for name, mark in marks.items():
+        _check_fill(name, variables[name][1], mark, path)
     return dims, variables, attributes
 
 
@@ -107,9 +296,13 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
     attributes["sphere_radius"] is set to the mesh's radius; with `sphere_radius` given,
     positions and lengths are scaled by r / r_file, areas by (r / r_file)^2. Missing fields are
     derived by `grids.geometry.complete_mesh`. Shapes, counts, index ranges and topology are always
-    checked (derivations rely on them); with `validate`, the file's values are checked to be finite
-    and on the sphere before derivation and the whole mesh by `validate_mesh` after.
+    checked (derivations rely on them), and so are finite positions on the sphere; with `validate`,
+    the whole mesh is checked by `validate_mesh` after derivation, including the stored geometry
+    against the derived one (unless `recompute_geometry`, where all of it is derived). Entity
+    numbers in messages are printed as in the source (1-based when `one_based`). A bad
+    `sphere_radius` argument raises ValueError (the caller's, not the file's, error).
     """
+    _check_radius_argument(sphere_radius)
     for dim in REQUIRED_DIMS:
         if dim not in dims:
             raise MeshError("missing dimension", file=source, field=dim,
@@ -128,40 +321,56 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
         fields[name] = arr
     sizes = {d: dims.get(d) for d in ("nCells", "nEdges", "nVertices", "maxEdges", "maxEdges2",
                                       "vertexDegree", "TWO")}
-    # Shapes, dtypes and counts before touching indices, so nothing below indexes out of bounds.
-    check_structure(fields, sizes, source)
-    check_counts(fields, sizes, source)
-    if one_based:
-        for name in INDEX_FIELDS:
-            if name in fields:
-                raw = fields[name]
-                _check_one_based(name, raw, used_slots(fields, name), sizes[INDEX_TARGET[name]],
-                                 source)
-                fields[name] = raw - raw.dtype.type(1)
-    radius_file = _file_radius(attributes, fields, source)
-    radius = radius_file if sphere_radius is None else float(sphere_radius)
-    if radius != radius_file:
-        _scale(fields, extra, radius / radius_file)
-    attributes = dict(attributes)
-    attributes["sphere_radius"] = np.float64(radius)
-    check_fields(fields, sizes, radius, source, geometry=False)
-    if validate:   # the file's own values, before derived fields could carry a NaN elsewhere
+    with file_index_base(1 if one_based else 0):
+        # Shapes, dtypes and counts before touching indices, so nothing below indexes out of bounds.
+        check_structure(fields, sizes, source)
+        _check_default_fill(fields, source)
+        check_counts(fields, sizes, source)
+        if one_based:
+            for name in INDEX_FIELDS:
+                if name in fields:
+                    raw = fields[name]
+                    _check_one_based(name, raw, used_slots(fields, name),
+                                     sizes[INDEX_TARGET[name]], source)
+                    fields[name] = raw - raw.dtype.type(1)
+        radius_file = _file_radius(attributes, fields, source)
+        radius = radius_file if sphere_radius is None else float(sphere_radius)
+        if radius != radius_file:
+            _scale(fields, extra, radius / radius_file)
+        attributes = dict(attributes)
+        attributes["sphere_radius"] = np.float64(radius)
+        check_fields(fields, sizes, radius, source, geometry=False)
+        # The file's own values, before derived fields could carry a NaN elsewhere; the derivation
+        # needs finite positions on the sphere, so these run with validate=False too.
         check_finite(fields, source)
         check_sphere(fields, radius, source)
 
-    from .geometry import complete_mesh
+        from .geometry import complete_mesh
 
-    try:
-        mesh = complete_mesh(fields, radius, omega=omega, recompute=recompute_geometry,
-                             attributes=attributes, extra=extra)
-    except MeshError:
-        raise
-    except ValueError as exc:
-        raise MeshError(f"cannot derive the missing fields ({exc})", file=source,
-                        expected="a closed spherical MPAS mesh") from exc
-    if validate:
-        validate_mesh(mesh, source=source)
+        try:
+            mesh = complete_mesh(fields, radius, omega=omega, recompute=recompute_geometry,
+                                 attributes=attributes, extra=extra)
+        except MeshError:
+            raise
+        except ValueError as exc:
+            raise MeshError(f"cannot derive the missing fields ({exc})", file=source,
+                            expected="a closed spherical MPAS mesh") from exc
+        if validate:
+            validate_mesh(mesh, source=source, geometry=not recompute_geometry)
     return mesh
+
+
+def _check_radius_argument(sphere_radius) -> None:
+    """A sphere_radius argument must be None or a finite positive number (the caller's error)."""
+    if sphere_radius is None:
+        return
+    try:
+        ok = bool(np.isfinite(float(sphere_radius))) and float(sphere_radius) > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"sphere_radius={sphere_radius!r} (argument): expected None (the file's "
+                         "radius) or a finite positive radius in m")
 
 
 def _file_radius(attributes: dict, fields: dict, source: str) -> float:
@@ -222,6 +431,7 @@ def read_mesh(path, *, sphere_radius=None, validate=True, reorder=None, recomput
     FileNotFoundError when there is no file.
     """
     path = os.fspath(path)
+    _check_radius_argument(sphere_radius)
     dims, variables, attributes = _read_netcdf(path)
     mesh = mesh_from_variables(dims, variables, attributes, source=path, one_based=True,
                                sphere_radius=sphere_radius, validate=validate,

@@ -244,40 +244,128 @@ def write_graph_info(mesh, path, *, weights=None) -> None:
     _atomic_write(path, "\n".join(lines) + "\n")
 
 
-def read_graph_info(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Read an MPAS/METIS `graph.info`: (xadj, adjncy 0-based, weights or None)."""
-    path = os.fspath(path)
-    with open(path) as f:
-        lines = [ln for ln in f.read().splitlines() if not ln.lstrip().startswith("%")]
-    if not lines:
-        raise PartitionError(f"{path}: empty file, expected a header 'nCells nEdges [fmt]'")
-    head = lines[0].split()
+_INT_LINE = re.compile(rb"[ \t\r]*(-?[0-9]+)[ \t\r]*")
+_INTS_LINE = re.compile(rb"[ \t\r]*(?:-?[0-9]+[ \t\r]+)*(?:-?[0-9]+)?[ \t\r]*")
+#: METIS graph formats (`fmt` in the header) and whether they are read.
+_GRAPH_FORMATS = {"0": "no weights", "000": "no weights", "10": "cell weights",
+                  "010": "cell weights", "1": "edge weights", "001": "edge weights",
+                  "11": "cell and edge weights", "011": "cell and edge weights",
+                  "100": "vertex sizes", "101": "vertex sizes and edge weights",
+                  "110": "vertex sizes and cell weights", "111": "vertex sizes and both weights"}
+
+
+def _text(line: bytes) -> str:
+    """A file's line as printed in messages (non-ASCII bytes shown escaped)."""
+    return repr(line.rstrip(b"\r").decode("ascii", errors="backslashreplace"))
+
+
+def _read_lines(path: str) -> list[bytes]:
+    """The file's lines as bytes (trailing empty lines dropped); PartitionError when unreadable."""
+    if os.path.isdir(path):
+        raise PartitionError(f"{path}: is a directory, expected a text file")
     try:
-        n, m = int(head[0]), int(head[1])
-    except (IndexError, ValueError):
-        raise PartitionError(f"{path}: line 1 = {lines[0]!r}, expected 'nCells nEdges [fmt]'") from None
-    fmt = head[2] if len(head) > 2 else "0"
-    has_w = fmt.rjust(3, "0")[1] == "1"
-    if len(lines) - 1 != n:
-        raise PartitionError(f"{path}: {len(lines) - 1} adjacency lines, expected nCells={n}")
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise PartitionError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    lines = data.split(b"\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+_DIGITS_ONLY = bytes.maketrans(b"", b"")
+
+
+def _fast_ids(lines: list[bytes]) -> np.ndarray | None:
+    """The lines as int64 when each is one run of 1..18 ASCII digits (the usual file), else None."""
+    if not lines:
+        return None
+    data = b"\n".join(lines)
+    if data.translate(_DIGITS_ONLY, b"0123456789\n"):
+        return None
+    if any(len(ln) == 0 or len(ln) > 18 for ln in lines):
+        return None
+    return np.array(lines).astype(np.int64)
+
+
+def read_graph_info(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Read an MPAS/METIS `graph.info`: (xadj, adjncy 0-based, weights or None).
+
+    Header "nCells nEdges [fmt]": fmt absent, 0 or 000 (no weights) and 10 or 010 (a positive
+    integer cell weight first on each line) are read; other METIS formats (edge weights, vertex
+    sizes, several constraints) are refused by name. `%` lines are comments. Each of the nCells
+    lines lists its neighbours 1-based; the adjacency must be symmetric, without self-loops or
+    repeated neighbours, and hold 2 x nEdges entries. Errors (PartitionError) name the file, the
+    line (1-based, as an editor counts, comments included) and what was expected.
+    """
+    path = os.fspath(path)
+    raw = _read_lines(path)
+    numbered = [(k + 1, ln) for k, ln in enumerate(raw) if not ln.lstrip().startswith(b"%")]
+    if not numbered:
+        raise PartitionError(f"{path}: empty file, expected a header 'nCells nEdges [fmt]'")
+    head_no, head_line = numbered[0]
+    head = head_line.split()
+    if not (2 <= len(head) <= 4) or not _INTS_LINE.fullmatch(head_line) \
+            or any(len(h) > 18 for h in head[:2]):
+        raise PartitionError(f"{path}: line {head_no} = {_text(head_line)}, expected the header "
+                             "'nCells nEdges [fmt]' in ASCII digits")
+    n, m = int(head[0]), int(head[1])
+    if n < 1 or m < 0:
+        raise PartitionError(f"{path}: line {head_no}: nCells {n}, nEdges {m}; expected nCells >= 1 "
+                             "and nEdges >= 0")
+    fmt = head[2].decode() if len(head) > 2 else "0"
+    if fmt not in ("0", "000", "10", "010"):
+        what = _GRAPH_FORMATS.get(fmt, "unknown")
+        raise PartitionError(f"{path}: line {head_no}: fmt {fmt!r} ({what}) is not supported; "
+                             "expected fmt absent, 0 or 010 (one cell weight per line)")
+    if len(head) > 3 and int(head[3]) != 1:
+        raise PartitionError(f"{path}: line {head_no}: ncon {int(head[3])} (several weights per "
+                             "cell) is not supported; expected one weight per cell")
+    has_w = fmt in ("10", "010")
+    rows = numbered[1:]
+    if len(rows) != n:
+        raise PartitionError(f"{path}: {len(rows)} adjacency lines, expected nCells={n}")
     xadj = np.zeros(n + 1, dtype=np.int64)
     adj, weights = [], np.ones(n, dtype=np.int64) if has_w else None
-    for i, ln in enumerate(lines[1:]):
-        try:
-            vals = [int(v) for v in ln.split()]
-        except ValueError:
-            raise PartitionError(f"{path}: line {i + 2} = {ln!r}, expected integers") from None
+    for i, (no, ln) in enumerate(rows):
+        parts = ln.split()
+        if not _INTS_LINE.fullmatch(ln) or any(len(v.lstrip(b"-")) > 18 for v in parts):
+            raise PartitionError(f"{path}: line {no} = {_text(ln)}, expected integers (ASCII digits)")
+        vals = [int(v) for v in parts]
         if has_w:
+            if not vals:
+                raise PartitionError(f"{path}: line {no} is empty, expected the weight of cell "
+                                     f"{i + 1} first (fmt {fmt}), then its neighbours")
+            if vals[0] <= 0:
+                raise PartitionError(f"{path}: line {no}: weight {vals[0]} of cell {i + 1}, expected "
+                                     "a positive integer")
             weights[i], vals = vals[0], vals[1:]
+        for v in vals:
+            if not 1 <= v <= n:
+                raise PartitionError(f"{path}: line {no}: neighbour {v}, expected 1..{n}")
+            if v == i + 1:
+                raise PartitionError(f"{path}: line {no}: cell {i + 1} lists itself as a neighbour "
+                                     "(a self-loop); expected other cells only")
+        if len(set(vals)) != len(vals):
+            twice = next(v for v in vals if vals.count(v) > 1)
+            raise PartitionError(f"{path}: line {no}: neighbour {twice} of cell {i + 1} listed twice; "
+                                 "expected each neighbour once")
         adj.append(vals)
         xadj[i + 1] = xadj[i] + len(vals)
     adjncy = np.fromiter((v for row in adj for v in row), dtype=np.int64, count=int(xadj[-1])) - 1
-    bad = np.flatnonzero((adjncy < 0) | (adjncy >= n))
-    if bad.size:
-        line = int(np.searchsorted(xadj, bad[0], side="right")) + 1
-        raise PartitionError(f"{path}: line {line}: neighbour {adjncy[bad[0]] + 1}, expected 1..{n}")
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(xadj))
+    keys = src * n + adjncy
+    missing = np.flatnonzero(~np.isin(adjncy * n + src, keys))
+    if missing.size:
+        k = int(missing[0])
+        c, nb = int(src[k]), int(adjncy[k])
+        raise PartitionError(f"{path}: line {rows[c][0]}: cell {c + 1} lists neighbour {nb + 1}, but "
+                             f"line {rows[nb][0]} (cell {nb + 1}) does not list {c + 1}; expected a "
+                             "symmetric adjacency")
     if adjncy.size != 2 * m:
-        raise PartitionError(f"{path}: {adjncy.size} adjacency entries, expected 2 x nEdges = {2 * m}")
+        raise PartitionError(f"{path}: {adjncy.size} adjacency entries, expected 2 x nEdges = {2 * m} "
+                             f"(nEdges from line {head_no})")
     return xadj, adjncy, weights
 
 
@@ -295,35 +383,45 @@ def partition_path(prefix, nparts: int) -> str:
 def read_partition(path, ncells: int, nparts: int | None = None) -> np.ndarray:
     """Read `graph.info.part.N` for a mesh of `ncells` cells: (nCells,) int32 rank ids.
 
-    `nparts` defaults to N from the file name's `.part.N` suffix. Errors name the file, the line
-    and the value: a wrong line count, a non-integer, a rank id out of [0, nparts), an empty rank.
+    `nparts` defaults to N from the file name's `.part.N` suffix (N >= 1). Errors (PartitionError)
+    name the file, the line (1-based) and the value: a wrong line count, anything but one integer
+    in ASCII digits on a line (binary bytes, other scripts' digits), a rank id out of [0, nparts),
+    a rank that owns no cell.
     """
     path = os.fspath(path)
     if nparts is None:
-        match = re.search(r"\.part\.(\d+)$", path)
+        match = re.search(r"\.part\.([0-9]+)$", path)
         if match is None:
             raise PartitionError(f"{path}: cannot tell the rank count; expected a name ending in "
                                  "'.part.N' or an explicit nparts")
         nparts = int(match.group(1))
-    with open(path) as f:
-        lines = f.read().split("\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
+        if nparts < 1:
+            raise PartitionError(f"{path}: the name says {nparts} ranks ('.part.{nparts}'); expected "
+                                 "'.part.N' with N >= 1")
+    elif isinstance(nparts, bool) or int(nparts) != nparts or nparts < 1:
+        raise PartitionError(f"{path}: nparts = {nparts!r}, expected an integer >= 1")
+    nparts = int(nparts)
+    lines = _read_lines(path)
     if len(lines) != ncells:
         raise PartitionError(f"{path}: {len(lines)} lines, expected one rank id per cell "
                              f"(nCells={ncells})")
-    text = np.char.strip(np.asarray(lines, dtype=str))
-    numeric = np.char.isdigit(np.char.lstrip(text, "-")) & (np.char.count(text, "-") <= 1)
-    numeric &= ~np.char.startswith(np.char.lstrip(text, "-"), "-") & (np.char.str_len(text) > 0)
-    bad = np.flatnonzero(~numeric)
-    if bad.size:
-        raise PartitionError(f"{path}: line {bad[0] + 1} = {lines[bad[0]]!r}, expected an integer "
-                             f"rank id in [0, {nparts})")
-    owner = text.astype(np.int64)
-    bad = np.flatnonzero((owner < 0) | (owner >= nparts))
-    if bad.size:
-        raise PartitionError(f"{path}: line {bad[0] + 1}: rank id {owner[bad[0]]} out of range, "
-                             f"expected 0..{nparts - 1}")
+    owner = _fast_ids(lines)
+    if owner is not None and owner.size == ncells and owner.min(initial=0) >= 0 \
+            and owner.max(initial=0) < nparts:
+        lines = []          # every line one plain rank id in range: nothing left to check per line
+    else:
+        owner = np.empty(ncells, dtype=np.int64)
+    for k, ln in enumerate(lines):
+        match = _INT_LINE.fullmatch(ln)
+        if match is None:
+            raise PartitionError(f"{path}: line {k + 1} = {_text(ln)}, expected an integer rank id "
+                                 f"in [0, {nparts}) in ASCII digits")
+        digits = match.group(1)
+        value = int(digits) if len(digits) <= 18 else None
+        if value is None or not 0 <= value < nparts:
+            raise PartitionError(f"{path}: line {k + 1}: rank id {digits.decode()} out of range, "
+                                 f"expected 0..{nparts - 1}")
+        owner[k] = value
     empty = np.flatnonzero(np.bincount(owner, minlength=nparts) == 0)
     if empty.size:
         raise PartitionError(f"{path}: rank {empty[0]} owns no cell (of {nparts} ranks); expected "

@@ -21,9 +21,25 @@ Conventions checked (MPAS, see `grids.mesh`):
 - nEdgesOnEdge[e] = nEdgesOnCell[c0] + nEdgesOnCell[c1] - 2 and edgesOnEdge[e] lists each other
   edge of the two cells once;
 - positions finite and on the sphere (|x| = sphere_radius to `SPHERE_RTOL`), lat/lon agree with
-  x, y, z to `ANGLE_TOL`; areas and lengths positive.
+  x, y, z to `ANGLE_TOL`; areas and lengths positive;
+- the stored geometry equals the geometry derived from the positions and connectivity
+  (`grids.geometry.complete_mesh`, which matches MPAS's mesh converter to 1e-7 relative):
+  dcEdge, dvEdge, areaCell, areaTriangle to relative `GEOMETRY_RTOL` of each entry,
+  kiteAreasOnVertex to `GEOMETRY_RTOL` of the vertex's areaTriangle, weightsOnEdge to
+  `WEIGHT_ATOL` (matched by edgesOnEdge, in any slot order), angleEdge to `ANGLE_EDGE_TOL`
+  radians (MPAS's converter computes it from a local projection: 0.023 rad apart on x1.162).
+  fCell, fEdge, fVertex must be 2 omega sin(lat) with one rotation rate omega for the whole mesh
+  (estimated from the field itself) to relative `GEOMETRY_RTOL` of 2 omega.
+
+Entity numbers in messages (the values of index fields, "edge 103") are 0-based in memory; while
+`file_index_base(1)` is active (reading an MPAS file) they are printed as in the file, 1-based,
+and the message says so. Positions `field[i, j]` are always 0-based array positions (as NumPy,
+netCDF4-python and xarray index the variable).
 """
 from __future__ import annotations
+
+import contextlib
+import contextvars
 
 import numpy as np
 
@@ -33,6 +49,34 @@ from .mesh import COUNT_FIELDS, FIELD_DIMS, INDEX_FIELDS, REQUIRED_FIELDS
 SPHERE_RTOL = 1e-6
 #: Tolerance (radians) between the direction given by lat/lon and by x, y, z.
 ANGLE_TOL = 1e-6
+#: Relative tolerance between stored and derived lengths and areas (observed on MPAS's own
+#: x1.162 file: 7e-8).
+GEOMETRY_RTOL = 1e-5
+#: Absolute tolerance between stored and derived weightsOnEdge (dimensionless, |w| <= 1;
+#: observed on x1.162: 5e-8).
+WEIGHT_ATOL = 1e-5
+#: Tolerance (radians) between stored and derived angleEdge.
+ANGLE_EDGE_TOL = 0.1
+#: Fields compared with their derivation by `check_geometry`, in this order.
+GEOMETRY_FIELDS = ("dcEdge", "dvEdge", "areaCell", "areaTriangle", "kiteAreasOnVertex",
+                   "angleEdge", "weightsOnEdge")
+#: How the stored geometry can be replaced by the derived one.
+RECOMPUTE_HINT = ("if the positions and connectivity are right, read the file with "
+                  "recompute_geometry=True (python -m grids check --recompute-geometry) to use the "
+                  "geometry derived from them")
+
+#: Base in which entity numbers are printed (0 in memory, 1 while checking an MPAS file's content).
+_BASE = contextvars.ContextVar("grids_index_base", default=0)
+
+
+@contextlib.contextmanager
+def file_index_base(base: int):
+    """Print entity numbers (index values) in `base` inside this block (1: as in an MPAS file)."""
+    token = _BASE.set(int(base))
+    try:
+        yield
+    finally:
+        _BASE.reset(token)
 
 #: Entity each index field points to.
 INDEX_TARGET = {
@@ -56,12 +100,14 @@ class MeshError(ValueError):
     Attributes: `file` (path or "<memory>"), `field` (MPAS variable or dimension name, or None),
     `index` (0-based position of the first bad entry: int or tuple, or None), `value` (the bad
     value: as stored in the file for the 1-based checks of a file's indices, else as in memory),
-    `expected` (text).
+    `expected` (text), `derived` (for a stored value that disagrees with the geometry derived
+    from positions and connectivity: the derived value, else None).
     """
 
     def __init__(self, message: str, *, file: str = "<memory>", field: str | None = None,
-                 index=None, value=None, expected: str | None = None):
+                 index=None, value=None, expected: str | None = None, derived=None):
         self.file = str(file)
+        self.derived = derived
         self.field = field
         self.index = index
         self.value = value
@@ -93,9 +139,21 @@ def _index(flat: int, shape) -> int | tuple:
     return idx[0] if len(idx) == 1 else idx
 
 
+def _shift(value, base: int):
+    """Index values (int or nested lists of ints, -1 pads) printed in `base`."""
+    if isinstance(value, list):
+        return [_shift(v, base) for v in value]
+    return int(value) + base
+
+
 def _raise_first(bad: np.ndarray, arr: np.ndarray, source: str, field: str, message: str,
-                 expected: str, value_of=None):
-    """Raise MeshError at the first True entry of `bad` (same shape as `arr`, or arr's rows)."""
+                 expected: str, value_of=None, value_is_index: bool | None = None):
+    """Raise MeshError at the first True entry of `bad` (same shape as `arr`, or arr's rows).
+
+    `{idx}` in `message` is the entity number of the bad row (printed in the current base);
+    `value_is_index` (default: the value is arr's own entry and `field` is an index field) says
+    whether the value is an entity number, printed in the current base too.
+    """
     if not bad.any():
         return
     flat = int(np.flatnonzero(bad.ravel())[0])
@@ -103,7 +161,19 @@ def _raise_first(bad: np.ndarray, arr: np.ndarray, source: str, field: str, mess
     value = value_of(idx) if value_of is not None else arr[idx]
     if isinstance(value, np.generic):
         value = value.item()
-    raise MeshError(message.format(idx=idx), file=source, field=field, index=idx, value=value,
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    base = _BASE.get()
+    if value_is_index is None:
+        value_is_index = value_of is None and field in INDEX_FIELDS
+    if value_is_index and base:
+        value = _shift(value, base)
+    names_entity = "{idx" in message
+    shown = _shift(list(idx), base) if isinstance(idx, tuple) else _shift(idx, base)
+    message = message.format(idx=tuple(shown) if isinstance(idx, tuple) else shown)
+    if base and (value_is_index or names_entity):
+        message += f" (entity numbers {base}-based as in the file; positions [i, j] 0-based)"
+    raise MeshError(message, file=source, field=field, index=idx, value=value,
                     expected=expected)
 
 
@@ -136,7 +206,9 @@ def check_finite(fields: dict, source: str) -> None:
     """No NaN or inf in any floating-point field."""
     for name, arr in fields.items():
         if name in FIELD_DIMS and arr is not None and np.issubdtype(arr.dtype, np.floating):
-            _raise_first(~np.isfinite(arr), arr, source, name, "not finite", "a finite number")
+            _raise_first(~np.isfinite(arr), arr, source, name,
+                         "not finite (a NaN is also how a masked or fill value reads)",
+                         "a finite number")
 
 
 def check_counts(fields: dict, sizes: dict, source: str) -> None:
@@ -191,11 +263,11 @@ def check_topology(fields: dict, sizes: dict, source: str) -> None:
     if coe is not None:
         _raise_first(coe[:, 0] == coe[:, 1], coe, source, "cellsOnEdge",
                      "edge joins a cell to itself", "two distinct cells",
-                     value_of=lambda e: coe[e].tolist())
+                     value_of=lambda e: coe[e].tolist(), value_is_index=True)
     if voe is not None:
         _raise_first(voe[:, 0] == voe[:, 1], voe, source, "verticesOnEdge",
                      "edge joins a vertex to itself", "two distinct vertices",
-                     value_of=lambda e: voe[e].tolist())
+                     value_of=lambda e: voe[e].tolist(), value_is_index=True)
     eoc, noc = f.get("edgesOnCell"), f.get("nEdgesOnCell")
     if eoc is not None and noc is not None:
         used = used_slots(f, "edgesOnCell")
@@ -324,7 +396,7 @@ def check_orientation(fields: dict, source: str) -> None:
         _raise_first(bad, eoc, source, "edgesOnCell",
                      "edges of cell {idx} are not counter-clockwise seen from outside the sphere",
                      "edgesOnCell ordered counter-clockwise",
-                     value_of=lambda c: eoc[c, :noc[c]].tolist())
+                     value_of=lambda c: eoc[c, :noc[c]].tolist(), value_is_index=True)
     coe, voe = f.get("cellsOnEdge"), f.get("verticesOnEdge")
     if pc is not None and pe is not None and coe is not None:
         d = pc[coe[:, 1]] - pc[coe[:, 0]]
@@ -338,13 +410,13 @@ def check_orientation(fields: dict, source: str) -> None:
             _raise_first(defined & ~(dot > 0), coe, source, "cellsOnEdge",
                          "normal of edge {idx} (angleEdge) points from cellsOnEdge[e, 1] to [e, 0]",
                          "the normal from cellsOnEdge[e, 0] to cellsOnEdge[e, 1]",
-                         value_of=lambda e: coe[e].tolist())
+                         value_of=lambda e: coe[e].tolist(), value_is_index=True)
         if pv is not None and voe is not None:
             t = pv[voe[:, 1]] - pv[voe[:, 0]]
             _raise_first(~(_triple(pe, d, t) > 0), voe, source, "verticesOnEdge",
                          "tangent of edge {idx} points from verticesOnEdge[e, 1] to [e, 0]",
                          "the tangent k x n from verticesOnEdge[e, 0] to verticesOnEdge[e, 1]",
-                         value_of=lambda e: voe[e].tolist())
+                         value_of=lambda e: voe[e].tolist(), value_is_index=True)
 
 
 def check_signs(fields: dict, source: str) -> None:
@@ -392,14 +464,106 @@ def check_fields(fields: dict, sizes: dict, sphere_radius: float | None, source:
         check_positive(fields, source)
 
 
-def validate_mesh(mesh, *, source: str = "<memory>") -> None:
+def _derived_geometry(fields: dict, sphere_radius: float, source: str) -> dict:
+    from .geometry import complete_mesh
+
+    try:
+        mesh = complete_mesh({name: fields[name] for name in REQUIRED_FIELDS}, sphere_radius,
+                             recompute=True)
+    except ValueError as exc:
+        raise MeshError(f"cannot derive the geometry from positions and connectivity ({exc})",
+                        file=source, expected="a closed spherical MPAS mesh") from exc
+    return mesh.fields()
+
+
+def check_geometry(fields: dict, sphere_radius: float, source: str = "<memory>",
+                   derived: dict | None = None) -> None:
+    """The stored dcEdge, dvEdge, areas, angleEdge and weightsOnEdge equal the geometry derived
+    from the positions and connectivity (tolerances in the module docstring).
+
+    Needs fields that passed `check_fields` (the derivation relies on the topology). `derived`:
+    the fields of `complete_mesh(..., recompute=True)` when already at hand. Raises MeshError
+    naming the field, the first bad index, the stored value (`value`), the derived value
+    (`derived`) and the fix (recompute_geometry=True).
+    """
+    present = [name for name in GEOMETRY_FIELDS if fields.get(name) is not None]
+    if not present:
+        return
+    d = derived if derived is not None else _derived_geometry(fields, sphere_radius, source)
+    for name in present:
+        stored, want = np.asarray(fields[name], dtype=np.float64), np.asarray(d[name])
+        if name == "weightsOnEdge":
+            eoe = fields.get("edgesOnEdge")
+            if eoe is None or eoe.shape != d["edgesOnEdge"].shape:
+                continue
+            order_s = np.argsort(eoe, axis=1, kind="stable")
+            order_d = np.argsort(d["edgesOnEdge"], axis=1, kind="stable")
+            want_s = np.empty_like(want)
+            np.put_along_axis(want_s, order_s, np.take_along_axis(want, order_d, axis=1), axis=1)
+            want = want_s        # derived weight of the same neighbour edge, in the file's slots
+            diff = np.abs(stored - want)
+            bad, tol = diff > WEIGHT_ATOL, f"absolute {WEIGHT_ATOL:g}"
+        elif name == "angleEdge":
+            diff = np.abs(np.angle(np.exp(1j * (stored - want))))
+            bad, tol = diff > ANGLE_EDGE_TOL, f"{ANGLE_EDGE_TOL:g} rad"
+        else:
+            scale = np.abs(want)
+            if name == "kiteAreasOnVertex":
+                scale = np.broadcast_to(np.abs(d["areaTriangle"])[:, None], want.shape)
+            diff = np.abs(stored - want)
+            bad, tol = diff > GEOMETRY_RTOL * scale, f"relative {GEOMETRY_RTOL:g}"
+        if not bad.any():
+            continue
+        flat = int(np.flatnonzero(bad.ravel())[0])
+        idx = _index(flat, bad.shape)
+        s_val, d_val = float(stored[idx]), float(want[idx])
+        ratio = f"; stored / derived = {s_val / d_val:.6g}" if d_val != 0 else ""
+        raise MeshError(f"stored {name} differs from the value derived from the positions and "
+                        f"connectivity, {d_val!r}{ratio}", file=source, field=name, index=idx,
+                        value=s_val, derived=d_val,
+                        expected=f"the derived value {d_val!r} to {tol}; {RECOMPUTE_HINT}")
+
+
+def check_coriolis(fields: dict, source: str = "<memory>") -> None:
+    """fCell, fEdge, fVertex = 2 omega sin(lat) at every entry, one omega for the whole mesh (the
+    median of f / (2 sin(lat)) over the entries of fCell, or of the field checked, away from the
+    equator)."""
+    omega = None
+    for loc in ("Cell", "Edge", "Vertex"):
+        f, lat = fields.get(f"f{loc}"), fields.get(f"lat{loc}")
+        if f is None or lat is None:
+            continue
+        s = np.sin(lat)
+        if omega is None:
+            away = np.abs(s) > 0.1
+            if not away.any():
+                continue
+            omega = float(np.median(f[away] / (2.0 * s[away])))
+        want = 2.0 * omega * s
+        tol = GEOMETRY_RTOL * 2.0 * abs(omega) + 1e-300
+        bad = np.abs(f - want) > tol
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise MeshError(f"Coriolis parameter differs from 2 omega sin(lat{loc}) with the mesh's "
+                            f"omega = {omega!r} 1/s", file=source, field=f"f{loc}", index=i,
+                            value=float(f[i]), derived=float(want[i]),
+                            expected=f"{float(want[i])!r} (2 omega sin(lat{loc}[{i}]) to relative "
+                            f"{GEOMETRY_RTOL:g} of 2 omega); {RECOMPUTE_HINT}")
+
+
+def validate_mesh(mesh, *, source: str = "<memory>", geometry: bool = True) -> None:
     """Check every MPAS convention on a complete Mesh; raise MeshError at the first violation.
 
-    Also checks 0 <= nCellsSolve <= nCells (likewise edges, vertices). Returns None when valid.
+    Also checks 0 <= nCellsSolve <= nCells (likewise edges, vertices) and, with `geometry`, that
+    the stored geometry equals the geometry derived from positions and connectivity
+    (`check_geometry`). Returns None when valid.
     """
     fields = mesh.fields()
     check_fields(fields, mesh.sizes(), float(mesh.sphere_radius), source,
                  required=tuple(FIELD_DIMS))
+    if geometry:
+        check_geometry(fields, float(mesh.sphere_radius), source)
+        check_coriolis(fields, source)
     for name, total in (("nCellsSolve", mesh.nCells), ("nEdgesSolve", mesh.nEdges),
                         ("nVerticesSolve", mesh.nVertices)):
         value = getattr(mesh, name)

@@ -4,7 +4,10 @@ Every operator infers its backend from its inputs, takes fields of shape (n,) or
 (level index last) in float32 or float64, and treats a connectivity entry < 0 as a missing
 neighbour that contributes nothing. `meshops.registry.OPERATORS` lists every operator with its
 adjoint (and tangent-linear model for nonlinear operators) and the locations it maps between.
+Operators take a mesh (what `meshops.contracts.MeshLike` describes) or a `DeviceMesh`, the tables
+of a mesh on one backend and device, built once and shared by every operator (`device_mesh`).
 """
+from meshops.device.mesh import DeviceMesh, device_mesh
 from meshops.modes import adjoint_mode, get_adjoint_mode, set_adjoint_mode
 from meshops.registry import OPERATORS, register
 from meshops.operators.divergence import div_e2c, div_e2c_adj, flux_div_e2c, flux_div_e2c_adj, flux_div_e2c_tl
@@ -21,9 +24,12 @@ from meshops.operators.laplacian import (del4_c2c, del4_c2c_adj, del4_e2e, del4_
                                laplacian_c2c_adj, vector_laplacian_e2e, vector_laplacian_e2e_adj)
 from meshops.parallel.halo import HaloExchange
 from meshops.parallel.distributed import DistributedOperator, distributed_operators
+from meshops.parallel.layers import HALO_LAYERS, layers_needed, n_valid, valid_depth
+from meshops.parallel.scatter_gather import gather_field, scatter_field
+from meshops.parallel.state import FieldSpec, StateExchange
 
 __all__ = [
-    "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",
+    "DeviceMesh", "device_mesh", "OPERATORS", "register", "adjoint_mode", "get_adjoint_mode", "set_adjoint_mode",
     "div_e2c", "div_e2c_adj", "flux_div_e2c", "flux_div_e2c_tl", "flux_div_e2c_adj",
     "grad_c2e", "grad_c2e_adj", "grad_v2e", "grad_v2e_adj", "curl_e2v", "curl_e2v_adj",
     "circulation_e2v", "circulation_e2v_adj", "interp_c2e", "interp_c2e_adj", "interp_v2e",
@@ -35,4 +41,6 @@ __all__ = [
     "laplacian_c2c", "laplacian_c2c_adj", "vector_laplacian_e2e", "vector_laplacian_e2e_adj",
     "del4_c2c", "del4_c2c_adj", "del4_e2e", "del4_e2e_adj",
     "HaloExchange", "DistributedOperator", "distributed_operators",
+    "StateExchange", "FieldSpec", "scatter_field", "gather_field",
+    "HALO_LAYERS", "layers_needed", "n_valid", "valid_depth",
 ]

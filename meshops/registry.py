@@ -7,13 +7,14 @@ state; its `adjoint` is the adjoint of that tangent. Generic tests (dot-product,
 NumPy) and the distributed wrappers iterate over this registry.
 
 Calling conventions (all operators):
+    (`mesh`: a mesh, see `meshops.contracts.MeshLike`, or a `meshops.DeviceMesh`)
     linear:     forward(mesh, *x) -> y or tuple(y);           adjoint(mesh, *y_adj, mode=None) -> x_adj or tuple
     nonlinear:  forward(mesh, *x) -> y;   tangent(mesh, *x, *dx) -> dy;
                 adjoint(mesh, *x, *dy_adj, mode=None) -> dx_adj or tuple
 Inner product of every adjoint: the plain Euclidean sum over owned entries (and levels).
 `halo_depth` is the number of cell layers of halo the forward needs for its owned outputs to be
-exact on a local mesh. Forwards and tangents take `rows=(first, last)` (output rows to compute on
-the GPU); `single_pass` says the forward computes each output row from the inputs directly, so a
+exact on a local mesh. Forwards and tangents take `rows=(first, last)` (output rows to compute, on
+either backend; the other rows of the output are unspecified); `single_pass` says the forward computes each output row from the inputs directly, so a
 row range costs only its rows (False for operators applied twice, whose first pass runs in full).
 """
 from __future__ import annotations

@@ -115,3 +115,52 @@ def test_one_process_without_mpi4py(x1_162_path):
                             env=_env(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "serial ok local" in result.stdout, result.stdout
+
+
+# -- issue 14: a plain script (no abort_on_error, no install_excepthook) whose rank fails ---------
+FAULT_SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from grids.decompose import distribute_mesh
+    from grids.mpas_io import read_mesh
+    from meshops.parallel.comm import world
+    from meshops.parallel.halo import HaloExchange
+
+    comm = world()
+    mesh = read_mesh(sys.argv[1]) if comm.Get_rank() == 0 else None
+    d = distribute_mesh(comm, mesh)
+    halo = HaloExchange(d, comm)
+    x = np.zeros(d.n_local("cell"))
+    pending = halo.begin(x, "cell")          # receives and sends posted on every rank
+    if comm.Get_rank() == int(sys.argv[2]):
+        raise RuntimeError("injected fault after the sends were posted")
+    halo.end(pending)                        # the other ranks wait here for the failed rank
+    comm.barrier()
+    print("not reached")
+""")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("rank", [1, 2])
+def test_a_failing_rank_in_a_plain_script_ends_the_job(x1_162_path, rank):
+    """No opt-in: importing meshops.parallel installs the abort hook for multi-rank jobs."""
+    import time
+
+    nranks = 3
+    start = time.monotonic()
+    result = _run([_mpiexec(), "-n", str(nranks), sys.executable, "-c", FAULT_SCRIPT,
+                   str(x1_162_path), str(rank)], timeout=30)
+    output = result.stdout + result.stderr
+    assert time.monotonic() - start < 30
+    assert result.returncode != 0, output
+    assert f"[rank {rank} of {nranks}] aborting the job on an error" in output, output
+    assert "RuntimeError: injected fault after the sends were posted" in output, output
+    assert "not reached" not in output
+
+
+def test_one_process_keeps_the_usual_traceback(x1_162_path):
+    result = subprocess.run([sys.executable, "-c", FAULT_SCRIPT, str(x1_162_path), "0"], cwd=ROOT,
+                            env=_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Traceback") and "aborting the job" not in result.stderr
+    assert "RuntimeError: injected fault after the sends were posted" in result.stderr

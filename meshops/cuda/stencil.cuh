@@ -110,3 +110,29 @@ __global__ void stencil_scatter_atomic(const int* __restrict__ idx, const T* __r
     }
 }
 MESHOPS_INSTANTIATE(stencil_scatter_atomic)
+
+// out[t,k] = sum_{m<ST, p>=0} coef[p] * x[p / S, k], p = pos[t, m]: the gather adjoint of a one-table
+// stencil read through int32 positions p = row * S + slot into its row-major forward coefficient
+// table (S slots per row), in place of a transposed copy of the coefficients (the "lean" tables of
+// meshops.device.mesh.DeviceMesh); pos lists each input's (row, slot) pairs in increasing order,
+// so the sums are bitwise those of stencil_gather_rows over the transposed table.
+template <typename T, int W>
+__global__ void stencil_gather_positions(const int* __restrict__ pos, const T* __restrict__ coef,
+                                         const meshops::Lanes<T, W>* __restrict__ x,
+                                         meshops::Lanes<T, W>* __restrict__ out, int S, int ST,
+                                         int slotStride, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(t, k, i, nlev);
+        meshops::Lanes<T, W> acc = meshops::splat<T, W>(0);
+        for (int m = 0; m < ST; ++m) {
+            const int p = pos[meshops::slot_index(t, m, ST, slotStride)];
+            if (p >= 0) {
+                const int row = (int)((unsigned)p / (unsigned)S);
+                meshops::axpy(acc, coef[p], meshops::load(x, (meshops_offset)row * nlev + k));
+            }
+        }
+        out[i] = acc;
+    }
+}
+MESHOPS_INSTANTIATE(stencil_gather_positions)

@@ -1,15 +1,11 @@
-"""Array backends and per-mesh prepared arrays.
+"""Array backends and field checks.
 
-Operators infer the array module from their inputs (`array_module`), never from a global flag.
-Mesh arrays an operator needs (connectivity as int32, geometry in the field's dtype, derived
-coefficients, transposed connectivity) are built once by the operator family's `build` function
-and cached on the mesh per (family, backend, device, dtype), so the GPU copy is made once.
+Operators infer the array module from their inputs (`array_module`), never from a global flag;
+the mesh tables they read come from a `meshops.device.mesh.DeviceMesh`.
 """
 from __future__ import annotations
 
 import contextlib
-import types
-from typing import Callable
 
 import numpy as np
 
@@ -44,54 +40,30 @@ def backend_name(xp) -> str:
     return "cupy" if xp is not np else "numpy"
 
 
-def check_field(x, n: int, name: str, location: str):
-    """Check that `x` is a float32/float64 field of shape (n,) or (n, nlev) and return it contiguous."""
+_SIZE_OF = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+
+
+def article(word: str) -> str:
+    """`word` with its indefinite article ("an edge field", "a cell field")."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def check_field(x, mesh, name: str, location: str):
+    """Check that `x` is a float32/float64 array of shape (n,) or (n, nlev), n the number of
+    `location` entities of `mesh`, and return it contiguous; a TypeError names a mesh or field
+    that is not one."""
+    from meshops.device.mesh import check_mesh
+
+    n = getattr(check_mesh(mesh), _SIZE_OF[location])
+    what = f"{article(location)} field of shape ({n},) or ({n}, nlev)"
+    if not (hasattr(x, "dtype") and hasattr(x, "shape") and hasattr(x, "ndim")):
+        raise TypeError(f"{name}: expected {what} (a NumPy or CuPy array), got {type(x).__name__}")
     if x.dtype not in (np.float32, np.float64):
         raise TypeError(f"{name}: expected float32 or float64 {location} field, got dtype {x.dtype}")
     if x.ndim not in (1, 2) or x.shape[0] != n:
-        raise ValueError(f"{name}: expected a {location} field of shape ({n},) or ({n}, nlev), "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(f"{name}: expected {what}, got shape {tuple(x.shape)}")
     xp = array_module(x)
     return xp.ascontiguousarray(x)
-
-
-def built(mesh, family: str, build: Callable[[object], dict]) -> types.SimpleNamespace:
-    """The NumPy arrays `build(mesh)` returns for `family` as built (dtypes unchanged), built once
-    per mesh and cached on it: what `prepared` converts."""
-    cache = mesh.__dict__.setdefault("_meshops_cache", {})
-    host_key = (family, "host")
-    if host_key not in cache:
-        cache[host_key] = build(mesh)
-    return types.SimpleNamespace(**cache[host_key])
-
-
-def prepared(mesh, family: str, build: Callable[[object], dict], xp, dtype, *,
-             slot_major: bool = False, numpy_only: tuple[str, ...] = ()) -> types.SimpleNamespace:
-    """Arrays of `family` for `mesh` on backend `xp` in `dtype`, built by `build(mesh)` once.
-
-    `build` returns NumPy arrays; integer arrays become int32, floating arrays `dtype`.
-    `slot_major=True` gives every 2-D array transposed (stencil tables (S, n): slot m of all rows
-    contiguous). `numpy_only` names the arrays only the NumPy path reads (e.g. the coefficients
-    of stencils whose kernels compute them): they are not copied to a device. The result is cached
-    on the mesh per (family, backend, device, dtype, layout).
-    """
-    dtype = np.dtype(dtype)
-    host = built(mesh, family, build)
-    cache = mesh.__dict__["_meshops_cache"]
-    device = xp.cuda.runtime.getDevice() if xp is not np else -1
-    key = (family, backend_name(xp), device, dtype.str, slot_major)
-    if key not in cache:
-        arrays = {}
-        for name, a in vars(host).items():
-            if xp is not np and name in numpy_only:
-                continue
-            a = np.asarray(a)
-            a = a.astype(np.int32) if a.dtype.kind in "iub" else a.astype(dtype)
-            if slot_major and a.ndim == 2:
-                a = a.T
-            arrays[name] = xp.ascontiguousarray(xp.asarray(a))
-        cache[key] = types.SimpleNamespace(**arrays)
-    return cache[key]
 
 
 @contextlib.contextmanager
@@ -100,7 +72,9 @@ def use_device_module(module):
     allocation functions and `cuda.runtime.getDevice`): tests run the CuPy code path through it."""
     global _cupy
     saved, _cupy = _cupy, module
+    BACKENDS["cupy"] = module
     try:
         yield module
     finally:
         _cupy = saved
+        BACKENDS["cupy"] = saved

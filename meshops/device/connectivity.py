@@ -4,7 +4,7 @@ A stencil `idx` of shape (n_out, K) lists, for each output entity, the input ent
 (-1 for a missing neighbour or a pad). The gather adjoints read the transposed stencil: for each
 input entity t, the (row, slot) pairs with idx[row, slot] == t, in increasing (row, slot) order,
 so their summation order is fixed. Everything here is vectorised and runs once per mesh (the
-results are cached through `meshops.device.backend.prepared`).
+tables of `meshops.device.tables`).
 """
 from __future__ import annotations
 

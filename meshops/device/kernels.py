@@ -26,7 +26,6 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from meshops.device.backend import array_module, prepared
 from meshops.device.tuning import Tuning, tuning_for
 
 CUDA_DIR = pathlib.Path(__file__).parent.parent / "cuda"
@@ -100,8 +99,13 @@ class Kernel:
 GATHER = "stencil_gather_rows"
 #: out[idx[r, m]] += coef[r, m] * g[r] over rows r (atomicAdd, stencil.cuh); see `Family.scatter`.
 SCATTER = "stencil_scatter_atomic"
+#: out[t] = sum_m coef.flat[p] * x[p // S], p = pos[t, m] >= 0 (stencil.cuh): a gather adjoint read
+#: through positions into the forward coefficients (the "lean" tables, `meshops.device.positions`).
+GATHER_POSITIONS = "stencil_gather_positions"
 _SHARED = {GATHER: Kernel(GATHER, "idx:idx coef:coef in:x out:out int:S int:slotStride"),
-           SCATTER: Kernel(SCATTER, "idx:idx coef:coef in:g out:out int:S")}
+           SCATTER: Kernel(SCATTER, "idx:idx coef:coef in:g out:out int:S"),
+           GATHER_POSITIONS: Kernel(GATHER_POSITIONS,
+                                    "idx:pos coef:coef in:x out:out int:S int:ST int:slotStride")}
 
 
 # -- the device and the launcher -----------------------------------------------------------------
@@ -314,7 +318,7 @@ def check_rows(rows, n: int) -> tuple[int, int]:
     return first, last
 
 
-# -- stencil tables ------------------------------------------------------------------------------
+# -- stencil layout -------------------------------------------------------------------------------
 
 def slot_major(fields) -> bool:
     """Whether gather kernels on `fields` read stencil tables slot-major: when one thread owns a
@@ -324,20 +328,11 @@ def slot_major(fields) -> bool:
     return x.ndim == 1 or int(x.shape[1]) == launcher().lane_width(fields, tuning().lane_bytes)
 
 
-def stencil_tables(mesh, family: str, build, fields, n_rows: int):
-    """The prepared arrays of `family` for a gather kernel on `fields` (device arrays), row- or
-    slot-major as `slot_major(fields)` says, and the kernel's slotStride argument (1, or the
-    tables' row count `n_rows`)."""
-    slots = slot_major(fields)
-    tables = prepared(mesh, family, build, array_module(fields[0]), fields[0].dtype, slot_major=slots)
-    return tables, np.int32(n_rows if slots else 1)
-
-
 # -- families ------------------------------------------------------------------------------------
 
 class Family:
     """The kernels of `meshops/cuda/{family}.cu`, each a `Kernel` or the name of a stencil.cuh one
-    (`GATHER`, `SCATTER`), launched over output rows."""
+    (`GATHER`, `SCATTER`, `GATHER_POSITIONS`), launched over output rows."""
 
     def __init__(self, family: str, kernels):
         self.family = family
@@ -356,7 +351,7 @@ class Family:
         """out[r, k] = sum_{m < S} coef[r, m] * x[idx[r, m], k] (idx -1: no term) for rows
         [first, last) of the n output rows: `GATHER`, which the family must list. idx and coef are
         (n, S) row-major tables, or slot-major ones with `slot_stride` = their row count
-        (`stencil_tables`), which take nlev at run time where the tuning says so. Wide lanes up
+        (`DeviceMesh.stencil`), which take nlev at run time where the tuning says so. Wide lanes up
         to the tuning's wide_gather_slots."""
         slot_stride = int(slot_stride)
         width = idx.shape[1] if slot_stride == 1 else idx.size // slot_stride

@@ -18,6 +18,8 @@ import weakref
 import numpy as np
 import scipy.sparse
 
+from meshops.device.kernels import check_rows
+
 _MATRICES: dict = {}
 
 
@@ -60,8 +62,16 @@ def stencil_matrix(idx, count, coef, n_in: int):
     return matrix
 
 
-def gather_sum(idx, count, coef, x):
-    return np.asarray(stencil_matrix(idx, count, coef, x.shape[0]) @ x, dtype=x.dtype)
+def gather_sum(idx, count, coef, x, rows=None):
+    """A @ x; with `rows=(first, last)` only those output rows (A's rows sliced), in an output of
+    every row whose other rows are zero."""
+    matrix = stencil_matrix(idx, count, coef, x.shape[0])
+    if rows is None:
+        return np.asarray(matrix @ x, dtype=x.dtype)
+    first, last = check_rows(rows, matrix.shape[0])
+    out = np.zeros((matrix.shape[0],) + x.shape[1:], dtype=x.dtype)
+    out[first:last] = matrix[first:last] @ x
+    return out
 
 
 def scatter_sum(idx, count, coef, y, n_in):

@@ -22,58 +22,78 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.device import connectivity, stencil
-from meshops.device.backend import array_module, check_field, prepared
+from meshops.device import connectivity, positions, stencil
+from meshops.device.backend import array_module, check_field
 from meshops.device.kernels import GATHER, SCATTER, Family
+from meshops.device.mesh import for_fields
+from meshops.device.tables import register as table
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
-_KERNELS = Family("curl", (GATHER, SCATTER))
+_KERNELS = Family("curl", (GATHER, SCATTER, positions.GATHER_POSITIONS))
 
 
-def _build(mesh) -> dict:
-    """Stencil coefficients on edgesOnVertex (0 at a missing edge): coef_circulation[v, i] =
-    edgeSignOnVertex[v,i] * dcEdge[e_i], coef_curl[v, i] = coef_circulation[v, i] / areaTriangle[v],
-    and both on the transposed map verticesT (coefT_*)."""
-    edges = connectivity.masked(mesh.edgesOnVertex)
-    circ = np.where(edges >= 0, mesh.edgeSignOnVertex * mesh.dcEdge[np.maximum(edges, 0)], 0.0)
-    curl = circ / mesh.areaTriangle[:, None]
-    rows, slots = connectivity.transpose(edges, mesh.nEdges, "edgesOnVertex")
-    return dict(edgesOnVertex=edges, coef_circulation=circ, coef_curl=curl, verticesT=rows,
-                coefT_circulation=connectivity.take(circ, rows, slots),
-                coefT_curl=connectivity.take(curl, rows, slots))
+@table("circulationCoef", kind="float", location="vertex")
+def _circulation_coef(h):
+    """On edgesOnVertex: edgeSignOnVertex[v,i] * dcEdge[e_i] (0 at a missing edge)."""
+    edges = h["edgesOnVertex"]
+    return np.where(edges >= 0, h.mesh.edgeSignOnVertex * h.mesh.dcEdge[np.maximum(edges, 0)], 0.0)
 
 
-def _arrays(mesh, x):
-    return prepared(mesh, "curl", _build, array_module(x), x.dtype)
+@table("curlCoef", kind="float", location="vertex")
+def _curl_coef(h):
+    """On edgesOnVertex: circulationCoef[v, i] / areaTriangle[v]."""
+    return h["circulationCoef"] / h.mesh.areaTriangle[:, None]
+
+
+@table("circulationCoefT", kind="float", location="edge")
+def _circulation_coef_t(h):
+    """circulationCoef on the transposed map edgesOnVertexT."""
+    return connectivity.take(h["circulationCoef"], h["edgesOnVertexT"], h["edgesOnVertexTSlot"])
+
+
+@table("curlCoefT", kind="float", location="edge")
+def _curl_coef_t(h):
+    """curlCoef on the transposed map edgesOnVertexT."""
+    return connectivity.take(h["curlCoef"], h["edgesOnVertexT"], h["edgesOnVertexTSlot"])
+
+
+@table("edgesOnVertexTPos", kind="int", location="edge")
+def _edges_on_vertex_t_pos(h):
+    """edgesOnVertexT as positions into the (nVertices, vertexDegree) coefficient tables."""
+    return positions.positions(h["edgesOnVertexT"], h["edgesOnVertexTSlot"], h["edgesOnVertex"].shape[1])
 
 
 def _forward(mesh, u, kind, rows):
-    u = check_field(u, mesh.nEdges, "u", "edge")
-    a, xp = _arrays(mesh, u), array_module(u)
-    coef = getattr(a, f"coef_{kind}")
+    u = check_field(u, mesh, "u", "edge")
+    m, xp = for_fields(mesh, u), array_module(u)
+    idx, coef = m.table("edgesOnVertex"), m.table(f"{kind}Coef", u.dtype)
     if xp is np:
-        return stencil.gather_sum(a.edgesOnVertex, None, coef, u)
-    out = xp.empty((mesh.nVertices,) + u.shape[1:], u.dtype)
-    _KERNELS.gather(mesh.nVertices, a.edgesOnVertex, coef, u, out, rows=rows)
+        return stencil.gather_sum(idx, None, coef, u, rows)
+    out = xp.empty((m.nVertices,) + u.shape[1:], u.dtype)
+    _KERNELS.gather(m.nVertices, idx, coef, u, out, rows=rows)
     return out
 
 
 def _adjoint(mesh, g, kind, mode):
-    g = check_field(g, mesh.nVertices, "g", "vertex")
+    g = check_field(g, mesh, "g", "vertex")
     mode = resolve_mode(mode)
-    a, xp = _arrays(mesh, g), array_module(g)
-    coef, coefT = getattr(a, f"coef_{kind}"), getattr(a, f"coefT_{kind}")
-    if xp is np:
-        if mode == "atomic":
-            return stencil.scatter_sum(a.edgesOnVertex, None, coef, g, mesh.nEdges)
-        return stencil.gather_sum(a.verticesT, None, coefT, g)
+    m, xp = for_fields(mesh, g), array_module(g)
     if mode == "atomic":
-        out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.scatter(mesh.nVertices, a.edgesOnVertex, coef, g, out)
+        idx, coef = m.table("edgesOnVertex"), m.table(f"{kind}Coef", g.dtype)
+        if xp is np:
+            return stencil.scatter_sum(idx, None, coef, g, m.nEdges)
+        out = xp.zeros((m.nEdges,) + g.shape[1:], g.dtype)
+        _KERNELS.scatter(m.nVertices, idx, coef, g, out)
+        return out
+    if xp is np:
+        return stencil.gather_sum(m.table("edgesOnVertexT"), None, m.table(f"{kind}CoefT", g.dtype), g)
+    out = xp.empty((m.nEdges,) + g.shape[1:], g.dtype)
+    if m.policy == "lean":  # positions into the forward coefficients, no transposed copy
+        positions.gather(_KERNELS, m.nEdges, m.table("edgesOnVertexTPos"),
+                         m.table(f"{kind}Coef", g.dtype), g, out)
     else:
-        out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.gather(mesh.nEdges, a.verticesT, coefT, g, out)
+        _KERNELS.gather(m.nEdges, m.table("edgesOnVertexT"), m.table(f"{kind}CoefT", g.dtype), g, out)
     return out
 
 
@@ -81,7 +101,7 @@ def curl_e2v(mesh, u, *, rows=None):
     """Relative vorticity of the edge-normal velocity u on vertices: (nEdges[, nlev]) -> (nVertices[, nlev]).
 
     curl[v] = 1/areaTriangle[v] * sum_i edgeSignOnVertex[v,i] * dcEdge[e_i] * u[e_i],
-    e_i = edgesOnVertex[v, i]. Adjoint: `curl_e2v_adj`. `rows=(first, last)`: on the GPU only
+    e_i = edgesOnVertex[v, i]. Adjoint: `curl_e2v_adj`. `rows=(first, last)`: only
     vertices [first, last) are computed (the others are left unspecified).
     """
     return _forward(mesh, u, "curl", rows)

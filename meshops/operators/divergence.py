@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.device import connectivity, stencil
-from meshops.device.backend import array_module, check_field, prepared
+from meshops.device import stencil
+from meshops.device.backend import array_module, check_field
 from meshops.device.kernels import GATHER, SCATTER, Family, Kernel
+from meshops.device.mesh import for_fields
+from meshops.device.tables import register as table
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -39,21 +41,20 @@ _KERNELS = Family("divergence", (
     GATHER, SCATTER))
 
 
-def _build(mesh) -> dict:
-    """Stencil coefficients of both backends: cellCoef[c, j] = edgeSignOnCell[c,j] * dvEdge[e_j] /
-    areaCell[c] on edgesOnCell masked beyond nEdgesOnCell, and edgeCoef[e, i] = (+1, -1)[i] *
-    dvEdge[e] / areaCell[c_i] on cellsOnEdge (0 on a missing cell)."""
-    inv_area = 1.0 / mesh.areaCell
-    edges = connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell)
-    cells = connectivity.masked(mesh.cellsOnEdge)
-    cell_coef = mesh.edgeSignOnCell * mesh.dvEdge[np.maximum(edges, 0)] * inv_area[:, None]
-    edge_coef = mesh.dvEdge[:, None] * np.array([1.0, -1.0]) * inv_area[np.maximum(cells, 0)]
-    return dict(edgesOnCell=edges, cellCoef=np.where(edges >= 0, cell_coef, 0.0),
-                cellsOnEdge=cells, edgeCoef=np.where(cells >= 0, edge_coef, 0.0))
+@table("divCoef", kind="float", location="cell")
+def _div_coef(h):
+    """On edgesOnCell: edgeSignOnCell[c,j] * dvEdge[e_j] / areaCell[c] (0 in pads)."""
+    edges = h["edgesOnCell"]
+    coef = h.mesh.edgeSignOnCell * h.mesh.dvEdge[np.maximum(edges, 0)] * h["invAreaCell"][:, None]
+    return np.where(edges >= 0, coef, 0.0)
 
 
-def _arrays(mesh, x):
-    return prepared(mesh, "divergence", _build, array_module(x), x.dtype)
+@table("divAdjCoef", kind="float", location="edge")
+def _div_adj_coef(h):
+    """On cellsOnEdge: (+1, -1)[i] * dvEdge[e] / areaCell[c_i] (0 on a missing cell)."""
+    cells = h["cellsOnEdge"]
+    coef = h.mesh.dvEdge[:, None] * np.array([1.0, -1.0]) * h["invAreaCell"][np.maximum(cells, 0)]
+    return np.where(cells >= 0, coef, 0.0)
 
 
 # -- forward -------------------------------------------------------------------------------------
@@ -62,15 +63,16 @@ def div_e2c(mesh, F, *, rows=None):
     """Divergence of the edge-normal flux F, on cells: (nEdges[, nlev]) -> (nCells[, nlev]).
 
     div[c] = 1/areaCell[c] * sum_{j < nEdgesOnCell[c]} edgeSignOnCell[c,j] * dvEdge[e_j] * F[e_j],
-    e_j = edgesOnCell[c, j]. Adjoint: `div_e2c_adj`. `rows=(first, last)`: on the GPU only cells
-    [first, last) are computed (the others are left unspecified).
+    e_j = edgesOnCell[c, j]. Adjoint: `div_e2c_adj`. `rows=(first, last)`: only cells [first, last)
+    are computed (the others are left unspecified).
     """
-    F = check_field(F, mesh.nEdges, "F", "edge")
-    a, xp = _arrays(mesh, F), array_module(F)
+    F = check_field(F, mesh, "F", "edge")
+    m, xp = for_fields(mesh, F), array_module(F)
+    idx, coef = m.table("edgesOnCell"), m.table("divCoef", F.dtype)
     if xp is np:
-        return stencil.gather_sum(a.edgesOnCell, None, a.cellCoef, F)
-    out = xp.empty((mesh.nCells,) + F.shape[1:], F.dtype)
-    _KERNELS.gather(mesh.nCells, a.edgesOnCell, a.cellCoef, F, out, rows=rows)
+        return stencil.gather_sum(idx, None, coef, F, rows)
+    out = xp.empty((m.nCells,) + F.shape[1:], F.dtype)
+    _KERNELS.gather(m.nCells, idx, coef, F, out, rows=rows)
     return out
 
 
@@ -80,19 +82,23 @@ def div_e2c_adj(mesh, g, *, mode=None):
     F_adj[e] = dvEdge[e] * (g[c0] / areaCell[c0] - g[c1] / areaCell[c1]), (c0, c1) = cellsOnEdge[e],
     so that sum_c div_e2c(F)[c] g[c] = sum_e F[e] F_adj[e].
     """
-    g = check_field(g, mesh.nCells, "g", "cell")
+    g = check_field(g, mesh, "g", "cell")
     mode = resolve_mode(mode)
-    a, xp = _arrays(mesh, g), array_module(g)
+    m, xp = for_fields(mesh, g), array_module(g)
+    if mode == "atomic":
+        idx, coef = m.table("edgesOnCell"), m.table("divCoef", g.dtype)
+    else:
+        idx, coef = m.table("cellsOnEdge"), m.table("divAdjCoef", g.dtype)
     if xp is np:
         if mode == "atomic":
-            return stencil.scatter_sum(a.edgesOnCell, None, a.cellCoef, g, mesh.nEdges)
-        return stencil.gather_sum(a.cellsOnEdge, None, a.edgeCoef, g)
+            return stencil.scatter_sum(idx, None, coef, g, m.nEdges)
+        return stencil.gather_sum(idx, None, coef, g)
     if mode == "atomic":
-        out = xp.zeros((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.scatter(mesh.nCells, a.edgesOnCell, a.cellCoef, g, out)
+        out = xp.zeros((m.nEdges,) + g.shape[1:], g.dtype)
+        _KERNELS.scatter(m.nCells, idx, coef, g, out)
     else:
-        out = xp.empty((mesh.nEdges,) + g.shape[1:], g.dtype)
-        _KERNELS.gather(mesh.nEdges, a.cellsOnEdge, a.edgeCoef, g, out)
+        out = xp.empty((m.nEdges,) + g.shape[1:], g.dtype)
+        _KERNELS.gather(m.nEdges, idx, coef, g, out)
     return out
 
 
@@ -106,15 +112,16 @@ def flux_div_e2c(mesh, h, u, *, rows=None):
     flux_div[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * h[e_j] * u[e_j].
     Tangent: `flux_div_e2c_tl`; adjoint: `flux_div_e2c_adj`. `rows`: as for `div_e2c`.
     """
-    h = check_field(h, mesh.nEdges, "h", "edge")
+    h = check_field(h, mesh, "h", "edge")
     u = _check_like(u, h, mesh, "u")
     xp = array_module(h, u)
     if xp is np:
-        return div_e2c(mesh, h * u)
-    a = _arrays(mesh, h)
-    out = xp.empty((mesh.nCells,) + h.shape[1:], h.dtype)
-    _KERNELS.launch("flux_div_e2c", mesh.nCells, edgesOnCell=a.edgesOnCell, cellCoef=a.cellCoef, h=h,
-                    u=u, div=out, maxEdges=mesh.maxEdges, rows=rows)
+        return div_e2c(mesh, h * u, rows=rows)
+    m = for_fields(mesh, h, u)
+    out = xp.empty((m.nCells,) + h.shape[1:], h.dtype)
+    _KERNELS.launch("flux_div_e2c", m.nCells, edgesOnCell=m.table("edgesOnCell"),
+                    cellCoef=m.table("divCoef", h.dtype), h=h, u=u, div=out, maxEdges=m.maxEdges,
+                    rows=rows)
     return out
 
 
@@ -124,15 +131,16 @@ def flux_div_e2c_tl(mesh, h, u, dh, du, *, rows=None):
     dflux_div[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] * (dh*u + h*du)[e_j]
     = div_e2c(dh * u + h * du). `rows`: as for `div_e2c`.
     """
-    h = check_field(h, mesh.nEdges, "h", "edge")
+    h = check_field(h, mesh, "h", "edge")
     u, dh, du = (_check_like(x, h, mesh, name) for x, name in ((u, "u"), (dh, "dh"), (du, "du")))
     xp = array_module(h, u, dh, du)
     if xp is np:
-        return div_e2c(mesh, dh * u + h * du)
-    a = _arrays(mesh, h)
-    out = xp.empty((mesh.nCells,) + h.shape[1:], h.dtype)
-    _KERNELS.launch("flux_div_e2c_tl", mesh.nCells, edgesOnCell=a.edgesOnCell, cellCoef=a.cellCoef,
-                    h=h, u=u, dh=dh, du=du, ddiv=out, maxEdges=mesh.maxEdges, rows=rows)
+        return div_e2c(mesh, dh * u + h * du, rows=rows)
+    m = for_fields(mesh, h, u, dh, du)
+    out = xp.empty((m.nCells,) + h.shape[1:], h.dtype)
+    _KERNELS.launch("flux_div_e2c_tl", m.nCells, edgesOnCell=m.table("edgesOnCell"),
+                    cellCoef=m.table("divCoef", h.dtype), h=h, u=u, dh=dh, du=du, ddiv=out,
+                    maxEdges=m.maxEdges, rows=rows)
     return out
 
 
@@ -145,9 +153,9 @@ def flux_div_e2c_adj(mesh, h, u, g, *, mode=None):
     On the GPU both outputs are written by one kernel (atomic: one thread per (cell, level);
     deterministic: one thread per (edge, level)).
     """
-    h = check_field(h, mesh.nEdges, "h", "edge")
+    h = check_field(h, mesh, "h", "edge")
     u = _check_like(u, h, mesh, "u")
-    g = check_field(g, mesh.nCells, "g", "cell")
+    g = check_field(g, mesh, "g", "cell")
     if g.shape[1:] != h.shape[1:] or g.dtype != h.dtype:
         raise ValueError(f"g: expected a cell field with {h.shape[1:] or 'no'} levels and dtype "
                          f"{h.dtype} like h, got shape {tuple(g.shape)} and dtype {g.dtype}")
@@ -156,22 +164,23 @@ def flux_div_e2c_adj(mesh, h, u, g, *, mode=None):
     if xp is np:
         F_adj = div_e2c_adj(mesh, g, mode=mode)
         return u * F_adj, h * F_adj
-    a = _arrays(mesh, h)
+    m = for_fields(mesh, h, u, g)
     if mode == "atomic":
         h_adj, u_adj = xp.zeros_like(h), xp.zeros_like(h)
-        _KERNELS.launch("flux_div_e2c_adj_atomic", mesh.nCells, edgesOnCell=a.edgesOnCell,
-                        cellCoef=a.cellCoef, h=h, u=u, g=g, h_adj=h_adj, u_adj=u_adj,
-                        maxEdges=mesh.maxEdges)
+        _KERNELS.launch("flux_div_e2c_adj_atomic", m.nCells, edgesOnCell=m.table("edgesOnCell"),
+                        cellCoef=m.table("divCoef", h.dtype), h=h, u=u, g=g, h_adj=h_adj,
+                        u_adj=u_adj, maxEdges=m.maxEdges)
     else:
         h_adj, u_adj = xp.empty_like(h), xp.empty_like(h)
-        _KERNELS.launch("flux_div_e2c_adj_gather", mesh.nEdges, cellsOnEdge=a.cellsOnEdge,
-                        edgeCoef=a.edgeCoef, h=h, u=u, g=g, h_adj=h_adj, u_adj=u_adj)
+        _KERNELS.launch("flux_div_e2c_adj_gather", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
+                        edgeCoef=m.table("divAdjCoef", h.dtype), h=h, u=u, g=g, h_adj=h_adj,
+                        u_adj=u_adj)
     return h_adj, u_adj
 
 
 def _check_like(x, ref, mesh, name):
     """`x` checked as an edge field of the shape and dtype of `ref`."""
-    x = check_field(x, mesh.nEdges, name, "edge")
+    x = check_field(x, mesh, name, "edge")
     if x.shape != ref.shape or x.dtype != ref.dtype:
         raise ValueError(f"{name}: expected an edge field of shape {tuple(ref.shape)} and dtype "
                          f"{ref.dtype} like h, got shape {tuple(x.shape)} and dtype {x.dtype}")

@@ -24,8 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from meshops.device import connectivity, stencil
-from meshops.device.backend import array_module, check_field, prepared
+from meshops.device.backend import array_module, check_field
 from meshops.device.kernels import GATHER, Family, Kernel
+from meshops.device.mesh import for_fields
+from meshops.device.tables import register as table
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -33,56 +35,58 @@ _KERNELS = Family("gradient", (Kernel("grad_2e", "idx:ends coef:invLength in:x o
                                Kernel("grad_2e_adj_atomic", "idx:ends coef:invLength in:g out:x_adj"),
                                GATHER))
 _DIFFERENCE = np.array([-1.0, 1.0])
+#: Per kind: (ends, 1 / length, coefficient table).
+_KINDS = {"c": ("cellsOnEdge", "invDcEdge", "gradCellCoef"),
+          "v": ("verticesOnEdge", "invDvEdge", "gradVertexCoef")}
 
 
-def _build(mesh) -> dict:
-    """Per kind (c: cellsOnEdge, dcEdge; v: verticesOnEdge, dvEdge) the masked ends, invLength =
-    1/length, coef[e, :] = (-1, +1) * invLength[e] (0 at a missing end) and the transposed stencil
-    edgesT with its coefficients coefT."""
-    out = {}
-    for ends_name, length_name, n_in, tag in (("cellsOnEdge", "dcEdge", mesh.nCells, "c"),
-                                              ("verticesOnEdge", "dvEdge", mesh.nVertices, "v")):
-        ends = connectivity.masked(getattr(mesh, ends_name))
-        inv_length = 1.0 / getattr(mesh, length_name)
-        coef = np.where(ends >= 0, _DIFFERENCE[None, :] * inv_length[:, None], 0.0)
-        rows, slots = connectivity.transpose(ends, n_in, ends_name)
-        out.update({f"ends_{tag}": ends, f"invLength_{tag}": inv_length, f"coef_{tag}": coef,
-                    f"edgesT_{tag}": rows, f"coefT_{tag}": connectivity.take(coef, rows, slots)})
-    return out
+def _difference(ends: str, inv_length: str):
+    def build(h):
+        return np.where(h[ends] >= 0, _DIFFERENCE[None, :] * h[inv_length][:, None], 0.0)
+    return build
 
 
-def _arrays(mesh, x):
-    """The prepared tables; coef_c / coef_v only on NumPy (grad_2e takes invLength)."""
-    return prepared(mesh, "gradient", _build, array_module(x), x.dtype,
-                    numpy_only=("coef_c", "coef_v"))
+def _difference_t(name: str, ends: str):
+    def build(h):
+        return connectivity.take(h[name], h[f"{ends}T"], h[f"{ends}TSlot"])
+    return build
+
+
+for _ends, _inv, _name in _KINDS.values():
+    table(_name, kind="float", location="edge",
+          doc=f"On {_ends}: (-1, +1) * {_inv} (0 at a missing end); read by the NumPy path")(
+        _difference(_ends, _inv))
+    table(f"{_name}T", kind="float", location="cell" if _ends == "cellsOnEdge" else "vertex",
+          doc=f"{_name} on the transposed map {_ends}T")(_difference_t(_name, _ends))
 
 
 def _forward(mesh, x, tag, rows):
-    a, xp = _arrays(mesh, x), array_module(x)
-    ends, inv_length = getattr(a, f"ends_{tag}"), getattr(a, f"invLength_{tag}")
+    m, xp = for_fields(mesh, x), array_module(x)
+    ends_name, inv_name, coef_name = _KINDS[tag]
+    ends = m.table(ends_name)
     if xp is np:
-        return stencil.gather_sum(ends, None, getattr(a, f"coef_{tag}"), x)
-    out = xp.empty((mesh.nEdges,) + x.shape[1:], x.dtype)
-    _KERNELS.launch("grad_2e", mesh.nEdges, ends=ends, invLength=inv_length, x=x, grad=out, rows=rows)
+        return stencil.gather_sum(ends, None, m.table(coef_name, x.dtype), x, rows)
+    out = xp.empty((m.nEdges,) + x.shape[1:], x.dtype)
+    _KERNELS.launch("grad_2e", m.nEdges, ends=ends, invLength=m.table(inv_name, x.dtype), x=x,
+                    grad=out, rows=rows)
     return out
 
 
 def _adjoint(mesh, g, n_in, tag, mode):
     mode = resolve_mode(mode)
-    a, xp = _arrays(mesh, g), array_module(g)
-    ends = getattr(a, f"ends_{tag}")
-    edgesT, coefT = getattr(a, f"edgesT_{tag}"), getattr(a, f"coefT_{tag}")
+    m, xp = for_fields(mesh, g), array_module(g)
+    ends_name, inv_name, coef_name = _KINDS[tag]
     if xp is np:
         if mode == "atomic":
-            return stencil.scatter_sum(ends, None, getattr(a, f"coef_{tag}"), g, n_in)
-        return stencil.gather_sum(edgesT, None, coefT, g)
+            return stencil.scatter_sum(m.table(ends_name), None, m.table(coef_name, g.dtype), g, n_in)
+        return stencil.gather_sum(m.table(f"{ends_name}T"), None, m.table(f"{coef_name}T", g.dtype), g)
     if mode == "atomic":
         out = xp.zeros((n_in,) + g.shape[1:], g.dtype)
-        _KERNELS.launch("grad_2e_adj_atomic", mesh.nEdges, ends=ends,
-                        invLength=getattr(a, f"invLength_{tag}"), g=g, x_adj=out)
+        _KERNELS.launch("grad_2e_adj_atomic", m.nEdges, ends=m.table(ends_name),
+                        invLength=m.table(inv_name, g.dtype), g=g, x_adj=out)
     else:
         out = xp.empty((n_in,) + g.shape[1:], g.dtype)
-        _KERNELS.gather(n_in, edgesT, coefT, g, out)
+        _KERNELS.gather(n_in, m.table(f"{ends_name}T"), m.table(f"{coef_name}T", g.dtype), g, out)
     return out
 
 
@@ -90,10 +94,10 @@ def grad_c2e(mesh, phi, *, rows=None):
     """Normal gradient of a cell field on edges: (nCells[, nlev]) -> (nEdges[, nlev]).
 
     grad[e] = (phi[c1] - phi[c0]) / dcEdge[e], (c0, c1) = cellsOnEdge[e] (along the edge normal).
-    Adjoint: `grad_c2e_adj`. `rows=(first, last)`: on the GPU only edges [first, last) are
+    Adjoint: `grad_c2e_adj`. `rows=(first, last)`: only edges [first, last) are
     computed (the others are left unspecified).
     """
-    phi = check_field(phi, mesh.nCells, "phi", "cell")
+    phi = check_field(phi, mesh, "phi", "cell")
     return _forward(mesh, phi, "c", rows)
 
 
@@ -103,7 +107,7 @@ def grad_c2e_adj(mesh, g, *, mode=None):
     phi_adj[c] = -sum_j edgeSignOnCell[c, j] * g[e_j] / dcEdge[e_j], e_j = edgesOnCell[c, j]
     (computed through cellsOnEdge), so that sum_e grad_c2e(phi)[e] g[e] = sum_c phi[c] phi_adj[c].
     """
-    g = check_field(g, mesh.nEdges, "g", "edge")
+    g = check_field(g, mesh, "g", "edge")
     return _adjoint(mesh, g, mesh.nCells, "c", mode)
 
 
@@ -113,7 +117,7 @@ def grad_v2e(mesh, psi, *, rows=None):
     grad[e] = (psi[v1] - psi[v0]) / dvEdge[e], (v0, v1) = verticesOnEdge[e] (along the tangent
     k x n). Adjoint: `grad_v2e_adj`. `rows`: as for `grad_c2e`.
     """
-    psi = check_field(psi, mesh.nVertices, "psi", "vertex")
+    psi = check_field(psi, mesh, "psi", "vertex")
     return _forward(mesh, psi, "v", rows)
 
 
@@ -123,7 +127,7 @@ def grad_v2e_adj(mesh, g, *, mode=None):
     psi_adj[v] = sum_i edgeSignOnVertex[v, i] * g[e_i] / dvEdge[e_i], e_i = edgesOnVertex[v, i]
     (computed through verticesOnEdge), so that sum_e grad_v2e(psi)[e] g[e] = sum_v psi[v] psi_adj[v].
     """
-    g = check_field(g, mesh.nEdges, "g", "edge")
+    g = check_field(g, mesh, "g", "edge")
     return _adjoint(mesh, g, mesh.nVertices, "v", mode)
 
 

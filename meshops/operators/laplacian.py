@@ -51,12 +51,14 @@ from __future__ import annotations
 import numpy as np
 
 from meshops.device import connectivity, stencil
-from meshops.device.backend import array_module, built, check_field, prepared
+from meshops.device.backend import array_module, check_field
+from meshops.device.mesh import for_fields
+from meshops.device.tables import register as table
 from meshops.operators.curl import curl_e2v, curl_e2v_adj
 from meshops.operators.divergence import div_e2c, div_e2c_adj
 from meshops.operators.gradient import grad_c2e, grad_c2e_adj, grad_v2e, grad_v2e_adj
 from meshops.device import kernels
-from meshops.device.kernels import GATHER, Family, Kernel, stencil_tables
+from meshops.device.kernels import GATHER, Family, Kernel
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -83,27 +85,66 @@ def _signs(ends, idx, sign, name_idx, name_sign, name_ends, end):
     return valid, np.where(mine, at[..., 1 - end], at[..., end])
 
 
-def _build(mesh) -> dict:
-    """Per stencil slot (c, j) of edgesOnCell (masked beyond nEdgesOnCell): cellsAcross (the cell
-    across e_j, -1 if missing) and w = dvEdge/dcEdge[e_j]; the div/curl coefficients of
-    vector_laplacian_e2e and its adjoint."""
-    eoc = connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell)
-    eov = connectivity.masked(mesh.edgesOnVertex)
-    valid_c, across = _signs(mesh.cellsOnEdge, eoc, mesh.edgeSignOnCell, "edgesOnCell",
-                             "edgeSignOnCell", "cellsOnEdge", 0)
-    valid_v, _ = _signs(mesh.verticesOnEdge, eov, mesh.edgeSignOnVertex,
-                        "edgesOnVertex", "edgeSignOnVertex", "verticesOnEdge", 1)
-    ec, ev = np.where(valid_c, eoc, 0), np.where(valid_v, eov, 0)
-    dc, dv = mesh.dcEdge, mesh.dvEdge
-    s_c = np.where(valid_c, mesh.edgeSignOnCell, 0.0) / mesh.areaCell[:, None]
-    s_v = np.where(valid_v, mesh.edgeSignOnVertex, 0.0) / mesh.areaTriangle[:, None]
-    nbr = np.where(valid_c, across, -1)
-    return dict(cellsAcross=nbr, w=np.where(valid_c, dv[ec] / dc[ec], 0.0),
-                invAreaCell=1.0 / mesh.areaCell, cellsOnEdge=mesh.cellsOnEdge,
-                verticesOnEdge=mesh.verticesOnEdge, edgesOnCell=eoc, edgesOnVertex=eov,
-                invDcEdge=1.0 / dc, invDvEdge=1.0 / dv, dcEdge=dc, dvEdge=dv,
-                cellCoef=s_c * dv[ec], vertexCoef=s_v * dc[ev],
-                cellCoefAdj=s_c / dc[ec], vertexCoefAdj=s_v / dv[ev])
+@table("lapCellSign", kind="float", location="cell")
+def _cell_sign(h):
+    """On edgesOnCell: edgeSignOnCell / areaCell (0 in pads), after checking the signs against
+    cellsOnEdge (`_signs`)."""
+    eoc = h["edgesOnCell"]
+    valid, _ = _signs(h.mesh.cellsOnEdge, eoc, h.mesh.edgeSignOnCell, "edgesOnCell", "edgeSignOnCell",
+                      "cellsOnEdge", 0)
+    return np.where(valid, h.mesh.edgeSignOnCell, 0.0) / h.mesh.areaCell[:, None]
+
+
+@table("lapVertexSign", kind="float", location="vertex")
+def _vertex_sign(h):
+    """On edgesOnVertex: edgeSignOnVertex / areaTriangle (0 at a missing edge), after checking the
+    signs against verticesOnEdge (`_signs`)."""
+    eov = h["edgesOnVertex"]
+    valid, _ = _signs(h.mesh.verticesOnEdge, eov, h.mesh.edgeSignOnVertex, "edgesOnVertex",
+                      "edgeSignOnVertex", "verticesOnEdge", 1)
+    return np.where(valid, h.mesh.edgeSignOnVertex, 0.0) / h.mesh.areaTriangle[:, None]
+
+
+@table("cellsAcross", kind="int", location="cell")
+def _cells_across(h):
+    """On edgesOnCell: the cell across edge e_j from c (-1: missing)."""
+    eoc = h["edgesOnCell"]
+    valid, across = _signs(h.mesh.cellsOnEdge, eoc, h.mesh.edgeSignOnCell, "edgesOnCell",
+                           "edgeSignOnCell", "cellsOnEdge", 0)
+    return np.where(valid, across, -1)
+
+
+def _on_slots(h, idx):
+    valid = h[idx] >= 0
+    return valid, np.where(valid, h[idx], 0)
+
+
+@table("laplacianWeight", kind="float", location="cell")
+def _laplacian_weight(h):
+    """On edgesOnCell: dvEdge / dcEdge of e_j (0 in pads)."""
+    valid, ec = _on_slots(h, "edgesOnCell")
+    return np.where(valid, h.mesh.dvEdge[ec] / h.mesh.dcEdge[ec], 0.0)
+
+
+@table("lapVertexCoef", kind="float", location="vertex")
+def _vertex_coef(h):
+    """On edgesOnVertex: edgeSignOnVertex * dcEdge / areaTriangle (the vertex pass of the forward)."""
+    _, ev = _on_slots(h, "edgesOnVertex")
+    return h["lapVertexSign"] * h.mesh.dcEdge[ev]
+
+
+@table("lapCellCoefAdj", kind="float", location="cell")
+def _cell_coef_adj(h):
+    """On edgesOnCell: edgeSignOnCell / (dcEdge * areaCell) (the cell pass of the adjoint)."""
+    _, ec = _on_slots(h, "edgesOnCell")
+    return h["lapCellSign"] / h.mesh.dcEdge[ec]
+
+
+@table("lapVertexCoefAdj", kind="float", location="vertex")
+def _vertex_coef_adj(h):
+    """On edgesOnVertex: edgeSignOnVertex / (dvEdge * areaTriangle) (the vertex pass of the adjoint)."""
+    _, ev = _on_slots(h, "edgesOnVertex")
+    return h["lapVertexSign"] / h.mesh.dvEdge[ev]
 
 
 def _merge_repeats(candidates, weights):
@@ -129,7 +170,9 @@ def _merge_repeats(candidates, weights):
     return nbr, coef, int(count.max(initial=0))
 
 
-def _build_composed(mesh, chunk: int = 1 << 18) -> dict:
+@table("edgesOnEdgeDel2", "coefDel2", "edgesOnEdgeDel2T", "coefDel2T",
+       kind=("int", "float", "int", "float"), location="edge")
+def _composed(h, chunk: int = 1 << 18) -> dict:
     """vector_laplacian_e2e as one edge stencil: edgesOnEdgeDel2 / coefDel2, the padded rows of
     A = Gc Dv - Gv Zc, and of A^T (*T). Row e lists the edges of cellsOnEdge[e, 0], cellsOnEdge[e, 1]
     (edgesOnCell order), verticesOnEdge[e, 0] and verticesOnEdge[e, 1] (edgesOnVertex order), each at
@@ -141,11 +184,11 @@ def _build_composed(mesh, chunk: int = 1 << 18) -> dict:
     so the summation order follows the mesh's connectivity, not its numbering (a rank's local mesh
     sums as the global one). Row e' of A^T lists the same candidates, A[e, e'] summed over the paths
     from e to e' in e''s candidate order. Built in chunks of `chunk` rows."""
-    a = built(mesh, "laplacian", _build)
+    mesh = h.mesh
     sign = np.array([-1.0, 1.0])
-    grad = {"cell": sign * a.invDcEdge[:, None], "vertex": -sign * a.invDvEdge[:, None]}
-    parts = {"cell": (a.cellsOnEdge, a.edgesOnCell, a.cellCoef, "cellsOnEdge", "edgesOnCell"),
-             "vertex": (a.verticesOnEdge, a.edgesOnVertex, a.vertexCoef, "verticesOnEdge",
+    grad = {"cell": sign * h["invDcEdge"][:, None], "vertex": -sign * h["invDvEdge"][:, None]}
+    parts = {"cell": (mesh.cellsOnEdge, h["edgesOnCell"], h["divCoef"], "cellsOnEdge", "edgesOnCell"),
+             "vertex": (mesh.verticesOnEdge, h["edgesOnVertex"], h["lapVertexCoef"], "verticesOnEdge",
                         "edgesOnVertex")}
     # end[k][p, m]: which end of edge edges[p, m] p is; slot[k][e, i]: e's slot in ends[e, i]'s list
     end = {k: connectivity.slot_map(edges, ends, name_e, name_ends)
@@ -180,41 +223,46 @@ def _build_composed(mesh, chunk: int = 1 << 18) -> dict:
     return {name: np.concatenate([c[:, :width] for c in chunks]) for name, chunks in out.items()}
 
 
-def _arrays(mesh, x):
-    return prepared(mesh, "laplacian", _build, array_module(x), x.dtype)
-
-
-def _run(name, x, n, a, rows=None):
-    """Scalar Laplacian kernel `name` on x into a new (n[, nlev]) field, tables from `a`."""
+def _run(name, x, n, m, rows=None):
+    """Scalar Laplacian kernel `name` on x into a new (n[, nlev]) field, tables from DeviceMesh m."""
     out = array_module(x).empty((n,) + x.shape[1:], x.dtype)
     fields = dict(phi=x, lap=out) if name == "laplacian_c2c" else dict(g=x, phi_adj=out)
-    _KERNELS.launch(name, n, nbr=a.cellsAcross, w=a.w, invAreaCell=a.invAreaCell, **fields,
-                    S=a.w.shape[1], rows=rows)
+    w = m.table("laplacianWeight", x.dtype)
+    _KERNELS.launch(name, n, nbr=m.table("cellsAcross"), w=w, invAreaCell=m.table("invAreaCell", x.dtype),
+                    **fields, S=w.shape[1], rows=rows)
     return out
+
+
+def composed(m, x) -> bool:
+    """Whether vector_laplacian_e2e on x runs as one composed stencil on DeviceMesh m: from the
+    tuning's composed_from_bytes of levels per edge (meshops/device/tuning.py), under the "fast"
+    table policy."""
+    return (m.policy == "fast"
+            and stencil.nlev_of(x) * x.dtype.itemsize >= kernels.tuning().composed_from_bytes)
 
 
 def _vector(mesh, x, adjoint, rows=None):
     """The cell pass D, the vertex pass Z (every cell and vertex), then the edge pass on `rows`;
-    from the tuning's composed_from_bytes of levels per edge one gather over the composed stencil."""
-    xp = array_module(x)
-    if stencil.nlev_of(x) * x.dtype.itemsize >= kernels.tuning().composed_from_bytes:
+    one gather over the composed stencil where `composed` says so."""
+    xp, m, dt = array_module(x), for_fields(mesh, x), x.dtype
+    if composed(m, x):
         out = xp.empty_like(x)
-        t, stride = stencil_tables(mesh, "laplacian_composed", _build_composed, (x, out), mesh.nEdges)
-        nbr, coef = (t.edgesOnEdgeDel2T, t.coefDel2T) if adjoint else (t.edgesOnEdgeDel2, t.coefDel2)
-        _KERNELS.gather(mesh.nEdges, nbr, coef, x, out, slot_stride=stride, rows=rows)
+        names = ("edgesOnEdgeDel2T", "coefDel2T") if adjoint else ("edgesOnEdgeDel2", "coefDel2")
+        (nbr, coef), stride = m.stencil(names, (x, out))
+        _KERNELS.gather(m.nEdges, nbr, coef, x, out, slot_stride=stride, rows=rows)
         return out
-    a = _arrays(mesh, x)
     if adjoint:
-        ea, eb, cell_coef, vertex_coef = a.dvEdge, a.dcEdge, a.cellCoefAdj, a.vertexCoefAdj
+        names = ("dvEdge", "dcEdge", "lapCellCoefAdj", "lapVertexCoefAdj")
     else:
-        ea, eb, cell_coef, vertex_coef = a.invDcEdge, a.invDvEdge, a.cellCoef, a.vertexCoef
-    D = xp.empty((mesh.nCells,) + x.shape[1:], x.dtype)
-    Z = xp.empty((mesh.nVertices,) + x.shape[1:], x.dtype)
-    _KERNELS.gather(mesh.nCells, a.edgesOnCell, cell_coef, x, D)
-    _KERNELS.gather(mesh.nVertices, a.edgesOnVertex, vertex_coef, x, Z)
-    out = xp.empty((mesh.nEdges,) + x.shape[1:], x.dtype)
-    _KERNELS.launch("vector_laplacian_e2e", mesh.nEdges, cellsOnEdge=a.cellsOnEdge,
-                    verticesOnEdge=a.verticesOnEdge, a=ea, b=eb, D=D, Z=Z, out=out, rows=rows)
+        names = ("invDcEdge", "invDvEdge", "divCoef", "lapVertexCoef")
+    ea, eb, cell_coef, vertex_coef = (m.table(n, dt) for n in names)
+    D = xp.empty((m.nCells,) + x.shape[1:], dt)
+    Z = xp.empty((m.nVertices,) + x.shape[1:], dt)
+    _KERNELS.gather(m.nCells, m.table("edgesOnCell"), cell_coef, x, D)
+    _KERNELS.gather(m.nVertices, m.table("edgesOnVertex"), vertex_coef, x, Z)
+    out = xp.empty((m.nEdges,) + x.shape[1:], dt)
+    _KERNELS.launch("vector_laplacian_e2e", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
+                    verticesOnEdge=m.table("verticesOnEdge"), a=ea, b=eb, D=D, Z=Z, out=out, rows=rows)
     return out
 
 
@@ -223,24 +271,22 @@ def laplacian_c2c(mesh, phi, *, rows=None):
 
     lap[c] = 1/areaCell[c] * sum_j edgeSignOnCell[c,j] * dvEdge[e_j] / dcEdge[e_j]
              * (phi[cellsOnEdge[e_j,1]] - phi[cellsOnEdge[e_j,0]]). Adjoint: `laplacian_c2c_adj`.
-    `rows=(first, last)`: on the GPU only cells [first, last) are computed (the others are left
+    `rows=(first, last)`: only cells [first, last) are computed (the others are left
     unspecified).
     """
-    phi = check_field(phi, mesh.nCells, "phi", "cell")
+    phi = check_field(phi, mesh, "phi", "cell")
     if array_module(phi) is np:
-        return div_e2c(mesh, grad_c2e(mesh, phi))
-    a = _arrays(mesh, phi)
-    return _run("laplacian_c2c", phi, mesh.nCells, a, rows=rows)
+        return div_e2c(mesh, grad_c2e(mesh, phi), rows=rows)
+    return _run("laplacian_c2c", phi, mesh.nCells, for_fields(mesh, phi), rows=rows)
 
 
 def laplacian_c2c_adj(mesh, g, *, mode=None):
     """Adjoint of `laplacian_c2c` (Euclidean): grad_c2e_adj(div_e2c_adj(g)), cells -> cells."""
-    g = check_field(g, mesh.nCells, "g", "cell")
+    g = check_field(g, mesh, "g", "cell")
     mode = resolve_mode(mode)
     if array_module(g) is np or mode == "atomic":
         return grad_c2e_adj(mesh, div_e2c_adj(mesh, g, mode=mode), mode=mode)
-    a = _arrays(mesh, g)
-    return _run("laplacian_c2c_adj_gather", g, mesh.nCells, a)
+    return _run("laplacian_c2c_adj_gather", g, mesh.nCells, for_fields(mesh, g))
 
 
 def vector_laplacian_e2e(mesh, u, *, rows=None):
@@ -249,16 +295,16 @@ def vector_laplacian_e2e(mesh, u, *, rows=None):
     del2u[e] = (div[c1] - div[c0]) / dcEdge[e] - (vort[v1] - vort[v0]) / dvEdge[e], div = div_e2c(u),
     vort = curl_e2v(u). Adjoint: `vector_laplacian_e2e_adj`. `rows`: as for `laplacian_c2c` (edges).
     """
-    u = check_field(u, mesh.nEdges, "u", "edge")
+    u = check_field(u, mesh, "u", "edge")
     if array_module(u) is np:
-        return grad_c2e(mesh, div_e2c(mesh, u)) - grad_v2e(mesh, curl_e2v(mesh, u))
+        return grad_c2e(mesh, div_e2c(mesh, u), rows=rows) - grad_v2e(mesh, curl_e2v(mesh, u), rows=rows)
     return _vector(mesh, u, adjoint=False, rows=rows)
 
 
 def vector_laplacian_e2e_adj(mesh, g, *, mode=None):
     """Adjoint of `vector_laplacian_e2e` (Euclidean), edges -> edges:
     div_e2c_adj(grad_c2e_adj(g)) - curl_e2v_adj(grad_v2e_adj(g))."""
-    g = check_field(g, mesh.nEdges, "g", "edge")
+    g = check_field(g, mesh, "g", "edge")
     mode = resolve_mode(mode)
     if array_module(g) is np or mode == "atomic":
         return (div_e2c_adj(mesh, grad_c2e_adj(mesh, g, mode=mode), mode=mode)

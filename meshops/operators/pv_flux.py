@@ -34,6 +34,7 @@ from meshops.device import stencil
 from meshops.operators import trisk
 from meshops.device.backend import array_module, check_field
 from meshops.device.kernels import Family, Kernel
+from meshops.device.mesh import for_fields
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -50,7 +51,7 @@ _KERNELS = Family("pv_flux", (
 
 
 def _check(mesh, name, x, like=None):
-    x = check_field(x, mesh.nEdges, name, "edge")
+    x = check_field(x, mesh, name, "edge")
     if like is not None and x.shape != like.shape:
         raise ValueError(f"{name}: expected shape {tuple(like.shape)} (as F), got {tuple(x.shape)}")
     if like is not None and x.dtype != like.dtype:
@@ -58,19 +59,21 @@ def _check(mesh, name, x, like=None):
     return x
 
 
-def _weights(mesh, x):
-    """y -> (W y)[e] = sum_j weightsOnEdge[e, j] * y[edgesOnEdge[e, j]] (NumPy, `meshops.device.stencil`)."""
-    a = trisk.tables(mesh, x)
-    return lambda y: stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, y)
+def _weights(m, x, rows=None):
+    """y -> (W y)[e] = sum_j weightsOnEdge[e, j] * y[edgesOnEdge[e, j]] (NumPy, `meshops.device.stencil`;
+    rows [first, last) only when `rows` is given)."""
+    idx, w = (m.table(n, x.dtype) for n in trisk.FORWARD)
+    return lambda y: stencil.gather_sum(idx, None, w, y, rows)
 
 
-def _weights_transposed(mesh, x, mode):
+def _weights_transposed(m, x, mode):
     """y -> (W^T y)[e'] = sum over (e, j) with edgesOnEdge[e, j] = e' of weightsOnEdge[e, j] * y[e]:
     scattered through edgesOnEdge (`atomic`) or gathered through edgesOnEdgeT (`deterministic`)."""
-    a = trisk.tables(mesh, x)
     if mode == "atomic":
-        return lambda y: stencil.scatter_sum(a.edgesOnEdge, None, a.weightsOnEdge, y, mesh.nEdges)
-    return lambda y: stencil.gather_sum(a.edgesOnEdgeT, None, a.weightsOnEdgeT, y)
+        idx, w = (m.table(n, x.dtype) for n in trisk.FORWARD)
+        return lambda y: stencil.scatter_sum(idx, None, w, y, m.nEdges)
+    idx, w = (m.table(n, x.dtype) for n in trisk.TRANSPOSED)
+    return lambda y: stencil.gather_sum(idx, None, w, y)
 
 
 def pv_flux_e2e(mesh, F, q, *, rows=None):
@@ -78,19 +81,19 @@ def pv_flux_e2e(mesh, F, q, *, rows=None):
 
     out[e] = sum_{j < nEdgesOnEdge[e]} weightsOnEdge[e,j] * F[eoe_j] * 0.5 * (q[e] + q[eoe_j]),
     eoe_j = edgesOnEdge[e, j]. Shapes (nEdges[, nlev]). Tangent: `pv_flux_e2e_tl`; adjoint:
-    `pv_flux_e2e_adj`. `rows=(first, last)`: on the GPU only edges [first, last) are computed (the
-    others are left unspecified).
+    `pv_flux_e2e_adj`. `rows=(first, last)`: only edges [first, last) are computed (the others are
+    left unspecified).
     """
     F = _check(mesh, "F", F)
     q = _check(mesh, "q", q, F)
-    xp = array_module(F, q)
+    xp, m = array_module(F, q), for_fields(mesh, F, q)
     if xp is np:  # sum_j w F[eoe_j] (q[e] + q[eoe_j]) = q W F + W (F q), W the weights matrix
-        W = _weights(mesh, F)
+        W = _weights(m, F, rows)
         return 0.5 * (q * W(F) + W(F * q))
     out = xp.empty_like(F)
-    t, stride = trisk.gather_tables(mesh, (F, q, out))
-    _KERNELS.launch("pv_flux_e2e", mesh.nEdges, edgesOnEdge=t.edgesOnEdge, weightsOnEdge=t.weightsOnEdge,
-                    F=F, q=q, out=out, maxEdges2=mesh.maxEdges2, slotStride=stride, rows=rows)
+    (idx, w), stride = m.stencil(trisk.FORWARD, (F, q, out))
+    _KERNELS.launch("pv_flux_e2e", m.nEdges, edgesOnEdge=idx, weightsOnEdge=w, F=F, q=q, out=out,
+                    maxEdges2=trisk.width(idx, stride), slotStride=stride, rows=rows)
     return out
 
 
@@ -103,15 +106,15 @@ def pv_flux_e2e_tl(mesh, F, q, dF, dq, *, rows=None):
     """
     F = _check(mesh, "F", F)
     q, dF, dq = (_check(mesh, n, x, F) for n, x in (("q", q), ("dF", dF), ("dq", dq)))
-    xp = array_module(F, q, dF, dq)
+    xp, m = array_module(F, q, dF, dq), for_fields(mesh, F, q, dF, dq)
     if xp is np:
-        W = _weights(mesh, F)
+        W = _weights(m, F, rows)
         return 0.5 * (q * W(dF) + W(dF * q) + dq * W(F) + W(F * dq))
     out = xp.empty_like(F)
-    t, stride = trisk.gather_tables(mesh, (F, q, dF, dq, out))
-    _KERNELS.launch("pv_flux_e2e_tl", mesh.nEdges, edgesOnEdge=t.edgesOnEdge,
-                    weightsOnEdge=t.weightsOnEdge, F=F, q=q, dF=dF, dq=dq, dout=out,
-                    maxEdges2=mesh.maxEdges2, slotStride=stride, rows=rows)
+    (idx, w), stride = m.stencil(trisk.FORWARD, (F, q, dF, dq, out))
+    _KERNELS.launch("pv_flux_e2e_tl", m.nEdges, edgesOnEdge=idx, weightsOnEdge=w, F=F, q=q, dF=dF,
+                    dq=dq, dout=out, maxEdges2=trisk.width(idx, stride), slotStride=stride,
+                    rows=rows)
     return out
 
 
@@ -126,24 +129,24 @@ def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
     F = _check(mesh, "F", F)
     q, g = (_check(mesh, n, x, F) for n, x in (("q", q), ("g", g)))
     mode = resolve_mode(mode)
-    xp = array_module(F, q, g)
+    xp, m = array_module(F, q, g), for_fields(mesh, F, q, g)
     if xp is np:  # WT: the transpose of W, W.T (atomic) or the transposed table (deterministic)
-        W, WT = _weights(mesh, F), _weights_transposed(mesh, F, mode)
+        W, WT = _weights(m, F), _weights_transposed(m, F, mode)
         wg = WT(g)
         return 0.5 * (WT(g * q) + q * wg), 0.5 * (g * W(F) + F * wg)
     if mode == "atomic":
-        a, F_adj, q_adj = trisk.tables(mesh, F), xp.zeros_like(F), xp.zeros_like(F)
-        _KERNELS.launch("pv_flux_e2e_adj_atomic", mesh.nEdges, edgesOnEdge=a.edgesOnEdge,
-                        weightsOnEdge=a.weightsOnEdge, F=F, q=q, g=g, F_adj=F_adj, q_adj=q_adj,
-                        maxEdges2=mesh.maxEdges2)
+        idx, w = (m.table(n, F.dtype) for n in trisk.FORWARD)
+        F_adj, q_adj = xp.zeros_like(F), xp.zeros_like(F)
+        _KERNELS.launch("pv_flux_e2e_adj_atomic", m.nEdges, edgesOnEdge=idx, weightsOnEdge=w, F=F,
+                        q=q, g=g, F_adj=F_adj, q_adj=q_adj, maxEdges2=idx.shape[1])
     else:
         F_adj, q_adj = xp.empty_like(F), xp.empty_like(F)
-        t, stride = trisk.gather_tables(mesh, (F, q, g, F_adj, q_adj))
-        _KERNELS.launch("pv_flux_e2e_adj_gather", mesh.nEdges, edgesOnEdge=t.edgesOnEdge,
-                        weightsOnEdge=t.weightsOnEdge, edgesOnEdgeT=t.edgesOnEdgeT,
-                        weightsOnEdgeT=t.weightsOnEdgeT, F=F, q=q, g=g, F_adj=F_adj, q_adj=q_adj,
-                        maxEdges2=mesh.maxEdges2, maxT=t.edgesOnEdgeT.size // mesh.nEdges,
-                        slotStride=stride)
+        (idx, w, idx_t, w_t), stride = m.stencil(trisk.FORWARD + trisk.TRANSPOSED,
+                                                  (F, q, g, F_adj, q_adj))
+        _KERNELS.launch("pv_flux_e2e_adj_gather", m.nEdges, edgesOnEdge=idx, weightsOnEdge=w,
+                        edgesOnEdgeT=idx_t, weightsOnEdgeT=w_t, F=F, q=q, g=g, F_adj=F_adj,
+                        q_adj=q_adj, maxEdges2=trisk.width(idx, stride),
+                        maxT=trisk.width(idx_t, stride), slotStride=stride)
     return F_adj, q_adj
 
 

@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.device import connectivity, stencil
-from meshops.device.backend import array_module, check_field, prepared
+from meshops.device import stencil
+from meshops.device.backend import array_module, check_field
 from meshops.device.kernels import Family, Kernel
+from meshops.device.mesh import for_fields
+from meshops.device.tables import register as table
 from meshops.modes import resolve_mode
 from meshops.registry import register
 
@@ -96,61 +98,75 @@ def _on_edges(mesh, coeffs) -> np.ndarray:
     return out
 
 
-def _build(mesh) -> dict:
-    xyz = perot_coefficients(mesh)
-    zm = zonal_meridional_coefficients(mesh, xyz)
-    return dict(edgesOnCell=connectivity.masked(mesh.edgesOnCell, mesh.nEdgesOnCell),
-                cellsOnEdge=mesh.cellsOnEdge, coeffs_reconstruct=xyz, coeffs_zonal_meridional=zm,
-                coeffsOnEdge_reconstruct=_on_edges(mesh, xyz),
-                coeffsOnEdge_zonal_meridional=_on_edges(mesh, zm))
+@table("coeffsReconstruct", kind="float", location="cell")
+def _coeffs_reconstruct(h):
+    """coeffs_reconstruct (nCells, maxEdges, 3): `perot_coefficients`."""
+    return perot_coefficients(h.mesh)
 
 
-def _arrays(mesh, x):
-    return prepared(mesh, "reconstruct", _build, array_module(x), x.dtype)
+@table("coeffsZonalMeridional", kind="float", location="cell")
+def _coeffs_zonal_meridional(h):
+    """coeffs_zonal_meridional (nCells, maxEdges, 2): `zonal_meridional_coefficients`."""
+    return zonal_meridional_coefficients(h.mesh, h["coeffsReconstruct"])
+
+
+@table("coeffsReconstructOnEdge", kind="float", location="edge")
+def _coeffs_reconstruct_on_edge(h):
+    """coeffsReconstruct re-indexed per edge (nEdges, 2, 3), see `_on_edges`."""
+    return _on_edges(h.mesh, h["coeffsReconstruct"])
+
+
+@table("coeffsZonalMeridionalOnEdge", kind="float", location="edge")
+def _coeffs_zonal_meridional_on_edge(h):
+    """coeffsZonalMeridional re-indexed per edge (nEdges, 2, 2), see `_on_edges`."""
+    return _on_edges(h.mesh, h["coeffsZonalMeridional"])
+
+
+_COEFFS = {"xyz": ("coeffsReconstruct", "coeffsReconstructOnEdge"),
+           "zm": ("coeffsZonalMeridional", "coeffsZonalMeridionalOnEdge")}
 
 
 def _forward(mesh, u, kind, rows):
-    u = check_field(u, mesh.nEdges, "u", "edge")
-    a, xp = _arrays(mesh, u), array_module(u)
-    coef = a.coeffs_reconstruct if kind == "xyz" else a.coeffs_zonal_meridional
+    u = check_field(u, mesh, "u", "edge")
+    m, xp = for_fields(mesh, u), array_module(u)
+    idx, coef = m.table("edgesOnCell"), m.table(_COEFFS[kind][0], u.dtype)
     nc = coef.shape[2]
     if xp is np:
-        return tuple(stencil.gather_sum(a.edgesOnCell, None, coef[:, :, d], u) for d in range(nc))
-    outs = tuple(xp.empty((mesh.nCells,) + u.shape[1:], u.dtype) for _ in range(nc))
-    _KERNELS.launch(f"reconstruct_{kind}_e2c", mesh.nCells, edgesOnCell=a.edgesOnCell, coeffs=coef, u=u,
-                    **{f"out{c}": o for c, o in zip(_COMPONENTS[kind], outs)}, maxEdges=mesh.maxEdges,
+        return tuple(stencil.gather_sum(idx, None, coef[:, :, d], u, rows) for d in range(nc))
+    outs = tuple(xp.empty((m.nCells,) + u.shape[1:], u.dtype) for _ in range(nc))
+    _KERNELS.launch(f"reconstruct_{kind}_e2c", m.nCells, edgesOnCell=idx, coeffs=coef, u=u,
+                    **{f"out{c}": o for c, o in zip(_COMPONENTS[kind], outs)}, maxEdges=m.maxEdges,
                     rows=rows)
     return outs
 
 
 def _adjoint(mesh, gs, kind, mode):
     names = (("gX", "gY", "gZ") if kind == "xyz" else ("gZonal", "gMeridional"))
-    gs = tuple(check_field(g, mesh.nCells, n, "cell") for n, g in zip(names, gs))
+    gs = tuple(check_field(g, mesh, n, "cell") for n, g in zip(names, gs))
     for n, g in zip(names[1:], gs[1:]):
         if g.shape != gs[0].shape or g.dtype != gs[0].dtype:
             raise ValueError(f"{n}: expected shape {tuple(gs[0].shape)} and dtype {gs[0].dtype} "
                              f"(as {names[0]}), got {tuple(g.shape)} {g.dtype}")
     mode = resolve_mode(mode)
     g0 = gs[0]
-    a, xp = _arrays(mesh, g0), array_module(*gs)
-    xyz = kind == "xyz"
+    m, xp = for_fields(mesh, *gs), array_module(*gs)
+    if mode == "atomic":
+        idx, coef = m.table("edgesOnCell"), m.table(_COEFFS[kind][0], g0.dtype)
+    else:
+        idx, coef = m.table("cellsOnEdge"), m.table(_COEFFS[kind][1], g0.dtype)
     if xp is np:
         if mode == "atomic":
-            coef = a.coeffs_reconstruct if xyz else a.coeffs_zonal_meridional
-            return sum(stencil.scatter_sum(a.edgesOnCell, None, coef[:, :, d], g, mesh.nEdges)
+            return sum(stencil.scatter_sum(idx, None, coef[:, :, d], g, m.nEdges)
                        for d, g in enumerate(gs))
-        coef = a.coeffsOnEdge_reconstruct if xyz else a.coeffsOnEdge_zonal_meridional
-        return sum(stencil.gather_sum(a.cellsOnEdge, None, coef[:, :, d], g) for d, g in enumerate(gs))
+        return sum(stencil.gather_sum(idx, None, coef[:, :, d], g) for d, g in enumerate(gs))
     if mode == "atomic":
-        out = xp.zeros((mesh.nEdges,) + g0.shape[1:], g0.dtype)
-        coef = a.coeffs_reconstruct if xyz else a.coeffs_zonal_meridional
-        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_atomic", mesh.nCells, edgesOnCell=a.edgesOnCell,
-                        coeffs=coef, **{f"g{c}": g for c, g in zip(_COMPONENTS[kind], gs)}, u_adj=out,
-                        maxEdges=mesh.maxEdges)
+        out = xp.zeros((m.nEdges,) + g0.shape[1:], g0.dtype)
+        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_atomic", m.nCells, edgesOnCell=idx, coeffs=coef,
+                        **{f"g{c}": g for c, g in zip(_COMPONENTS[kind], gs)}, u_adj=out,
+                        maxEdges=m.maxEdges)
     else:
-        out = xp.empty((mesh.nEdges,) + g0.shape[1:], g0.dtype)
-        coef = a.coeffsOnEdge_reconstruct if xyz else a.coeffsOnEdge_zonal_meridional
-        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_gather", mesh.nEdges, cellsOnEdge=a.cellsOnEdge,
+        out = xp.empty((m.nEdges,) + g0.shape[1:], g0.dtype)
+        _KERNELS.launch(f"reconstruct_{kind}_e2c_adj_gather", m.nEdges, cellsOnEdge=idx,
                         coeffsOnEdge=coef, **{f"g{c}": g for c, g in zip(_COMPONENTS[kind], gs)},
                         u_adj=out)
     return out
@@ -161,8 +177,8 @@ def reconstruct_e2c(mesh, u, *, rows=None):
 
     uReconstruct{X,Y,Z}[c] = sum_{j < nEdgesOnCell[c]} coeffs_reconstruct[c, j, 0..2] * u[e_j]
     (Perot; see the module docstring). Returns (uReconstructX, uReconstructY, uReconstructZ), tangent
-    to the sphere at each cell centre. Adjoint: `reconstruct_e2c_adj`. `rows=(first, last)`: on the
-    GPU only cells [first, last) of the three fields are computed (the others are left unspecified).
+    to the sphere at each cell centre. Adjoint: `reconstruct_e2c_adj`. `rows=(first, last)`: only
+    cells [first, last) of the three fields are computed (the others are left unspecified).
     """
     return _forward(mesh, u, "xyz", rows)
 

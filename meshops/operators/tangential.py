@@ -19,6 +19,7 @@ import numpy as np
 from meshops.device import stencil
 from meshops.operators import trisk
 from meshops.device.backend import array_module, check_field
+from meshops.device.mesh import for_fields
 from meshops.device.kernels import GATHER, SCATTER, Family
 from meshops.modes import resolve_mode
 from meshops.registry import register
@@ -30,18 +31,17 @@ def tangential_e2e(mesh, u, *, rows=None):
     """TRiSK tangential velocity from normal velocities: (nEdges[, nlev]) -> (nEdges[, nlev]).
 
     v[e] = sum_{j < nEdgesOnEdge[e]} weightsOnEdge[e, j] * u[edgesOnEdge[e, j]].
-    Adjoint: `tangential_e2e_adj`. `rows=(first, last)`: on the GPU only edges [first, last) are
-    computed (the others are left unspecified).
+    Adjoint: `tangential_e2e_adj`. `rows=(first, last)`: only edges [first, last) are computed
+    (the others are left unspecified).
     """
-    u = check_field(u, mesh.nEdges, "u", "edge")
-    xp = array_module(u)
+    u = check_field(u, mesh, "u", "edge")
+    m, xp = for_fields(mesh, u), array_module(u)
     if xp is np:
-        a = trisk.tables(mesh, u)
-        return stencil.gather_sum(a.edgesOnEdge, None, a.weightsOnEdge, u)
+        idx, w = (m.table(n, u.dtype) for n in trisk.FORWARD)
+        return stencil.gather_sum(idx, None, w, u, rows)
     out = xp.empty_like(u)
-    t, stride = trisk.gather_tables(mesh, (u, out))
-    _KERNELS.gather(mesh.nEdges, t.edgesOnEdge, t.weightsOnEdge, u, out, slot_stride=stride,
-                    rows=rows)
+    (idx, w), stride = m.stencil(trisk.FORWARD, (u, out))
+    _KERNELS.gather(m.nEdges, idx, w, u, out, slot_stride=stride, rows=rows)
     return out
 
 
@@ -51,21 +51,23 @@ def tangential_e2e_adj(mesh, g, *, mode=None):
     u_adj[e'] = sum_{(e, j): edgesOnEdge[e, j] = e', j < nEdgesOnEdge[e]} weightsOnEdge[e, j] * g[e],
     so that sum_e tangential_e2e(u)[e] g[e] = sum_e u[e] u_adj[e].
     """
-    g = check_field(g, mesh.nEdges, "g", "edge")
+    g = check_field(g, mesh, "g", "edge")
     mode = resolve_mode(mode)
-    xp = array_module(g)
+    m, xp = for_fields(mesh, g), array_module(g)
+    names = trisk.FORWARD if mode == "atomic" else trisk.TRANSPOSED
     if xp is np:
-        a = trisk.tables(mesh, g)
+        idx, w = (m.table(n, g.dtype) for n in names)
         if mode == "atomic":
-            return stencil.scatter_sum(a.edgesOnEdge, None, a.weightsOnEdge, g, mesh.nEdges)
-        return stencil.gather_sum(a.edgesOnEdgeT, None, a.weightsOnEdgeT, g)
+            return stencil.scatter_sum(idx, None, w, g, m.nEdges)
+        return stencil.gather_sum(idx, None, w, g)
     if mode == "atomic":
-        a, out = trisk.tables(mesh, g), xp.zeros_like(g)
-        _KERNELS.scatter(mesh.nEdges, a.edgesOnEdge, a.weightsOnEdge, g, out)
+        idx, w = (m.table(n, g.dtype) for n in names)
+        out = xp.zeros_like(g)
+        _KERNELS.scatter(m.nEdges, idx, w, g, out)
     else:
         out = xp.empty_like(g)
-        t, stride = trisk.gather_tables(mesh, (g, out))
-        _KERNELS.gather(mesh.nEdges, t.edgesOnEdgeT, t.weightsOnEdgeT, g, out, slot_stride=stride)
+        (idx, w), stride = m.stencil(names, (g, out))
+        _KERNELS.gather(m.nEdges, idx, w, g, out, slot_stride=stride)
     return out
 
 

@@ -1,36 +1,36 @@
 """The TRiSK edge-to-edge stencil shared by `tangential_e2e` and `pv_flux_e2e` (Thuburn et al.
 2009, Ringler et al. 2010).
 
-edgesOnEdge / weightsOnEdge masked beyond nEdgesOnEdge (-1, weight 0), and the transposed map
-edgesOnEdgeT / weightsOnEdgeT: for each edge e', the e and weightsOnEdge[e, j] of every pair (e, j)
-with edgesOnEdge[e, j] = e', in increasing (e, j) order (-1 / 0 pads). Built once per mesh and
-held once per backend, dtype and layout for both operators.
+edgesOnEdge / weightsOnEdge masked beyond nEdgesOnEdge (-1, weight 0) and trimmed to the largest
+nEdgesOnEdge, and the transposed map edgesOnEdgeT / weightsOnEdgeT: for each edge e', the e and
+weightsOnEdge[e, j] of every pair (e, j) with edgesOnEdge[e, j] = e', in increasing (e, j) order
+(-1 / 0 pads). Tables of `meshops.device.tables`, held once per DeviceMesh for both operators.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from meshops.device import connectivity
-from meshops.device.backend import array_module, prepared
-from meshops.device.kernels import stencil_tables
+from meshops.device.tables import register
 
-FAMILY = "trisk"
-
-
-def _build(mesh) -> dict:
-    edges = connectivity.masked(mesh.edgesOnEdge, mesh.nEdgesOnEdge)
-    weights = np.where(edges >= 0, mesh.weightsOnEdge, 0.0)
-    rows, slots = connectivity.transpose(edges, mesh.nEdges, "edgesOnEdge")
-    return dict(edgesOnEdge=edges, weightsOnEdge=weights, edgesOnEdgeT=rows,
-                weightsOnEdgeT=connectivity.take(weights, rows, slots))
+#: (indices, weights) of the TRiSK stencil and of its transpose.
+FORWARD = ("edgesOnEdge", "weightsOnEdge")
+TRANSPOSED = ("edgesOnEdgeT", "weightsOnEdgeT")
 
 
-def tables(mesh, x):
-    """The tables on the backend and in the dtype of `x`, row-major."""
-    return prepared(mesh, FAMILY, _build, array_module(x), x.dtype)
+@register("weightsOnEdge", kind="float", location="edge")
+def _weights(h):
+    """weightsOnEdge on edgesOnEdge (0 in pads), trimmed like it."""
+    edges = h["edgesOnEdge"]
+    return np.where(edges >= 0, np.asarray(h.mesh.weightsOnEdge)[:, :edges.shape[1]], 0.0)
 
 
-def gather_tables(mesh, fields):
-    """The tables of a gather kernel on `fields` (device arrays) and its slot stride
-    (`meshops.device.kernels.stencil_tables`: slot-major at one lane per row)."""
-    return stencil_tables(mesh, FAMILY, _build, fields, mesh.nEdges)
+@register("weightsOnEdgeT", kind="float", location="edge")
+def _weights_t(h):
+    """weightsOnEdge on the transposed map edgesOnEdgeT."""
+    return connectivity.take(h["weightsOnEdge"], h["edgesOnEdgeT"], h["edgesOnEdgeTSlot"])
+
+
+def width(table, stride) -> int:
+    """Slots per row of a stencil table held row-major (stride 1) or slot-major."""
+    return int(table.shape[0] if int(stride) != 1 else table.shape[1])

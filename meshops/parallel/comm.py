@@ -5,6 +5,12 @@
 - `abort_on_error(comm)`: a context manager that prints the rank and traceback of an exception to
   stderr and calls `comm.Abort(1)`, so one failing rank ends the whole job instead of leaving the
   others blocked in a collective. `install_excepthook(comm)` does the same for uncaught exceptions.
+- Without any opt-in, importing this module (every use of `meshops.parallel` does) installs
+  `default_excepthook`: an uncaught exception on a rank of a job whose MPI is initialised with
+  more than one rank prints the rank and traceback and aborts the whole job (otherwise the other
+  ranks would wait forever in `Waitall` or a collective). It never imports or initialises MPI
+  itself; one process, or a job without mpi4py, keeps Python's usual behaviour.
+  `python -m mpi4py script.py` gives the same guarantee for any script.
 - `allreduce_sum(comm)`: a float -> float sum over ranks (for global inner products).
 - `select_device(comm)`: one GPU per rank, chosen by the node-local rank.
 """
@@ -139,6 +145,47 @@ def install_excepthook(comm=None) -> None:
         abort(comm)
 
     sys.excepthook = hook
+
+
+def _running_world():
+    """COMM_WORLD when mpi4py's MPI is already imported, initialised, not finalised and has more
+    than one rank; else None. Never imports mpi4py or initialises MPI."""
+    MPI = sys.modules.get("mpi4py.MPI")
+    if MPI is None:
+        return None
+    try:
+        if not MPI.Is_initialized() or MPI.Is_finalized():
+            return None
+        comm = MPI.COMM_WORLD
+        return comm if comm.Get_size() > 1 else None
+    except Exception:  # noqa: BLE001 - a broken MPI state must not hide the user's error
+        return None
+
+
+def default_excepthook(exc_type, exc, tb) -> None:
+    """sys.excepthook installed on import: in a multi-rank job, report the rank and traceback and
+    abort the job; otherwise hand over to the hook that was there before."""
+    comm = _running_world()
+    if comm is None or issubclass(exc_type, SystemExit):
+        _PREVIOUS_HOOK(exc_type, exc, tb)
+        return
+    report_exception(comm, exc_type, exc, tb)
+    abort(comm)
+
+
+_PREVIOUS_HOOK = sys.excepthook
+
+
+def install_default_excepthook() -> None:
+    """Chain `default_excepthook` in front of the current sys.excepthook (once)."""
+    global _PREVIOUS_HOOK
+    if sys.excepthook is not default_excepthook:
+        _PREVIOUS_HOOK = sys.excepthook
+        sys.excepthook = default_excepthook
+
+
+if os.environ.get("MESHOPS_NO_ABORT_HOOK", "0") != "1":
+    install_default_excepthook()
 
 
 def node_local_rank(comm) -> int:

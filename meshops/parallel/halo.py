@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.device.backend import array_module
+from meshops.device.backend import array_module, article
 from meshops.parallel.comm import world
 from meshops.parallel.transport import Route, log, make_transport, normalise, resolve
 
@@ -71,6 +71,17 @@ class HaloExchange:
                      "NumPy" if xp is np else "CuPy", name)
         return self._transports[name]
 
+    @property
+    def stats(self):
+        """Messages and bytes sent and received by this exchange's transports so far (one message
+        per field, neighbour and direction)."""
+        from meshops.parallel.transport import MessageStats
+
+        total = MessageStats()
+        for tr in self._transports.values():
+            total = total + tr.stats
+        return total
+
     # exchange ----------------------------------------------------------------------------------
     def _check(self, x, location: str):
         if location not in LOCATIONS:
@@ -80,7 +91,7 @@ class HaloExchange:
             raise TypeError(f"halo exchange: expected a float32 or float64 {location} field, "
                             f"got dtype {x.dtype}")
         if x.ndim not in (1, 2) or x.shape[0] != n:
-            raise ValueError(f"halo exchange: expected a {location} field of shape ({n},) or "
+            raise ValueError(f"halo exchange: expected {article(location)} field of shape ({n},) or "
                              f"({n}, nlev) (local {location}s), got shape {tuple(x.shape)}")
         if not x.flags.c_contiguous:
             raise ValueError("halo exchange: the field must be C-contiguous (updated in place)")

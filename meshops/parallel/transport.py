@@ -17,6 +17,10 @@ Transports (`begin` posts everything and returns; `end` waits and unpacks):
 - "staging":        CuPy arrays packed on the device, copied to pinned host buffers, sent with
                     mpi4py, copied back to the device and unpacked.
 - "local":          one rank: no messages (packing and the adjoint's halo zeroing only).
+Besides the per-field routes above, every transport moves packed byte messages (`post_bytes` /
+`wait_bytes`: one uint8 buffer segment per peer, one message each way), which
+`meshops.parallel.state.StateExchange` uses to send a whole model state in one message per
+neighbour; `stats` counts the messages and bytes every transport sends and receives.
 GPU work runs on a transport-owned stream ordered after the caller's current stream at `begin`
 (an event), and the caller's stream waits for the unpack at `end`, so kernels on owned entities
 issued between `begin` and `end` overlap the transfer.
@@ -197,14 +201,90 @@ class _Buffers:
     __slots__ = ("send", "recv", "host_send", "host_recv", "key")
 
 
+@dataclass
+class MessageStats:
+    """Messages and bytes a transport has sent and received (every route and byte message)."""
+
+    messages_sent: int = 0
+    messages_received: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+    def snapshot(self) -> "MessageStats":
+        return MessageStats(self.messages_sent, self.messages_received, self.bytes_sent,
+                            self.bytes_received)
+
+    def __add__(self, other: "MessageStats") -> "MessageStats":
+        return MessageStats(self.messages_sent + other.messages_sent,
+                            self.messages_received + other.messages_received,
+                            self.bytes_sent + other.bytes_sent,
+                            self.bytes_received + other.bytes_received)
+
+    def __sub__(self, other: "MessageStats") -> "MessageStats":
+        return MessageStats(self.messages_sent - other.messages_sent,
+                            self.messages_received - other.messages_received,
+                            self.bytes_sent - other.bytes_sent,
+                            self.bytes_received - other.bytes_received)
+
+
+@dataclass
+class ByteMessages:
+    """Byte messages in flight (`post_bytes`): what `wait_bytes` needs."""
+
+    send: object
+    recv: object
+    requests: list = field(default_factory=list)
+    host: tuple | None = None      # staging: the pinned host (send, recv) buffers
+    done: bool = False
+
+
+def _segments(peers, offsets):
+    """(peer, start, stop) of every non-empty segment."""
+    for i, p in enumerate(np.asarray(peers).tolist()):
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        if b > a:
+            yield p, a, b
+
+
 class Transport:
-    """Base: buffer pool and the common begin/end skeleton."""
+    """Base: buffer pool, message statistics and the common begin/end skeleton."""
 
     name = "base"
 
     def __init__(self, comm):
         self.comm = comm
         self._pool: dict = {}
+        self.stats = MessageStats()
+
+    def _count(self, route_or_peers, send_offsets, recv_offsets, row_bytes: int = 1) -> None:
+        for _, a, b in _segments(route_or_peers, send_offsets):
+            self.stats.messages_sent += 1
+            self.stats.bytes_sent += (b - a) * row_bytes
+        for _, a, b in _segments(route_or_peers, recv_offsets):
+            self.stats.messages_received += 1
+            self.stats.bytes_received += (b - a) * row_bytes
+
+    # byte messages (one per peer and direction) -----------------------------------------------
+    def device_context(self):
+        """Context in which packing for this transport runs (the GPU transports' side stream)."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def start_after_caller(self) -> None:
+        """Order the transport's work after what the caller has issued (GPU: an event)."""
+
+    def finish_before_caller(self) -> None:
+        """Order the caller's later work after the transport's (GPU: an event)."""
+
+    def post_bytes(self, peers, send, send_offsets, recv, recv_offsets, tag: int) -> ByteMessages:
+        """Post one message per peer each way: send[send_offsets[i]:send_offsets[i+1]] to
+        peers[i], receive recv[recv_offsets[i]:recv_offsets[i+1]] from peers[i] (uint8 buffers;
+        empty segments are not sent). Non-blocking; finish with `wait_bytes`."""
+        raise NotImplementedError
+
+    def wait_bytes(self, messages: ByteMessages) -> None:
+        raise NotImplementedError
 
     def _take(self, key, make):
         free = self._pool.setdefault(key, [])
@@ -232,6 +312,14 @@ class LocalTransport(Transport):
                                f"{route.peers.tolist()}")
         return Pending(x, route, None)
 
+    def post_bytes(self, peers, send, send_offsets, recv, recv_offsets, tag: int) -> ByteMessages:
+        if len(peers):
+            raise RuntimeError(f"local transport: a one-rank state exchange names peers {list(peers)}")
+        return ByteMessages(send, recv)
+
+    def wait_bytes(self, messages: ByteMessages) -> None:
+        messages.done = True
+
     def end(self, p: Pending) -> None:
         from meshops.device.backend import array_module
 
@@ -251,6 +339,8 @@ class MPITransport(Transport):
         return b
 
     def _post(self, route, send, recv) -> list:
+        row_bytes = int(np.prod(send.shape[1:], dtype=np.int64)) * send.dtype.itemsize
+        self._count(route.peers, route.pack_offsets, route.unpack_offsets, row_bytes)
         reqs = []
         for i, p in enumerate(route.peers.tolist()):
             rs, ss = route.unpack_slice(i), route.pack_slice(i)
@@ -269,6 +359,22 @@ class MPITransport(Transport):
         mpi_module().Request.Waitall(p.requests)
         _unpack(p.x, p.route, p.buffers.recv, np)
         self._give(p.buffers)
+
+    def _post_host_bytes(self, peers, send, send_offsets, recv, recv_offsets, tag) -> list:
+        self._count(peers, send_offsets, recv_offsets)
+        reqs = [self.comm.Irecv(recv[a:b], source=p, tag=tag)
+                for p, a, b in _segments(peers, recv_offsets)]
+        reqs += [self.comm.Isend(send[a:b], dest=p, tag=tag)
+                 for p, a, b in _segments(peers, send_offsets)]
+        return reqs
+
+    def post_bytes(self, peers, send, send_offsets, recv, recv_offsets, tag: int) -> ByteMessages:
+        return ByteMessages(send, recv, self._post_host_bytes(peers, send, send_offsets, recv,
+                                                              recv_offsets, tag))
+
+    def wait_bytes(self, messages: ByteMessages) -> None:
+        mpi_module().Request.Waitall(messages.requests)
+        messages.done = True
 
 
 class _GPUTransport(MPITransport):
@@ -304,6 +410,15 @@ class _GPUTransport(MPITransport):
         cp.cuda.get_current_stream().wait_event(self.stream.record())
         self._give(p.buffers)
 
+    def device_context(self):
+        return self.stream
+
+    def start_after_caller(self) -> None:
+        self.stream.wait_event(self.cupy.cuda.get_current_stream().record())
+
+    def finish_before_caller(self) -> None:
+        self.cupy.cuda.get_current_stream().wait_event(self.stream.record())
+
 
 class NCCLTransport(_GPUTransport):
     """CuPy arrays over NCCL point-to-point (grouped send/recv per neighbour)."""
@@ -326,6 +441,7 @@ class NCCLTransport(_GPUTransport):
         self._pack(x, route, b)
         dtype, row = self.dtypes[x.dtype.str], int(np.prod(x.shape[1:], dtype=np.int64))
         itemsize = x.dtype.itemsize
+        self._count(route.peers, route.pack_offsets, route.unpack_offsets, row * itemsize)
         self.nccl.groupStart()
         try:
             for i, peer in enumerate(route.peers.tolist()):
@@ -343,6 +459,23 @@ class NCCLTransport(_GPUTransport):
     def end(self, p: Pending) -> None:
         self._finish(p)
 
+    def post_bytes(self, peers, send, send_offsets, recv, recv_offsets, tag: int) -> ByteMessages:
+        """Grouped NCCL send/recv of uint8 segments on the side stream (after the packing)."""
+        self._count(peers, send_offsets, recv_offsets)
+        uint8 = getattr(self.nccl, "NCCL_UINT8", getattr(self.nccl, "NCCL_CHAR", 0))
+        self.nccl.groupStart()
+        try:
+            for p, a, b in _segments(peers, recv_offsets):
+                self.nccl_comm.recv(recv.data.ptr + a, b - a, uint8, p, self.stream.ptr)
+            for p, a, b in _segments(peers, send_offsets):
+                self.nccl_comm.send(send.data.ptr + a, b - a, uint8, p, self.stream.ptr)
+        finally:
+            self.nccl.groupEnd()
+        return ByteMessages(send, recv)
+
+    def wait_bytes(self, messages: ByteMessages) -> None:
+        messages.done = True          # stream-ordered: the unpack on self.stream follows the recv
+
 
 class CudaAwareMPITransport(_GPUTransport):
     """CuPy buffers handed to a CUDA-aware MPI."""
@@ -358,6 +491,10 @@ class CudaAwareMPITransport(_GPUTransport):
     def end(self, p: Pending) -> None:
         mpi_module().Request.Waitall(p.requests)
         self._finish(p)
+
+    def post_bytes(self, peers, send, send_offsets, recv, recv_offsets, tag: int) -> ByteMessages:
+        self.stream.synchronize()     # the packing on the side stream is done before MPI reads
+        return super().post_bytes(peers, send, send_offsets, recv, recv_offsets, tag)
 
 
 class StagingTransport(_GPUTransport):
@@ -386,6 +523,32 @@ class StagingTransport(_GPUTransport):
         if p.buffers.recv.size:
             p.buffers.recv.set(p.buffers.host_recv, stream=self.stream)
         self._finish(p)
+
+    def _pinned(self, key, nbytes: int):
+        import cupyx
+
+        buf = self._pool.get(("pinned", key))
+        if buf is None or buf.size < nbytes:
+            buf = cupyx.empty_pinned((max(nbytes, 1),), np.uint8)
+            self._pool[("pinned", key)] = buf
+        return buf[:nbytes]
+
+    def post_bytes(self, peers, send, send_offsets, recv, recv_offsets, tag: int) -> ByteMessages:
+        """Device send buffer -> pinned host, one MPI message per peer each way; `wait_bytes`
+        copies the pinned receive buffer to the device (on the side stream)."""
+        host_send = self._pinned(("send", tag), send.size)
+        host_recv = self._pinned(("recv", tag), recv.size)
+        if send.size:
+            send.get(stream=self.stream, out=host_send)
+        self.stream.synchronize()
+        reqs = self._post_host_bytes(peers, host_send, send_offsets, host_recv, recv_offsets, tag)
+        return ByteMessages(send, recv, reqs, (host_send, host_recv))
+
+    def wait_bytes(self, messages: ByteMessages) -> None:
+        mpi_module().Request.Waitall(messages.requests)
+        if messages.recv.size:
+            messages.recv.set(messages.host[1], stream=self.stream)
+        messages.done = True
 
 
 _CLASSES = {"local": LocalTransport, "mpi": MPITransport, "nccl": NCCLTransport,

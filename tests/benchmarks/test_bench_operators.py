@@ -31,37 +31,36 @@ def test_div_e2c_bytes_are_its_arrays_read_once(ico_mesh, dtype, rng):
     assert common.nbytes_of((F, F, out)) == F.nbytes + out.nbytes
 
 
-def test_recorder_restores_prepared(ico_mesh, rng):
-    import meshops.device.backend
-    import meshops.operators.divergence
+def test_recorder_restores_the_table_lookup(ico_mesh, rng):
+    from meshops.device.mesh import DeviceMesh
 
-    original = meshops.operators.divergence.prepared
+    original = DeviceMesh.table
     with common.MeshArrayRecorder():
-        assert meshops.operators.divergence.prepared is not original
-    assert meshops.operators.divergence.prepared is original is meshops.device.backend.prepared
+        assert DeviceMesh.table is not original
+    assert DeviceMesh.table is original
 
 
 def test_gpu_bytes_are_the_tables_the_kernels_take(ico_mesh, rng, tmp_path):
-    """On the CuPy path (here routed to the host-compiled kernels) a prepared array counts only
+    """On the CuPy path (here routed to the host-compiled kernels) a mesh table counts only
     when a kernel takes it: interp_c2e's mean_2e and its gather adjoint take cellsOnEdge and its
     transpose but no coefficients, and each adjoint mode takes its own table only."""
-    import meshops.operators.interpolation
     from meshops import interp_c2e, interp_c2e_adj
+    from meshops.device.mesh import for_fields
     from tests.meshops.host_harness import compile_families, host, route_to_host
 
     with route_to_host(compile_families(tmp_path, ["interpolation"]), ["interpolation"]):
         m = ico_mesh
         phi, g = host(rng.standard_normal((m.nCells, 4))), host(rng.standard_normal((m.nEdges, 4)))
-        tables = meshops.operators.interpolation._arrays(m, g)
+        tables = for_fields(m, g)
         with common.MeshArrayRecorder() as rec:
             interp_c2e(m, phi)
-        assert rec.nbytes == tables.idx_c2e.nbytes == 4 * 2 * m.nEdges
+        assert rec.nbytes == tables.table("cellsOnEdge").nbytes == 4 * 2 * m.nEdges
         with common.MeshArrayRecorder() as rec:
             interp_c2e_adj(m, g, mode="deterministic")
-        assert rec.nbytes == tables.idxT_c2e.nbytes == 4 * m.nCells * m.maxEdges
+        assert rec.nbytes == tables.table("cellsOnEdgeT").nbytes == 4 * m.nCells * m.maxEdges
         with common.MeshArrayRecorder() as rec:
             interp_c2e_adj(m, g, mode="atomic")
-        assert rec.nbytes == tables.idx_c2e.nbytes
+        assert rec.nbytes == tables.table("cellsOnEdge").nbytes
 
 
 def _jax():

@@ -9,6 +9,7 @@ import pytest
 import meshops
 import meshops.device.kernels as kernels
 from meshops.device.kernels import GATHER, DeviceProperties, Launcher
+from meshops.device.mesh import for_fields
 
 from .conftest import random_field
 from .host_harness import host, host_fixtures
@@ -180,40 +181,70 @@ def test_numpy_only_tables_stay_on_the_host(ico_mesh, rng, on_host):
         for mode in ("atomic", "deterministic"):
             meshops.grad_c2e_adj(m, field, mode=mode)
             meshops.interp_c2e_adj(m, field, mode=mode)
-    numpy_only = {"gradient": {"coef_c", "coef_v"},
-                  "interpolation": {"coef_c2e", "coefT_c2e", "coef_v2e", "coefT_v2e"}}
-    tables = {(key[0], key[1] == "numpy"): set(vars(arrays))
-              for key, arrays in m._meshops_cache.items() if key[0] in numpy_only and len(key) == 5}
-    for family, names in numpy_only.items():
-        assert names <= tables[(family, True)]
-        assert not names & tables[(family, False)]
-        assert tables[(family, False)] == tables[(family, True)] - names
+    numpy_only = {"gradCellCoef", "meanCellCoef", "meanCellCoefT"}
+    names = {backend: {key.split(" ")[0] for key in for_fields(m, field).tables()}
+             for backend, field in (("device", host(phi)), ("numpy", phi))}
+    assert numpy_only <= names["numpy"]
+    assert not numpy_only & names["device"]
+    assert names["device"] == names["numpy"] - numpy_only | {"invDcEdge"}   # grad_2e takes 1/dcEdge
 
 
 FAMILIES = ("curl", "divergence", "gradient", "interpolation", "kinetic_energy", "laplacian",
             "pv_flux", "reconstruct", "tangential")
 
 
+_C_TYPES = {"idx": r"const int\*", "coef": r"const T\*", "in": r"const (meshops::)?Lanes<T, W>\*",
+            "out": r"(meshops::)?Lanes<T, W>\*", "int": "int"}
+
+
+def _check_signature(kernel, texts):
+    """`kernel`'s declared arguments are its parameters in one of the CUDA `texts`, in order, each
+    of the declared role's C type, followed by (first, last, nlev)."""
+    import re
+
+    match = next((m for t in texts if (m := re.search(rf"__global__ void {kernel.name}\(([^)]*)\)", t))),
+                 None)
+    assert match is not None, f"no __global__ kernel {kernel.name}"
+    text = " ".join(match.group(1).replace("__restrict__", "").replace("T, W", "T;W").split())
+    params = [p.strip().replace("T;W", "T, W") for p in text.split(",")]
+    expected = ([(_C_TYPES[role], arg) for role, arg in kernel.arguments]
+                + [("int", a) for a in ("first", "last", "nlev")])
+    assert len(params) == len(expected), (kernel.name, params)
+    for param, (c_type, arg) in zip(params, expected):
+        assert re.fullmatch(rf"{c_type} {arg}", param), (kernel.name, param, c_type, arg)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_declarations_match_the_cuda_signatures(family):
     """Every declared kernel's arguments are the kernel's parameters in the .cu source, in order,
-    each of the declared role's C type, followed by (first, last, nlev)."""
+    each of the declared role's C type, followed by (first, last, nlev); every kernel of the .cu
+    file is declared."""
     import importlib
     import re
 
     declared = importlib.import_module(f"meshops.operators.{family}")._KERNELS.kernels
-    texts = [(kernels.CUDA_DIR / name).read_text() for name in (f"{family}.cu", "stencil.cuh")]
-    c_types = {"idx": r"const int\*", "coef": r"const T\*", "in": r"const (meshops::)?Lanes<T, W>\*",
-               "out": r"(meshops::)?Lanes<T, W>\*", "int": "int"}
-    for name, kernel in declared.items():
-        match = next(m for t in texts if (m := re.search(rf"__global__ void {name}\(([^)]*)\)", t)))
-        text = " ".join(match.group(1).replace("__restrict__", "").replace("T, W", "T;W").split())
-        params = [p.strip().replace("T;W", "T, W") for p in text.split(",")]
-        expected = ([(c_types[role], arg) for role, arg in kernel.arguments]
-                    + [("int", a) for a in ("first", "last", "nlev")])
-        assert len(params) == len(expected), (name, params)
-        for param, (c_type, arg) in zip(params, expected):
-            assert re.fullmatch(rf"{c_type} {arg}", param), (name, param, c_type, arg)
+    source = (kernels.CUDA_DIR / f"{family}.cu").read_text()
+    texts = [source, (kernels.CUDA_DIR / "stencil.cuh").read_text()]
+    for kernel in declared.values():
+        _check_signature(kernel, texts)
+    assert set(re.findall(r"__global__ void (\w+)\(", source)) <= set(declared)
+
+
+def test_shared_declarations_match_stencil_cuh():
+    """Every kernel of stencil.cuh (the gather, the scatter and the positions gather of the lean
+    tables) is declared in `kernels._SHARED` with its parameters, and the families that use the
+    positions gather declare it."""
+    import re
+
+    from meshops.operators import curl, interpolation
+
+    text = (kernels.CUDA_DIR / "stencil.cuh").read_text()
+    assert set(re.findall(r"__global__ void (\w+)\(", text)) == set(kernels._SHARED)
+    assert kernels.GATHER_POSITIONS in kernels._SHARED
+    for kernel in kernels._SHARED.values():
+        _check_signature(kernel, [text])
+    for family in (curl, interpolation):
+        assert family._KERNELS.kernels[kernels.GATHER_POSITIONS] is kernels._SHARED[kernels.GATHER_POSITIONS]
 
 
 def test_wrong_arguments_name_the_kernel_and_the_argument(ico_mesh, rng, on_host):
@@ -222,16 +253,17 @@ def test_wrong_arguments_name_the_kernel_and_the_argument(ico_mesh, rng, on_host
 
     m = ico_mesh
     u = host(random_field(m, "edge", rng, nlev=4))
-    a = meshops.operators.kinetic_energy._arrays(m, u)
-    good = dict(edgesOnCell=a.edgesOnCell, cellCoef=a.cellCoef, u=u,
+    tables = for_fields(m, u)
+    edges, coef = tables.table("edgesOnCell"), tables.table("keCoef", u.dtype)
+    good = dict(edgesOnCell=edges, cellCoef=coef, u=u,
                 ke=host(np.empty((m.nCells, 4))), maxEdges=m.maxEdges)
     _KERNELS.launch("ke_e2c", m.nCells, **good)
     bad = [(dict(good, extra=u), TypeError, r"ke_e2c: .*unexpected \['extra'\]"),
            ({k: v for k, v in good.items() if k != "u"}, TypeError, r"ke_e2c: missing arguments \['u'\]"),
            (dict(good, ke=host(np.empty((m.nCells, 4), np.float32))), TypeError, "ke_e2c, argument ke: .*float64"),
-           (dict(good, cellCoef=host(np.asarray(a.cellCoef, np.float32))), TypeError,
+           (dict(good, cellCoef=host(np.asarray(coef, np.float32))), TypeError,
             "ke_e2c, argument cellCoef: .*float64"),
-           (dict(good, edgesOnCell=host(np.asarray(a.edgesOnCell, np.int64))), TypeError,
+           (dict(good, edgesOnCell=host(np.asarray(edges, np.int64))), TypeError,
             "ke_e2c, argument edgesOnCell: .*int32"),
            (dict(good, ke=host(np.empty((m.nCells, 3)))), ValueError, "ke_e2c, argument ke: expected levels"),
            (dict(good, ke=host(np.empty((m.nCells - 1, 4)))), ValueError, "ke_e2c, argument ke: expected"),

@@ -248,7 +248,7 @@ def test_reconstruction_kernels_on_host(name, dtype, tol, nlev, any_mesh, recons
     """Forward (all rows and a row range) and both adjoint modes of the CuPy path, run on the host,
     equal the NumPy reference."""
     spec = OPERATORS[name]
-    mesh = any_mesh.replace()          # its own cache of prepared arrays
+    mesh = any_mesh.replace()          # its own DeviceMesh (tables built anew)
     u = random_field(mesh, "edge", rng, nlev=nlev, dtype=dtype)
     gs = tuple(random_field(mesh, loc, rng, nlev=nlev, dtype=dtype) for loc in spec.range)
     reference = spec.forward(mesh, u)

@@ -328,7 +328,7 @@ host_kernels, on_host = host_fixtures("gradient", "curl", "interpolation", "tang
 def test_cuda_sources_on_host(name, dtype, tol, nlev, any_mesh, on_host, rng):
     """Every kernel launch of the CuPy path, run on the host, equals the NumPy reference."""
     spec = OPERATORS[name]
-    mesh = any_mesh.replace()          # its own cache of prepared arrays
+    mesh = any_mesh.replace()          # its own DeviceMesh (tables built anew)
 
     def fields(locs):
         return tuple(random_field(mesh, loc, rng, nlev=nlev, dtype=dtype) for loc in locs)

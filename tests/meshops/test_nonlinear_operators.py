@@ -13,7 +13,6 @@ from grids.icosahedral import generate_icosahedral
 from grids.mesh import EARTH_RADIUS
 from grids.mpas_io import read_mesh
 from grids.partition import partition_sfc
-from meshops.operators import trisk
 from meshops.registry import OPERATORS
 
 from .conftest import backend_pairs, random_field
@@ -142,8 +141,8 @@ def test_transposed_edges_on_edge_is_the_transpose(mpas_mesh, rng):
     """For a random matrix-free check: sum_e sum_j w_ej x[e] y[eoe_j] equals the same sum over the
     transposed map (`meshops.operators.trisk`), and every pair (e, j) appears exactly once."""
     m = mpas_mesh
-    t = trisk.tables(m, np.zeros(m.nEdges))
-    edgesT, weightsT = t.edgesOnEdgeT, t.weightsOnEdgeT
+    t = meshops.device_mesh(m)
+    edgesT, weightsT = t.table("edgesOnEdgeT"), t.table("weightsOnEdgeT", np.float64)
     count = (edgesT >= 0).sum(axis=1)
     assert count.sum() == m.nEdgesOnEdge.sum()
     later = edgesT[:, 1:]
@@ -198,7 +197,7 @@ def test_cuda_sources_on_host(name, family, dtype, tol, nlev, any_mesh, on_host,
     """Forward, tangent and both adjoint modes of the CuPy path, run on the host, equal the NumPy
     reference; the forward and tangent restricted to output rows [first, last) match on those rows."""
     spec = OPERATORS[name]
-    mesh = any_mesh.replace()          # its own cache of prepared arrays
+    mesh = any_mesh.replace()          # its own DeviceMesh (tables built anew)
 
     def fields(locs):
         return tuple(random_field(mesh, loc, rng, nlev=nlev, dtype=dtype) for loc in locs)

@@ -1,0 +1,175 @@
+"""The catalogue of named mesh tables: each table is built by one function, once per mesh.
+
+A table is a NumPy array with one row per cell, edge or vertex (its `location`): integer
+connectivity (`kind` "int", -1 for a missing neighbour or a pad; held as int32 on a backend and
+shared by every dtype) or floating coefficients (`kind` "float", built in float64 and held per
+dtype). A builder takes the `HostTables` of a mesh, reads the mesh's MPAS fields (`h.mesh`) and
+other tables (`h[name]`), and returns the table, or a dict of several tables it builds together.
+The connectivity every family shares is registered here; each operator family registers its
+coefficient tables in its own module (`meshops.operators.*`), beside the formulas that use them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from meshops.device import connectivity
+
+LOCATIONS = ("cell", "edge", "vertex")
+SIZE_OF = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+
+
+@dataclass(frozen=True)
+class Table:
+    """One catalogue entry: `build(h)` returns the table (or a dict with it among others)."""
+    name: str
+    kind: str
+    location: str
+    build: Callable
+    doc: str
+
+
+CATALOGUE: dict[str, Table] = {}
+
+
+def register(*names: str, kind, location, doc: str = ""):
+    """Decorator: register `fn` as the builder of `names` (a dict of them when several), each a
+    table of `kind` ("int" or "float") with rows at `location` (each one, or one per name)."""
+    kinds = (kind,) * len(names) if isinstance(kind, str) else tuple(kind)
+    locations = (location,) * len(names) if isinstance(location, str) else tuple(location)
+    for k in kinds:
+        if k not in ("int", "float"):
+            raise ValueError(f"table kind: expected 'int' or 'float', got {k!r}")
+
+    def decorate(fn):
+        for name, kind, loc in zip(names, kinds, locations, strict=True):
+            if name in CATALOGUE:
+                raise ValueError(f"mesh table {name!r} is registered twice")
+            if loc not in LOCATIONS:
+                raise ValueError(f"mesh table {name!r}: location {loc!r} is not one of {LOCATIONS}")
+            CATALOGUE[name] = Table(name, kind, loc, fn, doc or (fn.__doc__ or "").strip())
+        return fn
+    return decorate
+
+
+def entry(name: str) -> Table:
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"mesh table {name!r}: not in the catalogue (known: "
+                       f"{', '.join(sorted(CATALOGUE))})") from None
+
+
+class HostTables:
+    """The tables of one mesh as built (NumPy, int64 / float64), each built once on first use."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self._built: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._built:
+            table = entry(name)
+            result = table.build(self)
+            self._built.update(result if isinstance(result, dict) else {name: result})
+        return self._built[name]
+
+    def names(self) -> list[str]:
+        return list(self._built)
+
+
+# -- connectivity shared by the families ----------------------------------------------------------
+
+@register("edgesOnCell", kind="int", location="cell")
+def _edges_on_cell(h):
+    """edgesOnCell with -1 beyond nEdgesOnCell."""
+    return connectivity.masked(h.mesh.edgesOnCell, h.mesh.nEdgesOnCell)
+
+
+@register("verticesOnCell", kind="int", location="cell")
+def _vertices_on_cell(h):
+    """verticesOnCell with -1 beyond nEdgesOnCell."""
+    return connectivity.masked(h.mesh.verticesOnCell, h.mesh.nEdgesOnCell)
+
+
+@register("cellsOnEdge", kind="int", location="edge")
+def _cells_on_edge(h):
+    """cellsOnEdge (-1: no cell on that side)."""
+    return connectivity.masked(h.mesh.cellsOnEdge)
+
+
+@register("verticesOnEdge", kind="int", location="edge")
+def _vertices_on_edge(h):
+    """verticesOnEdge (-1: no vertex at that end)."""
+    return connectivity.masked(h.mesh.verticesOnEdge)
+
+
+@register("edgesOnVertex", kind="int", location="vertex")
+def _edges_on_vertex(h):
+    """edgesOnVertex (-1: missing edge)."""
+    return connectivity.masked(h.mesh.edgesOnVertex)
+
+
+@register("cellsOnVertex", kind="int", location="vertex")
+def _cells_on_vertex(h):
+    """cellsOnVertex (-1: missing cell)."""
+    return connectivity.masked(h.mesh.cellsOnVertex)
+
+
+@register("edgesOnEdge", kind="int", location="edge")
+def _edges_on_edge(h):
+    """edgesOnEdge with -1 beyond nEdgesOnEdge, trimmed to the largest nEdgesOnEdge (the slots
+    beyond it hold only pads)."""
+    count = np.asarray(h.mesh.nEdgesOnEdge)
+    width = int(count.max(initial=0))
+    return np.ascontiguousarray(connectivity.masked(h.mesh.edgesOnEdge, count)[:, :width])
+
+
+def _transposed(forward: str, n_in: str, field: str):
+    """Builder of the transposed stencil of `forward` over `n_in` inputs: `forward`T (rows) and
+    `forward`TSlot (slots), see `connectivity.transpose`."""
+    def build(h):
+        rows, slots = connectivity.transpose(h[forward], getattr(h.mesh, n_in), field)
+        return {f"{forward}T": rows, f"{forward}TSlot": slots}
+    build.__doc__ = f"Transpose of {forward}: for each input, its (row, slot) pairs in increasing order."
+    return build
+
+
+for _forward, _n_in, _loc in (("cellsOnEdge", "nCells", "cell"), ("verticesOnEdge", "nVertices", "vertex"),
+                              ("edgesOnVertex", "nEdges", "edge"), ("edgesOnEdge", "nEdges", "edge")):
+    register(f"{_forward}T", f"{_forward}TSlot", kind="int", location=_loc)(
+        _transposed(_forward, _n_in, _forward))
+
+
+# -- geometry shared by the families --------------------------------------------------------------
+
+@register("invDcEdge", kind="float", location="edge")
+def _inv_dc_edge(h):
+    """1 / dcEdge."""
+    return 1.0 / h.mesh.dcEdge
+
+
+@register("invDvEdge", kind="float", location="edge")
+def _inv_dv_edge(h):
+    """1 / dvEdge."""
+    return 1.0 / h.mesh.dvEdge
+
+
+@register("invAreaCell", kind="float", location="cell")
+def _inv_area_cell(h):
+    """1 / areaCell."""
+    return 1.0 / h.mesh.areaCell
+
+
+@register("dcEdge", kind="float", location="edge")
+def _dc_edge(h):
+    """dcEdge (distance between the two cell centres of an edge)."""
+    return np.asarray(h.mesh.dcEdge)
+
+
+@register("dvEdge", kind="float", location="edge")
+def _dv_edge(h):
+    """dvEdge (length of the Voronoi edge)."""
+    return np.asarray(h.mesh.dvEdge)

@@ -1,0 +1,213 @@
+"""The run configuration: a YAML file checked against a pydantic schema before any work.
+
+Every key has a type, a default where one makes sense, an allowed range and a description
+(`python run_model.py --help-config` prints them). Unknown keys, wrong types and impossible values
+stop the run with the key path, the value and what is allowed. `--set a.b=value` overrides a key
+(the value read as YAML).
+"""
+from __future__ import annotations
+
+import pathlib
+import typing
+from typing import Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from swm.constants import EARTH_RADIUS
+
+#: Largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge of the run: RK4's imaginary-axis bound
+#: 2 sqrt(2) over the TRiSK wave operator's largest frequency, about 2 (|u| + c) / dcEdge (Williamson
+#: case 6, level 4: stable for 10 days at 1.41, unstable at 1.70).
+CFL_LIMIT = 1.4
+#: Output variables the model writes (MPAS names).
+OUTPUT_VARIABLES = ("h", "u", "vorticity", "divergence", "ke", "uReconstructZonal",
+                    "uReconstructMeridional", "b")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GeneratedMesh(Strict):
+    level: int = Field(ge=0, le=11, description="icosahedral bisection level: 10*4^level+2 cells")
+    lloyd: int = Field(0, ge=0, le=10000, description="spherical Lloyd iterations toward an SCVT")
+    order: Literal["morton", "hilbert"] = Field("morton", description="cell order (space-filling curve)")
+
+
+class MeshConfig(Strict):
+    generate: Optional[GeneratedMesh] = Field(None, description="generate an icosahedral mesh")
+    file: Optional[pathlib.Path] = Field(None, description="an MPAS grid file instead")
+    radius: float = Field(EARTH_RADIUS, gt=0, description="sphere radius (m); a generated mesh uses "
+                          "it, a file's geometry is scaled to it")
+    recompute_geometry: bool = Field(False, description="derive lengths, areas and weights from "
+                                     "positions and connectivity instead of the file's")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.generate is None) == (self.file is None):
+            raise ValueError("give exactly one of mesh.generate (level, lloyd, order) and mesh.file")
+        if self.file is not None and not self.file.is_file():
+            raise ValueError(f"mesh.file = {str(self.file)!r}: no such file")
+        return self
+
+
+class CaseConfig(Strict):
+    name: Literal["williamson2", "williamson5", "williamson6", "galewsky"] = Field(
+        description="test case: Williamson et al. 1992 cases 2, 5, 6; Galewsky et al. 2004 jet")
+    alpha: float = Field(0.0, ge=-3.1416, le=3.1416, description="williamson2: rotation angle (rad)")
+    perturbed: bool = Field(True, description="galewsky: add the height perturbation")
+
+
+class TimeConfig(Strict):
+    days: float = Field(gt=0, le=3650, description="run length (days)")
+    dt: Optional[float] = Field(None, gt=0, description="time step (s); or give cfl")
+    cfl: Optional[float] = Field(None, gt=0, le=CFL_LIMIT,
+                                 description=f"Courant number of the fastest gravity wave, <= {CFL_LIMIT}")
+
+    @model_validator(mode="after")
+    def _one_step(self):
+        if (self.dt is None) == (self.cfl is None):
+            raise ValueError("give exactly one of time.dt (s) and time.cfl")
+        return self
+
+
+class DiffusionConfig(Strict):
+    visc2: float = Field(0.0, ge=0, description="del2 viscosity on u (m^2/s)")
+    visc4: float = Field(0.0, ge=0, description="del4 hyperviscosity on u (m^4/s)")
+    apvm: float = Field(0.0, ge=0, le=1, description="APVM upwinding factor of the PV (MPAS: 0.5)")
+
+
+class PartitionConfig(Strict):
+    method: Literal["metis", "sfc", "file"] = Field("metis", description="METIS, a Hilbert curve, "
+                                                    "or an MPAS graph.info.part.N file")
+    file: Optional[pathlib.Path] = Field(None, description="partition file (method: file)")
+
+    @model_validator(mode="after")
+    def _file(self):
+        if (self.method == "file") != (self.file is not None):
+            raise ValueError("partition.file is needed with method 'file', and only then")
+        if self.file is not None and not self.file.is_file():
+            raise ValueError(f"partition.file = {str(self.file)!r}: no such file")
+        return self
+
+
+class OutputConfig(Strict):
+    path: pathlib.Path = Field(pathlib.Path("output.nc"), description="history file (netCDF)")
+    interval_hours: float = Field(24.0, gt=0, description="output interval (hours)")
+    variables: list[Literal[OUTPUT_VARIABLES]] = Field(
+        ["h", "u", "vorticity", "divergence", "ke", "uReconstructZonal", "uReconstructMeridional"],
+        description="fields written at each output time")
+
+
+class RestartConfig(Strict):
+    path: pathlib.Path = Field(pathlib.Path("restart.nc"), description="restart file")
+    interval_hours: Optional[float] = Field(None, gt=0, description="restart interval (hours); none: off")
+    resume: bool = Field(False, description="start from the restart file")
+
+
+class Config(Strict):
+    mesh: MeshConfig
+    case: CaseConfig
+    time: TimeConfig
+    backend: Literal["numpy", "cupy"] = Field("numpy", description="NumPy on CPU ranks, CuPy: one GPU per rank")
+    dtype: Literal["float64", "float32"] = Field("float64", description="floating type of the state")
+    diffusion: DiffusionConfig = DiffusionConfig()
+    partition: PartitionConfig = PartitionConfig()
+    output: OutputConfig = OutputConfig()
+    restart: RestartConfig = RestartConfig()
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+
+
+class ConfigError(ValueError):
+    """A config that cannot run: the message names the file, the key path, the value and what is
+    allowed."""
+
+
+def _set(tree: dict, path: str, value) -> None:
+    keys = path.split(".")
+    node = tree
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {path}: {k!r} is not a section")
+    node[keys[-1]] = value
+
+
+def load_config(path, overrides=()) -> Config:
+    """The config of YAML file `path` with `overrides` ("a.b=value") applied, validated."""
+    path = pathlib.Path(path)
+    try:
+        tree = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top, got {type(tree).__name__}")
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE")
+        _set(tree, key.strip(), yaml.safe_load(text))
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(_describe(path, exc)) from None
+
+
+def _describe(path, exc: ValidationError) -> str:
+    lines = [f"{path}: {exc.error_count()} invalid setting(s):"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key (value {value!r})")
+        elif err["type"] == "missing":
+            lines.append(f"  {key}: missing (required)")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            shown = value if not isinstance(value, dict) else "{...}"
+            lines.append(f"  {key} = {shown!r}: {msg}")
+    return "\n".join(lines)
+
+
+def _type_name(annotation) -> str:
+    """'one of a, b', 'float or none', 'list of ...', or the type's name."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(map(str, args))
+    if origin is typing.Union:
+        return " or ".join("none" if a is type(None) else _type_name(a) for a in args)
+    if origin is list:
+        return "list of " + _type_name(args[0])
+    return "path" if annotation is pathlib.Path else getattr(annotation, "__name__", str(annotation))
+
+
+def describe_schema(model=Config, prefix: str = "") -> list[str]:
+    """One line per key: path, type, default and description."""
+    lines = []
+    for name, field in model.model_fields.items():
+        key = prefix + name
+        annotation = field.annotation
+        sub = next((a for a in getattr(annotation, "__args__", (annotation,))
+                    if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if sub is not None:
+            lines.append(f"{key}: section" + (f" -- {field.description}" if field.description else ""))
+            lines += describe_schema(sub, key + ".")
+            continue
+        default = "required" if field.is_required() else f"default {_plain(field.default)}"
+        bounds = [f"{symbol} {getattr(m, attr)}" for m in field.metadata
+                  for attr, symbol in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+                  if getattr(m, attr, None) is not None]
+        lines.append(f"{key}: {_type_name(annotation)}, "
+                     f"{default}{'; ' + ' '.join(bounds) if bounds else ''} -- {field.description}")
+    return lines
+
+
+def _plain(value):
+    return str(value) if isinstance(value, pathlib.Path) else repr(value)
+
+
+def dump(config: Config) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,97 @@
+"""Where a run's fields live: one process, or every rank of a communicator with its local mesh
+(owned rows first, then halo layers), the state exchange of each RK stage and the global <-> local
+helpers the initial conditions, output and restarts use."""
+from __future__ import annotations
+
+import numpy as np
+
+from meshops.parallel import StateExchange, gather_field, layers_needed, scatter_field
+
+#: The operator chains of the tendencies (swm.tendencies) from the state to the owned tendencies.
+TENDENCY_CHAINS = (("interp_c2e", "pv_flux_e2e"), ("interp_c2v", "interp_v2e", "pv_flux_e2e"),
+                   ("curl_e2v", "interp_v2e", "pv_flux_e2e"), ("ke_e2c", "grad_c2e"),
+                   ("interp_c2e", "flux_div_e2c"))
+APVM_CHAINS = (("interp_c2v", "interp_v2c", "grad_c2e", "pv_flux_e2e"),
+               ("tangential_e2e", "pv_flux_e2e"))
+
+
+def halo_depth(physics) -> int:
+    """Cell layers of halo the tendencies need so that one exchange per stage is enough."""
+    chains = list(TENDENCY_CHAINS)
+    if physics.apvm:
+        chains += APVM_CHAINS
+    if physics.visc2:
+        chains.append(("vector_laplacian_e2e",))
+    if physics.visc4:
+        chains.append(("del4_e2e",))
+    return max(layers_needed(chain) for chain in chains)
+
+
+class Serial:
+    """One process: owned rows are all rows, nothing to exchange."""
+
+    def __init__(self, mesh, comm):
+        self.mesh, self.comm = mesh, comm
+        self.owned = {"cell": mesh.nCells, "edge": mesh.nEdges, "vertex": mesh.nVertices}
+
+    def scatter(self, location, field):
+        return field
+
+    def gather(self, location, field):
+        return field
+
+    def exchange(self, h, u) -> None:
+        pass
+
+    def global_index(self, location, i) -> int:
+        return int(i)
+
+    def describe(self) -> str:
+        return "1 process"
+
+
+class Distributed:
+    """Every rank of `comm` with its `grids.decompose.Decomposition`; the state (h, u) exchanged
+    in one message per neighbour (`meshops.parallel.StateExchange`)."""
+
+    def __init__(self, decomposition, comm, dtype, *, transport=None):
+        self.decomposition, self.comm = decomposition, comm
+        self.mesh = decomposition.mesh
+        self.owned = {loc: decomposition.n_owned(loc) for loc in ("cell", "edge", "vertex")}
+        self.state_exchange = StateExchange(decomposition, {"h": ("cell", None, dtype),
+                                                            "u": ("edge", None, dtype)},
+                                            comm, transport=transport)
+
+    def scatter(self, location, field):
+        return scatter_field(self.decomposition, self.comm, field, location)
+
+    def gather(self, location, field):
+        return gather_field(self.decomposition, self.comm, field, location)
+
+    def exchange(self, h, u) -> None:
+        self.state_exchange.exchange({"h": h, "u": u})
+
+    def global_index(self, location, i) -> int:
+        return int(self.decomposition.local.l2g[location][i])
+
+    def describe(self) -> str:
+        d = self.decomposition
+        return (f"{d.nranks} ranks, halo depth {d.halo_depth}, rank 0 owns "
+                f"{self.owned['cell']} cells")
+
+
+def distribute(config, comm, global_mesh, physics, dtype):
+    """Serial on one rank; else partition on rank 0 as the config says and distribute."""
+    if comm.Get_size() == 1:
+        return Serial(global_mesh, comm)
+    from grids.decompose import distribute_mesh
+
+    owner = None
+    if comm.Get_rank() == 0 and config.partition.method == "file":
+        from grids.partition import read_partition
+
+        owner = read_partition(config.partition.file, global_mesh.nCells, comm.Get_size())
+    method = {"metis": "metis", "sfc": "sfc", "file": "auto"}[config.partition.method]
+    decomposition = distribute_mesh(comm, global_mesh, owner, halo_depth=halo_depth(physics),
+                                    method=method)
+    return Distributed(decomposition, comm, dtype)

@@ -1,0 +1,104 @@
+"""PNG maps of a history file: h and vorticity on the cells' polygons (longitude-latitude), and for
+Williamson case 2 the error of h against the analytic solution.
+
+    python -m swm.plot williamson5.nc [--record -1] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+import numpy as np
+
+
+def cell_polygons(ds):
+    """Per cell, its Voronoi polygon in (lon, lat) degrees, unwrapped around the cell centre;
+    cells that cross lon = +-180 are drawn twice (shifted by 360)."""
+    n = ds["nEdgesOnCell"][:].astype(int)
+    voc = ds["verticesOnCell"][:].astype(int) - 1
+    lon_v, lat_v = np.degrees(ds["lonVertex"][:]), np.degrees(ds["latVertex"][:])
+    lon_c = np.degrees(np.angle(np.exp(1j * ds["lonCell"][:])))
+    polygons, owners = [], []
+    for c in range(n.size):
+        v = voc[c, :n[c]]
+        lon = lon_c[c] + (lon_v[v] - lon_c[c] + 180.0) % 360.0 - 180.0
+        xy = np.column_stack([lon, lat_v[v]])
+        polygons.append(xy)
+        owners.append(c)
+        for shift in (-360.0, 360.0):
+            if (lon + shift).min() < 180.0 and (lon + shift).max() > -180.0:
+                polygons.append(xy + [shift, 0.0])
+                owners.append(c)
+    return polygons, np.array(owners)
+
+
+def cell_vorticity(ds, vorticity_vertex):
+    """Kite-area weighted mean of the vertex vorticity on each cell (interp_v2c)."""
+    cov = ds["cellsOnVertex"][:].astype(int) - 1
+    kites = ds["kiteAreasOnVertex"][:]
+    out = np.zeros(ds.dimensions["nCells"].size)
+    for j in range(cov.shape[1]):
+        valid = cov[:, j] >= 0
+        np.add.at(out, cov[valid, j], kites[valid, j] * vorticity_vertex[valid])
+    return out / ds["areaCell"][:]
+
+
+def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
+    """Write PNG maps of `record` of history file `path`; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import netCDF4
+    from matplotlib.collections import PolyCollection
+
+    path = pathlib.Path(path)
+    out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
+    written = []
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        stamp = b"".join(ds["xtime"][record]).decode().strip()
+        polygons, owners = cell_polygons(ds)
+        maps = {"h": (ds["h"][record, :, 0], "thickness h (m)", "viridis")}
+        if "vorticity" in ds.variables:
+            maps["vorticity"] = (cell_vorticity(ds, ds["vorticity"][record, :, 0]),
+                                 "relative vorticity (1/s)", "RdBu_r")
+        if "h_l2" in ds.variables and "h" in ds.variables:
+            # case 2 is steady: its exact solution is the initial state
+            maps["h_error"] = (ds["h"][record, :, 0] - ds["h"][0, :, 0], "h - h_exact (m)", "RdBu_r")
+        for name, (values, label, cmap) in maps.items():
+            fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
+            collection = PolyCollection(polygons, array=values[owners], cmap=cmap, edgecolors="face",
+                                        linewidths=0.2)
+            if cmap == "RdBu_r":
+                limit = float(np.abs(values).max()) or 1.0
+                collection.set_clim(-limit, limit)
+            ax.add_collection(collection)
+            ax.set(xlim=(-180, 180), ylim=(-90, 90), xlabel="longitude (deg)", ylabel="latitude (deg)",
+                   title=f"{path.name}: {label} at {stamp}")
+            ax.set_aspect("equal")
+            fig.colorbar(collection, ax=ax, shrink=0.8)
+            target = out_dir / f"{path.stem}.{name}.png"
+            fig.savefig(target, bbox_inches="tight")
+            plt.close(fig)
+            written.append(target)
+    return written
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m swm.plot", description=__doc__.splitlines()[0])
+    p.add_argument("file", help="a history file written by run_model.py")
+    p.add_argument("--record", type=int, default=-1, help="output record (default: the last)")
+    p.add_argument("--out", help="directory of the PNG files (default: beside the history file)")
+    args = p.parse_args(argv)
+    if not pathlib.Path(args.file).is_file():
+        print(f"python -m swm.plot: error: {args.file}: no such file", file=sys.stderr)
+        return 2
+    for target in plot_file(args.file, args.record, args.out):
+        print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

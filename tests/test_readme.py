@@ -1,0 +1,93 @@
+"""The README cannot drift: its Quick start runs as written, its test command is the one CI runs,
+and its mesh command generates and checks a mesh.
+
+Quick start code blocks are fenced ```python blocks of the "## Quick start" section, run in order in
+one namespace from the repository root. A block preceded by `<!-- readme-test: gpu -->` needs CuPy and
+a CUDA device: it runs only in the GPU test (marked `gpu`, skipped without them).
+"""
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+GPU_MARK = "<!-- readme-test: gpu -->"
+
+
+def _section(text: str, heading: str) -> str:
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert match, f"README.md has no '## {heading}' section"
+    return match.group(1)
+
+
+def quick_start_blocks() -> list[tuple[str, bool]]:
+    """(code, needs_gpu) for each ```python block of the Quick start, in order."""
+    section = _section(README.read_text(), "Quick start")
+    blocks = []
+    for match in re.finditer(r"^```python\n(.*?)^```", section, re.S | re.M):
+        before = section[:match.start()].rstrip().splitlines()
+        blocks.append((match.group(1), bool(before) and before[-1].strip() == GPU_MARK))
+    return blocks
+
+
+def _run(blocks, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    namespace = {"__name__": "__readme__"}
+    for i, (code, _) in enumerate(blocks):
+        exec(compile(code, f"README.md Quick start block {i + 1}", "exec"), namespace)
+    return namespace
+
+
+def test_quick_start_has_cpu_and_gpu_blocks():
+    blocks = quick_start_blocks()
+    assert sum(not gpu for _, gpu in blocks) >= 2
+    assert any(gpu for _, gpu in blocks)
+    assert all("cupy" not in code for code, gpu in blocks if not gpu)
+
+
+def test_quick_start_runs_on_cpu(monkeypatch, capsys):
+    namespace = _run([b for b in quick_start_blocks() if not b[1]], monkeypatch)
+    out = capsys.readouterr().out
+    assert "162 480 320" in out
+    assert namespace["taylor"].passed(1.9) and namespace["linear"].exact
+
+
+@pytest.mark.gpu
+def test_quick_start_runs_on_gpu(monkeypatch):
+    _run(quick_start_blocks(), monkeypatch)
+
+
+def _command_after(section: str, start: str) -> str:
+    lines = [line.strip() for line in section.splitlines() if line.strip().startswith(start)]
+    assert len(lines) == 1, f"expected one command starting {start!r} in the README"
+    return lines[0]
+
+
+def test_test_command_is_what_ci_runs():
+    section = _section(README.read_text(), "The two commands")
+    command = _command_after(section, "python3 -m venv .venv && . .venv/bin/activate && pip install -q")
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == command
+    assert command.endswith('python -m pytest -m "not slow"')
+
+
+def test_mesh_command_generates_and_checks(tmp_path):
+    """The mesh command after its install steps: generate level 5 with 50 Lloyd iterations, check."""
+    section = _section(README.read_text(), "The two commands")
+    command = _command_after(section, 'python3 -m venv .venv && . .venv/bin/activate && pip install ".[mpi]"')
+    steps = [shlex.split(step) for step in command.split(" && ")]
+    steps = [step for step in steps if step[:3] == ["python", "-m", "grids"]]
+    assert [step[3] for step in steps] == ["generate", "check"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    output = ""
+    for step in steps:
+        done = subprocess.run([sys.executable] + step[1:], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        output += done.stdout
+    assert "10242" in output and "200.6" in output and "255.8" in output
