@@ -1,5 +1,5 @@
 """The README cannot drift: its Quick start runs as written, its test command is the one CI runs,
-and its mesh command generates and checks a mesh.
+and its model command runs the model under mpiexec.
 
 Quick start code blocks are fenced ```python blocks of the "## Quick start" section, run in order in
 one namespace from the repository root. A block preceded by `<!-- readme-test: gpu -->` needs CuPy and
@@ -76,18 +76,24 @@ def test_test_command_is_what_ci_runs():
     assert command.endswith('python -m pytest -m "not slow"')
 
 
-def test_mesh_command_generates_and_checks(tmp_path):
-    """The mesh command after its install steps: generate level 5 with 50 Lloyd iterations, check."""
+@pytest.mark.mpi
+def test_model_command_runs(tmp_path):
+    """The model command after its install step, as written (mpiexec -n 2 run_model.py CONFIG), from
+    a scratch directory so that its output lands there; then the plot command on its output."""
+    from tests.test_mpi_ranks import _mpiexec
+
     section = _section(README.read_text(), "The two commands")
     command = _command_after(section, 'python3 -m venv .venv && . .venv/bin/activate && pip install ".[mpi]"')
-    steps = [shlex.split(step) for step in command.split(" && ")]
-    steps = [step for step in steps if step[:3] == ["python", "-m", "grids"]]
-    assert [step[3] for step in steps] == ["generate", "check"]
+    step = shlex.split(command.split(" && ")[-1])
+    assert step[:3] == ["mpiexec", "-n", "2"] and step[3:5] == ["python", "run_model.py"], step
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    output = ""
-    for step in steps:
-        done = subprocess.run([sys.executable] + step[1:], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        output += done.stdout
-    assert "10242" in output and "200.6" in output and "255.8" in output
+    args = [_mpiexec(), "-n", "2", sys.executable, str(ROOT / step[4]), str(ROOT / step[5]), "--no-progress"]
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "2 ranks" in done.stderr and "day 15.000: mass" in done.stderr
+    output = tmp_path / "williamson5.nc"
+    assert output.exists() and f"output {output.name}" in done.stderr
+    plot = shlex.split(re.search(r"`(python -m swm.plot [^`]+)`", section).group(1))
+    done = subprocess.run([sys.executable] + plot[1:], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and (tmp_path / "williamson5.h.png").exists(), done.stderr
