@@ -8,11 +8,11 @@ and written back; global attributes are kept in `mesh.attributes`.
 from __future__ import annotations
 
 import os
-import uuid
 from typing import overload
 
 import numpy as np
 
+from .atomic import atomic_path
 from .mesh import EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, Mesh
 from .validate import (INDEX_TARGET, MeshError, check_counts, check_fields, check_finite,
                        check_sphere, check_structure, file_index_base, used_slots, validate_mesh)
@@ -555,17 +555,5 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET") -> Non
                             expected="fewer than 2**31 - 1 entities")
     check_fields(mesh.fields(), mesh.sizes(), None, path, required=tuple(FIELD_DIMS), geometry=False)
     sizes = _dimension_sizes(mesh, path)
-    directory, base = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{base}.{uuid.uuid4().hex}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         _write(mesh, tmp, format, sizes)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise

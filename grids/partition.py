@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .atomic import atomic_path
+
 
 class PartitionError(ValueError):
     """A bad partition or graph file, or a partition that does not fit the mesh."""
@@ -224,11 +226,9 @@ def partition_quality(mesh, owner, *, weights=None) -> PartitionQuality:
 # -- MPAS files -----------------------------------------------------------------------------------
 
 def _atomic_write(path, text: str) -> None:
-    path = os.fspath(path)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w") as f:
+            f.write(text)
 
 
 def write_graph_info(mesh, path, *, weights=None) -> None:

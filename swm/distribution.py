@@ -3,7 +3,6 @@
 helpers the initial conditions, output and restarts use."""
 from __future__ import annotations
 
-import numpy as np
 
 from meshops.parallel import StateExchange, gather_field, layers_needed, scatter_field
 

@@ -191,7 +191,7 @@ def run(config: Config, *, progress: bool = True) -> dict:
     if rank == 0:
         history = History(config.output.path, global_mesh, 1, dtype, config.output.variables,
                           diag_names, resume=config.restart.resume)
-    del global_mesh, state
+    global_mesh = state = root = None          # the global arrays are not needed any more
     restart_every = (None if config.restart.interval_hours is None
                      else max(1, int(round(config.restart.interval_hours * 3600.0 / dt))))
 
@@ -262,7 +262,6 @@ OUTPUT_LOCATION = {"h": "cell", "u": "edge", "vorticity": "vertex", "divergence"
 
 def output_fields(model) -> dict:
     """Output variables as callables of the local state (evaluated one at a time, on the host)."""
-    mesh = model.mesh
     host = lambda a: a.get() if hasattr(a, "get") else a  # noqa: E731
     return {
         "h": lambda: host(model.h), "u": lambda: host(model.u), "b": lambda: host(model.b),

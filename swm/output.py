@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import pathlib
-import uuid
 
 import numpy as np
+
+from grids.atomic import atomic_path
 
 DIMENSION = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 #: Location and units of each output variable.
@@ -92,27 +93,14 @@ def write_restart(path, h, u, step: int, dt: float, case: str) -> None:
     """Write the global state (rank 0) atomically: temporary file, fsync, rename."""
     import netCDF4
 
-    path = pathlib.Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
-            ds.createDimension("nCells", h.shape[0])
-            ds.createDimension("nEdges", u.shape[0])
-            ds.createDimension("nVertLevels", 1 if h.ndim == 1 else h.shape[1])
-            ds.step, ds.dt, ds.case = np.int64(step), np.float64(dt), case
-            for name, value, dim in (("h", h, "nCells"), ("u", u, "nEdges")):
-                var = ds.createVariable(name, value.dtype, (dim, "nVertLevels"))
-                var[:] = value.reshape(value.shape[0], -1)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        if tmp.exists():
-            tmp.unlink()
-        raise
+    with atomic_path(path) as tmp, netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
+        ds.createDimension("nCells", h.shape[0])
+        ds.createDimension("nEdges", u.shape[0])
+        ds.createDimension("nVertLevels", 1 if h.ndim == 1 else h.shape[1])
+        ds.step, ds.dt, ds.case = np.int64(step), np.float64(dt), case
+        for name, value, dim in (("h", h, "nCells"), ("u", u, "nEdges")):
+            var = ds.createVariable(name, value.dtype, (dim, "nVertLevels"))
+            var[:] = value.reshape(value.shape[0], -1)
 
 
 def read_restart(path, *, n_cells: int, n_edges: int, dtype, case: str):

@@ -310,7 +310,7 @@ class StateExchange:
             pending = self._pending[flying[0]]
         if pending.done:
             raise RuntimeError("state exchange: end() called twice for one begin()")
-        tr, xp, direction = pending.transport, pending.xp, pending.direction
+        tr, direction = pending.transport, pending.direction
         tr.wait_bytes(pending.messages)
         arrays = {name: pending.state[name] for name in self.fields}
         with tr.device_context():
