@@ -96,7 +96,7 @@ class OutputConfig(Strict):
     path: pathlib.Path = Field(pathlib.Path("output.nc"), description="history file (netCDF)")
     interval_hours: float = Field(24.0, gt=0, description="output interval (hours)")
     variables: list[Literal[OUTPUT_VARIABLES]] = Field(
-        ["h", "u", "vorticity", "divergence", "ke", "uReconstructZonal", "uReconstructMeridional"],
+        ["h", "u", "vorticity", "divergence", "ke", "uReconstructZonal", "uReconstructMeridional", "b"],
         description="fields written at each output time")
 
 

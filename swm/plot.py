@@ -1,5 +1,6 @@
-"""PNG maps of a history file: h and vorticity on the cells' polygons (longitude-latitude), and for
-Williamson case 2 the error of h against the analytic solution.
+"""PNG maps of a history file: the surface height h + b (h where there is no topography) and the
+vorticity on the cells' polygons (longitude-latitude), and for Williamson case 2 the error of h
+against the analytic solution.
 
     python -m swm.plot williamson5.nc [--record -1] [--out DIR]
 """
@@ -60,7 +61,11 @@ def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
         ds.set_auto_mask(False)
         stamp = b"".join(ds["xtime"][record]).decode().strip()
         polygons, owners = cell_polygons(ds)
-        maps = {"h": (ds["h"][record, :, 0], "thickness h (m)", "viridis")}
+        if "b" in ds.variables and np.any(ds["b"][record, :, 0]):
+            maps = {"h": (ds["h"][record, :, 0] + ds["b"][record, :, 0], "surface height h + b (m)",
+                          "viridis")}
+        else:
+            maps = {"h": (ds["h"][record, :, 0], "thickness h (m)", "viridis")}
         if "vorticity" in ds.variables:
             maps["vorticity"] = (cell_vorticity(ds, ds["vorticity"][record, :, 0]),
                                  "relative vorticity (1/s)", "RdBu_r")
