@@ -22,13 +22,13 @@ import numpy as np
 
 from meshops.device.backend import array_module, article
 from meshops.parallel.comm import world
-from meshops.parallel.transport import Route, log, make_transport, normalise, resolve
+from meshops.parallel.transport import Route, TransportChoice, normalise
 
 LOCATIONS = ("cell", "edge", "vertex")
 _TAG_BASE = 4100
 
 
-class HaloExchange:
+class HaloExchange(TransportChoice):
     """Forward and adjoint halo exchange of one rank's `grids.decompose.Decomposition`.
 
     Construction is collective over `comm` (default: the world communicator).
@@ -57,19 +57,8 @@ class HaloExchange:
     def mesh(self):
         return self.decomposition.mesh
 
-    # transports --------------------------------------------------------------------------------
-    def transport_name(self, xp, transport: str | None = None) -> str:
-        """Name of the transport that runs for arrays of module `xp`."""
-        return resolve(self.requested if transport is None else transport, xp, self.comm)
-
-    def _transport(self, xp, transport):
-        name = self.transport_name(xp, transport)
-        if name not in self._transports:
-            self._transports[name] = make_transport(name, self.comm)
-            log.info("rank %d of %d: halo exchange of %s arrays uses transport %r",
-                     self.comm.Get_rank(), self.comm.Get_size(),
-                     "NumPy" if xp is np else "CuPy", name)
-        return self._transports[name]
+    def describe(self, xp, name: str) -> str:
+        return f"halo exchange of {'NumPy' if xp is np else 'CuPy'} arrays uses transport {name!r}"
 
     @property
     def stats(self):

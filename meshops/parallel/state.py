@@ -37,7 +37,7 @@ import numpy as np
 
 from meshops.device.backend import array_module
 from meshops.parallel.comm import world
-from meshops.parallel.transport import MessageStats, log, make_transport, normalise, resolve
+from meshops.parallel.transport import MessageStats, TransportChoice, normalise
 
 LOCATIONS = ("cell", "edge", "vertex")
 #: Byte alignment of every field's part of a message.
@@ -189,7 +189,7 @@ class PendingState:
         return self.direction.adjoint
 
 
-class StateExchange:
+class StateExchange(TransportChoice):
     """Forward and adjoint halo exchange of a declared set of fields, one message per neighbour.
 
     `fields`: {name: FieldSpec | location | (location, nlev, dtype)}, the same on every rank.
@@ -230,20 +230,10 @@ class StateExchange:
         """Ranks this rank exchanges with (any field, either direction)."""
         return self.forward_layout.peers
 
-    # transports --------------------------------------------------------------------------------
-    def transport_name(self, xp, transport: str | None = None) -> str:
-        """Name of the transport that runs for states of module `xp` (numpy or cupy)."""
-        return resolve(self.requested if transport is None else transport, xp, self.comm)
-
-    def _transport(self, xp, transport):
-        name = self.transport_name(xp, transport)
-        if name not in self._transports:
-            self._transports[name] = make_transport(name, self.comm)
-            log.info("rank %d of %d: state exchange of %d fields (%s arrays) uses transport %r, "
-                     "one message per neighbour (%d neighbours)", self.comm.Get_rank(),
-                     self.comm.Get_size(), len(self.fields), "NumPy" if xp is np else "CuPy", name,
-                     self.neighbours.size)
-        return self._transports[name]
+    def describe(self, xp, name: str) -> str:
+        return (f"state exchange of {len(self.fields)} fields ({'NumPy' if xp is np else 'CuPy'} "
+                f"arrays) uses transport {name!r}, one message per neighbour "
+                f"({self.neighbours.size} neighbours)")
 
     @property
     def stats(self) -> MessageStats:

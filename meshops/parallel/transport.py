@@ -560,3 +560,21 @@ def make_transport(name: str, comm) -> Transport:
     if isinstance(comm, SerialComm) and name != "local":
         raise RuntimeError(f"halo transport {name!r} needs mpi4py; this run has a serial communicator")
     return _CLASSES[name](comm)
+
+
+class TransportChoice:
+    """The transports of an exchange object (`comm`, `requested` set by its constructor), made
+    once per name on first use and logged with `describe(xp, name)`."""
+
+    def transport_name(self, xp, transport: str | None = None) -> str:
+        """Name of the transport that runs for arrays of module `xp` (numpy or cupy)."""
+        return resolve(self.requested if transport is None else transport, xp, self.comm)
+
+    def _transport(self, xp, transport):
+        transports = self.__dict__.setdefault("_transports", {})
+        name = self.transport_name(xp, transport)
+        if name not in transports:
+            transports[name] = make_transport(name, self.comm)
+            log.info("rank %d of %d: %s", self.comm.Get_rank(), self.comm.Get_size(),
+                     self.describe(xp, name))
+        return transports[name]
