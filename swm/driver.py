@@ -239,7 +239,7 @@ def run(config: Config, *, progress: bool = True) -> dict:
                           step - 1, model.time / DAY, config.output.path, config.restart.path)
                 raise
             bar.update(1)
-            bar.set_postfix_str(f"day {model.time / DAY:.2f}")
+            bar.set_postfix_str(f"day {model.time / DAY:.2f}", refresh=False)
             if step % per_output == 0 or step == total:
                 last = output(step // per_output)
             if restart_every and step % restart_every == 0 and step < total:
