@@ -4,6 +4,9 @@
     python run_model.py configs/williamson5.yaml
     mpiexec -n 4 python run_model.py configs/williamson2.yaml --set time.days=2
     python run_model.py configs/galewsky.yaml --print-config
+    python run_model.py configs/sensitivity_williamson5.yaml              (gradients of a cost)
+    python run_model.py configs/sensitivity_williamson5.yaml --check-adjoint
+    mpiexec -n 2 python run_model.py configs/fourdvar_twin.yaml            (a 4D-Var twin experiment)
 """
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(
         prog="run_model.py", description="Run the TRiSK shallow-water model (Williamson 2/5/6, "
         "Galewsky) from a YAML config, on one process or on every rank of mpiexec; with "
-        "backend: cupy, one GPU per rank.",
+        "backend: cupy, one GPU per rank. A config with a sensitivity section runs the model's "
+        "adjoint and writes the gradients of its cost; one with a fourdvar section runs a 4D-Var "
+        "twin experiment.",
         epilog="Config keys: --help-config lists every key with its type, default, range and meaning.")
     p.add_argument("config", nargs="?", help="the run's YAML config (see configs/)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -28,6 +33,10 @@ def parse_args(argv=None):
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plot", action="store_true",
                    help="after the run, write PNG maps of the last output (python -m swm.plot)")
+    p.add_argument("--check-adjoint", action="store_true",
+                   help="(a config with a sensitivity section) instead of the run, the whole-run "
+                        "dot-product test of the tangent-linear and adjoint models and a Taylor "
+                        "table of the config's cost; exit status 1 if either fails")
     return p.parse_args(argv)
 
 
@@ -49,6 +58,10 @@ def main(argv=None) -> int:
     if args.print_config:
         print(dump(config), end="")
         return 0
+    if args.check_adjoint and config.sensitivity is None:
+        print(f"run_model.py: error: --check-adjoint: {args.config} has no sensitivity section "
+              "(see configs/sensitivity_williamson5.yaml)", file=sys.stderr)
+        return 2
     from meshops.parallel.comm import abort_on_error, world
     from swm.driver import WatchdogError, run
 
@@ -62,7 +75,25 @@ def main(argv=None) -> int:
 
     with abort_on_error(comm):
         try:
+            if args.check_adjoint:
+                from adjoint.sensitivity import check_adjoint
+
+                return 0 if check_adjoint(config) else 1
+            if config.sensitivity is not None:
+                from adjoint.sensitivity import run_sensitivity
+
+                run_sensitivity(config, progress=not args.no_progress)
+                return 0
+            if config.fourdvar is not None:
+                from adjoint.fourdvar import run_fourdvar
+
+                run_fourdvar(config, progress=not args.no_progress)
+                return 0
             run(config, progress=not args.no_progress)
+        except ConfigError as exc:        # found once the mesh is known, on every rank together
+            if comm.Get_rank() == 0:
+                print(f"run_model.py: error: {exc}", file=sys.stderr)
+            return 2
         except WatchdogError as exc:      # raised on every rank together
             if comm.Get_rank() == 0:
                 print(f"run_model.py: stopped: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@ stop the run with the key path, the value and what is allowed. `--set a.b=value`
 """
 from __future__ import annotations
 
+import math
 import pathlib
 import typing
 from typing import Literal, Optional
@@ -106,6 +107,95 @@ class RestartConfig(Strict):
     resume: bool = Field(False, description="start from the restart file")
 
 
+class BoxConfig(Strict):
+    lat: tuple[float, float] = Field((-90.0, 90.0), description="latitude range (degrees), south "
+                                     "to north")
+    lon: tuple[float, float] = Field((0.0, 360.0), description="longitude range (degrees east); "
+                                     "west > east wraps through 0")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        lat0, lat1 = self.lat
+        if not -90.0 <= lat0 <= lat1 <= 90.0:
+            raise ValueError(f"lat = {list(self.lat)}: expected -90 <= south <= north <= 90")
+        if not all(math.isfinite(x) for x in self.lon):
+            raise ValueError(f"lon = {list(self.lon)}: expected finite longitudes")
+        return self
+
+
+class CostConfig(Strict):
+    kind: Literal["mean", "energy", "misfit"] = Field(description="area-weighted mean or energy "
+                                                      "(mean of x^2 / 2) of a field in a box, or the "
+                                                      "squared misfit to observations")
+    field: Literal["h", "vorticity"] = Field("h", description="mean, energy: the field")
+    box: BoxConfig = Field(BoxConfig(), description="mean, energy: the region (default: the globe)")
+    window_hours: Optional[tuple[float, float]] = Field(
+        None, description="mean, energy: average over the steps in [start, end] hours; none: the "
+                          "final time")
+    observations: Optional[pathlib.Path] = Field(
+        None, description="misfit: netCDF file of cell (1-based), time (s), h (m), error (m)")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if (self.kind == "misfit") != (self.observations is not None):
+            raise ValueError("cost.observations is needed with kind 'misfit', and only then")
+        if self.observations is not None and not self.observations.is_file():
+            raise ValueError(f"observations = {str(self.observations)!r}: no such file")
+        if self.window_hours is not None and not 0 <= self.window_hours[0] <= self.window_hours[1]:
+            raise ValueError(f"window_hours = {list(self.window_hours)}: expected 0 <= start <= end")
+        return self
+
+
+class CheckpointConfig(Strict):
+    schedule: Literal["none", "revolve", "multistage", "two_level"] = Field(
+        "none", description="none: every state kept in memory; revolve: snapshots_in_ram; "
+                            "multistage: in RAM and on disk; two_level: a disk snapshot every period "
+                            "steps, revolve with snapshots_in_ram between them")
+    snapshots_in_ram: int = Field(0, ge=0, description="states kept in memory")
+    snapshots_on_disk: int = Field(0, ge=0, description="multistage: states kept on disk")
+    period: int = Field(1, ge=1, description="two_level: steps between disk snapshots")
+    directory: Optional[pathlib.Path] = Field(None, description="folder for disk snapshots (none: "
+                                              "the system's temporary folder)")
+
+    @model_validator(mode="after")
+    def _enough(self):
+        if self.schedule in ("revolve", "two_level") and self.snapshots_in_ram < 1:
+            raise ValueError(f"snapshots_in_ram = {self.snapshots_in_ram}: schedule "
+                             f"{self.schedule!r} needs at least 1")
+        if self.schedule == "multistage" and self.snapshots_in_ram + self.snapshots_on_disk < 1:
+            raise ValueError("multistage needs snapshots_in_ram + snapshots_on_disk >= 1")
+        return self
+
+
+class SensitivityConfig(Strict):
+    cost: CostConfig
+    controls: list[Literal["h", "u", "b"]] = Field(["h", "u", "b"], description="gradients "
+                                                   "written: initial h, initial u, topography b")
+    adjoint_mode: Literal["deterministic", "atomic"] = Field(
+        "deterministic", description="deterministic: bitwise reproducible gradients; atomic: "
+                                     "scatter with atomics on the GPU")
+    checkpointing: CheckpointConfig = CheckpointConfig()
+    output: pathlib.Path = Field(pathlib.Path("sensitivity.nc"), description="gradient file (netCDF)")
+    plot: bool = Field(True, description="write PNG maps of the gradients beside the output")
+
+
+class FourDVarConfig(Strict):
+    observation_hours: list[float] = Field([6.0, 12.0, 18.0, 24.0], min_length=1, description=
+                                           "times of the observations (hours, within the run)")
+    observed_fraction: float = Field(0.25, gt=0, le=1, description="fraction of the cells observed "
+                                     "(a random subset, the same at every time)")
+    observation_error: float = Field(1.0, gt=0, description="observation error standard deviation "
+                                     "(m); the noise added to the truth")
+    first_guess_amplitude: float = Field(40.0, ge=0, description="amplitude (m) of the smooth h "
+                                         "perturbation of the first guess")
+    background_error_h: float = Field(100.0, gt=0, description="background error of h (m)")
+    background_error_u: float = Field(5.0, gt=0, description="background error of u (m/s)")
+    iterations: int = Field(50, ge=1, le=10000, description="L-BFGS-B iterations at most")
+    seed: int = Field(1, ge=0, description="random seed of the observation subset and noise")
+    output: pathlib.Path = Field(pathlib.Path("fourdvar.nc"), description="analysis and "
+                                 "convergence history (netCDF); a PNG plot beside it")
+
+
 class Config(Strict):
     mesh: MeshConfig
     case: CaseConfig
@@ -117,6 +207,15 @@ class Config(Strict):
     output: OutputConfig = OutputConfig()
     restart: RestartConfig = RestartConfig()
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    sensitivity: Optional[SensitivityConfig] = Field(None, description="an adjoint sensitivity run: "
+                                                     "forward, cost, gradients of it")
+    fourdvar: Optional[FourDVarConfig] = Field(None, description="a 4D-Var twin experiment")
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        if self.sensitivity is not None and self.fourdvar is not None:
+            raise ValueError("give at most one of sensitivity and fourdvar")
+        return self
 
 
 class ConfigError(ValueError):

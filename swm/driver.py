@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -130,28 +131,42 @@ def _on_root(comm, fn):
     raise ConfigError(message) if is_config else RuntimeError(f"rank 0: {name}: {message}")
 
 
-def run(config: Config, *, progress: bool = True) -> dict:
-    """Run `config` on one process or on every rank of the world communicator; returns the last
-    diagnostics (every rank)."""
-    import tqdm
+@dataclass
+class Setup:
+    """A run's pieces on this rank: communicator, array module and dtype, where the fields live
+    (`swm.distribution`), the local mesh and model, the time step, steps per output and in all, and
+    on rank 0 the global mesh (None elsewhere)."""
+    comm: object
+    xp: object
+    dtype: np.dtype
+    distribution: object
+    mesh: object
+    model: Model
+    dt: float
+    per_output: int
+    total: int
+    global_mesh: object = None
+    start: int = 0
 
+
+def setup(config: Config) -> Setup:
+    """Mesh, decomposition, initial state (or the restart's) and model of `config` on every rank
+    of the world communicator."""
     comm = meshops.parallel.world()
-    rank = comm.Get_rank()
     xp = np
     if config.backend == "cupy":
         import cupy as xp
 
         meshops.parallel.comm.select_device(comm)
     dtype = np.dtype(config.dtype)
-
     root = {}                                     # the global mesh and state, on rank 0 only
 
-    def setup():
+    def build():
         root["mesh"] = build_mesh(config)
         root["state"] = initial_state(config, root["mesh"])
         return time_step(config, root["mesh"], root["state"])
 
-    dt, per_output, total = _on_root(comm, setup)
+    dt, per_output, total = _on_root(comm, build)
     global_mesh, state = root.get("mesh"), root.get("state")
     physics = Physics(gravity=GRAVITY, visc2=config.diffusion.visc2, visc4=config.diffusion.visc4,
                       apvm=config.diffusion.apvm, dt=dt)
@@ -171,7 +186,8 @@ def run(config: Config, *, progress: bool = True) -> dict:
         start = _on_root(comm, resume)
         log.info("resumed from %s at step %d", config.restart.path, start)
     log.info("mesh %d cells, %d edges, %d vertices; %s; backend %s %s; dt %.3f s, %d steps",
-             *(global_mesh.nCells, global_mesh.nEdges, global_mesh.nVertices) if rank == 0 else (0, 0, 0),
+             *(global_mesh.nCells, global_mesh.nEdges, global_mesh.nVertices)
+             if comm.Get_rank() == 0 else (0, 0, 0),
              distribution.describe(), config.backend, config.dtype, dt, total)
     if config.backend == "cupy" and comm.Get_size() > 1:
         log.info("halo transport: %s", distribution.state_exchange.transport_name(xp))
@@ -184,6 +200,20 @@ def run(config: Config, *, progress: bool = True) -> dict:
     model = Model(mesh, local("cell", "h"), local("edge", "u"), local("cell", "b"),
                   local("vertex", "f_vertex"), dt, physics, exchange=distribution.exchange)
     model.step_count = start
+    return Setup(comm, xp, dtype, distribution, mesh, model, dt, per_output, total, global_mesh,
+                 start)
+
+
+def run(config: Config, *, progress: bool = True) -> dict:
+    """Run `config` on one process or on every rank of the world communicator; returns the last
+    diagnostics (every rank)."""
+    import tqdm
+
+    s = setup(config)
+    comm, distribution, mesh, model = s.comm, s.distribution, s.mesh, s.model
+    rank, dtype, dt, per_output, total, start = (comm.Get_rank(), s.dtype, s.dt, s.per_output,
+                                                 s.total, s.start)
+    global_mesh = s.global_mesh
     diag_names = ("mass", "energy", "potential_enstrophy", "max_cfl", "h_min", "h_max")
     if config.case.name == "williamson2":
         diag_names += ("h_l1", "h_l2", "h_linf")
@@ -191,7 +221,7 @@ def run(config: Config, *, progress: bool = True) -> dict:
     if rank == 0:
         history = History(config.output.path, global_mesh, 1, dtype, config.output.variables,
                           diag_names, resume=config.restart.resume)
-    global_mesh = state = root = None          # the global arrays are not needed any more
+    global_mesh = s.global_mesh = None         # the global mesh is not needed any more
     restart_every = (None if config.restart.interval_hours is None
                      else max(1, int(round(config.restart.interval_hours * 3600.0 / dt))))
 

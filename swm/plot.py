@@ -1,6 +1,6 @@
 """PNG maps of a history file: the surface height h + b (h where there is no topography) and the
 vorticity on the cells' polygons (longitude-latitude), and for Williamson case 2 the error of h
-against the analytic solution.
+against the analytic solution; of a gradient file (a sensitivity run), the gradients' maps.
 
     python -m swm.plot williamson5.nc [--record -1] [--out DIR]
 """
@@ -45,20 +45,71 @@ def cell_vorticity(ds, vorticity_vertex):
     return out / ds["areaCell"][:]
 
 
-def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
-    """Write PNG maps of `record` of history file `path`; returns their paths."""
+def draw_map(polygons, owners, values, cmap: str, title: str, target) -> None:
+    """One longitude-latitude PNG map of cell values (diverging maps centred on zero)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import netCDF4
     from matplotlib.collections import PolyCollection
+
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
+    collection = PolyCollection(polygons, array=values[owners], cmap=cmap, edgecolors="face",
+                                linewidths=0.2)
+    if cmap == "RdBu_r":
+        limit = float(np.abs(values).max()) or 1.0
+        collection.set_clim(-limit, limit)
+    ax.add_collection(collection)
+    ax.set(xlim=(-180, 180), ylim=(-90, 90), xlabel="longitude (deg)", ylabel="latitude (deg)",
+           title=title)
+    ax.set_aspect("equal")
+    fig.colorbar(collection, ax=ax, shrink=0.8)
+    fig.savefig(target, bbox_inches="tight")
+    plt.close(fig)
+
+
+def plot_gradients(path, out_dir=None) -> list[pathlib.Path]:
+    """PNG maps of a gradient file (`run_model.py` with a sensitivity section): dJ/dh0 and dJ/db
+    on cells, and for dJ/du0 the mean of |dJ/du0| over each cell's edges."""
+    import netCDF4
 
     path = pathlib.Path(path)
     out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
     written = []
     with netCDF4.Dataset(path) as ds:
         ds.set_auto_mask(False)
+        polygons, owners = cell_polygons(ds)
+        maps = {}
+        for name in ("dJdh0", "dJdb"):
+            if name in ds.variables:
+                maps[name] = (ds[name][0, :, 0], f"{ds[name].long_name} ({ds[name].units})", "RdBu_r")
+        if "dJdu0" in ds.variables:
+            n = ds["nEdgesOnCell"][:].astype(int)
+            eoc = ds["edgesOnCell"][:].astype(int) - 1
+            magnitude = np.abs(ds["dJdu0"][0, :, 0])
+            slots = np.arange(eoc.shape[1]) < n[:, None]
+            mean = np.where(slots, magnitude[np.maximum(eoc, 0)], 0.0).sum(axis=1) / n
+            maps["dJdu0"] = (mean, f"|dJ/du0|, mean over the cell's edges ({ds['dJdu0'].units})",
+                             "viridis")
+        cost = float(ds["J"][0])
+        for name, (values, label, cmap) in maps.items():
+            target = out_dir / f"{path.stem}.{name}.png"
+            draw_map(polygons, owners, values, cmap, f"{path.name} (J = {cost:.6g}): {label}", target)
+            written.append(target)
+    return written
+
+
+def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
+    """Write PNG maps of `record` of history file `path`; returns their paths."""
+    import netCDF4
+
+    path = pathlib.Path(path)
+    out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
+    written = []
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        if "xtime" not in ds.variables and "J" in ds.variables:
+            return plot_gradients(path, out_dir)
         stamp = b"".join(ds["xtime"][record]).decode().strip()
         polygons, owners = cell_polygons(ds)
         if "b" in ds.variables and np.any(ds["b"][record, :, 0]):
@@ -73,20 +124,8 @@ def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
             # case 2 is steady: its exact solution is the initial state
             maps["h_error"] = (ds["h"][record, :, 0] - ds["h"][0, :, 0], "h - h_exact (m)", "RdBu_r")
         for name, (values, label, cmap) in maps.items():
-            fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
-            collection = PolyCollection(polygons, array=values[owners], cmap=cmap, edgecolors="face",
-                                        linewidths=0.2)
-            if cmap == "RdBu_r":
-                limit = float(np.abs(values).max()) or 1.0
-                collection.set_clim(-limit, limit)
-            ax.add_collection(collection)
-            ax.set(xlim=(-180, 180), ylim=(-90, 90), xlabel="longitude (deg)", ylabel="latitude (deg)",
-                   title=f"{path.name}: {label} at {stamp}")
-            ax.set_aspect("equal")
-            fig.colorbar(collection, ax=ax, shrink=0.8)
             target = out_dir / f"{path.stem}.{name}.png"
-            fig.savefig(target, bbox_inches="tight")
-            plt.close(fig)
+            draw_map(polygons, owners, values, cmap, f"{path.name}: {label} at {stamp}", target)
             written.append(target)
     return written
 

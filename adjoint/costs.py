@@ -1,0 +1,253 @@
+"""Cost functions of a model run and their gradients with respect to the state (h, u).
+
+A cost is a sum over steps, J = sum_k J_k(h_k, u_k), evaluated on the owned rows of every rank
+and summed over ranks. Gradients dJ_k/dh_k, dJ_k/du_k are local arrays that are zero on halo rows
+(the convention of the adjoint model's state).
+
+Region statistics, with w_i the area (areaCell for h, areaTriangle for vorticity) of the owned
+entities whose centres lie in a latitude-longitude box, W = sum_i w_i over all ranks, and the
+window's n_w steps (one step, the final one, by default):
+
+    mean      J_k = (1 / n_w) sum_i w_i phi_i / W
+    energy    J_k = (1 / n_w) sum_i w_i phi_i^2 / (2 W)
+
+phi = h, or the relative vorticity curl_e2v(u), whose gradient is curl_e2v_adj(w (.) / W) on the
+local edges, folded onto their owners by the adjoint halo exchange.
+
+Observation misfit: observed thickness y_o at cells c_o and steps k_o, with errors sigma_o,
+
+    J = sum_o (h_{k_o}[c_o] - y_o)^2 / (2 sigma_o^2),   dJ/dh_k[c] = sum_{o: k_o = k, c_o = c} (h - y_o) / sigma_o^2.
+
+Observation files (netCDF): variables `cell` (global cell index, 1-based as MPAS's
+indexToCellID), `time` (seconds since the start of the run), `h` (m) and `error` (m), each of
+dimension nObs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import meshops
+from meshops.device.backend import array_module
+
+
+class CostError(ValueError):
+    """A cost function that cannot be evaluated on this run (an empty box, a bad observation file)."""
+
+
+class Context:
+    """What a cost needs of the run: the local mesh and its device tables, the owned row counts,
+    the global ids of the owned cells, the communicator, the time step and the run's length, and
+    `exchange_adjoint(h_adj, u_adj)` (the adjoint halo exchange; a no-op on one process)."""
+
+    def __init__(self, mesh, device_mesh, owned: dict, global_cells, comm, dt: float, n_steps: int,
+                 exchange_adjoint, xp, dtype):
+        self.mesh, self.device_mesh, self.owned = mesh, device_mesh, owned
+        self.global_cells = np.asarray(global_cells)
+        self.comm, self.dt, self.n_steps = comm, float(dt), int(n_steps)
+        self.exchange_adjoint, self.xp, self.dtype = exchange_adjoint, xp, np.dtype(dtype)
+
+    def allreduce(self, value: float) -> float:
+        return self.comm.allreduce(value) if self.comm.Get_size() > 1 else value
+
+    def zeros(self, location: str):
+        n = {"cell": self.mesh.nCells, "edge": self.mesh.nEdges}[location]
+        return self.xp.zeros(n, dtype=self.dtype)
+
+    def window_steps(self, window_hours, key: str) -> list[int]:
+        """Steps whose times lie in window_hours = (start, end) (None: the final step)."""
+        if window_hours is None:
+            return [self.n_steps]
+        start, end = window_hours
+        steps = [k for k in range(self.n_steps + 1)
+                 if start * 3600.0 - 1e-6 <= k * self.dt <= end * 3600.0 + 1e-6]
+        if not steps:
+            raise CostError(f"{key} = [{start}, {end}] h: no time step of the run falls in it "
+                            f"(dt = {self.dt} s, run length {self.n_steps * self.dt / 3600.0} h)")
+        return steps
+
+
+def in_box(lat, lon, box) -> np.ndarray:
+    """Entities whose (lat, lon) in radians lie in box = ((lat0, lat1), (lon0, lon1)) in degrees;
+    a longitude range with lon0 > lon1 (after reduction to [0, 360)) wraps through 0."""
+    (lat0, lat1), (lon0, lon1) = box
+    lat, lon = np.degrees(lat), np.degrees(lon) % 360.0
+    inside = (lat >= lat0) & (lat <= lat1)
+    if lon1 - lon0 >= 360.0:
+        return inside
+    lon0, lon1 = lon0 % 360.0, lon1 % 360.0
+    if lon0 <= lon1:
+        return inside & (lon >= lon0) & (lon <= lon1)
+    return inside & ((lon >= lon0) | (lon <= lon1))
+
+
+class RegionCost:
+    """The area-weighted `statistic` ("mean" or "energy") of `field` ("h" or "vorticity") over a
+    latitude-longitude box, averaged over the steps of a window (see the module docstring)."""
+
+    def __init__(self, context: Context, field: str, statistic: str, box, window_hours=None,
+                 key: str = "sensitivity.cost"):
+        if field not in ("h", "vorticity"):
+            raise CostError(f"{key}.field = {field!r}: expected 'h' or 'vorticity'")
+        if statistic not in ("mean", "energy"):
+            raise CostError(f"{key}.kind = {statistic!r}: expected 'mean', 'energy' or 'misfit'")
+        self.context, self.field, self.statistic = context, field, statistic
+        mesh, owned = context.mesh, context.owned
+        if field == "h":
+            n, lat, lon, area = owned["cell"], mesh.latCell, mesh.lonCell, mesh.areaCell
+        else:
+            n, lat, lon, area = owned["vertex"], mesh.latVertex, mesh.lonVertex, mesh.areaTriangle
+        size = mesh.nCells if field == "h" else mesh.nVertices
+        weights = np.zeros(size)
+        weights[:n] = np.where(in_box(lat[:n], lon[:n], box), area[:n], 0.0)
+        total = context.allreduce(float(weights.sum()))
+        if total == 0.0:
+            where = "cell centre" if field == "h" else "vertex"
+            raise CostError(f"{key}.box = lat {list(box[0])}, lon {list(box[1])} deg: contains no "
+                            f"{where} of the mesh (expected a box around at least one {where})")
+        steps = context.window_steps(window_hours, f"{key}.window_hours")
+        self.steps = frozenset(steps)
+        self.weights = context.xp.asarray(weights / (total * len(steps)), dtype=context.dtype)
+
+    def _phi(self, h, u):
+        return h if self.field == "h" else meshops.curl_e2v(self.context.device_mesh, u)
+
+    def value(self, k: int, state) -> float:
+        if k not in self.steps:
+            return 0.0
+        phi = self._phi(*state)
+        local = (self.weights * phi).sum() if self.statistic == "mean" else \
+            0.5 * (self.weights * phi * phi).sum()
+        return self.context.allreduce(float(local))
+
+    def gradient(self, k: int, state):
+        if k not in self.steps:
+            return None
+        h, u = state
+        phi = self._phi(h, u)
+        g = self.weights if self.statistic == "mean" else self.weights * phi
+        if self.field == "h":
+            return [g.astype(h.dtype, copy=True), array_module(u).zeros_like(u)]
+        u_adj = meshops.curl_e2v_adj(self.context.device_mesh, g)
+        h_adj = array_module(h).zeros_like(h)
+        self.context.exchange_adjoint(h_adj, u_adj)
+        return [h_adj, u_adj]
+
+
+class ObservationCost:
+    """The squared misfit of h to observations read from a netCDF file (see the module docstring)."""
+
+    def __init__(self, context: Context, path, key: str = "sensitivity.cost.observations"):
+        self.context = context
+        cells, times, values, errors = read_observations(path, context, key)
+        steps = np.rint(times / context.dt).astype(np.int64)
+        # Each rank keeps the observations of its owned cells.
+        n_owned = context.owned["cell"]
+        lookup = {int(g): i for i, g in enumerate(context.global_cells[:n_owned])}
+        mine = np.array([int(c) in lookup for c in cells], dtype=bool)
+        self.local_cell = np.array([lookup[int(c)] for c in cells[mine]], dtype=np.int64)
+        self.step = steps[mine]
+        self.value_obs = values[mine]
+        self.inverse_variance = 1.0 / errors[mine] ** 2
+        self.steps = frozenset(int(s) for s in steps)
+        self.n_obs = int(cells.size)
+
+    def _rows(self, k):
+        return np.flatnonzero(self.step == k)
+
+    def innovation(self, k, h):
+        rows = self._rows(k)
+        host = h.get() if hasattr(h, "get") else np.asarray(h)
+        return rows, host[self.local_cell[rows]].astype(np.float64) - self.value_obs[rows]
+
+    def value(self, k: int, state) -> float:
+        if k not in self.steps:
+            return 0.0
+        rows, d = self.innovation(k, state[0])
+        return self.context.allreduce(float(0.5 * np.sum(d * d * self.inverse_variance[rows])))
+
+    def gradient(self, k: int, state):
+        if k not in self.steps:
+            return None
+        h, u = state
+        rows, d = self.innovation(k, h)
+        g = np.zeros(h.shape[0])
+        np.add.at(g, self.local_cell[rows], d * self.inverse_variance[rows])
+        xp = array_module(h)
+        return [xp.asarray(g, dtype=h.dtype), xp.zeros_like(u)]
+
+
+def read_observations(path, context: Context, key: str):
+    """(cell, time, h, error) of an observation file, checked against the run: cells 1-based in
+    [1, nCells], times at steps of the run, errors > 0, every value finite. Returns 0-based cells."""
+    import netCDF4
+
+    try:
+        ds = netCDF4.Dataset(path)
+    except (OSError, FileNotFoundError) as exc:
+        raise CostError(f"{key} = {str(path)!r}: cannot open the observation file: {exc}") from None
+    with ds:
+        arrays = {}
+        for name in ("cell", "time", "h", "error"):
+            if name not in ds.variables:
+                raise CostError(f"{path}: variable {name!r} missing (expected cell, time, h and "
+                                f"error, each of dimension nObs)")
+            arrays[name] = np.ma.filled(ds.variables[name][:], np.nan).astype(np.float64).ravel()
+    sizes = {name: a.size for name, a in arrays.items()}
+    if len(set(sizes.values())) != 1 or not sizes["cell"]:
+        raise CostError(f"{path}: variables cell, time, h and error must have one common, non-empty "
+                        f"length nObs, got {sizes}")
+    for name, a in arrays.items():
+        bad = np.flatnonzero(~np.isfinite(a))
+        if bad.size:
+            raise CostError(f"{path}: {name}[{bad[0]}] is not a finite number (missing or fill value)")
+    n_cells_global = int(context.allreduce(context.owned["cell"]))
+    cell = arrays["cell"]
+    bad = np.flatnonzero((cell != np.round(cell)) | (cell < 1) | (cell > n_cells_global))
+    if bad.size:
+        raise CostError(f"{path}: cell[{bad[0]}] = {cell[bad[0]]:g}: expected a 1-based cell index "
+                        f"in [1, {n_cells_global}] (the mesh has {n_cells_global} cells)")
+    time = arrays["time"]
+    steps = time / context.dt
+    bad = np.flatnonzero((np.abs(steps - np.rint(steps)) > 1e-6 * np.maximum(1.0, steps))
+                         | (np.rint(steps) < 0) | (np.rint(steps) > context.n_steps))
+    if bad.size:
+        t = time[bad[0]]
+        raise CostError(f"{path}: time[{bad[0]}] = {t:g} s: expected a time of the run, a multiple "
+                        f"of dt = {context.dt:g} s in [0, {context.n_steps * context.dt:g}] s")
+    error = arrays["error"]
+    bad = np.flatnonzero(error <= 0)
+    if bad.size:
+        raise CostError(f"{path}: error[{bad[0]}] = {error[bad[0]]:g}: expected a positive "
+                        "observation error (m)")
+    return (cell.astype(np.int64) - 1, time, arrays["h"], error)
+
+
+def write_observations(path, cell, time, h, error) -> None:
+    """An observation file (0-based `cell` given, written 1-based), atomically."""
+    import netCDF4
+    from grids.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        with netCDF4.Dataset(tmp, "w") as ds:
+            ds.createDimension("nObs", len(cell))
+            for name, values, dtype, units, text in (
+                    ("cell", np.asarray(cell) + 1, "i4", "1", "observed cell (1-based index)"),
+                    ("time", time, "f8", "s", "seconds since the start of the run"),
+                    ("h", h, "f8", "m", "observed fluid thickness"),
+                    ("error", error, "f8", "m", "observation error standard deviation")):
+                var = ds.createVariable(name, dtype, ("nObs",))
+                var[:] = values
+                var.units, var.long_name = units, text
+
+
+def make_cost(context: Context, cost_config, key: str = "sensitivity.cost"):
+    """The cost of a `swm.config.CostConfig`."""
+    if cost_config.kind == "misfit":
+        return ObservationCost(context, cost_config.observations, f"{key}.observations")
+    box = (tuple(cost_config.box.lat), tuple(cost_config.box.lon))
+    return RegionCost(context, cost_config.field, cost_config.kind, box,
+                      cost_config.window_hours, key)
+
+
+__all__ = ["Context", "CostError", "RegionCost", "ObservationCost", "make_cost", "in_box",
+           "read_observations", "write_observations"]
