@@ -137,8 +137,10 @@ def run_fourdvar(config: Config, *, progress: bool = True) -> dict:
         v0 = np.zeros(g.nCells + g.nEdges)
         j0, g0 = fun(v0)
         record(v0, j0, g0)
-        minimize(fun, v0, jac=True, method="L-BFGS-B",
-                 callback=lambda result: record(result.x, result.fun, last["grad"]),
+        def callback(intermediate_result):
+            record(intermediate_result.x, intermediate_result.fun, last["grad"])
+
+        minimize(fun, v0, jac=True, method="L-BFGS-B", callback=callback,
                  options={"maxiter": fv.iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 1e-10})
         if comm.Get_size() > 1:
             comm.bcast(("stop", None), root=0)
@@ -170,8 +172,9 @@ def write_analysis(path, mesh, background, sigma, v, history, truth) -> None:
     with atomic_path(path) as tmp:
         write_mesh(mesh, tmp)
         with netCDF4.Dataset(tmp, "a") as ds:
-            ds.createDimension("Time", 1)
-            ds.createDimension("nVertLevels", 1)
+            for name, size in (("Time", None), ("nVertLevels", 1)):
+                if name not in ds.dimensions:
+                    ds.createDimension(name, size)
             ds.createDimension("nIterations", table.shape[0])
             for name, dim, values, text in (
                     ("h", "nCells", x0[:mesh.nCells], "analysis: initial fluid thickness (m)"),

@@ -1,0 +1,161 @@
+"""Sensitivity runs, adjoint checks and the 4D-Var twin from configs, through run_model.py: the
+gradient file and its maps, --check-adjoint's dot-product test and Taylor table, the same gradient
+on 1 and 3 ranks, clear errors for bad sensitivity configs, and the twin's convergence."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import netCDF4
+import numpy as np
+import pytest
+import yaml
+
+from adjoint.costs import write_observations
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def config(tmp_path, name, sensitivity=None, **sections):
+    tree = {"mesh": {"generate": {"level": 3, "lloyd": 10}}, "case": {"name": "williamson5"},
+            "time": {"days": 0.25, "dt": 1800}, "output": {"interval_hours": 6}}
+    if sensitivity is not False:
+        tree["sensitivity"] = {"cost": {"kind": "mean", "field": "h",
+                                        "box": {"lat": [20, 50], "lon": [300, 340]}},
+                               "output": str(tmp_path / f"{name}.nc"), **(sensitivity or {})}
+    tree.update(sections)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def run(path, *extra, ranks=None):
+    command = [sys.executable, str(ROOT / "run_model.py"), str(path), "--no-progress", *extra]
+    if ranks:
+        mpiexec = pathlib.Path(sys.executable).parent / "mpiexec"
+        command = [str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec"), "-n", str(ranks),
+                   *command]
+    return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+def gradients(path):
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        return {name: ds[name][0, :, 0] for name in ("dJdh0", "dJdu0", "dJdb")}, float(ds["J"][0])
+
+
+def test_sensitivity_run_writes_gradients_and_maps(tmp_path):
+    path = config(tmp_path, "sens", {"checkpointing": {"schedule": "revolve", "snapshots_in_ram": 3}})
+    out = run(path)
+    assert out.returncode == 0, out.stderr
+    assert "recomputed" in out.stderr and "gradients written to" in out.stderr
+    grads, value = gradients(tmp_path / "sens.nc")
+    assert grads["dJdh0"].shape == (642,) and grads["dJdu0"].shape == (1920,)
+    assert all(np.isfinite(g).all() and np.abs(g).max() > 0 for g in grads.values())
+    assert 4000 < value < 7000                         # a mean thickness of case 5, in m
+    for name in ("dJdh0", "dJdu0", "dJdb"):
+        assert (tmp_path / f"sens.{name}.png").stat().st_size > 10_000
+
+
+@pytest.mark.mpi
+def test_gradient_on_three_ranks_equals_one_process(tmp_path):
+    one = config(tmp_path, "one", {"cost": {"kind": "energy", "field": "vorticity",
+                                            "box": {"lat": [0, 60], "lon": [200, 340]},
+                                            "window_hours": [3, 6]}, "plot": False},
+                 diffusion={"apvm": 0.5})
+    three = tmp_path / "three.yaml"
+    three.write_text(one.read_text().replace("one.nc", "three.nc"))
+    assert run(one).returncode == 0
+    out = run(three, ranks=3)
+    assert out.returncode == 0, out.stderr
+    (g1, j1), (g3, j3) = gradients(tmp_path / "one.nc"), gradients(tmp_path / "three.nc")
+    assert j3 == pytest.approx(j1, rel=1e-13)
+    for name in g1:
+        scale = np.abs(g1[name]).max()
+        assert np.abs(g3[name] - g1[name]).max() <= 1e-11 * scale, name
+
+
+@pytest.mark.parametrize("sensitivity, ranks", [
+    ({"adjoint_mode": "deterministic"}, None),
+    ({"adjoint_mode": "atomic", "checkpointing": {"schedule": "multistage", "snapshots_in_ram": 1,
+                                                 "snapshots_on_disk": 2}}, 4),
+])
+def test_check_adjoint_prints_the_dot_product_test_and_taylor_table(tmp_path, sensitivity, ranks):
+    path = config(tmp_path, "check", sensitivity, diffusion={"visc4": 1e15})
+    out = run(path, "--check-adjoint", ranks=ranks)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    dot = next(line for line in lines if line.startswith("dot-product test of the 12-step run"))
+    assert float(dot.split("relative difference ")[1].split()[0]) <= 1e-12
+    rates = [float(line.split()[2]) for line in lines
+             if len(line.split()) == 3 and line.split()[0].replace(".", "").isdigit()]
+    assert len(rates) == 4 and min(rates) >= 1.9
+    assert "Taylor test: minimum rate" in out.stdout and "(pass" in lines[-1]
+
+
+def test_check_adjoint_of_an_observation_misfit(tmp_path):
+    rng = np.random.default_rng()
+    obs = tmp_path / "obs.nc"
+    cells = rng.choice(642, 40, replace=False)
+    write_observations(obs, cells, np.repeat([3 * 1800.0, 12 * 1800.0], 20),
+                       5500 + 100 * rng.standard_normal(40), np.full(40, 5.0))
+    path = config(tmp_path, "misfit", {"cost": {"kind": "misfit", "observations": str(obs)}})
+    out = run(path, "--check-adjoint")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "(pass, tolerance 1e-12)" in out.stdout and "Taylor test: minimum rate" in out.stdout
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"cost": {"kind": "variance"}}, "sensitivity.cost.kind = 'variance': Input should be 'mean', "
+                                     "'energy' or 'misfit'"),
+    ({"cost": {"kind": "mean", "box": {"lat": [10, 10.01], "lon": [0, 0.01]}}},
+     "sensitivity.cost.box = lat [10.0, 10.01], lon [0.0, 0.01] deg: contains no cell centre"),
+    ({"cost": {"kind": "mean", "box": {"lat": [50, 20]}}},
+     "sensitivity.cost.box = '{...}': lat = [50.0, 20.0]: expected -90 <= south <= north <= 90"),
+    ({"cost": {"kind": "misfit"}}, "cost.observations is needed with kind 'misfit'"),
+    ({"cost": {"kind": "misfit", "observations": "missing.nc"}},
+     "observations = 'missing.nc': no such file"),
+    ({"checkpointing": {"schedule": "revolve"}},
+     "snapshots_in_ram = 0: schedule 'revolve' needs at least 1"),
+])
+def test_bad_sensitivity_configs_are_named(tmp_path, change, message):
+    path = config(tmp_path, "bad", change)
+    out = run(path, "--check-adjoint")
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_observations_at_cells_the_mesh_lacks_stop_the_run(tmp_path):
+    obs = tmp_path / "obs.nc"
+    write_observations(obs, np.array([5, 900]), np.array([0.0, 1800.0]), np.array([5000.0, 5000.0]),
+                       np.array([1.0, 1.0]))
+    path = config(tmp_path, "obs", {"cost": {"kind": "misfit", "observations": str(obs)}})
+    out = run(path, ranks=2)
+    assert out.returncode == 2
+    assert f"{obs}: cell[1] = 900: expected a 1-based cell index in [1, 642]" in out.stderr
+
+
+def test_check_adjoint_needs_a_sensitivity_section(tmp_path):
+    out = run(config(tmp_path, "plain", sensitivity=False), "--check-adjoint")
+    assert out.returncode == 2 and "has no sensitivity section" in out.stderr
+
+
+@pytest.mark.mpi
+def test_fourdvar_twin_at_level_4_on_two_ranks(tmp_path):
+    """The twin of configs/fourdvar_twin.yaml over half its window: the cost falls by more than
+    1e3 within 50 iterations and the analysis is closer to the truth than the first guess."""
+    tree = yaml.safe_load((ROOT / "configs" / "fourdvar_twin.yaml").read_text())
+    tree["time"]["days"] = 0.5
+    tree["fourdvar"].update(observation_hours=[6, 12], output=str(tmp_path / "twin.nc"))
+    path = tmp_path / "twin.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    out = run(path, ranks=2)
+    assert out.returncode == 0, out.stderr
+    with netCDF4.Dataset(tmp_path / "twin.nc") as ds:
+        cost, h_error = ds["cost"][:], ds["h_rms_error"][:]
+        iterations = int(ds["iteration"][-1])
+    assert iterations <= 50
+    assert cost[0] / cost[-1] > 1e3
+    assert h_error[-1] < h_error[0]
+    assert (tmp_path / "twin.png").stat().st_size > 10_000
