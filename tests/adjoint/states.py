@@ -1,7 +1,6 @@
 """Base states and directions of the model's tangent-linear and adjoint tests: a Williamson test
 case with fresh random perturbations (a state near a physical one, never a case's exact field),
 and random directions scaled like the fields they perturb."""
-import numpy as np
 
 from swm import testcases
 from swm.tendencies import Physics
