@@ -12,6 +12,7 @@ from adjoint.verification import inner
 from grids.icosahedral import generate_icosahedral
 from meshops.modes import ADJOINT_MODES
 from swm.constants import EARTH_RADIUS
+from swm.distribution import Serial, owned_inner
 from swm.model import Model
 from swm.tendencies import tendencies
 from swm.timestepping import RK4_B
@@ -150,6 +151,26 @@ def test_exchanging_model_without_adjoint_exchange_is_an_error(ico, dmesh, rng):
         rk4_step_adj(model, h, u, *adjoint_inputs(ico, rng))
     with pytest.raises(ValueError, match="Model.exchange_tl is None"):
         rk4_step_tl(model, h, u, *directions(ico, rng))
+
+
+def test_one_process_distribution(ico, dmesh, rng):
+    """A model with `swm.distribution.Serial`'s exchanges (a run_model.py run on one process) steps
+    its tangent-linear and adjoint bitwise as one without, and `owned_inner` is the plain sum."""
+    from meshops.parallel.comm import SerialComm
+
+    h, u, b, f = perturbed_state(ico, "williamson5", rng)
+    serial = Serial(ico, SerialComm())
+    plain = _model(ico, dmesh, h, u, b, f, "all")
+    model = Model(ico, h, u, b, f, DT, PHYSICS["all"], exchange=serial.exchange,
+                  exchange_tl=serial.exchange_tl, exchange_adjoint=serial.exchange_adjoint,
+                  device_mesh=dmesh)
+    x, y = directions(ico, rng), adjoint_inputs(ico, rng)
+    with_serial, without = (rk4_step_tl(m, h, u, *x) + rk4_step_adj(m, h, u, *y) for m in (model, plain))
+    assert all(np.array_equal(a, c) for a, c in zip(with_serial, without))
+    pairs = [("cell", x[0], with_serial[2]), ("edge", x[1], with_serial[3])]
+    products = [x[0] * with_serial[2], x[1] * with_serial[3]]
+    expected, scale = sum(float(p.sum()) for p in products), sum(float(abs(p).sum()) for p in products)
+    assert abs(owned_inner(serial, pairs) - expected) <= 1e-14 * scale
 
 
 # -- CuPy ------------------------------------------------------------------------------------------
