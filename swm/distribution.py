@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 from meshops.parallel import StateExchange, gather_field, layers_needed, scatter_field
+from meshops.parallel.comm import allreduce_sum
 
 #: The operator chains of the tendencies (swm.tendencies) from the state to the owned tendencies.
 TENDENCY_CHAINS = (("interp_c2e", "pv_flux_e2e"), ("interp_c2v", "interp_v2e", "pv_flux_e2e"),
@@ -42,6 +43,12 @@ class Serial:
     def exchange(self, h, u) -> None:
         pass
 
+    def exchange_tl(self, dh, du, db=None) -> None:
+        pass
+
+    def exchange_adjoint(self, h_adj, u_adj, b_adj=None) -> None:
+        pass
+
     def global_index(self, location, i) -> int:
         return int(i)
 
@@ -51,15 +58,22 @@ class Serial:
 
 class Distributed:
     """Every rank of `comm` with its `grids.decompose.Decomposition`; the state (h, u) exchanged
-    in one message per neighbour (`meshops.parallel.StateExchange`)."""
+    in one message per neighbour (`meshops.parallel.StateExchange`).
+
+    The tangent-linear and adjoint steps (`adjoint.model`) exchange perturbations and adjoints the
+    same way: `exchange_tl` is the forward exchange, `exchange_adjoint` its transpose (halo rows
+    added into their owners, neighbour by neighbour in increasing rank order, then zeroed). With a
+    topography perturbation db (or adjoint b_adj) the three fields go in one message per neighbour
+    through a second exchange, `control_exchange` {h, u, b}."""
 
     def __init__(self, decomposition, comm, dtype, *, transport=None):
         self.decomposition, self.comm = decomposition, comm
         self.mesh = decomposition.mesh
         self.owned = {loc: decomposition.n_owned(loc) for loc in ("cell", "edge", "vertex")}
-        self.state_exchange = StateExchange(decomposition, {"h": ("cell", None, dtype),
-                                                            "u": ("edge", None, dtype)},
-                                            comm, transport=transport)
+        state = {"h": ("cell", None, dtype), "u": ("edge", None, dtype)}
+        self.state_exchange = StateExchange(decomposition, state, comm, transport=transport)
+        self.control_exchange = StateExchange(decomposition, {**state, "b": ("cell", None, dtype)},
+                                              comm, transport=transport)
 
     def scatter(self, location, field):
         return scatter_field(self.decomposition, self.comm, field, location)
@@ -70,6 +84,21 @@ class Distributed:
     def exchange(self, h, u) -> None:
         self.state_exchange.exchange({"h": h, "u": u})
 
+    def exchange_tl(self, dh, du, db=None) -> None:
+        """The forward exchange of a perturbation (dh, du[, db]), in place."""
+        if db is None:
+            self.state_exchange.exchange({"h": dh, "u": du})
+        else:
+            self.control_exchange.exchange({"h": dh, "u": du, "b": db})
+
+    def exchange_adjoint(self, h_adj, u_adj, b_adj=None) -> None:
+        """The adjoint exchange of (h_adj, u_adj[, b_adj]), in place: every halo row is added
+        into its owner's row, then zeroed."""
+        if b_adj is None:
+            self.state_exchange.exchange_adjoint({"h": h_adj, "u": u_adj})
+        else:
+            self.control_exchange.exchange_adjoint({"h": h_adj, "u": u_adj, "b": b_adj})
+
     def global_index(self, location, i) -> int:
         return int(self.decomposition.local.l2g[location][i])
 
@@ -77,6 +106,18 @@ class Distributed:
         d = self.decomposition
         return (f"{d.nranks} ranks, halo depth {d.halo_depth}, rank 0 owns "
                 f"{self.owned['cell']} cells")
+
+
+def owned_inner(distribution, pairs) -> float:
+    """Global Euclidean inner product over owned rows: the sum over `pairs` of (location, x, y)
+    of sum_i x[i] * y[i] over the first `distribution.owned[location]` rows (and every level), in
+    float64, summed over the ranks of `distribution.comm` (the same value on every rank). The inner
+    product in which `adjoint.model`'s adjoint is the transpose of its tangent-linear model."""
+    total = 0.0
+    for location, x, y in pairs:
+        n = distribution.owned[location]
+        total += float((x[:n].astype("float64") * y[:n].astype("float64")).sum())
+    return allreduce_sum(distribution.comm)(total)
 
 
 def distribute(config, comm, global_mesh, physics, dtype):

@@ -16,10 +16,12 @@ class Model:
     or CuPy arrays, and the operators run on `device_mesh` (default: the `meshops.DeviceMesh` of
     the mesh on the fields' backend), held beside the state. `exchange`, when given, brings the
     halo rows of (h, u) up to date in place before each RK stage's tendencies (one state exchange
-    per stage)."""
+    per stage). `exchange_tl(dh, du[, db])` and `exchange_adjoint(h_adj, u_adj[, b_adj])` are the
+    exchanges of the tangent-linear and adjoint steps (`adjoint.model`; the distribution's methods
+    of the same names); the forward step does not use them."""
 
     def __init__(self, mesh, h, u, b, f_vertex, dt: float, physics: Physics | None = None,
-                 exchange=None, device_mesh=None):
+                 exchange=None, device_mesh=None, exchange_tl=None, exchange_adjoint=None):
         if not dt > 0:
             raise ValueError(f"dt: expected a positive time step in seconds, got {dt}")
         self.mesh, self.h, self.u, self.b, self.f_vertex = mesh, h, u, b, f_vertex
@@ -29,6 +31,7 @@ class Model:
             self.physics = replace(self.physics, dt=self.dt)
         self.step_count = 0
         self.exchange = exchange
+        self.exchange_tl, self.exchange_adjoint = exchange_tl, exchange_adjoint
         self.device_mesh = device_mesh or meshops.device_mesh(mesh, array_module(h))
 
     def tendency(self, fields):

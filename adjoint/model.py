@@ -1,0 +1,128 @@
+"""Tangent-linear and adjoint of the shallow-water model's RK4 step (`swm.timestepping.rk4_step`
+with `swm.model.Model.tendency`), line by line.
+
+Forward step from y = (h, u), with E the state exchange (identity on one process) and T the
+tendencies with topography b (swm.tendencies):
+
+    p_1 = E(y);  k_j = T(p_j, b);  p_{j+1} = E(y + a_j dt k_j)  (j = 1, 2, 3);
+    y_next = y + dt sum_j b_j k_j           (a = 1/2, 1/2, 1;  b = 1/6, 1/3, 1/3, 1/6)
+
+Tangent-linear about y (the stage states p_j are recomputed alongside):
+
+    dp_1 = E(dy);  dk_j = T'(p_j, b)(dp_j, db);  dp_{j+1} = E(dy + a_j dt dk_j);
+    dy_next = dy + dt sum_j b_j dk_j
+
+Adjoint: the stage states p_j are recomputed from y, then, for j = 4, 3, 2, 1,
+
+    k_j_adj  = b_j dt y_next_adj + a_j dt p_{j+1}_adj            (no second term for j = 4)
+    (p_j_local_adj, b_j_adj) = T'(p_j, b)^T k_j_adj
+    p_j_adj  = E^T(p_j_local_adj);   y_adj += p_j_adj            (y_adj starts at y_next_adj)
+
+and b_adj = E_b^T(sum_j b_j_adj). On a rank, adjoints live on owned rows with halo rows zero, in
+and out; halo rows of the tangent-linear's output are not valid (as the forward's). E^T adds each
+halo row into its owner's row and zeroes it (`StateExchange.exchange_adjoint`); the tendency
+adjoint is fed with zero halo rows (its halo outputs are not valid forward outputs). db is
+exchanged with the first stage's (dh, du), b_adj with the last adjoint stage's, in one message.
+The inner product of the adjoint is the Euclidean sum over owned rows of every rank
+(`swm.distribution.owned_inner`).
+
+`model` gives the mesh (`model.device_mesh` for the operators, `model.mesh` for the owned
+counts nCellsSolve, nEdgesSolve), b, f_vertex, dt, physics and the exchanges: `model.exchange`
+for the stage states and, on ranks, `model.exchange_tl` / `model.exchange_adjoint` (the methods of
+`swm.distribution.Serial` / `Distributed`). A model without `exchange` runs on one process.
+"""
+from __future__ import annotations
+
+from swm.tendencies import tendencies
+from swm.timestepping import RK4_A, RK4_B
+
+from adjoint.tendencies import tendencies_adj, tendencies_tl
+
+
+def _exchange(model, name: str):
+    """model.`name`, None on one process; an error when the model exchanges its state (runs on
+    ranks) but lacks it."""
+    fn = getattr(model, name, None)
+    if fn is None and model.exchange is not None:
+        raise ValueError(f"Model.{name} is None but Model.exchange is set: a model that exchanges "
+                         f"its state needs Model(..., {name}=distribution.{name}) for its "
+                         f"{'tangent-linear' if name == 'exchange_tl' else 'adjoint'} step")
+    return fn
+
+
+def _zero_halo(model, h, u) -> None:
+    """Zero the halo rows (beyond nCellsSolve, nEdgesSolve) of (h, u) in place."""
+    h[model.mesh.nCellsSolve:] = 0
+    u[model.mesh.nEdgesSolve:] = 0
+
+
+def stage_states(model, h, u) -> list:
+    """The provisional states p_1..p_4 of the RK4 step from (h, u), halo rows exchanged, computed
+    as `rk4_step` computes them (bitwise the forward's); (h, u) are not modified."""
+    state = [h.copy(), u.copy()]
+    provisional, stages = state, []
+    for stage in range(3):
+        k = model.tendency(provisional)              # exchanges `provisional` in place
+        stages.append(provisional)
+        provisional = [y + (RK4_A[stage] * model.dt) * k_j for y, k_j in zip(state, k)]
+    if model.exchange is not None:
+        model.exchange(*provisional)
+    stages.append(provisional)
+    return stages
+
+
+def rk4_step_tl(model, h, u, dh, du, db):
+    """Tangent-linear of one RK4 step about the state (h, u) at its start: (dh, du, db) ->
+    (dh_next, du_next). `db` None: no topography perturbation. Inputs are not modified; on ranks
+    their owned rows are read (halo rows come from the exchange) and the halo rows of the outputs
+    are not valid."""
+    exchange_tl = _exchange(model, "exchange_tl")
+    m, dt = model.device_mesh, model.dt
+    state, dstate = [h.copy(), u.copy()], [dh.copy(), du.copy()]
+    db = None if db is None else db.copy()
+    new = [d.copy() for d in dstate]
+    provisional, dprovisional = state, dstate
+    for stage in range(4):
+        if model.exchange is not None:
+            model.exchange(*provisional)
+            exchange_tl(*dprovisional, *(() if stage or db is None else (db,)))
+        k = (tendencies(m, *provisional, model.b, model.f_vertex, model.physics)
+             if stage < 3 else None)
+        dk = tendencies_tl(m, *provisional, model.b, model.f_vertex, model.physics, *dprovisional, db)
+        for d_new, dk_j in zip(new, dk):
+            d_new += (RK4_B[stage] * dt) * dk_j
+        if stage < 3:
+            provisional = [y + (RK4_A[stage] * dt) * k_j for y, k_j in zip(state, k)]
+            dprovisional = [d + (RK4_A[stage] * dt) * dk_j for d, dk_j in zip(dstate, dk)]
+    return new[0], new[1]
+
+
+def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
+    """Adjoint of one RK4 step about the state (h, u) at its start: the adjoint (h_adj, u_adj) of
+    the step's end state -> (h_adj_prev, u_adj_prev, b_adj_step), b_adj_step this step's part of
+    the topography's adjoint (a run sums them over its steps). Recomputes the stage states from
+    (h, u), then runs the stages in reverse (module doc). Inputs are not modified; on ranks their
+    halo rows are taken as zero and the outputs' halo rows are zero. `mode`: the operators'
+    adjoint mode (None: the global default)."""
+    exchange_adjoint = _exchange(model, "exchange_adjoint")
+    stages = stage_states(model, h, u)
+    dt = model.dt
+    new_adj = [h_adj.copy(), u_adj.copy()]
+    _zero_halo(model, *new_adj)
+    y_adj = [a.copy() for a in new_adj]
+    b_adj, p_adj = None, None
+    for stage in (3, 2, 1, 0):
+        k_adj = [(RK4_B[stage] * dt) * a for a in new_adj]
+        if p_adj is not None:
+            for k_a, p_a in zip(k_adj, p_adj):
+                k_a += (RK4_A[stage] * dt) * p_a
+        _zero_halo(model, *k_adj)
+        ph_adj, pu_adj, pb_adj = tendencies_adj(model.device_mesh, *stages[stage], model.b,
+                                                model.f_vertex, model.physics, *k_adj, mode=mode)
+        b_adj = pb_adj if b_adj is None else b_adj + pb_adj
+        if exchange_adjoint is not None:
+            exchange_adjoint(ph_adj, pu_adj, *((b_adj,) if stage == 0 else ()))
+        p_adj = [ph_adj, pu_adj]
+        for y_a, p_a in zip(y_adj, p_adj):
+            y_a += p_a
+    return y_adj[0], y_adj[1], b_adj

@@ -1,0 +1,145 @@
+"""The model's tangent-linear and adjoint steps on 1-4 ranks (adjoint.model with
+swm.distribution.Distributed): dot-product tests over owned rows with global inner products, the
+gathered tangent-linear equals one process's bitwise, the gathered gradient equals one process's
+to round-off, the deterministic adjoint is bitwise reproducible run to run; halo rows of the
+inputs are never read (NaN there) and the adjoint's outputs have zero halo rows."""
+import numpy as np
+import pytest
+
+from adjoint import dot_product_test
+from adjoint.model import rk4_step_adj, rk4_step_tl
+from meshops.modes import ADJOINT_MODES
+from meshops.parallel.comm import allreduce_sum
+from swm.distribution import Distributed, halo_depth, owned_inner
+from swm.model import Model
+
+from ..adjoint.states import DT, PHYSICS, adjoint_inputs, directions, perturbed_state
+from .conftest import decomposition, scatter
+
+CONTROLS = ("cell", "edge", "cell")          # (h0, u0, b)
+STATE = ("cell", "edge")                     # (h, u)
+
+
+def _setup(comm, mesh, rng, physics, case="williamson5"):
+    """The global base state and the serial model (every rank), this rank's distribution and its
+    model on the local mesh."""
+    h, u, b, f = perturbed_state(mesh, case, rng)
+    p = PHYSICS[physics]
+    serial = Model(mesh, h, u, b, f, DT, p)
+    d = decomposition(comm, mesh, halo_depth=halo_depth(p))
+    dist = Distributed(d, comm, np.float64)
+    local = [dist.scatter(loc, a if comm.Get_rank() == 0 else None)
+             for loc, a in zip(("cell", "edge", "cell", "vertex"), (h, u, b, f))]
+    model = Model(d.mesh, *local, DT, p, exchange=dist.exchange, exchange_tl=dist.exchange_tl,
+                  exchange_adjoint=dist.exchange_adjoint)
+    return serial, model, dist
+
+
+def _starts(model, steps):
+    run = Model(model.mesh, model.h.copy(), model.u.copy(), model.b, model.f_vertex, model.dt,
+                model.physics, exchange=model.exchange, device_mesh=model.device_mesh)
+    starts = []
+    for _ in range(steps):
+        starts.append((run.h.copy(), run.u.copy()))
+        run.step()
+    return starts
+
+
+def _tl(model, starts, dh, du, db):
+    for h, u in starts:
+        dh, du = rk4_step_tl(model, h, u, dh, du, db)
+    return dh, du
+
+
+def _adj(model, starts, h_adj, u_adj, mode):
+    b_adj = None
+    for h, u in reversed(starts):
+        h_adj, u_adj, b_step = rk4_step_adj(model, h, u, h_adj, u_adj, mode=mode)
+        b_adj = b_step if b_adj is None else b_adj + b_step
+    return h_adj, u_adj, b_adj
+
+
+def _local(dist, fields, locations):
+    """This rank's owned rows of global fields, NaN in the halo rows."""
+    return tuple(scatter(dist.decomposition, loc, a) for a, loc in zip(fields, locations))
+
+
+def _owned(dist, arrays, locations):
+    return tuple(a[:dist.owned[loc]] for a, loc in zip(arrays, locations))
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
+def test_dot_product_on_ranks(comm, ico_mesh, rng, mode, steps):
+    """<M' x, y> = <x, M'^T y> over owned rows of every rank, controls (h0, u0, b), all physics;
+    the adjoint's halo rows are zero."""
+    _, model, dist = _setup(comm, ico_mesh, rng, "all", "williamson6")
+    starts = _starts(model, steps)
+    x = _local(dist, directions(ico_mesh, rng), CONTROLS)
+    y = _local(dist, adjoint_inputs(ico_mesh, rng), STATE)
+    adjoint = _adj(model, starts, *y, mode)
+    for a, loc in zip(adjoint, CONTROLS):
+        assert not np.any(a[dist.owned[loc]:]) and np.all(np.isfinite(a))
+    result = dot_product_test(
+        lambda *d: _tl(model, starts, *d), lambda *a: _adj(model, starts, *a, mode), x, y,
+        restrict=lambda arrays, side: _owned(dist, arrays, CONTROLS if side == "domain" else STATE),
+        allreduce=allreduce_sum(comm))
+    assert result.relative_error <= 1e-12, result
+
+
+@pytest.mark.parametrize("physics", ["plain", "all"])
+def test_tangent_linear_and_gradient_equal_one_process(comm, ico_mesh, rng, physics):
+    """Three steps: the gathered tangent-linear equals one process's bitwise; the gathered
+    gradient (adjoint of a random y) equals one process's to round-off, in both modes;
+    owned_inner equals the inner product of the gathered fields."""
+    serial, model, dist = _setup(comm, ico_mesh, rng, physics)
+    x, y = directions(ico_mesh, rng), adjoint_inputs(ico_mesh, rng)
+    starts, serial_starts = _starts(model, 3), _starts(serial, 3)
+    tl = _tl(model, starts, *_local(dist, x, CONTROLS))
+    gathered = [dist.gather(loc, a) for a, loc in zip(tl, STATE)]
+    if comm.Get_rank() == 0:
+        for got, ref in zip(gathered, _tl(serial, serial_starts, *x)):
+            assert np.array_equal(got, ref)
+    for mode in ADJOINT_MODES:
+        adjoint = _adj(model, starts, *_local(dist, y, STATE), mode)
+        gathered = [dist.gather(loc, a) for a, loc in zip(adjoint, CONTROLS)]
+        if comm.Get_rank() == 0:
+            reference = _adj(serial, serial_starts, *y, mode)
+            diffs = [np.abs(g - r).max() / np.abs(r).max() for g, r in zip(gathered, reference)]
+            print(f"{comm.Get_size()} ranks, {physics}, {mode}: largest relative difference of "
+                  f"the gradient (h0, u0, b) from one process's: {max(diffs):.2e}")
+            assert max(diffs) <= 1e-13, diffs
+        pairs = [(loc, a, b) for loc, a, b in zip(CONTROLS, adjoint, _local(dist, x, CONTROLS))]
+        total = owned_inner(dist, pairs)
+        if comm.Get_rank() == 0:
+            exact = sum(float(np.dot(g, b)) for g, b in zip(gathered, x))
+            assert abs(total - exact) <= 1e-13 * sum(float(np.abs(g) @ np.abs(b))
+                                                     for g, b in zip(gathered, x))
+
+
+def test_deterministic_adjoint_is_bitwise_reproducible_on_ranks(comm, ico_mesh, rng):
+    _, model, dist = _setup(comm, ico_mesh, rng, "all")
+    starts = _starts(model, 3)
+    y = _local(dist, adjoint_inputs(ico_mesh, rng), STATE)
+    first, second = (_adj(model, starts, *y, "deterministic") for _ in range(2))
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+
+
+def test_one_adjoint_exchange_per_stage(comm, ico_mesh, rng):
+    """An adjoint step sends one message per neighbour and stage (b_adj goes with the last
+    stage's), a tangent-linear step likewise (db with the first stage's)."""
+    _, model, dist = _setup(comm, ico_mesh, rng, "plain")
+    h, u = model.h.copy(), model.u.copy()
+    exchanges = (dist.state_exchange, dist.control_exchange)
+    neighbours = len(dist.state_exchange.neighbours)
+
+    def sent():
+        return sum(ex.stats.messages_sent for ex in exchanges)
+
+    before = sent()
+    rk4_step_adj(model, h, u, *_local(dist, adjoint_inputs(ico_mesh, rng), STATE))
+    after_adj = sent()
+    rk4_step_tl(model, h, u, *_local(dist, directions(ico_mesh, rng), CONTROLS))
+    # forward stage states (4 exchanges) and adjoint stages (4); tangent-linear: 4 + 4
+    assert after_adj - before == 8 * neighbours
+    assert sent() - after_adj == 8 * neighbours
