@@ -6,7 +6,7 @@
 through a checkpoint schedule (`adjoint.checkpointing`); `run_tangent` propagates a perturbation
 (dh0, du0, db) to the final state with the tangent-linear model; `run_cost` is J alone. All fields
 are local arrays of the run's model (owned rows first); gradients are zero on halo rows. Inner
-products of controls are sums over owned rows and ranks (`owned_inner`).
+products of controls are sums over owned rows and ranks (`swm.distribution.owned_inner`).
 """
 from __future__ import annotations
 
@@ -69,13 +69,4 @@ def run_tangent(model, h0, u0, dh0, du0, db, n_steps: int):
     return tangent
 
 
-def owned_inner(pairs, owned: dict, comm) -> float:
-    """sum over (a, b, location) of <a, b> over owned rows, summed over the ranks of comm."""
-    total = 0.0
-    for a, b, location in pairs:
-        n = owned[location]
-        total += float((a[:n] * b[:n]).sum())
-    return comm.allreduce(total) if comm.Get_size() > 1 else total
-
-
-__all__ = ["advance", "run_cost", "run_gradient", "run_tangent", "owned_inner"]
+__all__ = ["advance", "run_cost", "run_gradient", "run_tangent"]

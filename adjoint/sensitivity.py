@@ -11,10 +11,11 @@ import time
 import numpy as np
 
 from adjoint.costs import Context, CostError, make_cost
-from adjoint.gradient import owned_inner, run_cost, run_gradient, run_tangent
+from adjoint.gradient import run_cost, run_gradient, run_tangent
 from adjoint.verification import taylor_test
 from swm.config import Config, ConfigError
 from swm.constants import DAY
+from swm.distribution import owned_inner
 
 log = logging.getLogger("swm")
 
@@ -29,11 +30,12 @@ TAYLOR_MIN_RATE = 1.9
 def cost_context(s, n_steps: int | None = None) -> Context:
     """The `adjoint.costs.Context` of a `swm.driver.Setup`."""
     distribution = s.distribution
-    exchange_adjoint = getattr(distribution, "exchange_adjoint", lambda h, u: None)
-    global_cells = np.array([distribution.global_index("cell", i)
-                             for i in range(distribution.owned["cell"])], dtype=np.int64)
+    n = distribution.owned["cell"]
+    decomposition = getattr(distribution, "decomposition", None)
+    global_cells = np.arange(n) if decomposition is None else decomposition.local.l2g["cell"][:n]
     return Context(s.mesh, s.model.device_mesh, distribution.owned, global_cells, s.comm, s.dt,
-                   s.total if n_steps is None else n_steps, exchange_adjoint, s.xp, s.dtype)
+                   s.total if n_steps is None else n_steps, distribution.exchange_adjoint, s.xp,
+                   s.dtype)
 
 
 def build_cost(s, cost_config, key: str):
@@ -56,7 +58,7 @@ def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
                                        mode=sens.adjoint_mode, checkpointing=sens.checkpointing,
                                        rank=s.comm.Get_rank())
     wall = time.perf_counter() - t0
-    norms = {name: owned_inner([(g, g, loc)], s.distribution.owned, s.comm) ** 0.5
+    norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5
              for (name, loc, _, _), g in zip(GRADIENTS, grads)}
     log.info("J = %.12g over %d steps (%.3f days); gradient in %.2f s", value, s.total,
              s.total * s.dt / DAY, wall)
@@ -145,7 +147,7 @@ def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
 
     sens = config.sensitivity
     s = setup(config)
-    comm, owned, model, xp = s.comm, s.distribution.owned, s.model, s.xp
+    comm, dist, model = s.comm, s.distribution, s.model
     n = s.total
     cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), comm)
     h0, u0, b0 = model.h.copy(), model.u.copy(), model.b.copy()
@@ -155,11 +157,11 @@ def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
 
     # Dot-product test of the n-step run: <TLM dx, y> against <dx, ADM y>.
     th, tu = run_tangent(model, h0, u0, dh, du, db, n)
-    lhs = owned_inner([(th, yh, "cell"), (tu, yu, "edge")], owned, comm)
+    lhs = owned_inner(dist, [("cell", th, yh), ("edge", tu, yu)])
 
     _, (ah, au, ab), _ = run_gradient(model, h0, u0, FinalStateProjection(yh, yu, n), n, mode=sens.adjoint_mode,
                                       rank=comm.Get_rank())
-    rhs = owned_inner([(dh, ah, "cell"), (du, au, "edge"), (db, ab, "cell")], owned, comm)
+    rhs = owned_inner(dist, [("cell", dh, ah), ("edge", du, au), ("cell", db, ab)])
     dot = abs(lhs - rhs) / max(abs(lhs), 1e-300)
     dot_ok = dot <= DOT_TOLERANCE[np.dtype(s.dtype)]
 
@@ -168,7 +170,7 @@ def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
                                           checkpointing=sens.checkpointing, rank=comm.Get_rank())
     active = set(sens.controls)
     mh, mu, mb = (d if c in active else d * 0 for d, c in zip((dh, du, db), ("h", "u", "b")))
-    derivative = owned_inner([(gh, mh, "cell"), (gu, mu, "edge"), (gb, mb, "cell")], owned, comm)
+    derivative = owned_inner(dist, [("cell", gh, mh), ("edge", gu, mu), ("cell", gb, mb)])
 
     def functional(h, u, b):
         model.b = b

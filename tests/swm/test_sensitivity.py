@@ -128,12 +128,12 @@ def test_bad_sensitivity_configs_are_named(tmp_path, change, message):
 
 def test_observations_at_cells_the_mesh_lacks_stop_the_run(tmp_path):
     obs = tmp_path / "obs.nc"
-    write_observations(obs, np.array([5, 900]), np.array([0.0, 1800.0]), np.array([5000.0, 5000.0]),
+    write_observations(obs, np.array([5, 900])         # 0-based: written as 6 and 901, np.array([0.0, 1800.0]), np.array([5000.0, 5000.0]),
                        np.array([1.0, 1.0]))
     path = config(tmp_path, "obs", {"cost": {"kind": "misfit", "observations": str(obs)}})
     out = run(path, ranks=2)
     assert out.returncode == 2
-    assert f"{obs}: cell[1] = 900: expected a 1-based cell index in [1, 642]" in out.stderr
+    assert f"{obs}: cell[1] = 901: expected a 1-based cell index in [1, 642]" in out.stderr
 
 
 def test_check_adjoint_needs_a_sensitivity_section(tmp_path):
