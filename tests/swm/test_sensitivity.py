@@ -128,7 +128,8 @@ def test_bad_sensitivity_configs_are_named(tmp_path, change, message):
 
 def test_observations_at_cells_the_mesh_lacks_stop_the_run(tmp_path):
     obs = tmp_path / "obs.nc"
-    write_observations(obs, np.array([5, 900])         # 0-based: written as 6 and 901, np.array([0.0, 1800.0]), np.array([5000.0, 5000.0]),
+    # cells given 0-based, written 1-based: 6 and 901
+    write_observations(obs, np.array([5, 900]), np.array([0.0, 1800.0]), np.array([5000.0, 5000.0]),
                        np.array([1.0, 1.0]))
     path = config(tmp_path, "obs", {"cost": {"kind": "misfit", "observations": str(obs)}})
     out = run(path, ranks=2)
