@@ -16,7 +16,9 @@ recomputes the rest from them. The schedule's actions are carried out here:
     EndForward / EndReverse
 
 The forward recomputation is the same arithmetic on the same state, so a checkpointed gradient
-is bitwise the stored-trajectory gradient. Disk snapshots are one `.npz` file per rank and step
+is bitwise the stored-trajectory gradient. The adjoint of step k reads x_k only (it recomputes the
+step's stages), so the step x_k -> x_{k+1} that a schedule runs just before reversing step k is
+skipped. Disk snapshots are one `.npz` file per rank and step
 (fields copied to the host and back), deleted when the sweep ends.
 """
 from __future__ import annotations
@@ -151,6 +153,16 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                                          len(snapshots[StorageType.RAM]) + len(kept) + 1)
         stats.max_states_on_disk = max(stats.max_states_on_disk, on_disk)
 
+    pending = False                   # True: `state` is x_{at-1}, x_at = forward(state) not yet run
+
+    def current():
+        nonlocal state, pending
+        if pending:
+            state, pending = forward(state), False
+            stats.forward_steps += 1
+            count()
+        return state
+
     try:
         for action in schedule:
             if isinstance(action, Forward):
@@ -159,20 +171,21 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                                        f"the state is at step {at}")
                 n1 = min(action.n1, n_steps)
                 if action.write_ics:
-                    store(action.storage, action.n0, state)
+                    store(action.storage, action.n0, current())
                 for k in range(action.n0, n1):
+                    current()
                     if action.write_adj_deps:
                         kept[k] = state
                     if first_pass:
                         cost += cost_value(k, state)
-                    state = forward(state)
-                    stats.forward_steps += 1
-                    count()
+                    # x_{k+1} is computed when it is needed: not at all when the reverse sweep of
+                    # step k follows, which reads x_k only.
+                    pending = True
                 at = n1
                 if schedule.max_n is None and n1 == n_steps and first_pass:
                     schedule.finalize(n_steps)
             elif isinstance(action, EndForward):
-                cost += cost_value(n_steps, state)
+                cost += cost_value(n_steps, current())
                 lam = cost_gradient(n_steps, state)
                 if lam is None:
                     lam = [a * 0 for a in state]
@@ -188,7 +201,7 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
             elif isinstance(action, (Copy, Move)):
                 x = load(action.from_storage, action.n)
                 if action.to_storage == StorageType.WORK:
-                    state, at = x, action.n
+                    state, at, pending = x, action.n, False
                 else:
                     store(action.to_storage, action.n, x)
                 if isinstance(action, Move):

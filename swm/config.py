@@ -148,8 +148,9 @@ class CostConfig(Strict):
 
 class CheckpointConfig(Strict):
     schedule: Literal["none", "revolve", "multistage", "two_level"] = Field(
-        "none", description="none: every state kept in memory; revolve: snapshots_in_ram; "
-                            "multistage: in RAM and on disk; two_level: a disk snapshot every period "
+        "none", description="none: every state kept in memory; revolve: snapshots_in_ram "
+                            "(its schedule is slow to build beyond a few thousand steps); "
+                            "multistage: binomial, in RAM and on disk; two_level: a disk snapshot every period "
                             "steps, revolve with snapshots_in_ram between them")
     snapshots_in_ram: int = Field(0, ge=0, description="states kept in memory")
     snapshots_on_disk: int = Field(0, ge=0, description="multistage: states kept on disk")
