@@ -160,3 +160,20 @@ def test_fourdvar_twin_at_level_4_on_two_ranks(tmp_path):
     assert cost[0] / cost[-1] > 1e3
     assert h_error[-1] < h_error[0]
     assert (tmp_path / "twin.png").stat().st_size > 10_000
+
+
+@pytest.mark.gpu
+def test_gradient_on_the_gpu_equals_numpy_and_passes_check_adjoint(tmp_path):
+    pytest.importorskip("cupy")
+    cpu = config(tmp_path, "cpu", {"plot": False, "adjoint_mode": "atomic"}, diffusion={"apvm": 0.5})
+    gpu = config(tmp_path, "gpu", {"plot": False, "adjoint_mode": "atomic"}, diffusion={"apvm": 0.5},
+                 backend="cupy")
+    assert run(cpu).returncode == 0
+    out = run(gpu)
+    assert out.returncode == 0, out.stderr
+    (g_cpu, j_cpu), (g_gpu, j_gpu) = gradients(tmp_path / "cpu.nc"), gradients(tmp_path / "gpu.nc")
+    assert j_gpu == pytest.approx(j_cpu, rel=1e-12)
+    for name in g_cpu:
+        assert np.abs(g_gpu[name] - g_cpu[name]).max() <= 1e-10 * np.abs(g_cpu[name]).max(), name
+    check = run(gpu, "--check-adjoint")
+    assert check.returncode == 0, check.stdout + check.stderr
