@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 import meshops
 from meshops.device.backend import array_module
 
+from swm.fused import FusedRK4
 from swm.tendencies import Physics, tendencies
 from swm.timestepping import rk4_step
 
@@ -16,10 +19,12 @@ class Model:
     or CuPy arrays, and the operators run on `device_mesh` (default: the `meshops.DeviceMesh` of
     the mesh on the fields' backend), held beside the state. `exchange`, when given, brings the
     halo rows of (h, u) up to date in place before each RK stage's tendencies (one state exchange
-    per stage)."""
+    per stage). `fused` steps through the fused kernels of `swm.fused` (CuPy only; default: on
+    CuPy fields), otherwise through the operators (`swm.tendencies`, `swm.timestepping`): the same
+    arithmetic."""
 
     def __init__(self, mesh, h, u, b, f_vertex, dt: float, physics: Physics | None = None,
-                 exchange=None, device_mesh=None):
+                 exchange=None, device_mesh=None, fused: bool | None = None):
         if not dt > 0:
             raise ValueError(f"dt: expected a positive time step in seconds, got {dt}")
         self.mesh, self.h, self.u, self.b, self.f_vertex = mesh, h, u, b, f_vertex
@@ -29,7 +34,13 @@ class Model:
             self.physics = replace(self.physics, dt=self.dt)
         self.step_count = 0
         self.exchange = exchange
-        self.device_mesh = device_mesh or meshops.device_mesh(mesh, array_module(h))
+        xp = array_module(h)
+        self.device_mesh = device_mesh or meshops.device_mesh(mesh, xp)
+        self.fused = xp is not np if fused is None else bool(fused)
+        if self.fused and xp is np:
+            raise ValueError("fused: the fused RK4 kernels run on CuPy fields, got NumPy arrays; "
+                             "expected fused=False or None on NumPy")
+        self._fused = FusedRK4(self.device_mesh) if self.fused else None
 
     def tendency(self, fields):
         h, u = fields
@@ -38,7 +49,11 @@ class Model:
         return tendencies(self.device_mesh, h, u, self.b, self.f_vertex, self.physics)
 
     def step(self) -> None:
-        self.h, self.u = rk4_step(self.tendency, (self.h, self.u), self.dt)
+        if self._fused is not None:
+            self.h, self.u = self._fused.step(self.h, self.u, self.b, self.f_vertex, self.dt,
+                                              self.physics, self.exchange)
+        else:
+            self.h, self.u = rk4_step(self.tendency, (self.h, self.u), self.dt)
         self.step_count += 1
 
     @property

@@ -1,0 +1,152 @@
+"""The shallow-water RK4 step in fused kernels (meshops/cuda/shallow_water.cu), for CuPy fields.
+
+Each RK4 stage, after the state exchange, runs three passes where the operator path
+(swm.tendencies, swm.timestepping) runs some twenty operator and elementwise kernels:
+
+    sw_pv_vertex    vertices  pv_vertex = (f_vertex + curl_e2v(u)) / interp_c2v(h)
+    sw_cell_stage   cells     h_edge inline, tend_h = -flux_div_e2c(h_edge, u), ke = ke_e2c(u),
+                              phi = ke + gravity * (h + b); the first present cell of each edge writes
+                              its thickness flux h_edge * u and pv_edge = interp_v2e(pv_vertex);
+                              the RK4 update of h
+    sw_edge_stage   edges     tend_u = pv_flux_e2e(flux, pv_edge) - grad_c2e(phi); the RK4 update of u
+
+The RK4 update is MPAS's (swm.timestepping): the new state accumulates y_new += b_j dt k_j and the
+next provisional state is y_p = y_n + a_j dt k_j, written by the pass that computes k_j, so no
+tendency field is stored. With APVM the cell pass subtracts `swm.tendencies.apvm_correction` from
+pv_edge (sw_cell_stage_apvm), with viscosity the edge pass adds `swm.tendencies.dissipation`'s
+terms (sw_edge_stage_diss); both are computed by meshops operators in between the passes.
+
+The arithmetic is the operator path's: the same stencil sums in the same slot order, and every
+product that path forms as a separate elementwise operation rounded on its own. Each row's result
+depends only on the rows of its stencils, so a decomposed run equals one process bitwise, as the
+operator path does (one state exchange per stage, the same halo depth: the passes read the
+stencils of the operators they replace).
+"""
+from __future__ import annotations
+
+from meshops.device.backend import array_module
+from meshops.device.kernels import Family, Kernel
+from meshops.device.mesh import for_fields
+from meshops.operators import trisk
+
+from swm.tendencies import Physics, apvm_correction, dissipation
+from swm.timestepping import RK4_A, RK4_B
+
+_RK = "in:{y}Old out:{y}New out:{y}Next"
+_RK_SCALARS = "real:newCoef real:nextCoef int:accumulate int:provisional"
+_CELL = ("idx:edgesOnCell coef:divCoef coef:keCoef idx:cellsOnEdge idx:verticesOnEdge in:h in:u in:b "
+         "in:pvVertex {extra}" + _RK.format(y="h") + " out:phi put:flux put:pvEdge int:maxEdges "
+         "int:slotStride real:gravity " + _RK_SCALARS)
+_EDGE = ("idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge in:flux in:pvEdge in:phi "
+         "{extra}" + _RK.format(y="u") + " int:maxEdges2 int:slotStride " + _RK_SCALARS)
+_KERNELS = Family("shallow_water", (
+    Kernel("sw_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u in:h "
+                           "in:fVertex out:pvVertex int:vertexDegree int:slotStride"),
+    Kernel("sw_cell_stage", _CELL.format(extra="")),
+    Kernel("sw_cell_stage_apvm", _CELL.format(extra="in:pvCorrection ")),
+    Kernel("sw_edge_stage", _EDGE.format(extra="")),
+    Kernel("sw_edge_stage_diss", _EDGE.format(extra="in:diss2 in:diss4 ")),
+))
+_SIZE = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+
+
+class FusedRK4:
+    """RK4 steps of the state (h on cells, u on edges) through the fused kernels on `mesh` (a
+    `meshops.DeviceMesh` on CuPy, or a mesh), holding the scratch fields of a stage."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self._scratch: dict = {}
+        self._zero: dict = {}
+
+    def scratch(self, name: str, location: str, like):
+        """Scratch field `name` at `location` with the levels and dtype of `like`, kept between
+        calls."""
+        key = (name, like.dtype.str, like.shape[1:])
+        field = self._scratch.get(key)
+        if field is None:
+            n = getattr(for_fields(self.mesh, like), _SIZE[location])
+            field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
+        return field
+
+    def step(self, h, u, b, f_vertex, dt: float, physics: Physics, exchange=None):
+        """(h, u) one RK4 step of `dt` later, as new arrays; `exchange(h_p, u_p)`, when given,
+        updates the halo rows of each stage's provisional state in place first."""
+        xp = array_module(h, u)
+        h_new, u_new = xp.empty_like(h), xp.empty_like(u)
+        h_next = (self.scratch("hProvisional0", "cell", h), self.scratch("hProvisional1", "cell", h))
+        u_next = self.scratch("uProvisional", "edge", u)   # the edge pass does not read u: in place
+        h_p, u_p = h, u
+        for j in range(4):
+            if exchange is not None:
+                exchange(h_p, u_p)
+            last = j == 3
+            self.stage(h_p, u_p, b, f_vertex, physics, old=(h, u), new=(h_new, u_new),
+                       next=(h_next[j % 2], u_next), new_coef=RK4_B[j] * dt,
+                       next_coef=0.0 if last else RK4_A[j] * dt, accumulate=j > 0,
+                       provisional=not last)
+            h_p, u_p = h_next[j % 2], u_next
+        return h_new, u_new
+
+    def stage(self, h, u, b, f_vertex, physics: Physics, *, old, new, next, new_coef, next_coef,
+              accumulate: bool, provisional: bool) -> None:
+        """One RK4 stage of the provisional state (h, u): with k its tendencies, new = (new if
+        `accumulate` else old) + new_coef * k and, if `provisional`, next = old + next_coef * k,
+        each a pair (cells, edges). `next` must not hold h."""
+        m = for_fields(self.mesh, h, u)
+        pv_vertex = self.scratch("pvVertex", "vertex", h)
+        flux, pv_edge = self.scratch("flux", "edge", u), self.scratch("pvEdge", "edge", u)
+        phi = self.scratch("phi", "cell", h)
+        rk = dict(newCoef=new_coef, nextCoef=next_coef, accumulate=int(accumulate),
+                  provisional=int(provisional))
+
+        (eov, curl, cov, kite), stride = m.stencil(
+            ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"), (u, h, f_vertex, pv_vertex))
+        _KERNELS.launch("sw_pv_vertex", m.nVertices, edgesOnVertex=eov, curlCoef=curl,
+                        cellsOnVertex=cov, c2vCoef=kite, u=u, h=h, fVertex=f_vertex,
+                        pvVertex=pv_vertex, vertexDegree=trisk.width(eov, stride), slotStride=stride)
+
+        extra, name = {}, "sw_cell_stage"
+        if physics.apvm:
+            extra, name = dict(pvCorrection=apvm_correction(m, u, pv_vertex, physics)), name + "_apvm"
+        (eoc, div, ke), stride = m.stencil(("edgesOnCell", "divCoef", "keCoef"),
+                                           (h, u, b, pv_vertex, old[0], new[0], next[0], phi))
+        _KERNELS.launch(name, m.nCells, edgesOnCell=eoc, divCoef=div, keCoef=ke,
+                        cellsOnEdge=m.table("cellsOnEdge"), verticesOnEdge=m.table("verticesOnEdge"),
+                        h=h, u=u, b=b, pvVertex=pv_vertex, hOld=old[0], hNew=new[0], hNext=next[0],
+                        phi=phi, flux=flux, pvEdge=pv_edge, maxEdges=trisk.width(eoc, stride),
+                        slotStride=stride, gravity=physics.gravity, **extra, **rk)
+
+        extra, name = {}, "sw_edge_stage"
+        if physics.visc2 or physics.visc4:
+            del2, del4 = dissipation(m, u, physics)
+            zero = None if del2 is not None and del4 is not None else self._zeros(u)
+            extra, name = dict(diss2=zero if del2 is None else del2,
+                               diss4=zero if del4 is None else del4), name + "_diss"
+        (eoe, weights), stride = m.stencil(trisk.FORWARD, (flux, pv_edge, old[1], new[1], next[1]))
+        _KERNELS.launch(name, m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+                        cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
+                        flux=flux, pvEdge=pv_edge, phi=phi, uOld=old[1], uNew=new[1],
+                        uNext=next[1], maxEdges2=trisk.width(eoe, stride), slotStride=stride,
+                        **extra, **rk)
+
+    def _zeros(self, like):
+        """An edge field of zeros (a dissipation term that is off: adding it is exact), kept."""
+        key = (like.dtype.str, like.shape[1:])
+        if key not in self._zero:
+            n = for_fields(self.mesh, like).nEdges
+            self._zero[key] = array_module(like).zeros((n,) + like.shape[1:], like.dtype)
+        return self._zero[key]
+
+
+def fused_tendencies(mesh, h, u, b, f_vertex, physics: Physics):
+    """(tend_h, tend_u) of the state (h, u) through the fused kernels: one stage with old = 0,
+    new_coef = 1 (new = 0 + 1 * k = k exactly). The reference is swm.tendencies.tendencies."""
+    xp = array_module(h, u)
+    stepper = FusedRK4(mesh)
+    tend_h, tend_u = xp.empty_like(h), xp.empty_like(u)
+    unused = (stepper.scratch("hProvisional0", "cell", h), stepper.scratch("uProvisional", "edge", u))
+    stepper.stage(h, u, b, f_vertex, physics, old=(xp.zeros_like(h), xp.zeros_like(u)),
+                  new=(tend_h, tend_u), next=unused, new_coef=1.0, next_coef=0.0, accumulate=False,
+                  provisional=False)
+    return tend_h, tend_u
