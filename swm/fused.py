@@ -24,6 +24,8 @@ stencils of the operators they replace).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
@@ -48,6 +50,20 @@ _KERNELS = Family("shallow_water", (
     Kernel("sw_edge_stage_diss", _EDGE.format(extra="in:diss2 in:diss4 ")),
 ))
 _SIZE = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+
+
+class Update(NamedTuple):
+    """How a pass applies the tendency k of a row: new = (new if `accumulate` else old) +
+    new_coef * k, and if `provisional` next = old + next_coef * k (new_coef = b_j dt, next_coef =
+    a_j dt of RK4 stage j)."""
+    new_coef: float
+    next_coef: float
+    accumulate: bool
+    provisional: bool
+
+    def arguments(self) -> dict:
+        return dict(newCoef=self.new_coef, nextCoef=self.next_coef,
+                    accumulate=int(self.accumulate), provisional=int(self.provisional))
 
 
 class FusedRK4:
@@ -81,54 +97,67 @@ class FusedRK4:
             if exchange is not None:
                 exchange(h_p, u_p)
             last = j == 3
-            self.stage(h_p, u_p, b, f_vertex, physics, old=(h, u), new=(h_new, u_new),
-                       next=(h_next[j % 2], u_next), new_coef=RK4_B[j] * dt,
-                       next_coef=0.0 if last else RK4_A[j] * dt, accumulate=j > 0,
-                       provisional=not last)
+            update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
+            self.stage(h_p, u_p, b, f_vertex, physics, update, old=(h, u), new=(h_new, u_new),
+                       next=(h_next[j % 2], u_next))
             h_p, u_p = h_next[j % 2], u_next
         return h_new, u_new
 
-    def stage(self, h, u, b, f_vertex, physics: Physics, *, old, new, next, new_coef, next_coef,
-              accumulate: bool, provisional: bool) -> None:
-        """One RK4 stage of the provisional state (h, u): with k its tendencies, new = (new if
-        `accumulate` else old) + new_coef * k and, if `provisional`, next = old + next_coef * k,
-        each a pair (cells, edges). `next` must not hold h."""
+    def stage(self, h, u, b, f_vertex, physics: Physics, update: "Update", *, old, new,
+              next) -> None:
+        """One RK4 stage of the provisional state (h, u): its tendencies k applied by `update` to
+        the pairs (cells, edges) `old`, `new` and `next`; `next` must not hold h."""
+        pv_vertex = self.vertex_pass(h, u, f_vertex)
+        flux, pv_edge, phi = self.cell_pass(h, u, b, pv_vertex, physics, update, old[0], new[0],
+                                            next[0])
+        self.edge_pass(u, flux, pv_edge, phi, physics, update, old[1], new[1], next[1])
+
+    def vertex_pass(self, h, u, f_vertex):
+        """pv_vertex (scratch) of the provisional state (h, u)."""
         m = for_fields(self.mesh, h, u)
         pv_vertex = self.scratch("pvVertex", "vertex", h)
-        flux, pv_edge = self.scratch("flux", "edge", u), self.scratch("pvEdge", "edge", u)
-        phi = self.scratch("phi", "cell", h)
-        rk = dict(newCoef=new_coef, nextCoef=next_coef, accumulate=int(accumulate),
-                  provisional=int(provisional))
-
         (eov, curl, cov, kite), stride = m.stencil(
             ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"), (u, h, f_vertex, pv_vertex))
         _KERNELS.launch("sw_pv_vertex", m.nVertices, edgesOnVertex=eov, curlCoef=curl,
                         cellsOnVertex=cov, c2vCoef=kite, u=u, h=h, fVertex=f_vertex,
                         pvVertex=pv_vertex, vertexDegree=trisk.width(eov, stride), slotStride=stride)
+        return pv_vertex
 
+    def cell_pass(self, h, u, b, pv_vertex, physics: Physics, update: "Update", h_old, h_new,
+                  h_next):
+        """(flux, pv_edge, phi) (scratch) of the provisional state, and the update of h."""
+        m = for_fields(self.mesh, h, u)
+        flux, pv_edge = self.scratch("flux", "edge", u), self.scratch("pvEdge", "edge", u)
+        phi = self.scratch("phi", "cell", h)
         extra, name = {}, "sw_cell_stage"
         if physics.apvm:
             extra, name = dict(pvCorrection=apvm_correction(m, u, pv_vertex, physics)), name + "_apvm"
         (eoc, div, ke), stride = m.stencil(("edgesOnCell", "divCoef", "keCoef"),
-                                           (h, u, b, pv_vertex, old[0], new[0], next[0], phi))
+                                           (h, u, b, pv_vertex, h_old, h_new, h_next, phi))
         _KERNELS.launch(name, m.nCells, edgesOnCell=eoc, divCoef=div, keCoef=ke,
                         cellsOnEdge=m.table("cellsOnEdge"), verticesOnEdge=m.table("verticesOnEdge"),
-                        h=h, u=u, b=b, pvVertex=pv_vertex, hOld=old[0], hNew=new[0], hNext=next[0],
+                        h=h, u=u, b=b, pvVertex=pv_vertex, hOld=h_old, hNew=h_new, hNext=h_next,
                         phi=phi, flux=flux, pvEdge=pv_edge, maxEdges=trisk.width(eoc, stride),
-                        slotStride=stride, gravity=physics.gravity, **extra, **rk)
+                        slotStride=stride, gravity=physics.gravity, **extra, **update.arguments())
+        return flux, pv_edge, phi
 
+    def edge_pass(self, u, flux, pv_edge, phi, physics: Physics, update: "Update", u_old, u_new,
+                  u_next) -> None:
+        """The update of u from the cell pass's flux, pv_edge and phi (and, with viscosity, the
+        dissipation of the provisional u)."""
+        m = for_fields(self.mesh, u)
         extra, name = {}, "sw_edge_stage"
         if physics.visc2 or physics.visc4:
             del2, del4 = dissipation(m, u, physics)
             zero = None if del2 is not None and del4 is not None else self._zeros(u)
             extra, name = dict(diss2=zero if del2 is None else del2,
                                diss4=zero if del4 is None else del4), name + "_diss"
-        (eoe, weights), stride = m.stencil(trisk.FORWARD, (flux, pv_edge, old[1], new[1], next[1]))
+        (eoe, weights), stride = m.stencil(trisk.FORWARD, (flux, pv_edge, u_old, u_new, u_next))
         _KERNELS.launch(name, m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
                         cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
-                        flux=flux, pvEdge=pv_edge, phi=phi, uOld=old[1], uNew=new[1],
-                        uNext=next[1], maxEdges2=trisk.width(eoe, stride), slotStride=stride,
-                        **extra, **rk)
+                        flux=flux, pvEdge=pv_edge, phi=phi, uOld=u_old, uNew=u_new, uNext=u_next,
+                        maxEdges2=trisk.width(eoe, stride), slotStride=stride, **extra,
+                        **update.arguments())
 
     def _zeros(self, like):
         """An edge field of zeros (a dissipation term that is off: adding it is exact), kept."""
@@ -140,13 +169,12 @@ class FusedRK4:
 
 
 def fused_tendencies(mesh, h, u, b, f_vertex, physics: Physics):
-    """(tend_h, tend_u) of the state (h, u) through the fused kernels: one stage with old = 0,
+    """(tend_h, tend_u) of the state (h, u) through the fused kernels: one stage with old = 0 and
     new_coef = 1 (new = 0 + 1 * k = k exactly). The reference is swm.tendencies.tendencies."""
     xp = array_module(h, u)
     stepper = FusedRK4(mesh)
     tend_h, tend_u = xp.empty_like(h), xp.empty_like(u)
     unused = (stepper.scratch("hProvisional0", "cell", h), stepper.scratch("uProvisional", "edge", u))
-    stepper.stage(h, u, b, f_vertex, physics, old=(xp.zeros_like(h), xp.zeros_like(u)),
-                  new=(tend_h, tend_u), next=unused, new_coef=1.0, next_coef=0.0, accumulate=False,
-                  provisional=False)
+    stepper.stage(h, u, b, f_vertex, physics, Update(1.0, 0.0, False, False),
+                  old=(xp.zeros_like(h), xp.zeros_like(u)), new=(tend_h, tend_u), next=unused)
     return tend_h, tend_u
