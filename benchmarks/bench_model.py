@@ -57,15 +57,26 @@ def _model(mesh, dtype, xp, path, level):
                  Physics(), fused=path == "fused")
 
 
-def bench(mesh, level: int, dtype: str, backend: str, path: str, reps: int, bandwidth: float) -> dict:
+def bench(mesh, level: int, dtype: str, backend: str, path: str, reps: int, bandwidth: float):
+    """(row, model) of one path: the step timed after 3 warm-up steps."""
     xp = np
     if backend == "cupy":
         import cupy as xp
     model = _model(mesh, dtype, xp, path, level)
+    launches = []                            # the launches of the first (warm-up) step
+
+    def step():
+        if launches:
+            return model.step()
+        from meshops.device import kernels
+
+        with kernels.observe_launches(launches.append):
+            model.step()
+
     if backend == "cupy":
-        timing = CudaTimer().time(model.step, reps=reps, warmup=3)
+        timing = CudaTimer().time(step, reps=reps, warmup=3)
     else:
-        timing = time_wall(model.step, reps=reps, warmup=1, target_seconds=0.0)
+        timing = time_wall(step, reps=reps, warmup=1, target_seconds=0.0)
     floor = floor_bytes(mesh, np.dtype(dtype).itemsize) / bandwidth
     row = {"level": level, "nCells": mesh.nCells, "dtype": dtype, "backend": backend, "path": path,
            "dt": model.dt, "ms_per_step": timing.median * 1e3, "low_ms": timing.low * 1e3,
@@ -74,8 +85,8 @@ def bench(mesh, level: int, dtype: str, backend: str, path: str, reps: int, band
            "floor_ms": floor * 1e3, "x_floor": timing.median / floor,
            "copy_bandwidth_gbs": bandwidth / 1e9}
     if path == "fused":
-        row["fused_traffic_ms"] = step_bytes(model) / bandwidth * 1e3
-    return row
+        row["fused_traffic_ms"] = sum(map(launch_bytes, launches)) / bandwidth * 1e3
+    return row, model
 
 
 def launch_bytes(launch) -> int:
@@ -88,16 +99,6 @@ def launch_bytes(launch) -> int:
     arrays = {address(a): a for k, a in args.items() if getattr(a, "ndim", 0) and k not in skip}
     again = [args[k] for k in ("hNew", "uNew") if k in args and args.get("accumulate")]
     return int(sum(a.nbytes for a in arrays.values()) + sum(a.nbytes for a in again))
-
-
-def step_bytes(model) -> int:
-    """Least bytes of one fused step: `launch_bytes` of each of its launches."""
-    from meshops.device import kernels
-
-    launches = []
-    with kernels.observe_launches(launches.append):
-        model.step()
-    return sum(launch_bytes(launch) for launch in launches)
 
 
 #: Launch variants of the tuning table timed for each pass by `--passes`: (name, Tuning changes
@@ -174,8 +175,17 @@ def main(argv=None) -> int:
     for level in args.levels:
         mesh = icosahedral_mesh(level, args.cache_dir, log=lambda *a: print(*a, file=sys.stderr))
         for dtype in args.dtypes:
+            states = {}
             for path in paths:
-                r = bench(mesh, level, dtype, args.backend, path, args.reps, bandwidth)
+                r, model = bench(mesh, level, dtype, args.backend, path, args.reps, bandwidth)
+                states[path] = [np.asarray(getattr(x, "get", lambda: x)(), np.float64)
+                                for x in (model.h, model.u)]
+                if len(states) == 2:      # both paths took the same steps from the same state
+                    r["max_rel_diff_vs_operators"] = max(
+                        float(np.abs(a - b).max() / np.abs(b).max())
+                        for a, b in zip(states["fused"], states["operators"]))
+                    print(f"fused against operators after {model.step_count} steps: max relative "
+                          f"difference {r['max_rel_diff_vs_operators']:.2e} (h, u)", file=sys.stderr)
                 rows.append(r)
                 traffic = f"{r['fused_traffic_ms']:.3f}" if "fused_traffic_ms" in r else ""
                 print(f"| {level} | {r['nCells']} | {dtype} | {path} | {r['ms_per_step']:.3f} "
