@@ -111,9 +111,11 @@ VARIANTS = (("sm_90", lambda t, k: {}, 256),
             ("block 512", lambda t, k: {}, 512))
 
 
-def bench_passes(mesh, level: int, dtype: str, reps: int, bandwidth: float) -> list[dict]:
+def bench_passes(mesh, level: int, dtype: str, reps: int, bandwidth: float,
+                 sources: dict | None = None) -> list[dict]:
     """Each pass of a middle RK4 stage (accumulating, writing the next provisional state) timed on
-    its own under every launch variant (VARIANTS)."""
+    its own under every launch variant (VARIANTS), and compiled from each other copy of the CUDA
+    sources in `sources` ({name: directory}: kernels of the same signatures) under the first two."""
     import cupy
     from meshops.device import kernels
 
@@ -123,10 +125,15 @@ def bench_passes(mesh, level: int, dtype: str, reps: int, bandwidth: float) -> l
     h_new, u_new, h_next, u_next = (cupy.empty_like(x) for x in (h, u, h, u))
     update = Update(model.dt / 3, model.dt / 2, True, True)
     pv_vertex = stepper.vertex_pass(h, u, f)
-    flux, pv_edge, phi = stepper.cell_pass(h, u, b, pv_vertex, physics, update, h, h_new, h_next)
+    pv_edge = stepper.pv_edge_pass(u, pv_vertex, physics)
+    flux, phi = stepper.cell_pass(h, u, b, physics, update, h, h_new, h_next)
+    #: The outputs of each pass that do not accumulate (compared between variants).
+    outputs = {"sw_pv_vertex": lambda: [stepper.scratch("pvVertex", "vertex", h)],
+               "sw_pv_edge": lambda: [stepper.scratch("pvEdge", "edge", u)],
+               "sw_cell_stage": lambda: [flux, phi, h_next], "sw_edge_stage": lambda: [u_next]}
     passes = {"sw_pv_vertex": lambda: stepper.vertex_pass(h, u, f),
-              "sw_cell_stage": lambda: stepper.cell_pass(h, u, b, pv_vertex, physics, update, h,
-                                                         h_new, h_next),
+              "sw_pv_edge": lambda: stepper.pv_edge_pass(u, pv_vertex, physics),
+              "sw_cell_stage": lambda: stepper.cell_pass(h, u, b, physics, update, h, h_new, h_next),
               "sw_edge_stage": lambda: stepper.edge_pass(u, flux, pv_edge, phi, physics, update, u,
                                                          u_new, u_next)}
     base = kernels.tuning()
@@ -136,15 +143,25 @@ def bench_passes(mesh, level: int, dtype: str, reps: int, bandwidth: float) -> l
         with kernels.observe_launches(launches.append):
             run()
         nbytes = launch_bytes(launches[0])
-        for variant, changes, block in VARIANTS:
+        runs = [(variant, changes, block, kernels.CUDA_DIR) for variant, changes, block in VARIANTS]
+        runs += [(f"{name}{', ' + variant if i else ''}", changes, block, pathlib.Path(directory))
+                 for name, directory in (sources or {}).items()
+                 for i, (variant, changes, block) in enumerate(VARIANTS[:2])]
+        for variant, changes, block, directory in runs:
             launcher = kernels.launcher().replace(
-                tuning=dataclasses.replace(base, **changes(base, kernel)), block_size=block)
+                tuning=dataclasses.replace(base, **changes(base, kernel)), block_size=block,
+                sources=directory)
+            for x in outputs[kernel]():
+                x.fill(np.nan)
             with kernels.use_launcher(launcher):
                 t = CudaTimer().time(run, reps=reps, warmup=2)
+            result = [cupy.asnumpy(x) for x in outputs[kernel]()]
+            reference = result if variant == VARIANTS[0][0] else reference
             rows.append({"level": level, "dtype": dtype, "pass": kernel, "variant": variant,
                          "ms": t.median * 1e3, "low_ms": t.low * 1e3, "high_ms": t.high * 1e3,
                          "bytes": nbytes, "gbs": nbytes / t.median / 1e9,
-                         "x_copy": nbytes / t.median / bandwidth})
+                         "x_copy": nbytes / t.median / bandwidth,
+                         "same_bits": all(np.array_equal(a, b) for a, b in zip(result, reference))})
     return rows
 
 
@@ -156,6 +173,8 @@ def main(argv=None) -> int:
     p.add_argument("--paths", nargs="+", default=None, choices=["fused", "operators"],
                    help="default: both on cupy, operators on numpy")
     p.add_argument("--passes", action="store_true", help="time each fused pass under launch variants")
+    p.add_argument("--sources", nargs="*", default=[], metavar="NAME=DIR",
+                   help="with --passes: also time the passes compiled from these copies of meshops/cuda")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--cache-dir", default=None, help="mesh cache directory (benchmarks/meshes.py)")
     p.add_argument("--json", type=pathlib.Path, help="write the rows here")
@@ -192,14 +211,15 @@ def main(argv=None) -> int:
                       f"| {r['steps_per_s']:.1f} | {r['simulated_days_per_hour']:.1f} "
                       f"| {r['floor_ms']:.3f} | {r['x_floor']:.2f} | {traffic} |", flush=True)
             if args.passes:
-                pass_rows += bench_passes(mesh, level, dtype, args.reps, bandwidth)
+                pass_rows += bench_passes(mesh, level, dtype, args.reps, bandwidth,
+                                          dict(item.split("=", 1) for item in args.sources))
     if pass_rows:
-        print("\n| level | dtype | pass | variant | ms | low-high | MB | GB/s | x copy |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("\n| level | dtype | pass | variant | ms | low-high | MB | GB/s | x copy | same bits |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in pass_rows:
             print(f"| {r['level']} | {r['dtype']} | {r['pass']} | {r['variant']} | {r['ms']:.4f} "
                   f"| {r['low_ms']:.4f}-{r['high_ms']:.4f} | {r['bytes'] / 1e6:.0f} | {r['gbs']:.0f} "
-                  f"| {r['x_copy']:.2f} |")
+                  f"| {r['x_copy']:.2f} | {'yes' if r['same_bits'] else 'NO'} |")
     if args.json:
         args.json.write_text(json.dumps({"date": datetime.date.today().isoformat(), "rows": rows,
                                          "passes": pass_rows}, indent=1))

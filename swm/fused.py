@@ -1,20 +1,21 @@
 """The shallow-water RK4 step in fused kernels (meshops/cuda/shallow_water.cu), for CuPy fields.
 
-Each RK4 stage, after the state exchange, runs three passes where the operator path
+Each RK4 stage, after the state exchange, runs four passes where the operator path
 (swm.tendencies, swm.timestepping) runs some twenty operator and elementwise kernels:
 
     sw_pv_vertex    vertices  pv_vertex = (f_vertex + curl_e2v(u)) / interp_c2v(h)
+    sw_pv_edge      edges     pv_edge = interp_v2e(pv_vertex)
     sw_cell_stage   cells     h_edge inline, tend_h = -flux_div_e2c(h_edge, u), ke = ke_e2c(u),
-                              phi = ke + gravity * (h + b); the first present cell of each edge writes
-                              its thickness flux h_edge * u and pv_edge = interp_v2e(pv_vertex);
-                              the RK4 update of h
+                              phi = ke + gravity * (h + b); the first present cell of each edge
+                              writes its thickness flux h_edge * u; the RK4 update of h
     sw_edge_stage   edges     tend_u = pv_flux_e2e(flux, pv_edge) - grad_c2e(phi); the RK4 update of u
 
 The RK4 update is MPAS's (swm.timestepping): the new state accumulates y_new += b_j dt k_j and the
 next provisional state is y_p = y_n + a_j dt k_j, written by the pass that computes k_j, so no
-tendency field is stored. With APVM the cell pass subtracts `swm.tendencies.apvm_correction` from
-pv_edge (sw_cell_stage_apvm), with viscosity the edge pass adds `swm.tendencies.dissipation`'s
-terms (sw_edge_stage_diss); both are computed by meshops operators in between the passes.
+tendency field is stored. With APVM the pv_edge pass subtracts `swm.tendencies.apvm_correction`
+(sw_pv_edge_apvm), with viscosity the edge pass adds `swm.tendencies.dissipation`'s terms
+(sw_edge_stage_diss); both are computed by meshops operators in between the passes. The split and
+its measured traffic: docs/decisions/0008-fused-shallow-water-step.md.
 
 The arithmetic is the operator path's: the same stencil sums in the same slot order, and every
 product that path forms as a separate elementwise operation rounded on its own. Each row's result
@@ -26,9 +27,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
+from meshops.device.tables import register as table
 from meshops.operators import trisk
 
 from swm.tendencies import Physics, apvm_correction, dissipation
@@ -36,20 +40,41 @@ from swm.timestepping import RK4_A, RK4_B
 
 _RK = "in:{y}Old out:{y}New out:{y}Next"
 _RK_SCALARS = "real:newCoef real:nextCoef int:accumulate int:provisional"
-_CELL = ("idx:edgesOnCell coef:divCoef coef:keCoef idx:cellsOnEdge idx:verticesOnEdge in:h in:u in:b "
-         "in:pvVertex {extra}" + _RK.format(y="h") + " out:phi put:flux put:pvEdge int:maxEdges "
-         "int:slotStride real:gravity " + _RK_SCALARS)
 _EDGE = ("idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge in:flux in:pvEdge in:phi "
          "{extra}" + _RK.format(y="u") + " int:maxEdges2 int:slotStride " + _RK_SCALARS)
 _KERNELS = Family("shallow_water", (
     Kernel("sw_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u in:h "
                            "in:fVertex out:pvVertex int:vertexDegree int:slotStride"),
-    Kernel("sw_cell_stage", _CELL.format(extra="")),
-    Kernel("sw_cell_stage_apvm", _CELL.format(extra="in:pvCorrection ")),
+    Kernel("sw_pv_edge", "idx:verticesOnEdge in:pvVertex out:pvEdge"),
+    Kernel("sw_pv_edge_apvm", "idx:verticesOnEdge in:pvVertex in:pvCorrection out:pvEdge"),
+    Kernel("sw_cell_stage", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef in:h in:u in:b "
+                            + _RK.format(y="h") + " out:phi put:flux int:maxEdges int:slotStride "
+                            "real:gravity " + _RK_SCALARS),
     Kernel("sw_edge_stage", _EDGE.format(extra="")),
     Kernel("sw_edge_stage_diss", _EDGE.format(extra="in:diss2 in:diss4 ")),
 ))
 _SIZE = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+
+
+@table("cellsAcrossOnCell", kind="int", location="cell")
+def _cells_across_on_cell(h):
+    """On edgesOnCell: the other cell of edge e_j (cellsOnEdge[e_j] without c, -1 if none), stored
+    as -2 - that cell where c is the edge's first present cell (the cell that writes its flux);
+    -1 in pads."""
+    edges, cells = h["edgesOnCell"], h["cellsOnEdge"]
+    c = np.arange(edges.shape[0])[:, None]
+    ends = cells[np.maximum(edges, 0)]                       # (nCells, maxEdges, 2)
+    present = edges >= 0
+    bad = present & (ends[..., 0] != c) & (ends[..., 1] != c)
+    if bad.any():
+        cell, slot = (int(x[0]) for x in np.nonzero(bad))
+        edge = int(edges[cell, slot])
+        raise ValueError(f"mesh: edgesOnCell[{cell}, {slot}] = {edge} (0-based) but cellsOnEdge[{edge}] "
+                         f"= {tuple(int(x) for x in cells[edge])} does not hold cell {cell}; expected "
+                         f"every edge of a cell to have that cell on one side")
+    other = np.where(ends[..., 0] == c, ends[..., 1], ends[..., 0])
+    first = np.where(ends[..., 0] >= 0, ends[..., 0], ends[..., 1]) == c
+    return np.where(present, np.where(first, -2 - other, other), -1)
 
 
 class Update(NamedTuple):
@@ -107,9 +132,8 @@ class FusedRK4:
               next) -> None:
         """One RK4 stage of the provisional state (h, u): its tendencies k applied by `update` to
         the pairs (cells, edges) `old`, `new` and `next`; `next` must not hold h."""
-        pv_vertex = self.vertex_pass(h, u, f_vertex)
-        flux, pv_edge, phi = self.cell_pass(h, u, b, pv_vertex, physics, update, old[0], new[0],
-                                            next[0])
+        pv_edge = self.pv_edge_pass(u, self.vertex_pass(h, u, f_vertex), physics)
+        flux, phi = self.cell_pass(h, u, b, physics, update, old[0], new[0], next[0])
         self.edge_pass(u, flux, pv_edge, phi, physics, update, old[1], new[1], next[1])
 
     def vertex_pass(self, h, u, f_vertex):
@@ -123,23 +147,31 @@ class FusedRK4:
                         pvVertex=pv_vertex, vertexDegree=trisk.width(eov, stride), slotStride=stride)
         return pv_vertex
 
-    def cell_pass(self, h, u, b, pv_vertex, physics: Physics, update: "Update", h_old, h_new,
-                  h_next):
-        """(flux, pv_edge, phi) (scratch) of the provisional state, and the update of h."""
-        m = for_fields(self.mesh, h, u)
-        flux, pv_edge = self.scratch("flux", "edge", u), self.scratch("pvEdge", "edge", u)
-        phi = self.scratch("phi", "cell", h)
-        extra, name = {}, "sw_cell_stage"
+    def pv_edge_pass(self, u, pv_vertex, physics: Physics):
+        """pv_edge (scratch) from pv_vertex, less the APVM correction of u when APVM is on."""
+        m = for_fields(self.mesh, u, pv_vertex)
+        pv_edge = self.scratch("pvEdge", "edge", u)
         if physics.apvm:
-            extra, name = dict(pvCorrection=apvm_correction(m, u, pv_vertex, physics)), name + "_apvm"
-        (eoc, div, ke), stride = m.stencil(("edgesOnCell", "divCoef", "keCoef"),
-                                           (h, u, b, pv_vertex, h_old, h_new, h_next, phi))
-        _KERNELS.launch(name, m.nCells, edgesOnCell=eoc, divCoef=div, keCoef=ke,
-                        cellsOnEdge=m.table("cellsOnEdge"), verticesOnEdge=m.table("verticesOnEdge"),
-                        h=h, u=u, b=b, pvVertex=pv_vertex, hOld=h_old, hNew=h_new, hNext=h_next,
-                        phi=phi, flux=flux, pvEdge=pv_edge, maxEdges=trisk.width(eoc, stride),
-                        slotStride=stride, gravity=physics.gravity, **extra, **update.arguments())
-        return flux, pv_edge, phi
+            _KERNELS.launch("sw_pv_edge_apvm", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                            pvVertex=pv_vertex, pvCorrection=apvm_correction(m, u, pv_vertex, physics),
+                            pvEdge=pv_edge)
+        else:
+            _KERNELS.launch("sw_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                            pvVertex=pv_vertex, pvEdge=pv_edge)
+        return pv_edge
+
+    def cell_pass(self, h, u, b, physics: Physics, update: "Update", h_old, h_new, h_next):
+        """(flux, phi) (scratch) of the provisional state, and the update of h."""
+        m = for_fields(self.mesh, h, u)
+        flux, phi = self.scratch("flux", "edge", u), self.scratch("phi", "cell", h)
+        (eoc, across, div, ke), stride = m.stencil(
+            ("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef"),
+            (h, u, b, h_old, h_new, h_next, phi, flux))
+        _KERNELS.launch("sw_cell_stage", m.nCells, edgesOnCell=eoc, cellsAcross=across, divCoef=div,
+                        keCoef=ke, h=h, u=u, b=b, hOld=h_old, hNew=h_new, hNext=h_next, phi=phi,
+                        flux=flux, maxEdges=trisk.width(eoc, stride), slotStride=stride,
+                        gravity=physics.gravity, **update.arguments())
+        return flux, phi
 
     def edge_pass(self, u, flux, pv_edge, phi, physics: Physics, update: "Update", u_old, u_new,
                   u_next) -> None:

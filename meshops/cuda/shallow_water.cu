@@ -1,11 +1,11 @@
-// The TRiSK shallow-water RK4 stage in three fused passes (swm/fused.py; the unfused reference is
+// The TRiSK shallow-water RK4 stage in four fused passes (swm/fused.py; the unfused reference is
 // swm/tendencies.py with swm/timestepping.py). One stage of the provisional state (h, u):
 //
 //   vertex pass   pvVertex = (fVertex + curl_e2v(u)) / interp_c2v(h)
-//   cell pass     h_edge = (h[c0] + h[c1]) / 2 inline, flux = h_edge * u, tend_h = -div(flux),
+//   pv edge pass  pvEdge = (pvVertex[v0] + pvVertex[v1]) / 2 (- the APVM correction)
+//   cell pass     h_edge = (h[c] + h[cellsAcross]) / 2 inline, flux = h_edge * u, tend_h = -div(flux),
 //                 ke = ke_e2c(u), phi = ke + gravity * (h + b); the first present cell of each edge
-//                 writes the edge's flux and pvEdge = (pvVertex[v0] + pvVertex[v1]) / 2 (- the APVM
-//                 correction); the RK4 update of h
+//                 writes the edge's flux; the RK4 update of h
 //   edge pass     tend_u = pv_flux_e2e(flux, pvEdge) - grad_c2e(phi) (+ diss2 - diss4); the RK4
 //                 update of u
 //
@@ -44,14 +44,6 @@ __device__ __forceinline__ Lanes<T, W> mul_rn(T s, Lanes<T, W> a)
     return a;
 }
 
-template <typename T, int W>
-__device__ __forceinline__ Lanes<T, W> mul_rn(Lanes<T, W> a, const Lanes<T, W>& b)
-{
-#pragma unroll
-    for (int w = 0; w < W; ++w) a.v[w] = mul_rn(a.v[w], b.v[w]);
-    return a;
-}
-
 // The RK4 update of row i from its tendency k (see the file comment).
 template <typename T, int W>
 __device__ __forceinline__ void rk4_update(const Lanes<T, W>& k, const Lanes<T, W>* __restrict__ yOld,
@@ -73,42 +65,6 @@ __device__ __forceinline__ Lanes<T, W> mean_of_ends(const Lanes<T, W>* __restric
     if (a >= 0) acc += load(x, (meshops_offset)a * nlev + k);
     if (b >= 0) acc += load(x, (meshops_offset)b * nlev + k);
     return (T)0.5 * acc;
-}
-
-// The cell pass; with Apvm, pvEdge less pvCorrection.
-template <typename T, int W, bool Apvm>
-__device__ __forceinline__ void cell_pass(
-    const int* __restrict__ edgesOnCell, const T* __restrict__ divCoef, const T* __restrict__ keCoef,
-    const int* __restrict__ cellsOnEdge, const int* __restrict__ verticesOnEdge,
-    const Lanes<T, W>* __restrict__ h, const Lanes<T, W>* __restrict__ u,
-    const Lanes<T, W>* __restrict__ b, const Lanes<T, W>* __restrict__ pvVertex,
-    const Lanes<T, W>* __restrict__ pvCorrection, const Lanes<T, W>* __restrict__ hOld,
-    Lanes<T, W>* __restrict__ hNew, Lanes<T, W>* __restrict__ hNext, Lanes<T, W>* __restrict__ phi,
-    Lanes<T, W>* __restrict__ flux, Lanes<T, W>* __restrict__ pvEdge, int maxEdges, int slotStride,
-    T gravity, T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
-{
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(c, k, i, nlev);
-        const Lanes<T, W> hc = load(h, i);
-        Lanes<T, W> div = meshops::splat<T, W>(0), ke = meshops::splat<T, W>(0);
-        meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
-            const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-            const meshops_offset ek = (meshops_offset)e * nlev + k;
-            const Lanes<T, W> ue = load(u, ek);
-            const Lanes<T, W> F = mean_of_ends(h, c0, c1, nlev, k) * ue;
-            meshops::axpy(div, divCoef[p], F);
-            meshops::axpy(ke, keCoef[p], ue * ue);
-            if ((c0 >= 0 ? c0 : c1) == c) {            // the edge's first present cell writes it
-                flux[ek] = F;
-                Lanes<T, W> q = mean_of_ends(pvVertex, verticesOnEdge[2 * e],
-                                             verticesOnEdge[2 * e + 1], nlev, k);
-                if constexpr (Apvm) q = q - load(pvCorrection, ek);
-                pvEdge[ek] = q;
-            }
-        });
-        phi[i] = ke + mul_rn(gravity, hc + load(b, i));
-        rk4_update((T)-1 * div, hOld, hNew, hNext, newCoef, nextCoef, accumulate, provisional, i);
-    }
 }
 
 // The edge pass; with Diss, tend_u + diss2 - diss4.
@@ -166,48 +122,72 @@ __global__ void sw_pv_vertex(const int* __restrict__ edgesOnVertex, const T* __r
 }
 MESHOPS_INSTANTIATE(sw_pv_vertex)
 
-// The cell pass (file comment) over cells [first, last): edgesOnCell, divCoef and keCoef in one
-// layout (slotStride), cellsOnEdge and verticesOnEdge row-major; flux and pvEdge are edge fields.
+// pvEdge[e,k] = (pvVertex[v0,k] + pvVertex[v1,k]) / 2, (v0, v1) = verticesOnEdge[e] (interp_v2e).
 template <typename T, int W>
-__global__ void sw_cell_stage(const int* __restrict__ edgesOnCell, const T* __restrict__ divCoef,
-                              const T* __restrict__ keCoef, const int* __restrict__ cellsOnEdge,
-                              const int* __restrict__ verticesOnEdge, const Lanes<T, W>* __restrict__ h,
-                              const Lanes<T, W>* __restrict__ u, const Lanes<T, W>* __restrict__ b,
-                              const Lanes<T, W>* __restrict__ pvVertex,
-                              const Lanes<T, W>* __restrict__ hOld, Lanes<T, W>* __restrict__ hNew,
-                              Lanes<T, W>* __restrict__ hNext, Lanes<T, W>* __restrict__ phi,
-                              Lanes<T, W>* __restrict__ flux, Lanes<T, W>* __restrict__ pvEdge,
+__global__ void sw_pv_edge(const int* __restrict__ verticesOnEdge,
+                           const Lanes<T, W>* __restrict__ pvVertex, Lanes<T, W>* __restrict__ pvEdge,
+                           int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        pvEdge[i] = shallow_water::mean_of_ends(pvVertex, verticesOnEdge[2 * e],
+                                                verticesOnEdge[2 * e + 1], nlev, k);
+    }
+}
+MESHOPS_INSTANTIATE(sw_pv_edge)
+
+// With APVM: pvEdge less pvCorrection (an edge field, swm.tendencies.apvm_correction).
+template <typename T, int W>
+__global__ void sw_pv_edge_apvm(const int* __restrict__ verticesOnEdge,
+                                const Lanes<T, W>* __restrict__ pvVertex,
+                                const Lanes<T, W>* __restrict__ pvCorrection,
+                                Lanes<T, W>* __restrict__ pvEdge, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        pvEdge[i] = shallow_water::mean_of_ends(pvVertex, verticesOnEdge[2 * e],
+                                                verticesOnEdge[2 * e + 1], nlev, k) -
+                    load(pvCorrection, i);
+    }
+}
+MESHOPS_INSTANTIATE(sw_pv_edge_apvm)
+
+// The cell pass (file comment) over cells [first, last): edgesOnCell, cellsAcross, divCoef and
+// keCoef in one layout (slotStride); flux is an edge field. cellsAcross[c, j] is the other cell of
+// edge e_j = edgesOnCell[c, j] (-1: none), stored as -2 - that cell where c is the edge's first
+// present cell, the one that writes the edge's flux.
+template <typename T, int W>
+__global__ void sw_cell_stage(const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+                              const T* __restrict__ divCoef, const T* __restrict__ keCoef,
+                              const Lanes<T, W>* __restrict__ h, const Lanes<T, W>* __restrict__ u,
+                              const Lanes<T, W>* __restrict__ b, const Lanes<T, W>* __restrict__ hOld,
+                              Lanes<T, W>* __restrict__ hNew, Lanes<T, W>* __restrict__ hNext,
+                              Lanes<T, W>* __restrict__ phi, Lanes<T, W>* __restrict__ flux,
                               int maxEdges, int slotStride, T gravity, T newCoef, T nextCoef,
                               int accumulate, int provisional, int first, int last, int nlev)
 {
-    shallow_water::cell_pass<T, W, false>(edgesOnCell, divCoef, keCoef, cellsOnEdge, verticesOnEdge,
-                                          h, u, b, pvVertex, nullptr, hOld, hNew, hNext, phi, flux,
-                                          pvEdge, maxEdges, slotStride, gravity, newCoef, nextCoef,
-                                          accumulate, provisional, first, last, nlev);
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        const Lanes<T, W> hc = load(h, i);
+        Lanes<T, W> div = meshops::splat<T, W>(0), ke = meshops::splat<T, W>(0);
+        meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
+            const int across = cellsAcross[p];
+            const int other = across < 0 ? -2 - across : across;
+            const meshops_offset ek = (meshops_offset)e * nlev + k;
+            const Lanes<T, W> ue = load(u, ek);
+            Lanes<T, W> hEdge = hc;                  // (h[c0] + h[c1]) / 2, as interp_c2e
+            if (other >= 0) hEdge += load(h, (meshops_offset)other * nlev + k);
+            const Lanes<T, W> F = ((T)0.5 * hEdge) * ue;
+            meshops::axpy(div, divCoef[p], F);
+            meshops::axpy(ke, keCoef[p], ue * ue);
+            if (across < 0) flux[ek] = F;
+        });
+        phi[i] = ke + shallow_water::mul_rn(gravity, hc + load(b, i));
+        shallow_water::rk4_update((T)-1 * div, hOld, hNew, hNext, newCoef, nextCoef, accumulate,
+                                  provisional, i);
+    }
 }
 MESHOPS_INSTANTIATE(sw_cell_stage)
-
-// The cell pass with APVM: pvEdge less pvCorrection (an edge field, swm.tendencies.apvm_correction).
-template <typename T, int W>
-__global__ void sw_cell_stage_apvm(const int* __restrict__ edgesOnCell, const T* __restrict__ divCoef,
-                                   const T* __restrict__ keCoef, const int* __restrict__ cellsOnEdge,
-                                   const int* __restrict__ verticesOnEdge,
-                                   const Lanes<T, W>* __restrict__ h, const Lanes<T, W>* __restrict__ u,
-                                   const Lanes<T, W>* __restrict__ b,
-                                   const Lanes<T, W>* __restrict__ pvVertex,
-                                   const Lanes<T, W>* __restrict__ pvCorrection,
-                                   const Lanes<T, W>* __restrict__ hOld, Lanes<T, W>* __restrict__ hNew,
-                                   Lanes<T, W>* __restrict__ hNext, Lanes<T, W>* __restrict__ phi,
-                                   Lanes<T, W>* __restrict__ flux, Lanes<T, W>* __restrict__ pvEdge,
-                                   int maxEdges, int slotStride, T gravity, T newCoef, T nextCoef,
-                                   int accumulate, int provisional, int first, int last, int nlev)
-{
-    shallow_water::cell_pass<T, W, true>(edgesOnCell, divCoef, keCoef, cellsOnEdge, verticesOnEdge,
-                                         h, u, b, pvVertex, pvCorrection, hOld, hNew, hNext, phi,
-                                         flux, pvEdge, maxEdges, slotStride, gravity, newCoef,
-                                         nextCoef, accumulate, provisional, first, last, nlev);
-}
-MESHOPS_INSTANTIATE(sw_cell_stage_apvm)
 
 // The edge pass (file comment) over edges [first, last): edgesOnEdge and weightsOnEdge in one
 // layout (slotStride), cellsOnEdge row-major.

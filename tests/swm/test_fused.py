@@ -85,6 +85,22 @@ def test_declarations_match_the_cuda_signatures():
     assert set(re.findall(r"__global__ void (\w+)\(", source)) == set(fused._KERNELS.names)
 
 
+def test_cells_across_table_names_an_inconsistent_mesh(mpas):
+    """cellsAcrossOnCell (the cell pass's neighbour and flux-owner table) on a mesh whose
+    edgesOnCell lists an edge that does not touch the cell: the error names both fields."""
+    from meshops.device.tables import HostTables
+
+    bad = mpas.replace()
+    bad.edgesOnCell = bad.edgesOnCell.copy()
+    far = int(np.flatnonzero((bad.cellsOnEdge != 0).all(axis=1))[0])
+    bad.edgesOnCell[0, 1] = far
+    with pytest.raises(ValueError, match=rf"edgesOnCell\[0, 1\] = {far} .* cellsOnEdge\[{far}\]"):
+        HostTables(bad)["cellsAcrossOnCell"]
+    across = HostTables(mpas)["cellsAcrossOnCell"]
+    c0, c1 = mpas.cellsOnEdge[mpas.edgesOnCell[5, :mpas.nEdgesOnCell[5]]].T
+    assert np.array_equal(across[5, :mpas.nEdgesOnCell[5]], np.where(c0 == 5, -2 - c1, c0))
+
+
 def test_fused_needs_device_fields(ico, rng):
     h, u, b, f = random_state(ico, rng)
     with pytest.raises(ValueError, match="fused: the fused RK4 kernels run on CuPy fields"):
@@ -107,7 +123,7 @@ def test_tendencies_on_host(any_mesh, physics, nlev, on_host, rng):
     ref = tendencies(any_mesh, *state, physics)
     device = tendencies(any_mesh, *map(host, state), physics)
     got = fused_tendencies(any_mesh, *map(host, state), physics)
-    assert "sw_cell_stage" + ("_apvm" if physics.apvm else "") in on_host["shallow_water"]
+    assert "sw_pv_edge" + ("_apvm" if physics.apvm else "") in on_host["shallow_water"]
     for r, d, g in zip(ref, device, got):
         assert isinstance(g, HostArray)
         assert np.array_equal(g, d)
