@@ -105,6 +105,7 @@ def launch_bytes(launch) -> int:
 #: for the pass's kernel, block size).
 VARIANTS = (("sm_90", lambda t, k: {}, 256),
             ("nlev at run time", lambda t, k: {"runtime_nlev": t.runtime_nlev | {k}}, 256),
+            ("nlev compiled in", lambda t, k: {"runtime_nlev": t.runtime_nlev - {k}}, 256),
             ("64-bit offsets", lambda t, k: {"offsets64": t.offsets64 | {k}}, 256),
             ("no pass bound", lambda t, k: {"unbounded_passes": t.unbounded_passes | {k}}, 256),
             ("block 128", lambda t, k: {}, 128),

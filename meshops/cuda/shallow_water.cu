@@ -14,12 +14,20 @@
 // are those of the operator kernels (same slot order, same multiply-adds); every product the
 // unfused path forms as a separate elementwise operation is rounded on its own here (mul_rn), so
 // that no multiply-add contracts it into the following sum.
+//
+// The vertex and cell passes wait on memory: where a row has at most VERTEX_BATCH or CELL_BATCH
+// slots (a Voronoi mesh of hexagons and pentagons), they load every slot's table entries, then
+// every gathered value, before using any, and sum in slot order; wider rows take the slot loop
+// (docs/decisions/0008-fused-shallow-water-step.md).
 #include "stencil.cuh"
 
 using meshops::Lanes;
 using meshops::load;
 
 namespace shallow_water {
+
+constexpr int VERTEX_BATCH = 3;
+constexpr int CELL_BATCH = 6;
 
 // a * b rounded on its own (never contracted into a multiply-add).
 template <typename T>
@@ -108,12 +116,42 @@ __global__ void sw_pv_vertex(const int* __restrict__ edgesOnVertex, const T* __r
                              Lanes<T, W>* __restrict__ pvVertex, int vertexDegree, int slotStride,
                              int first, int last, int nlev)
 {
+    using shallow_water::VERTEX_BATCH;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(v, k, i, nlev);
-        const Lanes<T, W> vorticity =
-            meshops::stencil_gather(edgesOnVertex, curlCoef, u, v, vertexDegree, nlev, k, slotStride);
-        const Lanes<T, W> hVertex =
-            meshops::stencil_gather(cellsOnVertex, c2vCoef, h, v, vertexDegree, nlev, k, slotStride);
+        Lanes<T, W> vorticity = meshops::splat<T, W>(0), hVertex = meshops::splat<T, W>(0);
+        if (vertexDegree == VERTEX_BATCH) {
+            int e[VERTEX_BATCH], c[VERTEX_BATCH];
+            T curl[VERTEX_BATCH], kite[VERTEX_BATCH];
+            Lanes<T, W> ue[VERTEX_BATCH], hc[VERTEX_BATCH];
+#pragma unroll
+            for (int m = 0; m < VERTEX_BATCH; ++m) {
+                const meshops_offset p = meshops::slot_index(v, m, VERTEX_BATCH, slotStride);
+                e[m] = edgesOnVertex[p];
+                c[m] = cellsOnVertex[p];
+                curl[m] = curlCoef[p];
+                kite[m] = c2vCoef[p];
+            }
+#pragma unroll
+            for (int m = 0; m < VERTEX_BATCH; ++m) {
+                ue[m] = e[m] >= 0 ? load(u, (meshops_offset)e[m] * nlev + k) : meshops::splat<T, W>(0);
+                hc[m] = c[m] >= 0 ? load(h, (meshops_offset)c[m] * nlev + k) : meshops::splat<T, W>(0);
+            }
+            // the sums of stencil_gather (curl_e2v, interp_c2v), slot by slot
+#pragma unroll
+            for (int m = 0; m < VERTEX_BATCH; ++m) {
+                if (e[m] >= 0) meshops::axpy(vorticity, curl[m], ue[m]);
+            }
+#pragma unroll
+            for (int m = 0; m < VERTEX_BATCH; ++m) {
+                if (c[m] >= 0) meshops::axpy(hVertex, kite[m], hc[m]);
+            }
+        } else {
+            vorticity = meshops::stencil_gather(edgesOnVertex, curlCoef, u, v, vertexDegree, nlev, k,
+                                                slotStride);
+            hVertex = meshops::stencil_gather(cellsOnVertex, c2vCoef, h, v, vertexDegree, nlev, k,
+                                              slotStride);
+        }
         Lanes<T, W> pv = load(fVertex, i) + vorticity;
 #pragma unroll
         for (int w = 0; w < W; ++w) pv.v[w] = pv.v[w] / hVertex.v[w];
@@ -166,22 +204,52 @@ __global__ void sw_cell_stage(const int* __restrict__ edgesOnCell, const int* __
                               int maxEdges, int slotStride, T gravity, T newCoef, T nextCoef,
                               int accumulate, int provisional, int first, int last, int nlev)
 {
+    using shallow_water::CELL_BATCH;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
         const Lanes<T, W> hc = load(h, i);
         Lanes<T, W> div = meshops::splat<T, W>(0), ke = meshops::splat<T, W>(0);
-        meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
-            const int across = cellsAcross[p];
-            const int other = across < 0 ? -2 - across : across;
-            const meshops_offset ek = (meshops_offset)e * nlev + k;
-            const Lanes<T, W> ue = load(u, ek);
-            Lanes<T, W> hEdge = hc;                  // (h[c0] + h[c1]) / 2, as interp_c2e
-            if (other >= 0) hEdge += load(h, (meshops_offset)other * nlev + k);
+        // slot m of edge e: h_edge = (h[c0] + h[c1]) / 2 as interp_c2e, its flux into div and
+        // flux, u^2 into ke
+        auto slot = [&](int e, int across, T dc, T kc, const Lanes<T, W>& ue,
+                        const Lanes<T, W>& hOther) {
+            Lanes<T, W> hEdge = hc;
+            if (across != -1) hEdge += hOther;      // the other cell is there (-1: none, a flux owner)
             const Lanes<T, W> F = ((T)0.5 * hEdge) * ue;
-            meshops::axpy(div, divCoef[p], F);
-            meshops::axpy(ke, keCoef[p], ue * ue);
-            if (across < 0) flux[ek] = F;
-        });
+            meshops::axpy(div, dc, F);
+            meshops::axpy(ke, kc, ue * ue);
+            if (across < 0) flux[(meshops_offset)e * nlev + k] = F;
+        };
+        if (maxEdges <= CELL_BATCH) {
+            int e[CELL_BATCH], across[CELL_BATCH];
+            T dc[CELL_BATCH], kc[CELL_BATCH];
+            Lanes<T, W> ue[CELL_BATCH], hOther[CELL_BATCH];
+#pragma unroll
+            for (int m = 0; m < CELL_BATCH; ++m) {
+                const meshops_offset p = meshops::slot_index(c, m, maxEdges, slotStride);
+                e[m] = m < maxEdges ? edgesOnCell[p] : -1;
+                across[m] = m < maxEdges ? cellsAcross[p] : -1;
+                dc[m] = m < maxEdges ? divCoef[p] : (T)0;
+                kc[m] = m < maxEdges ? keCoef[p] : (T)0;
+            }
+#pragma unroll
+            for (int m = 0; m < CELL_BATCH; ++m) {
+                const int other = across[m] < 0 ? -2 - across[m] : across[m];
+                ue[m] = e[m] >= 0 ? load(u, (meshops_offset)e[m] * nlev + k) : meshops::splat<T, W>(0);
+                hOther[m] = e[m] >= 0 && other >= 0 ? load(h, (meshops_offset)other * nlev + k)
+                                                    : meshops::splat<T, W>(0);
+            }
+#pragma unroll
+            for (int m = 0; m < CELL_BATCH; ++m) {
+                if (e[m] >= 0) slot(e[m], across[m], dc[m], kc[m], ue[m], hOther[m]);
+            }
+        } else {
+            meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
+                const int am = cellsAcross[p], other = am < 0 ? -2 - am : am;
+                slot(e, am, divCoef[p], keCoef[p], load(u, (meshops_offset)e * nlev + k),
+                     other >= 0 ? load(h, (meshops_offset)other * nlev + k) : meshops::splat<T, W>(0));
+            });
+        }
         phi[i] = ke + shallow_water::mul_rn(gravity, hc + load(b, i));
         shallow_water::rk4_update((T)-1 * div, hOld, hNew, hNext, newCoef, nextCoef, accumulate,
                                   provisional, i);

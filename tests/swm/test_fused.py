@@ -4,7 +4,7 @@
 On the host (the CUDA source compiled with g++, tests/meshops/host_harness.py), where neither path
 contracts multiply-adds, the fused step equals the operator path's device code bitwise and the
 NumPy reference to round-off, with APVM and viscosity, nlev 1 and 4, on a mesh with missing
-neighbours, and a rank's local mesh gives the one-process rows bitwise. On a GPU (marked gpu) the
+neighbours and one with pad slots, and a rank's local mesh gives the one-process rows bitwise. On a GPU (marked gpu) the
 same comparisons run on CuPy: tendencies and a 100-step run to 1e-12 relative in float64 and to the
 float32 tolerances below.
 """
@@ -109,7 +109,20 @@ def test_fused_needs_device_fields(ico, rng):
 
 # -- on the host ----------------------------------------------------------------------------------
 
-@pytest.fixture(params=["ico", "mpas", "rank_mesh"])
+@pytest.fixture(scope="module")
+def padded(mpas):
+    """The x1.162 mesh with two pad slots per cell (maxEdges 8) and one per vertex (vertexDegree
+    4): the vertex and cell passes take their slot loops instead of the batched loads."""
+    def pad(a, n, value):
+        return np.concatenate([a, np.full((a.shape[0], n), value, a.dtype)], axis=1)
+    return mpas.replace(**{name: pad(getattr(mpas, name), 2, value) for name, value in (
+        ("edgesOnCell", -1), ("cellsOnCell", -1), ("verticesOnCell", -1), ("edgeSignOnCell", 0))},
+        **{name: pad(getattr(mpas, name), 1, value) for name, value in (
+            ("edgesOnVertex", -1), ("cellsOnVertex", -1), ("edgeSignOnVertex", 0),
+            ("kiteAreasOnVertex", 0))})
+
+
+@pytest.fixture(params=["ico", "mpas", "rank_mesh", "padded"])
 def any_mesh(request):
     return request.getfixturevalue(request.param).replace()      # its own DeviceMesh
 
