@@ -58,9 +58,8 @@ SM_90 = Tuning(
     blocks_per_resident_rows=4,
     # level 10, nlev 1, float64: about 10 passes per thread at 4x; the cell gathers up to 19% slower than with 3
     max_passes=3,
-    # nlev 1 compiled in: NVRTC moved table loads after the first gathers (1.39x and 1.11x slower, float64);
-    # sw_pv_vertex 1.19x slower in float32 (level 9), the same in float64
-    runtime_nlev=frozenset({"reconstruct_xyz_e2c", "pv_flux_e2e", "sw_pv_vertex"}),
+    # nlev 1 compiled in: NVRTC moved table loads after the first gathers (1.39x and 1.11x slower, float64)
+    runtime_nlev=frozenset({"reconstruct_xyz_e2c", "pv_flux_e2e"}),
     # 32-bit offsets measured slower: two-point edge stencils by 3-13%, reconstruct_xyz_e2c by 37% at nlev 1
     offsets64=_TWO_POINT_EDGE | {"reconstruct_xyz_e2c", "reconstruct_xyz_e2c_adj_gather"},
     # the pass bound made the two-point edge stencils 4-27% slower (level 10, nlev 1, float64)
