@@ -48,12 +48,25 @@ def diagnostics(mesh, h, u, f_vertex, physics: Physics) -> dict:
     pv_vertex = (f_vertex + vorticity) / meshops.interp_c2v(mesh, h)
     pv_edge = meshops.interp_v2e(mesh, pv_vertex)
     if physics.apvm:
-        v = meshops.tangential_e2e(mesh, u)
-        pv_cell = meshops.interp_v2c(mesh, pv_vertex)
-        pv_edge = pv_edge - physics.apvm * physics.dt * (
-            u * meshops.grad_c2e(mesh, pv_cell) + v * meshops.grad_v2e(mesh, pv_vertex))
+        pv_edge = pv_edge - apvm_correction(mesh, u, pv_vertex, physics)
     return dict(h_edge=h_edge, vorticity=vorticity, pv_vertex=pv_vertex, pv_edge=pv_edge,
                 ke=meshops.ke_e2c(mesh, u))
+
+
+def apvm_correction(mesh, u, pv_vertex, physics: Physics):
+    """What APVM subtracts from pv_edge: apvm * dt * (u * grad_c2e(pv_cell) + v * grad_v2e(pv_vertex)),
+    v = tangential_e2e(u), pv_cell = interp_v2c(pv_vertex)."""
+    v = meshops.tangential_e2e(mesh, u)
+    pv_cell = meshops.interp_v2c(mesh, pv_vertex)
+    return physics.apvm * physics.dt * (
+        u * meshops.grad_c2e(mesh, pv_cell) + v * meshops.grad_v2e(mesh, pv_vertex))
+
+
+def dissipation(mesh, u, physics: Physics):
+    """(visc2 * vector_laplacian_e2e(u), visc4 * del4_e2e(u)), None for a term that is off: tend_u
+    adds the first and subtracts the second."""
+    return (physics.visc2 * meshops.vector_laplacian_e2e(mesh, u) if physics.visc2 else None,
+            physics.visc4 * meshops.del4_e2e(mesh, u) if physics.visc4 else None)
 
 
 def tendencies(mesh, h, u, b, f_vertex, physics: Physics):
@@ -62,8 +75,9 @@ def tendencies(mesh, h, u, b, f_vertex, physics: Physics):
     tend_h = -meshops.flux_div_e2c(mesh, d["h_edge"], u)
     tend_u = (meshops.pv_flux_e2e(mesh, d["h_edge"] * u, d["pv_edge"])
               - meshops.grad_c2e(mesh, d["ke"] + physics.gravity * (h + b)))
-    if physics.visc2:
-        tend_u = tend_u + physics.visc2 * meshops.vector_laplacian_e2e(mesh, u)
-    if physics.visc4:
-        tend_u = tend_u - physics.visc4 * meshops.del4_e2e(mesh, u)
+    del2, del4 = dissipation(mesh, u, physics)
+    if del2 is not None:
+        tend_u = tend_u + del2
+    if del4 is not None:
+        tend_u = tend_u - del4
     return tend_h, tend_u

@@ -33,8 +33,11 @@ BLOCK_SIZE = 256
 #: Largest offset of 32-bit offset arithmetic (MESHOPS_OFFSET32).
 INT32_MAX = 2**31 - 1
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-#: Argument roles: int32 tables, tables in the fields' dtype, fields read, fields written, int scalars.
-ROLES = ("idx", "coef", "in", "out", "int")
+#: Argument roles: int32 tables, tables in the fields' dtype, fields read, fields written at the
+#: kernel's rows, fields written at rows of another location (each entry by one thread, no atomics:
+#: a cell kernel writing edge fields), int scalars, floating scalars in the fields' dtype.
+ROLES = ("idx", "coef", "in", "out", "put", "int", "real")
+_FIELD_ROLES = ("in", "out", "put")
 
 
 def cuda_sources() -> list[pathlib.Path]:
@@ -54,13 +57,14 @@ class Kernel:
         bad = [":".join(a) for a in self.arguments if len(a) != 2 or a[0] not in ROLES]
         if bad:
             raise ValueError(f"kernel {name}: arguments {bad}: expected role:name with a role in {ROLES}")
-        self.fields = tuple(n for role, n in self.arguments if role in ("in", "out"))
+        self.fields = tuple(n for role, n in self.arguments if role in _FIELD_ROLES)
         self.scatters = name.endswith("_atomic")
 
     def bind(self, n: int, arguments: dict):
         """(argument values in the kernel's order, the level-carrying fields): `arguments` checked
         against the declaration, the fields first (the first one decides dtype and levels); `n`
-        is the kernel's row count (rows of its outputs unless it scatters)."""
+        is the kernel's row count (rows of its `out` fields unless it scatters; `put` fields live
+        at another location); `real` scalars are passed in the fields' dtype."""
         names = [n_ for _, n_ in self.arguments]
         missing, extra = [a for a in names if a not in arguments], sorted(set(arguments) - set(names))
         if missing or extra:
@@ -72,7 +76,7 @@ class Kernel:
             raise TypeError(f"kernel {self.name}, argument {self.fields[0]}: expected float32 or "
                             f"float64, got dtype {ref.dtype}")
         values = {}
-        for role, name in sorted(self.arguments, key=lambda a: a[0] not in ("in", "out")):
+        for role, name in sorted(self.arguments, key=lambda a: a[0] not in _FIELD_ROLES):
             value = arguments[name]
             if role == "int":
                 if not isinstance(value, (int, np.integer)) or not -INT32_MAX - 1 <= value <= INT32_MAX:
@@ -80,12 +84,19 @@ class Kernel:
                                     f"integer, got {value!r}")
                 values[name] = np.int32(value)
                 continue
+            if role == "real":
+                real = (int, float, np.integer, np.floating)
+                if isinstance(value, (bool, np.bool_)) or not isinstance(value, real):
+                    raise TypeError(f"kernel {self.name}, argument {name}: expected a real number, "
+                                    f"got {value!r}")
+                values[name] = ref.dtype.type(value)
+                continue
             expected = np.dtype(np.int32) if role == "idx" else ref.dtype
             if getattr(value, "dtype", None) != expected or not value.flags.c_contiguous:
                 raise TypeError(f"kernel {self.name}, argument {name}: expected a C-contiguous "
                                 f"{expected} array, got {type(value).__name__} of dtype "
                                 f"{getattr(value, 'dtype', None)}")
-            if role in ("in", "out") and value.shape[1:] != ref.shape[1:]:
+            if role in _FIELD_ROLES and value.shape[1:] != ref.shape[1:]:
                 raise ValueError(f"kernel {self.name}, argument {name}: expected levels "
                                  f"{tuple(ref.shape[1:])} as {self.fields[0]}, got shape {tuple(value.shape)}")
             if role == "out" and not self.scatters and value.shape[0] != n:

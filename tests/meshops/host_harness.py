@@ -6,7 +6,8 @@ with the lane width `meshops.device.kernels.Launcher` picks, so vector lanes (nl
 4) run too.
 `HostArray` stands for a device array: an operator given one takes its CuPy code path, whose
 allocations the fake array module of `route_to_host` makes HostArrays too. Every launch is checked
-against the kernel's C++ signature: argument count, pointer dtypes, contiguity and int32 scalars.
+against the kernel's C++ signature: argument count, pointer dtypes, contiguity and scalar types
+(int32, and float32 / float64 for the kernel's floating type).
 """
 import contextlib
 import ctypes
@@ -37,6 +38,7 @@ struct float4 { float x, y, z, w; };
 struct double2 { double x, y; };
 """
 C_TYPES = {"int": np.int32, "float": np.float32, "double": np.float64}
+_C_SCALARS = {"int": ctypes.c_int, "float": ctypes.c_float, "double": ctypes.c_double}
 _CTYPE_OF = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
@@ -123,8 +125,8 @@ def _call(label, function, params, args):
                 and arg.flags.c_contiguous, (label, param, type(arg), getattr(arg, "dtype", None))
             c_args.append(ctypes.c_void_p(arg.ctypes.data))
         else:
-            assert param == "int" and isinstance(arg, np.int32), (label, param, type(arg))
-            c_args.append(ctypes.c_int(int(arg)))
+            assert param in C_TYPES and type(arg) is C_TYPES[param], (label, param, type(arg))
+            c_args.append(_C_SCALARS[param](arg.item()))
     function(*c_args)
 
 

@@ -194,7 +194,8 @@ FAMILIES = ("curl", "divergence", "gradient", "interpolation", "kinetic_energy",
 
 
 _C_TYPES = {"idx": r"const int\*", "coef": r"const T\*", "in": r"const (meshops::)?Lanes<T, W>\*",
-            "out": r"(meshops::)?Lanes<T, W>\*", "int": "int"}
+            "out": r"(meshops::)?Lanes<T, W>\*", "put": r"(meshops::)?Lanes<T, W>\*", "int": "int",
+            "real": "T"}
 
 
 def _check_signature(kernel, texts):

@@ -1,0 +1,212 @@
+"""The shallow-water RK4 step in fused kernels (meshops/cuda/shallow_water.cu), for CuPy fields.
+
+Each RK4 stage, after the state exchange, runs four passes where the operator path
+(swm.tendencies, swm.timestepping) runs some twenty operator and elementwise kernels:
+
+    sw_pv_vertex    vertices  pv_vertex = (f_vertex + curl_e2v(u)) / interp_c2v(h)
+    sw_pv_edge      edges     pv_edge = interp_v2e(pv_vertex)
+    sw_cell_stage   cells     h_edge inline, tend_h = -flux_div_e2c(h_edge, u), ke = ke_e2c(u),
+                              phi = ke + gravity * (h + b); the first present cell of each edge
+                              writes its thickness flux h_edge * u; the RK4 update of h
+    sw_edge_stage   edges     tend_u = pv_flux_e2e(flux, pv_edge) - grad_c2e(phi); the RK4 update of u
+
+The RK4 update is MPAS's (swm.timestepping): the new state accumulates y_new += b_j dt k_j and the
+next provisional state is y_p = y_n + a_j dt k_j, written by the pass that computes k_j, so no
+tendency field is stored. With APVM the pv_edge pass subtracts `swm.tendencies.apvm_correction`
+(sw_pv_edge_apvm), with viscosity the edge pass adds `swm.tendencies.dissipation`'s terms
+(sw_edge_stage_diss); both are computed by meshops operators in between the passes. The split and
+its measured traffic: docs/decisions/0010-fused-shallow-water-step.md.
+
+The arithmetic is the operator path's: the same stencil sums in the same slot order, and every
+product that path forms as a separate elementwise operation rounded on its own. Each row's result
+depends only on the rows of its stencils, so a decomposed run equals one process bitwise, as the
+operator path does (one state exchange per stage, the same halo depth: the passes read the
+stencils of the operators they replace).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from meshops.device.backend import array_module
+from meshops.device.kernels import Family, Kernel
+from meshops.device.mesh import for_fields
+from meshops.device.tables import register as table
+from meshops.operators import trisk
+
+from swm.tendencies import Physics, apvm_correction, dissipation
+from swm.timestepping import RK4_A, RK4_B
+
+_RK = "in:{y}Old out:{y}New out:{y}Next"
+_RK_SCALARS = "real:newCoef real:nextCoef int:accumulate int:provisional"
+_EDGE = ("idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge in:flux in:pvEdge in:phi "
+         "{extra}" + _RK.format(y="u") + " int:maxEdges2 int:slotStride " + _RK_SCALARS)
+_KERNELS = Family("shallow_water", (
+    Kernel("sw_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u in:h "
+                           "in:fVertex out:pvVertex int:vertexDegree int:slotStride"),
+    Kernel("sw_pv_edge", "idx:verticesOnEdge in:pvVertex out:pvEdge"),
+    Kernel("sw_pv_edge_apvm", "idx:verticesOnEdge in:pvVertex in:pvCorrection out:pvEdge"),
+    Kernel("sw_cell_stage", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef in:h in:u in:b "
+                            + _RK.format(y="h") + " out:phi put:flux int:maxEdges int:slotStride "
+                            "real:gravity " + _RK_SCALARS),
+    Kernel("sw_edge_stage", _EDGE.format(extra="")),
+    Kernel("sw_edge_stage_diss", _EDGE.format(extra="in:diss2 in:diss4 ")),
+))
+_SIZE = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+
+
+@table("cellsAcrossOnCell", kind="int", location="cell")
+def _cells_across_on_cell(h):
+    """On edgesOnCell: the other cell of edge e_j (cellsOnEdge[e_j] without c, -1 if none), stored
+    as -2 - that cell where c is the edge's first present cell (the cell that writes its flux);
+    -1 in pads."""
+    edges, cells = h["edgesOnCell"], h["cellsOnEdge"]
+    c = np.arange(edges.shape[0])[:, None]
+    ends = cells[np.maximum(edges, 0)]                       # (nCells, maxEdges, 2)
+    present = edges >= 0
+    bad = present & (ends[..., 0] != c) & (ends[..., 1] != c)
+    if bad.any():
+        cell, slot = (int(x[0]) for x in np.nonzero(bad))
+        edge = int(edges[cell, slot])
+        raise ValueError(f"mesh: edgesOnCell[{cell}, {slot}] = {edge} (0-based) but cellsOnEdge[{edge}] "
+                         f"= {tuple(int(x) for x in cells[edge])} does not hold cell {cell}; expected "
+                         f"every edge of a cell to have that cell on one side")
+    other = np.where(ends[..., 0] == c, ends[..., 1], ends[..., 0])
+    first = np.where(ends[..., 0] >= 0, ends[..., 0], ends[..., 1]) == c
+    return np.where(present, np.where(first, -2 - other, other), -1)
+
+
+class Update(NamedTuple):
+    """How a pass applies the tendency k of a row: new = (new if `accumulate` else old) +
+    new_coef * k, and if `provisional` next = old + next_coef * k (new_coef = b_j dt, next_coef =
+    a_j dt of RK4 stage j)."""
+    new_coef: float
+    next_coef: float
+    accumulate: bool
+    provisional: bool
+
+    def arguments(self) -> dict:
+        return dict(newCoef=self.new_coef, nextCoef=self.next_coef,
+                    accumulate=int(self.accumulate), provisional=int(self.provisional))
+
+
+class FusedRK4:
+    """RK4 steps of the state (h on cells, u on edges) through the fused kernels on `mesh` (a
+    `meshops.DeviceMesh` on CuPy, or a mesh), holding the scratch fields of a stage."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self._scratch: dict = {}
+        self._zero: dict = {}
+
+    def scratch(self, name: str, location: str, like):
+        """Scratch field `name` at `location` with the levels and dtype of `like`, kept between
+        calls."""
+        key = (name, like.dtype.str, like.shape[1:])
+        field = self._scratch.get(key)
+        if field is None:
+            n = getattr(for_fields(self.mesh, like), _SIZE[location])
+            field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
+        return field
+
+    def step(self, h, u, b, f_vertex, dt: float, physics: Physics, exchange=None):
+        """(h, u) one RK4 step of `dt` later, as new arrays; `exchange(h_p, u_p)`, when given,
+        updates the halo rows of each stage's provisional state in place first."""
+        xp = array_module(h, u)
+        h_new, u_new = xp.empty_like(h), xp.empty_like(u)
+        h_next = (self.scratch("hProvisional0", "cell", h), self.scratch("hProvisional1", "cell", h))
+        u_next = self.scratch("uProvisional", "edge", u)   # the edge pass does not read u: in place
+        h_p, u_p = h, u
+        for j in range(4):
+            if exchange is not None:
+                exchange(h_p, u_p)
+            last = j == 3
+            update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
+            self.stage(h_p, u_p, b, f_vertex, physics, update, old=(h, u), new=(h_new, u_new),
+                       next=(h_next[j % 2], u_next))
+            h_p, u_p = h_next[j % 2], u_next
+        return h_new, u_new
+
+    def stage(self, h, u, b, f_vertex, physics: Physics, update: "Update", *, old, new,
+              next) -> None:
+        """One RK4 stage of the provisional state (h, u): its tendencies k applied by `update` to
+        the pairs (cells, edges) `old`, `new` and `next`; `next` must not hold h."""
+        pv_edge = self.pv_edge_pass(u, self.vertex_pass(h, u, f_vertex), physics)
+        flux, phi = self.cell_pass(h, u, b, physics, update, old[0], new[0], next[0])
+        self.edge_pass(u, flux, pv_edge, phi, physics, update, old[1], new[1], next[1])
+
+    def vertex_pass(self, h, u, f_vertex):
+        """pv_vertex (scratch) of the provisional state (h, u)."""
+        m = for_fields(self.mesh, h, u)
+        pv_vertex = self.scratch("pvVertex", "vertex", h)
+        (eov, curl, cov, kite), stride = m.stencil(
+            ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"), (u, h, f_vertex, pv_vertex))
+        _KERNELS.launch("sw_pv_vertex", m.nVertices, edgesOnVertex=eov, curlCoef=curl,
+                        cellsOnVertex=cov, c2vCoef=kite, u=u, h=h, fVertex=f_vertex,
+                        pvVertex=pv_vertex, vertexDegree=trisk.width(eov, stride), slotStride=stride)
+        return pv_vertex
+
+    def pv_edge_pass(self, u, pv_vertex, physics: Physics):
+        """pv_edge (scratch) from pv_vertex, less the APVM correction of u when APVM is on."""
+        m = for_fields(self.mesh, u, pv_vertex)
+        pv_edge = self.scratch("pvEdge", "edge", u)
+        if physics.apvm:
+            _KERNELS.launch("sw_pv_edge_apvm", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                            pvVertex=pv_vertex, pvCorrection=apvm_correction(m, u, pv_vertex, physics),
+                            pvEdge=pv_edge)
+        else:
+            _KERNELS.launch("sw_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                            pvVertex=pv_vertex, pvEdge=pv_edge)
+        return pv_edge
+
+    def cell_pass(self, h, u, b, physics: Physics, update: "Update", h_old, h_new, h_next):
+        """(flux, phi) (scratch) of the provisional state, and the update of h."""
+        m = for_fields(self.mesh, h, u)
+        flux, phi = self.scratch("flux", "edge", u), self.scratch("phi", "cell", h)
+        (eoc, across, div, ke), stride = m.stencil(
+            ("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef"),
+            (h, u, b, h_old, h_new, h_next, phi, flux))
+        _KERNELS.launch("sw_cell_stage", m.nCells, edgesOnCell=eoc, cellsAcross=across, divCoef=div,
+                        keCoef=ke, h=h, u=u, b=b, hOld=h_old, hNew=h_new, hNext=h_next, phi=phi,
+                        flux=flux, maxEdges=trisk.width(eoc, stride), slotStride=stride,
+                        gravity=physics.gravity, **update.arguments())
+        return flux, phi
+
+    def edge_pass(self, u, flux, pv_edge, phi, physics: Physics, update: "Update", u_old, u_new,
+                  u_next) -> None:
+        """The update of u from the cell pass's flux, pv_edge and phi (and, with viscosity, the
+        dissipation of the provisional u)."""
+        m = for_fields(self.mesh, u)
+        extra, name = {}, "sw_edge_stage"
+        if physics.visc2 or physics.visc4:
+            del2, del4 = dissipation(m, u, physics)
+            zero = None if del2 is not None and del4 is not None else self._zeros(u)
+            extra, name = dict(diss2=zero if del2 is None else del2,
+                               diss4=zero if del4 is None else del4), name + "_diss"
+        (eoe, weights), stride = m.stencil(trisk.FORWARD, (flux, pv_edge, u_old, u_new, u_next))
+        _KERNELS.launch(name, m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+                        cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
+                        flux=flux, pvEdge=pv_edge, phi=phi, uOld=u_old, uNew=u_new, uNext=u_next,
+                        maxEdges2=trisk.width(eoe, stride), slotStride=stride, **extra,
+                        **update.arguments())
+
+    def _zeros(self, like):
+        """An edge field of zeros (a dissipation term that is off: adding it is exact), kept."""
+        key = (like.dtype.str, like.shape[1:])
+        if key not in self._zero:
+            n = for_fields(self.mesh, like).nEdges
+            self._zero[key] = array_module(like).zeros((n,) + like.shape[1:], like.dtype)
+        return self._zero[key]
+
+
+def fused_tendencies(mesh, h, u, b, f_vertex, physics: Physics):
+    """(tend_h, tend_u) of the state (h, u) through the fused kernels: one stage with old = 0 and
+    new_coef = 1 (new = 0 + 1 * k = k exactly). The reference is swm.tendencies.tendencies."""
+    xp = array_module(h, u)
+    stepper = FusedRK4(mesh)
+    tend_h, tend_u = xp.empty_like(h), xp.empty_like(u)
+    unused = (stepper.scratch("hProvisional0", "cell", h), stepper.scratch("uProvisional", "edge", u))
+    stepper.stage(h, u, b, f_vertex, physics, Update(1.0, 0.0, False, False),
+                  old=(xp.zeros_like(h), xp.zeros_like(u)), new=(tend_h, tend_u), next=unused)
+    return tend_h, tend_u
