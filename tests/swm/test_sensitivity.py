@@ -37,7 +37,8 @@ def run(path, *extra, ranks=None):
         mpiexec = pathlib.Path(sys.executable).parent / "mpiexec"
         command = [str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec"), "-n", str(ranks),
                    *command]
-    return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=600)
+    env = ENV if ranks else {**ENV, "MESHOPS_NO_MPI": "1"}      # one process: no MPI runtime
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
 
 def gradients(path):
