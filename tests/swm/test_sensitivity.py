@@ -15,7 +15,8 @@ import yaml
 from adjoint.costs import write_observations
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = {**os.environ,
+       "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def config(tmp_path, name, sensitivity=None, **sections):
