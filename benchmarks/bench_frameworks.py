@@ -18,7 +18,8 @@ benchmarks/common.py `time_wall`):
   bookkeeping, dispatch, callbacks).
 Before timing, each adapter's forward and gradient are checked against meshops (bit for bit on the
 CPU, 1e-12 relative on a GPU) and each peer's against meshops (1e-10 relative); a failing
-column shows its error. Adjoint mode: the meshops default (`deterministic`).
+column shows its error. Adjoint mode: the meshops default (`deterministic`). On the CPU, PyTorch and
+XLA run on --cpu-threads threads (default 1, like meshops's NumPy path).
 """
 from __future__ import annotations
 
@@ -270,7 +271,7 @@ def format_row(r, frameworks):
         v = r["us"].get(c)
         cell = "-" if v is None else f"{v:.1f}"
         if c in r.get("overhead_us", {}):
-            cell += f" (+{r['overhead_us'][c]:.1f})"
+            cell += f" ({r['overhead_us'][c]:+.1f})"
         cells.append(f" {cell:>20}")
     return head + "".join(cells)
 
@@ -278,6 +279,10 @@ def format_row(r, frameworks):
 def header(frameworks):
     return (f"{'operator':<34} {'dtype':<7} {'nlev':>4} {'pass':<8}"
             + "".join(f" {c:>20}" for c in columns(frameworks)))
+
+
+def _us(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
 
 
 def markdown(doc) -> str:
@@ -291,9 +296,9 @@ def markdown(doc) -> str:
         cells = []
         for c in cols:
             v = r["us"].get(c)
-            cell = "-" if v is None else f"{v:.4g}"
+            cell = "-" if v is None else _us(v)
             if c in r["overhead_us"]:
-                cell += f" (+{r['overhead_us'][c]:.3g})"
+                cell += f" ({'+' if r['overhead_us'][c] >= 0 else '-'}{_us(abs(r['overhead_us'][c]))})"
             cells.append(cell)
         lines.append(f"| {r['op']} | {r['dtype']} | {r['nlev']} | {r['pass_']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -317,6 +322,19 @@ def available(frameworks, xp):
     return out
 
 
+def set_cpu_threads(n: int) -> None:
+    """n intra-op threads for PyTorch and XLA on the CPU (XLA: before JAX starts its backend)."""
+    if n == 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        torch.set_num_threads(n)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -336,6 +354,9 @@ def parse_args(argv=None):
     p.add_argument("--json", type=pathlib.Path, help="write every row to this JSON file")
     p.add_argument("--markdown", type=pathlib.Path, metavar="JSON",
                    help="print a --json file's rows as a Markdown table and stop")
+    p.add_argument("--cpu-threads", type=int, default=1,
+                   help="threads of PyTorch and XLA on the CPU backend (default 1, as meshops's NumPy path; "
+                        "0: the frameworks' defaults)")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     if args.reps is None:
@@ -359,6 +380,9 @@ def main(argv=None):
         device = props["name"].decode()
     else:
         xp, device = np, f"CPU ({os.cpu_count()} cores), NumPy {np.__version__}"
+        if args.cpu_threads:
+            device += f", {args.cpu_threads} thread(s) for PyTorch and XLA"
+            set_cpu_threads(args.cpu_threads)
     frameworks = available(args.frameworks, xp)
     if any(fw.startswith("jax") for fw in frameworks):
         import jax

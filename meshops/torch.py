@@ -123,14 +123,16 @@ class _Rules:
         self.spec, self.call = spec, call
         self.k = len(spec.domain)
 
-    def backward(self, kind, key, mode, inputs, needs, grads) -> tuple:
+    def backward(self, kind, key, mode, inputs, rows, needs, grads) -> tuple:
+        """The gradients of map `kind`'s inputs (`inputs`: saved for a nonlinear operator only;
+        `rows`: their row counts) from `grads`, those of its outputs."""
         spec, call, k = self.spec, self.call, self.k
-        if kind == "forward":                   # d<g, A x> = <A^T g, dx>, A = N'(x) if nonlinear
-            if spec.linear:
-                return call("adjoint", key, mode, _rows(inputs), *grads)
-            return guarded_base(spec, inputs, lambda *x: call("adjoint", key, mode, _rows(x), *x, *grads))
+        if kind == "forward" and spec.linear:   # d<g, A x> = <A^T g, dx>
+            return call("adjoint", key, mode, rows, *grads)
         if kind == "adjoint" and spec.linear:   # (A^T)^T = A
-            return call("forward", key, mode, _rows(inputs), *grads)
+            return call("forward", key, mode, rows, *grads)
+        if kind == "forward":                   # A = N'(x) = T(x)
+            return guarded_base(spec, inputs, lambda *x: call("adjoint", key, mode, rows, *x, *grads))
         x, rest = inputs[:k], inputs[k:]
         if kind == "adjoint":                   # x_adj = T(x)^T g: in g, T(x); in x, below
             g_rest = (call("tangent", key, mode, _rows(rest), *x, *grads) if any(needs[k:])
@@ -193,8 +195,17 @@ def _guard_backward(ctx, grad):
 _no_second_derivative_op.register_autograd(_guard_backward, setup_context=_guard_setup)
 
 
-def _zeros_for_none(grads, shapes, like):
+def _zeros_for_none(grads, shapes):
+    like = next(g for g in grads if g is not None)
     return tuple(like.new_zeros(s) if g is None else g for g, s in zip(grads, shapes))
+
+
+def _save(ctx, spec, key, mode, tensors, out) -> None:
+    """What a backward needs: the inputs of a nonlinear map (its base state), the row counts of the
+    inputs and the shapes of the outputs (a linear map keeps no tensor alive)."""
+    ctx.key, ctx.mode, ctx.rows = key, mode, _rows(tensors)
+    ctx.shapes = [o.shape for o in out]
+    ctx.save_for_backward(*(() if spec.linear else tensors))
 
 
 # -- autograd Functions ----------------------------------------------------------------------------
@@ -216,16 +227,14 @@ def _function(name: str, kind: str) -> type:
         @staticmethod
         def forward(ctx, key, mode, *tensors):
             out = maps.compute(kind, key, mode, tensors)
-            ctx.key, ctx.mode, ctx.shapes = key, mode, [o.shape for o in out]
-            ctx.save_for_backward(*tensors)
+            _save(ctx, spec, key, mode, tensors, out)
             return out
 
         @staticmethod
         def backward(ctx, *grads):
-            inputs = ctx.saved_tensors
-            grads = _zeros_for_none(grads, ctx.shapes, inputs[0])
-            return (None, None) + tuple(rules.backward(kind, ctx.key, ctx.mode, inputs,
-                                                       ctx.needs_input_grad[2:], grads))
+            grads = _zeros_for_none(grads, ctx.shapes)
+            return (None, None) + tuple(rules.backward(kind, ctx.key, ctx.mode, ctx.saved_tensors,
+                                                       ctx.rows, ctx.needs_input_grad[2:], grads))
 
     Function.__name__ = Function.__qualname__ = f"{name}_{kind}"
     _FUNCTIONS[(name, kind)] = Function
@@ -240,7 +249,6 @@ def functions(name: str) -> dict:
 
 # -- custom ops (torch.compile) ----------------------------------------------------------------------
 
-_SUFFIX = {"forward": "", "adjoint": "_adj", "tangent": "_tl"}
 _CUSTOM: dict[tuple[str, str], object] = {}
 
 
@@ -271,9 +279,7 @@ def custom_op(name: str, kind: str):
         return out[0] if single else out
 
     def setup_context(ctx, inputs, output):
-        ctx.key, ctx.mode = inputs[0], inputs[1]
-        ctx.shapes = [o.shape for o in _as_tuple(output)]
-        ctx.save_for_backward(*inputs[3:])
+        _save(ctx, spec, inputs[0], inputs[1], inputs[3:], _as_tuple(output))
 
     def call(kind_, key, mode, rows, *tensors):
         return _as_tuple(custom_op(name, kind_)(key, mode, rows, *tensors))
@@ -281,10 +287,9 @@ def custom_op(name: str, kind: str):
     rules = _Rules(spec, call)
 
     def backward(ctx, *grads):
-        inputs = ctx.saved_tensors
-        grads = _zeros_for_none(grads, ctx.shapes, inputs[0])
-        return (None, None, None) + tuple(rules.backward(kind, ctx.key, ctx.mode, inputs,
-                                                         ctx.needs_input_grad[3:], grads))
+        grads = _zeros_for_none(grads, ctx.shapes)
+        return (None, None, None) + tuple(rules.backward(kind, ctx.key, ctx.mode, ctx.saved_tensors,
+                                                         ctx.rows, ctx.needs_input_grad[3:], grads))
 
     qualified = f"meshops::{name}{_SUFFIX[kind]}"
     op = torch.library.custom_op(qualified, impl, mutates_args=(), schema=_schema(len(ins), len(outs)))
@@ -319,7 +324,8 @@ def apply(name: str, kind: str, mesh, *tensors, mode: str | None = None):
     if spec.linear or kind == "forward":
         out = _function(name, kind).apply(key, mode, *tensors)
     else:
-        out = guarded_base(spec, tensors[:k], lambda *x: _function(name, kind).apply(key, mode, *x, *tensors[k:]))
+        function = _function(name, kind)
+        out = guarded_base(spec, tensors[:k], lambda *x: function.apply(key, mode, *x, *tensors[k:]))
     return out[0] if len(out) == 1 else out
 
 

@@ -1,6 +1,7 @@
 """meshops.torch: every registered operator in PyTorch autograd (eager autograd Functions and custom
 ops), first and second derivatives by gradcheck / gradgradcheck against finite differences, values
 against meshops, torch.compile(fullgraph=True), zero-copy sharing and the errors."""
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -199,12 +200,7 @@ def test_compile_fullgraph(name, mesh, rng):
 def test_compiled_graph_follows_the_mesh(mesh, rng):
     """The mesh is a guard of the compiled graph: another mesh object recompiles, not reuses."""
     torch._dynamo.reset()
-    other = dataclasses.replace(mesh, dcEdge=2.0 * mesh.dcEdge) if dataclasses.is_dataclass(mesh) else None
-    if other is None:
-        import copy
-
-        other = copy.deepcopy(mesh)
-        other.dcEdge = 2.0 * mesh.dcEdge
+    other = dataclasses.replace(mesh, dcEdge=2.0 * mesh.dcEdge)
     (x,) = _tensors(fields(mesh, ("cell",), rng), requires_grad=False)
     f = torch.compile(lambda m, x: mt.grad_c2e(m, x), fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(f(mesh, x), mt.grad_c2e(mesh, x), rtol=0, atol=0)
@@ -233,7 +229,9 @@ def test_cuda_matches_cpu(name, mode, mesh, rng):
     for device in ("cpu", "cuda"):
         xt, gt = _tensors(x, device), _tensors(g, device, requires_grad=False)
         stream = torch.cuda.Stream() if device == "cuda" else None
-        with torch.cuda.stream(stream) if stream is not None else torch.autograd.set_grad_enabled(True):
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream())   # the inputs' copies come first
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             y = _as_tuple(getattr(mt, name)(mesh, *xt, mode=mode))
             grads = torch.autograd.grad(y, xt, gt)
         if stream is not None:
