@@ -29,10 +29,14 @@ The default is "buffer" where JAX's default backend is a GPU, "pure" elsewhere.
 """
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.custom_derivatives import SymbolicZero, linear_call
+
+try:
+    import jax
+    import jax.numpy as jnp
+    from jax.custom_derivatives import SymbolicZero, linear_call
+except ModuleNotFoundError as exc:  # the optional extra
+    raise ModuleNotFoundError("meshops.jax needs JAX: pip install 'meshops[jax]'", name="jax") from exc
 
 from meshops import autodiff
 from meshops.modes import resolve_mode

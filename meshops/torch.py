@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import weakref
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as exc:  # the optional extra
+    raise ModuleNotFoundError("meshops.torch needs PyTorch: pip install 'meshops[torch]'", name="torch") from exc
 
 from meshops import autodiff
 from meshops.autodiff import SUFFIX as _SUFFIX
