@@ -3,7 +3,11 @@
 Locations are "cell", "edge" or "vertex". A linear operator maps fields at `domain` (a tuple, one
 location per input) to fields at `range` (one location per output) and registers `forward` and
 `adjoint`. A nonlinear operator also registers its tangent-linear model `tangent` about a base
-state; its `adjoint` is the adjoint of that tangent. Generic tests (dot-product, Taylor, CuPy against
+state; its `adjoint` is the adjoint of that tangent. A nonlinear operator that is a quadratic form,
+N(x) = B(x, x) with B symmetric bilinear, says so (`quadratic=True`): its tangent T(x) dx = 2 B(x, dx)
+is then symmetric, T(x) y = T(y) x, and its adjoint linear in the base state, which gives second
+derivatives from the tangent and adjoint alone (the autodiff adapters `meshops.torch` and
+`meshops.jax` use it). Generic tests (dot-product, Taylor, CuPy against
 NumPy) and the distributed wrappers iterate over this registry.
 
 Calling conventions (all operators):
@@ -35,6 +39,7 @@ class OperatorSpec:
     tangent: Callable | None = None
     halo_depth: int = 1
     single_pass: bool = True
+    quadratic: bool = False
 
     @property
     def linear(self) -> bool:
@@ -45,15 +50,17 @@ OPERATORS: dict[str, OperatorSpec] = {}
 
 
 def register(name: str, *, forward: Callable, adjoint: Callable, domain, range, tangent=None,
-             halo_depth: int = 1, single_pass: bool = True) -> OperatorSpec:
+             halo_depth: int = 1, single_pass: bool = True, quadratic: bool = False) -> OperatorSpec:
     """Register an operator (linear when `tangent` is None) and return its spec."""
     domain = (domain,) if isinstance(domain, str) else tuple(domain)
     range = (range,) if isinstance(range, str) else tuple(range)
     for loc in domain + range:
         if loc not in LOCATIONS:
             raise ValueError(f"operator {name!r}: location {loc!r} is not one of {LOCATIONS}")
+    if quadratic and tangent is None:
+        raise ValueError(f"operator {name!r}: quadratic=True needs a tangent (a linear operator is not quadratic)")
     if name in OPERATORS:
         raise ValueError(f"operator {name!r} is registered twice")
-    spec = OperatorSpec(name, forward, adjoint, domain, range, tangent, halo_depth, single_pass)
+    spec = OperatorSpec(name, forward, adjoint, domain, range, tangent, halo_depth, single_pass, quadratic)
     OPERATORS[name] = spec
     return spec

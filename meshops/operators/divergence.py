@@ -189,4 +189,4 @@ def _check_like(x, ref, mesh, name):
 
 register("div_e2c", forward=div_e2c, adjoint=div_e2c_adj, domain="edge", range="cell")
 register("flux_div_e2c", forward=flux_div_e2c, tangent=flux_div_e2c_tl, adjoint=flux_div_e2c_adj,
-         domain=("edge", "edge"), range="cell")
+         domain=("edge", "edge"), range="cell", quadratic=True)

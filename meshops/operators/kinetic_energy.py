@@ -132,4 +132,4 @@ def ke_e2c_adj(mesh, u, g, *, mode=None):
 
 
 register("ke_e2c", forward=ke_e2c, tangent=ke_e2c_tl, adjoint=ke_e2c_adj, domain="edge",
-         range="cell")
+         range="cell", quadratic=True)

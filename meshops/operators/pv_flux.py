@@ -151,4 +151,4 @@ def pv_flux_e2e_adj(mesh, F, q, g, *, mode=None):
 
 
 register("pv_flux_e2e", forward=pv_flux_e2e, tangent=pv_flux_e2e_tl, adjoint=pv_flux_e2e_adj,
-         domain=("edge", "edge"), range="edge")
+         domain=("edge", "edge"), range="edge", quadratic=True)

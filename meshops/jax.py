@@ -1,0 +1,234 @@
+"""meshops operators inside JAX transformations (optional extra `jax`).
+
+Every registered operator X (`meshops.registry.OPERATORS`) is here under the same name, with its
+adjoint `X_adj` and, for a nonlinear operator, its tangent-linear model `X_tl`:
+
+    y = meshops.jax.grad_c2e(mesh, x)                    # x: (nCells[, nlev]) array -> (nEdges[, nlev])
+    g = jax.jit(jax.grad(lambda u: meshops.jax.ke_e2c(mesh, u).sum()))(u)
+
+`mesh` is a mesh (`meshops.contracts.MeshLike`) or a `meshops.DeviceMesh`, a Python object held by
+the caller (close over it; it is not a JAX value). Fields are float32 or float64 arrays of shape
+(n,) or (n, nlev), every input of one call with one dtype and nlev (float64 needs
+`jax.config.update("jax_enable_x64", True)`). Every function works eagerly and under `jax.jit`.
+
+Derivatives (docs/decisions/0011-autodiff-adapters.md): each map is a `jax.custom_jvp` whose tangent
+is a `jax.custom_derivatives.linear_call` of the tangent map with meshops's adjoint as its
+transpose, so forward mode (`jax.jvp`) runs the tangent-linear model and reverse mode (`jax.grad`,
+`jax.vjp`) the hand-derived adjoint, in `mode` (default the meshops default, `deterministic`).
+Derivatives of every order work for linear operators (the transpose of A^T is A). For a nonlinear
+operator, derivatives of its gradient in the incoming cotangent work; second derivatives through the
+base state raise NotImplementedError (JAX's `linear_call` takes no tangents of its residuals).
+`jax.vmap` maps the forward maps (one call per batch element); derivatives under `jax.vmap` are not
+supported (`linear_call` has no batching rule).
+
+How the maps run (`callback`, per call or `set_callback`):
+- "pure": `jax.pure_callback` into the NumPy path (CPU; on a GPU, JAX copies through the host);
+- "buffer": `jax.experimental.buffer_callback` on the device buffers, in place: NumPy on the CPU,
+  CuPy on the GPU (DLPack, on XLA's compute stream), one device copy into the output buffer.
+The default is "buffer" where JAX's default backend is a GPU, "pure" elsewhere.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    import jax
+    import jax.numpy as jnp
+    from jax.custom_derivatives import SymbolicZero, linear_call
+except ModuleNotFoundError as exc:  # the optional extra
+    raise ModuleNotFoundError("meshops.jax needs JAX: pip install 'meshops[jax]'", name="jax") from exc
+
+from meshops import autodiff
+from meshops.modes import resolve_mode
+from meshops.registry import OPERATORS
+
+CALLBACKS = ("pure", "buffer")
+_settings: dict = {"callback": None}
+
+
+def set_callback(callback: str | None) -> None:
+    """How the maps run: "pure", "buffer", or None (by JAX's default backend; module docstring)."""
+    if callback is not None and callback not in CALLBACKS:
+        raise ValueError(f"meshops.jax callback: expected one of {CALLBACKS} or None, got {callback!r}")
+    _settings["callback"] = callback
+
+
+def resolve_callback(callback: str | None) -> str:
+    callback = callback if callback is not None else _settings["callback"]
+    if callback is None:
+        return "buffer" if jax.default_backend() == "gpu" and buffer_callback_available() else "pure"
+    if callback not in CALLBACKS:
+        raise ValueError(f"meshops.jax callback: expected one of {CALLBACKS} or None, got {callback!r}")
+    if callback == "buffer" and not buffer_callback_available():
+        raise RuntimeError(f"meshops.jax callback 'buffer': jax.experimental.buffer_callback is not in "
+                           f"JAX {jax.__version__}; use callback='pure' or a newer JAX")
+    return callback
+
+
+def buffer_callback_available() -> bool:
+    try:
+        from jax.experimental import buffer_callback  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# -- host calls ---------------------------------------------------------------------------------------
+
+def _pure(fn, out_shapes, args):
+    def host(*arrays):
+        return tuple(np.asarray(o) for o in fn(*(np.asarray(a) for a in arrays)))
+    return jax.pure_callback(host, out_shapes, *args, vmap_method="sequential")
+
+
+def _stream(ctx):
+    """XLA's compute stream of a buffer callback on a GPU; None on the CPU."""
+    try:
+        return ctx.stream
+    except jax.errors.JaxRuntimeError:
+        return None
+
+
+def _buffer(fn, out_shapes, args):
+    from jax.experimental.buffer_callback import buffer_callback
+
+    def run(ctx, outs, *ins):
+        stream = _stream(ctx)
+        if stream is None:
+            for out, result in zip(outs, fn(*(np.asarray(b) for b in ins))):
+                np.asarray(out)[...] = result
+            return
+        import cupy
+
+        device = cupy.cuda.runtime.pointerGetAttributes(ins[0].__cuda_array_interface__["data"][0]).device
+        with cupy.cuda.Device(device), cupy.cuda.ExternalStream(stream, device):
+            for out, result in zip(outs, fn(*(cupy.from_dlpack(b) for b in ins))):
+                cupy.from_dlpack(out)[...] = result
+
+    return tuple(buffer_callback(run, out_shapes, vmap_method="sequential")(*args))
+
+
+# -- one operator's maps as custom_jvp functions ------------------------------------------------------
+
+class _Operator:
+    """The maps of operator `spec` on `mesh` as JAX functions (`fn[kind](*arrays)` -> tuple), with
+    the adjoint mode and the callback fixed."""
+
+    def __init__(self, spec, mesh, mode: str, callback: str):
+        self.spec, self.mesh, self.mode = spec, mesh, mode
+        self.call = _pure if callback == "pure" else _buffer
+        self.io = autodiff.maps(spec)
+        self.k = len(spec.domain)
+        self.fn = {kind: self._differentiable(kind) for kind in self.io}
+
+    def host(self, kind, *arrays) -> tuple:
+        """Map `kind` through the callback, not differentiable."""
+        outs = self.io[kind][1]
+        like = arrays[0]
+        shapes = tuple(jax.ShapeDtypeStruct((n,) + tuple(like.shape[1:]), like.dtype)
+                       for n in autodiff.rows(self.mesh, outs))
+        spec, mesh, mode = self.spec, self.mesh, self.mode
+        return tuple(self.call(lambda *a: autodiff.compute(spec, kind, mesh, a, mode), shapes, arrays))
+
+    def _linear(self, kind, transpose, residuals, linear):
+        """The map `kind`, linear in `linear` about `residuals`, with map `transpose` as its transpose."""
+        return linear_call(lambda r, x: self.host(kind, *r, *x),
+                           lambda r, ct: self.host(transpose, *r, *ct), tuple(residuals), tuple(linear))
+
+    def _differentiable(self, kind):
+        spec, k = self.spec, self.k
+        n_base = 0 if (spec.linear or kind == "forward") else k
+
+        @jax.custom_jvp
+        def f(*arrays):
+            return self.host(kind, *arrays)
+
+        def jvp(primals, tangents):
+            base, rest = primals[:n_base], primals[n_base:]
+            if any(not isinstance(t, SymbolicZero) for t in tangents[:n_base]):
+                self._second_order(kind)
+            dt = tuple(jnp.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t
+                       for t in tangents[n_base:])
+            out = f(*primals)
+            if spec.linear:                     # A dx, transposed by A^T (and A^T by A)
+                other = "adjoint" if kind == "forward" else "forward"
+                return out, self._linear(kind, other, (), dt)
+            if kind == "forward":               # T(x) dx, transposed by T(x)^T
+                return out, self._linear("tangent", "adjoint", _guarded(self, rest), dt)
+            if kind == "tangent":               # T(x) d(dx)
+                return out, self._linear("tangent", "adjoint", _guarded(self, base), dt)
+            return out, self._linear("adjoint", "tangent", _guarded(self, base), dt)  # T(x)^T dg
+
+        f.defjvp(jvp, symbolic_zeros=True)
+        return f
+
+    def _second_order(self, kind):
+        raise NotImplementedError(
+            f"meshops.jax: derivatives of {self.spec.name}{autodiff.SUFFIX[kind]} through the base state "
+            f"of the nonlinear operator {self.spec.name} are second derivatives, which meshops.jax does "
+            f"not take (linear_call takes no tangents of its residuals); use jax.lax.stop_gradient on "
+            f"the base state to differentiate in the other inputs only")
+
+
+def _guarded(op: _Operator, base) -> tuple:
+    """The base state of a nonlinear map as a residual of its tangent: the identity, whose derivative
+    (a second derivative of the operator) raises a clear error."""
+    f = jax.custom_jvp(lambda *x: x)
+
+    def jvp(primals, tangents):
+        if any(not isinstance(t, SymbolicZero) for t in tangents):
+            op._second_order("forward")
+        return primals, tuple(jnp.zeros(t.shape, t.dtype) for t in tangents)
+
+    f.defjvp(jvp, symbolic_zeros=True)
+    return f(*base)
+
+
+# -- the public functions ------------------------------------------------------------------------------
+
+def _is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "ndim")
+
+
+def apply(name: str, kind: str, mesh, *arrays, mode: str | None = None, callback: str | None = None):
+    """Map `kind` ("forward", "adjoint", "tangent") of operator `name` on JAX arrays, differentiable;
+    one output: an array, several: a tuple."""
+    spec = autodiff.spec_of("meshops.jax", name)
+    ins, _ = autodiff.maps(spec)[kind]
+    arrays = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
+    autodiff.check_fields(f"meshops.jax.{name}{autodiff.SUFFIX[kind]}", mesh, ins, arrays,
+                          is_array=_is_array, float_dtypes=(np.float32, np.float64))
+    op = _Operator(spec, mesh, resolve_mode(mode), resolve_callback(callback))
+    out = op.fn[kind](*arrays)
+    return out[0] if len(out) == 1 else out
+
+
+def _public(name: str, kind: str):
+    ins, outs = autodiff.maps(OPERATORS[name])[kind]
+
+    def op(mesh, *arrays, mode: str | None = None, callback: str | None = None):
+        return apply(name, kind, mesh, *arrays, mode=mode, callback=callback)
+
+    op.__name__ = op.__qualname__ = f"{name}{autodiff.SUFFIX[kind]}"
+    op.__doc__ = (f"`meshops.{op.__name__}` on JAX arrays, differentiable ({', '.join(ins)} -> "
+                  f"{', '.join(outs)}); `mode`: the adjoint mode of its derivatives; `callback`: "
+                  f"\"pure\" or \"buffer\". See `meshops.{op.__name__}` for the formula.")
+    return op
+
+
+def __getattr__(attr: str):
+    """Operators registered after this module was imported are wrapped on first access."""
+    for spec in OPERATORS.values():
+        kind = autodiff.public_names(spec).get(attr)
+        if kind is not None:
+            globals()[attr] = fn = _public(spec.name, kind)
+            return fn
+    raise AttributeError(f"module 'meshops.jax' has no attribute {attr!r}")
+
+
+__all__ = ["CALLBACKS", "apply", "buffer_callback_available", "set_callback"]
+for _spec in OPERATORS.values():
+    for _attr, _kind in autodiff.public_names(_spec).items():
+        globals()[_attr] = _public(_spec.name, _kind)
+        __all__.append(_attr)
+del _spec, _attr, _kind

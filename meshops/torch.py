@@ -1,0 +1,364 @@
+"""meshops operators inside PyTorch autograd and `torch.compile` (optional extra `torch`).
+
+Every registered operator X (`meshops.registry.OPERATORS`) is here under the same name, with its
+adjoint `X_adj` and, for a nonlinear operator, its tangent-linear model `X_tl`, each differentiable:
+
+    y = meshops.torch.grad_c2e(mesh, x)                  # x: (nCells[, nlev]) tensor -> (nEdges[, nlev])
+    y = meshops.torch.ke_e2c(mesh, u, mode="atomic")     # the adjoint mode its backward uses
+
+`mesh` is a mesh (`meshops.contracts.MeshLike`) or a `meshops.DeviceMesh`, held by the caller; the
+tables are those meshops keeps per mesh, backend and device (`meshops.device_mesh`). CPU tensors are
+shared with NumPy without copies (`Tensor.numpy`, `torch.from_numpy`), CUDA tensors with CuPy through
+DLPack, the kernels launching on torch's current stream of the tensors' device. Fields are float32 or
+float64 of shape (n,) or (n, nlev), every input of one call on one device with one dtype and nlev.
+
+Derivatives are meshops's own: the backward of a linear operator A is its adjoint A^T (in `mode`,
+default the meshops default, `deterministic`), the backward of A^T is A, so every order works. The
+backward of a nonlinear N about x is its adjoint about x, differentiable in the incoming gradient
+(through the tangent-linear model). Second derivatives through the base state x need the second
+derivative of N: for a quadratic N (`OperatorSpec.quadratic`, every nonlinear operator registered
+in meshops) it is exact from the tangent and adjoint (T(x) y = T(y) x); for any other nonlinear
+operator asking for it raises NotImplementedError, and derivatives in the other inputs still work.
+
+Two forms of every map, one set of derivative rules (`_Rules`):
+- `torch.autograd.Function`s (`functions(name)`), run by the public functions in eager mode;
+- custom ops `torch.ops.meshops.X`, `X_adj`, `X_tl` (`torch.library.custom_op` with
+  `register_autograd` and `register_fake`), run under `torch.compile` so that a compiled graph keeps
+  the operators without breaks (`fullgraph=True` works). The mesh enters them as an integer key
+  (`mesh_key`), the adjoint mode as a string.
+"""
+from __future__ import annotations
+
+import weakref
+
+try:
+    import torch
+except ModuleNotFoundError as exc:  # the optional extra
+    raise ModuleNotFoundError("meshops.torch needs PyTorch: pip install 'meshops[torch]'", name="torch") from exc
+
+from meshops import autodiff
+from meshops.autodiff import SUFFIX as _SUFFIX
+from meshops.modes import resolve_mode
+from meshops.registry import OPERATORS
+
+_MESHES: dict[int, weakref.ref] = {}
+
+
+# -- meshes as integer keys -------------------------------------------------------------------------
+
+def mesh_key(mesh) -> int:
+    """The integer the custom ops take for `mesh`: its id, under which a weak reference to it is kept
+    (an entry whose mesh is gone holds nothing and is replaced by the next mesh of that id)."""
+    key = id(mesh)
+    ref = _MESHES.get(key)
+    if ref is None or ref() is not mesh:
+        _MESHES[key] = weakref.ref(mesh)
+    return key
+
+
+#: mesh_key as `torch.compile` sees it: run for real while tracing (the mesh is registered before the
+#: graph runs) and baked into the graph as a constant, under a guard on the mesh object's identity.
+_traced_mesh_key = torch.compiler.assume_constant_result(lambda mesh: mesh_key(mesh))
+
+
+def _mesh(key: int):
+    mesh = _MESHES[key]() if key in _MESHES else None
+    if mesh is None:
+        raise KeyError(f"meshops.torch: mesh key {key} names no live mesh (the mesh object was freed; "
+                       f"keep the mesh alive while its operators run)")
+    return mesh
+
+
+# -- tensors <-> arrays ---------------------------------------------------------------------------
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def _run(fn, key: int, tensors) -> tuple:
+    """fn(mesh, *arrays) -> tuple of arrays, on the tensors' device; its outputs as tensors (no
+    copies)."""
+    mesh, device = _mesh(key), tensors[0].device
+    if device.type == "cpu":
+        out = fn(mesh, *(t.detach().contiguous().numpy() for t in tensors))
+        return tuple(torch.from_numpy(o) for o in out)
+    if device.type == "cuda":
+        import cupy
+
+        stream = torch.cuda.current_stream(device).cuda_stream
+        with cupy.cuda.Device(device.index), cupy.cuda.ExternalStream(stream, device.index):
+            out = fn(mesh, *(cupy.from_dlpack(t.detach().contiguous()) for t in tensors))
+            return tuple(torch.from_dlpack(o) for o in out)
+    raise ValueError(f"meshops.torch: tensors on device {device}; expected cpu or cuda")
+
+
+_FLOATS = (torch.float32, torch.float64)
+
+
+def _check(where: str, mesh, locations, tensors) -> None:
+    autodiff.check_fields(where, mesh, locations, tensors, is_array=lambda t: isinstance(t, torch.Tensor),
+                          float_dtypes=_FLOATS, place=lambda t: f", device {t.device}")
+
+
+def _rows(tensors) -> list:
+    return [int(t.shape[0]) for t in tensors]
+
+
+# -- one operator: its maps, their locations and their derivative rules ----------------------------
+
+class _Maps:
+    """The maps of operator `spec` on tensors (`autodiff.maps`): `compute(kind, key, mode, tensors)`
+    -> tuple of tensors, and `io[kind]`: the locations of their inputs and outputs."""
+
+    def __init__(self, spec):
+        self.spec, self.io = spec, autodiff.maps(spec)
+
+    def compute(self, kind: str, key: int, mode: str, tensors) -> tuple:
+        return _run(lambda mesh, *arrays: autodiff.compute(self.spec, kind, mesh, arrays, mode), key, tensors)
+
+
+class _Rules:
+    """The backward of each map of one operator, written with differentiable calls
+    `call(kind, key, mode, rows, *tensors)` of the same operator's maps (autograd Functions or
+    custom ops; `rows`: the row counts of the call's outputs)."""
+
+    def __init__(self, spec, call):
+        self.spec, self.call = spec, call
+        self.k = len(spec.domain)
+
+    def backward(self, kind, key, mode, inputs, rows, needs, grads) -> tuple:
+        """The gradients of map `kind`'s inputs (`inputs`: saved for a nonlinear operator only;
+        `rows`: their row counts) from `grads`, those of its outputs."""
+        spec, call, k = self.spec, self.call, self.k
+        if kind == "forward" and spec.linear:   # d<g, A x> = <A^T g, dx>
+            return call("adjoint", key, mode, rows, *grads)
+        if kind == "adjoint" and spec.linear:   # (A^T)^T = A
+            return call("forward", key, mode, rows, *grads)
+        if kind == "forward":                   # A = N'(x) = T(x)
+            return guarded_base(spec, inputs, lambda *x: call("adjoint", key, mode, rows, *x, *grads))
+        x, rest = inputs[:k], inputs[k:]
+        if kind == "adjoint":                   # x_adj = T(x)^T g: in g, T(x); in x, below
+            g_rest = (call("tangent", key, mode, _rows(rest), *x, *grads) if any(needs[k:])
+                      else (None,) * len(rest))
+            g_x = self._through_base(needs, lambda: call("adjoint", key, mode, _rows(x), *grads, *rest))
+            return g_x + tuple(g_rest)
+        # tangent: dy = T(x) dx: in dx, T(x)^T; in x (quadratic: T(x) dx = T(dx) x), T(dx)^T
+        g_dx = call("adjoint", key, mode, _rows(x), *x, *grads) if any(needs[k:]) else (None,) * k
+        g_x = self._through_base(needs, lambda: call("adjoint", key, mode, _rows(x), *rest, *grads))
+        return g_x + tuple(g_dx)
+
+    def _through_base(self, needs, exact) -> tuple:
+        """Gradients through the base state x: exact for a quadratic operator (the adjoint is linear
+        in x and, with T symmetric, <c, T(x)^T g> = <T(c)^T g, x>). Other operators never get here:
+        `guarded_base` hands them their base state detached."""
+        if not any(needs[:self.k]):
+            return (None,) * self.k
+        if not self.spec.quadratic:
+            _no_second_derivative(self.spec.name)
+        return tuple(exact())
+
+
+def _no_second_derivative(name: str):
+    raise NotImplementedError(
+        f"meshops.torch: a second derivative of {name} through its base state was asked for; meshops "
+        f"has second derivatives of quadratic nonlinear operators only (OperatorSpec.quadratic)")
+
+
+def guarded_base(spec, base, fn) -> tuple:
+    """fn(*base) for a map that is nonlinear in `base`. For a quadratic operator, as it is (its
+    derivatives in the base state are exact). For any other, fn runs on the detached base state
+    and each output gets zeros that depend on `base` through `meshops::no_second_derivative`,
+    whose backward raises: derivatives in the other inputs work, one through the base state is an
+    error, never a silent zero."""
+    if spec.quadratic:
+        return tuple(fn(*base))
+    out = fn(*(b.detach() for b in base))
+    guard = torch.ops.meshops.no_second_derivative
+    return tuple(o + guard(spec.name, o.detach(), list(base)) for o in out)
+
+
+@torch.library.custom_op("meshops::no_second_derivative", mutates_args=())
+def _no_second_derivative_op(name: str, like: torch.Tensor, base: list[torch.Tensor]) -> torch.Tensor:
+    return torch.zeros_like(like)
+
+
+@_no_second_derivative_op.register_fake
+def _(name, like, base):
+    return torch.empty_like(like)
+
+
+def _guard_setup(ctx, inputs, output):
+    ctx.name = inputs[0]
+
+
+def _guard_backward(ctx, grad):
+    _no_second_derivative(ctx.name)
+
+
+_no_second_derivative_op.register_autograd(_guard_backward, setup_context=_guard_setup)
+
+
+def _zeros_for_none(grads, shapes):
+    like = next(g for g in grads if g is not None)
+    return tuple(like.new_zeros(s) if g is None else g for g, s in zip(grads, shapes))
+
+
+def _save(ctx, spec, key, mode, tensors, out) -> None:
+    """What a backward needs: the inputs of a nonlinear map (its base state), the row counts of the
+    inputs and the shapes of the outputs (a linear map keeps no tensor alive)."""
+    ctx.key, ctx.mode, ctx.rows = key, mode, _rows(tensors)
+    ctx.shapes = [o.shape for o in out]
+    ctx.save_for_backward(*(() if spec.linear else tensors))
+
+
+# -- autograd Functions ----------------------------------------------------------------------------
+
+_FUNCTIONS: dict[tuple[str, str], type] = {}
+
+
+def _function(name: str, kind: str) -> type:
+    """The torch.autograd.Function of map `kind` ("forward", "adjoint", "tangent") of operator `name`:
+    apply(key, mode, *tensors) -> tuple of tensors."""
+    fn = _FUNCTIONS.get((name, kind))
+    if fn is not None:
+        return fn
+    spec = _spec(name)
+    maps = _Maps(spec)
+    rules = _Rules(spec, lambda kind_, key, mode, rows, *t: _function(name, kind_).apply(key, mode, *t))
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, key, mode, *tensors):
+            out = maps.compute(kind, key, mode, tensors)
+            _save(ctx, spec, key, mode, tensors, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, *grads):
+            grads = _zeros_for_none(grads, ctx.shapes)
+            return (None, None) + tuple(rules.backward(kind, ctx.key, ctx.mode, ctx.saved_tensors,
+                                                       ctx.rows, ctx.needs_input_grad[2:], grads))
+
+    Function.__name__ = Function.__qualname__ = f"{name}_{kind}"
+    _FUNCTIONS[(name, kind)] = Function
+    return Function
+
+
+def functions(name: str) -> dict:
+    """{"forward", "adjoint"[, "tangent"]: torch.autograd.Function} of operator `name`; each
+    `.apply(mesh_key(mesh), mode, *tensors)` returns a tuple of tensors."""
+    return {kind: _function(name, kind) for kind in autodiff.maps(_spec(name))}
+
+
+# -- custom ops (torch.compile) ----------------------------------------------------------------------
+
+_CUSTOM: dict[tuple[str, str], object] = {}
+
+
+def _schema(n_in: int, n_out: int) -> str:
+    args = ", ".join(f"Tensor x{i}" for i in range(n_in))
+    out = "Tensor" if n_out == 1 else "(" + ", ".join(["Tensor"] * n_out) + ")"
+    return f"(int mesh, str mode, int[] rows, {args}) -> {out}"
+
+
+def custom_op(name: str, kind: str):
+    """The custom op `torch.ops.meshops.<name><suffix>` of map `kind` of operator `name`
+    (registered on first use): op(mesh_key, mode, rows, *tensors) -> tensor or tuple of tensors,
+    `rows` the row counts of its outputs (what its fake implementation needs)."""
+    op = _CUSTOM.get((name, kind))
+    if op is not None:
+        return op
+    spec = _spec(name)
+    maps = _Maps(spec)
+    ins, outs = maps.io[kind]
+    single = len(outs) == 1
+
+    def impl(mesh, mode, rows, *tensors):
+        out = maps.compute(kind, mesh, mode, tensors)
+        return out[0] if single else out
+
+    def fake(mesh, mode, rows, *tensors):
+        out = tuple(tensors[0].new_empty((n,) + tuple(tensors[0].shape[1:])) for n in rows)
+        return out[0] if single else out
+
+    def setup_context(ctx, inputs, output):
+        _save(ctx, spec, inputs[0], inputs[1], inputs[3:], _as_tuple(output))
+
+    def call(kind_, key, mode, rows, *tensors):
+        return _as_tuple(custom_op(name, kind_)(key, mode, rows, *tensors))
+
+    rules = _Rules(spec, call)
+
+    def backward(ctx, *grads):
+        grads = _zeros_for_none(grads, ctx.shapes)
+        return (None, None, None) + tuple(rules.backward(kind, ctx.key, ctx.mode, ctx.saved_tensors,
+                                                         ctx.rows, ctx.needs_input_grad[3:], grads))
+
+    qualified = f"meshops::{name}{_SUFFIX[kind]}"
+    op = torch.library.custom_op(qualified, impl, mutates_args=(), schema=_schema(len(ins), len(outs)))
+    op.register_fake(fake)
+    op.register_autograd(backward, setup_context=setup_context)
+    _CUSTOM[(name, kind)] = op
+    return op
+
+
+# -- the public functions ----------------------------------------------------------------------------
+
+def _spec(name: str):
+    return autodiff.spec_of("meshops.torch", name)
+
+
+def apply(name: str, kind: str, mesh, *tensors, mode: str | None = None):
+    """Map `kind` of operator `name` on tensors, differentiable: through the custom op while
+    `torch.compile` traces, through the autograd Function otherwise. One output: a tensor; several:
+    a tuple."""
+    spec = _spec(name)
+    ins, outs = autodiff.maps(spec)[kind]
+    _check(f"meshops.torch.{name}{_SUFFIX[kind]}", mesh, ins, tensors)
+    mode = resolve_mode(mode)
+    if torch.compiler.is_compiling():
+        key, rows, k = _traced_mesh_key(mesh), list(autodiff.rows(mesh, outs)), len(spec.domain)
+        if spec.linear or kind == "forward":
+            return custom_op(name, kind)(key, mode, rows, *tensors)
+        out = guarded_base(spec, tensors[:k],
+                           lambda *x: _as_tuple(custom_op(name, kind)(key, mode, rows, *x, *tensors[k:])))
+        return out[0] if len(out) == 1 else out
+    key, k = mesh_key(mesh), len(spec.domain)
+    if spec.linear or kind == "forward":
+        out = _function(name, kind).apply(key, mode, *tensors)
+    else:
+        function = _function(name, kind)
+        out = guarded_base(spec, tensors[:k], lambda *x: function.apply(key, mode, *x, *tensors[k:]))
+    return out[0] if len(out) == 1 else out
+
+
+def _public(name: str, kind: str):
+    ins, outs = autodiff.maps(_spec(name))[kind]
+
+    def op(mesh, *tensors, mode: str | None = None):
+        return apply(name, kind, mesh, *tensors, mode=mode)
+
+    op.__name__ = op.__qualname__ = f"{name}{_SUFFIX[kind]}"
+    op.__doc__ = (f"`meshops.{op.__name__}` on tensors, differentiable ({', '.join(ins)} -> "
+                  f"{', '.join(outs)}); `mode`: the adjoint mode of its derivatives. See "
+                  f"`meshops.{op.__name__}` for the formula.")
+    return op
+
+
+def __getattr__(attr: str):
+    """Operators registered after this module was imported are wrapped on first access."""
+    for spec in OPERATORS.values():
+        kind = autodiff.public_names(spec).get(attr)
+        if kind is not None:
+            globals()[attr] = fn = _public(spec.name, kind)
+            return fn
+    raise AttributeError(f"module 'meshops.torch' has no attribute {attr!r}")
+
+
+__all__ = ["apply", "custom_op", "functions", "mesh_key"]
+for _spec_ in OPERATORS.values():
+    for _attr, _kind in autodiff.public_names(_spec_).items():
+        globals()[_attr] = _public(_spec_.name, _kind)
+        __all__.append(_attr)
+        custom_op(_spec_.name, _kind)
+del _spec_, _attr, _kind

@@ -1,0 +1,147 @@
+"""meshops.jax: every registered operator inside jax.jit, derivatives by jax.test_util.check_grads in
+float64 (forward and reverse mode) through each callback, values against meshops, and the errors."""
+import numpy as np
+import pytest
+
+from meshops.autodiff import maps
+from meshops.modes import ADJOINT_MODES
+from meshops.registry import OPERATORS
+
+from .conftest import fields
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+mj = pytest.importorskip("meshops.jax")
+from jax.test_util import check_grads  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+NAMES = sorted(OPERATORS)
+CALLBACKS = ["pure", pytest.param("buffer", marks=pytest.mark.skipif(
+    not mj.buffer_callback_available(), reason="jax.experimental.buffer_callback is not in this JAX"))]
+
+
+def _inputs(mesh, name, kind, rng, nlev=2):
+    return tuple(jnp.asarray(a) for a in fields(mesh, maps(OPERATORS[name])[kind][0], rng, nlev))
+
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def _scaled(f, args):
+    """f / s, s = |f(x)| / |x|: check_grads's tolerance is partly absolute, and on an Earth-sized mesh
+    the Jacobians' entries are tiny (about 1e-23 for del4_e2e); scaled, they are of order one."""
+    norm = lambda t: float(np.sqrt(sum(float(jnp.vdot(a, a)) for a in t)))  # noqa: E731
+    s = norm(_as_tuple(f(*args))) / norm(args)
+    return lambda *a: tuple(o / s for o in _as_tuple(f(*a)))
+
+
+def _function(name, kind):
+    return getattr(mj, name + {"forward": "", "adjoint": "_adj", "tangent": "_tl"}[kind])
+
+
+@pytest.mark.parametrize("callback", CALLBACKS)
+@pytest.mark.parametrize("name", NAMES)
+def test_check_grads_under_jit(name, callback, mesh, rng):
+    """Every map of the operator, jitted: first derivatives in forward and reverse mode against
+    finite differences (for the adjoint and tangent of a nonlinear operator: in their linear
+    input, about a fixed base state); second derivatives of a linear operator's maps."""
+    spec = OPERATORS[name]
+    for kind, (ins, _) in maps(spec).items():
+        fn = _function(name, kind)
+        x = _inputs(mesh, name, kind, rng)
+        n_base = 0 if (spec.linear or kind == "forward") else len(spec.domain)
+        base, args = x[:n_base], x[n_base:]
+        f = _scaled(lambda *a, fn=fn, base=base: fn(mesh, *base, *a, callback=callback), args)
+        check_grads(jax.jit(f), args, order=2 if spec.linear else 1, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
+@pytest.mark.parametrize("name", NAMES)
+def test_derivatives_are_meshops(name, mode, mesh, rng):
+    """Under jit: the value is meshops's forward, jax.vjp its adjoint and jax.jvp its tangent-linear
+    model (the forward for a linear operator), to the last bit."""
+    spec = OPERATORS[name]
+    x = _inputs(mesh, name, "forward", rng)
+    dx = _inputs(mesh, name, "forward", rng)
+    g = tuple(jnp.asarray(a) for a in fields(mesh, spec.range, rng))
+    f = lambda *a: _as_tuple(getattr(mj, name)(mesh, *a, mode=mode))  # noqa: E731
+    y, pullback = jax.vjp(f, *x)
+    x_adj = jax.jit(pullback)(g)
+    _, dy = jax.jit(lambda x, dx: jax.jvp(f, x, dx))(x, dx)
+    xn, dxn, gn = ([np.asarray(a) for a in t] for t in (x, dx, g))
+    base = () if spec.linear else xn
+    expected = [(y, spec.forward(mesh, *xn)), (x_adj, spec.adjoint(mesh, *base, *gn, mode=mode)),
+                (dy, spec.forward(mesh, *dxn) if spec.linear else spec.tangent(mesh, *xn, *dxn))]
+    for got, want in expected:
+        for a, b in zip(_as_tuple(got), _as_tuple(want), strict=True):
+            assert np.array_equal(np.asarray(a), b)
+
+
+@pytest.mark.parametrize("callback", CALLBACKS)
+def test_on_a_generated_mesh_in_float32(ico_mesh, rng, callback):
+    u = jnp.asarray(fields(ico_mesh, ("edge",), rng, nlev=None, dtype=np.float32)[0])
+    w = jnp.asarray(fields(ico_mesh, ("cell",), rng, nlev=None, dtype=np.float32)[0])
+    grad = jax.jit(jax.grad(lambda u: jnp.vdot(w, mj.ke_e2c(ico_mesh, u, callback=callback))))(u)
+    assert grad.dtype == jnp.float32
+    assert np.array_equal(np.asarray(grad), OPERATORS["ke_e2c"].adjoint(ico_mesh, np.asarray(u), np.asarray(w)))
+
+
+def test_gradient_of_a_gradient_in_the_cotangent(mesh, rng):
+    """w -> grad_u <w, ke_e2c(u)> is linear in w: its derivatives are the tangent-linear model."""
+    (u,) = _inputs(mesh, "ke_e2c", "forward", rng)
+    w = jnp.asarray(fields(mesh, ("cell",), rng)[0])
+    f = _scaled(lambda w: jax.grad(lambda u: jnp.vdot(w, mj.ke_e2c(mesh, u)))(u), (w,))
+    check_grads(jax.jit(f), (w,), order=2, modes=("fwd", "rev"))
+
+
+def test_second_derivative_through_the_base_state_raises(mesh, rng):
+    (u,) = _inputs(mesh, "ke_e2c", "forward", rng)
+    w = jnp.asarray(fields(mesh, ("cell",), rng)[0])
+    grad = jax.grad(lambda u: jnp.vdot(w, mj.ke_e2c(mesh, u)))
+    with pytest.raises(NotImplementedError, match="ke_e2c through the base state"):
+        jax.grad(lambda u: jnp.sum(grad(u) ** 2))(u)
+    with pytest.raises(NotImplementedError, match="ke_e2c_adj through the base state"):
+        jax.jvp(lambda u: mj.ke_e2c_adj(mesh, u, w), (u,), (u,))
+
+
+def test_vmap_of_the_forward(mesh, rng):
+    x = jnp.asarray(rng.standard_normal((3, mesh.nCells, 2)))
+    y = jax.jit(jax.vmap(lambda x: mj.interp_c2v(mesh, x)))(x)
+    for i in range(3):
+        assert np.array_equal(np.asarray(y[i]), OPERATORS["interp_c2v"].forward(mesh, np.asarray(x[i])))
+
+
+def test_bad_inputs_name_the_input(mesh, rng):
+    e = jnp.asarray(fields(mesh, ("edge",), rng)[0])
+    with pytest.raises(ValueError, match=r"meshops.jax.grad_c2e: input 0: expected a cell field"):
+        mj.grad_c2e(mesh, e)
+    with pytest.raises(TypeError, match="float32 or float64 edge field, got dtype int32"):
+        mj.div_e2c(mesh, jnp.zeros(mesh.nEdges, dtype=jnp.int32))
+    with pytest.raises(ValueError, match="meshops.jax callback: expected one of"):
+        mj.div_e2c(mesh, e, callback="ffi")
+    with pytest.raises(ValueError, match="adjoint mode"):
+        mj.div_e2c(mesh, e, mode="fast")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
+@pytest.mark.parametrize("name", NAMES)
+def test_gpu_buffer_callback_matches_numpy(name, mode, mesh, rng):
+    """On a GPU through CuPy on XLA's stream: value, vjp and jvp equal meshops's NumPy results to
+    round-off; check_grads passes."""
+    if jax.default_backend() != "gpu":
+        pytest.skip("needs a CUDA build of jaxlib and a GPU")
+    spec = OPERATORS[name]
+    x = _inputs(mesh, name, "forward", rng, nlev=8)
+    g = tuple(jnp.asarray(a) for a in fields(mesh, spec.range, rng, nlev=8))
+    f = lambda *a: _as_tuple(getattr(mj, name)(mesh, *a, mode=mode, callback="buffer"))  # noqa: E731
+    y, pullback = jax.vjp(f, *x)
+    x_adj = jax.jit(pullback)(g)
+    xn, gn = [np.asarray(a) for a in x], [np.asarray(a) for a in g]
+    base = () if spec.linear else xn
+    for got, want in ((y, spec.forward(mesh, *xn)), (x_adj, spec.adjoint(mesh, *base, *gn, mode=mode))):
+        for a, b in zip(_as_tuple(got), _as_tuple(want), strict=True):
+            assert np.abs(np.asarray(a) - b).max() <= 1e-13 * np.abs(b).max()
+    check_grads(jax.jit(_scaled(f, x)), x, order=1, modes=("fwd", "rev"))

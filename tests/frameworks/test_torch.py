@@ -1,0 +1,255 @@
+"""meshops.torch: every registered operator in PyTorch autograd (eager autograd Functions and custom
+ops), first and second derivatives by gradcheck / gradgradcheck against finite differences, values
+against meshops, torch.compile(fullgraph=True), zero-copy sharing and the errors."""
+import contextlib
+import dataclasses
+
+import numpy as np
+import pytest
+
+from meshops.autodiff import maps
+from meshops.modes import ADJOINT_MODES
+from meshops.registry import OPERATORS
+
+from .conftest import fields
+
+torch = pytest.importorskip("torch")
+mt = pytest.importorskip("meshops.torch")
+
+NAMES = sorted(OPERATORS)
+
+
+def _tensors(arrays, device="cpu", requires_grad=True):
+    return tuple(torch.tensor(a, device=device, requires_grad=requires_grad) for a in arrays)
+
+
+def _inputs(mesh, name, kind, rng, nlev=2):
+    return fields(mesh, maps(OPERATORS[name])[kind][0], rng, nlev)
+
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_values_are_meshops(name, mesh, rng):
+    """Forward, and the gradient of <g, X(x)>: meshops's forward and adjoint, bit for bit."""
+    spec = OPERATORS[name]
+    x = _inputs(mesh, name, "forward", rng)
+    g = fields(mesh, spec.range, rng)
+    xt = _tensors(x)
+    y = _as_tuple(getattr(mt, name)(mesh, *xt))
+    for a, b in zip(y, _as_tuple(spec.forward(mesh, *x)), strict=True):
+        assert np.array_equal(a.detach().numpy(), b)
+    grads = torch.autograd.grad(y, xt, _tensors(g, requires_grad=False))
+    base = () if spec.linear else x
+    for a, b in zip(grads, _as_tuple(spec.adjoint(mesh, *base, *g, mode="deterministic")), strict=True):
+        assert np.array_equal(a.numpy(), b)
+
+
+def _scaled(f, xt):
+    """f / s, s = |f(x)| / |x|: gradcheck's tolerance is partly absolute (atol 1e-5), and on an
+    Earth-sized mesh the Jacobians' entries are tiny (about 1e-23 for del4_e2e), so unscaled every
+    check would pass; scaled, their entries are of order one."""
+    with torch.no_grad():
+        y = _as_tuple(f(*xt))
+        s = float(torch.sqrt(sum(o.square().sum() for o in y)) / torch.sqrt(sum(x.square().sum() for x in xt)))
+    return lambda *x: tuple(o / s for o in _as_tuple(f(*x)))
+
+
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
+@pytest.mark.parametrize("name", NAMES)
+def test_gradcheck(name, mode, mesh, rng):
+    """The gradient (meshops's adjoint in `mode`) against finite differences, whole Jacobian."""
+    xt = _tensors(_inputs(mesh, name, "forward", rng, nlev=None))
+    assert torch.autograd.gradcheck(_scaled(lambda *x: getattr(mt, name)(mesh, *x, mode=mode), xt), xt)
+
+
+FULL = ["div_e2c", "ke_e2c", "reconstruct_zonal_meridional_e2c"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradgradcheck(name, mesh, rng):
+    """Second derivatives (linear operators: through A and A^T; quadratic nonlinear ones also
+    through their base state), in gradcheck's fast mode (random projections u^T J v)."""
+    xt = _tensors(_inputs(mesh, name, "forward", rng))
+    assert torch.autograd.gradgradcheck(_scaled(lambda *x: getattr(mt, name)(mesh, *x), xt), xt, fast_mode=True)
+
+
+@pytest.mark.parametrize("name", [n if n in FULL else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
+def test_gradgradcheck_full_jacobians(name, mesh, rng):
+    """As above with whole Jacobians, entry by entry (one level)."""
+    xt = _tensors(_inputs(mesh, name, "forward", rng, nlev=None))
+    assert torch.autograd.gradgradcheck(_scaled(lambda *x: getattr(mt, name)(mesh, *x), xt), xt)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_adjoint_and_tangent_maps_are_differentiable(name, mesh, rng):
+    for kind in maps(OPERATORS[name]):
+        if kind == "forward":
+            continue
+        xt = _tensors(_inputs(mesh, name, kind, rng, nlev=None))
+        f = getattr(mt, name + ("_adj" if kind == "adjoint" else "_tl"))
+        f = _scaled(lambda *x, f=f: f(mesh, *x), xt)
+        assert torch.autograd.gradcheck(f, xt), kind
+        assert torch.autograd.gradgradcheck(f, xt, fast_mode=True), kind
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_custom_ops_gradcheck_and_gradgradcheck(name, mesh, rng):
+    """The custom ops (what torch.compile runs) have the same derivatives."""
+    spec = OPERATORS[name]
+    xt = _tensors(_inputs(mesh, name, "forward", rng, nlev=None))
+    op, key = getattr(torch.ops.meshops, name), mt.mesh_key(mesh)
+    rows = [getattr(mesh, {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}[r]) for r in spec.range]
+    f = _scaled(lambda *x: op(key, "atomic", rows, *x), xt)
+    assert torch.autograd.gradcheck(f, xt)
+    assert torch.autograd.gradgradcheck(f, xt, fast_mode=True)
+    torch.library.opcheck(op, (key, "atomic", rows) + xt, test_utils=("test_schema", "test_faketensor"))
+
+
+def test_gradgradcheck_on_a_generated_mesh(ico_mesh, rng):
+    x = _tensors(fields(ico_mesh, ("edge",), rng, nlev=None))
+    f = _scaled(lambda u: mt.vector_laplacian_e2e(ico_mesh, u), x)
+    assert torch.autograd.gradcheck(f, x, fast_mode=True)
+    assert torch.autograd.gradgradcheck(f, x, fast_mode=True)
+
+
+def test_float32(mesh, rng):
+    x = _tensors(fields(mesh, ("edge",), rng, dtype=np.float32))
+    y = mt.div_e2c(mesh, *x)
+    g = torch.ones_like(y)
+    (gx,) = torch.autograd.grad(y, x, g)
+    assert y.dtype == gx.dtype == torch.float32
+    assert np.array_equal(gx.numpy(), OPERATORS["div_e2c"].adjoint(mesh, g.numpy()))
+
+
+def test_second_order_of_a_non_quadratic_operator_raises(mesh, rng, monkeypatch):
+    """Through the base state of a nonlinear operator that is not quadratic there is no second
+    derivative: asking for one is a clear error; in the incoming gradient, it works."""
+    monkeypatch.setitem(OPERATORS, "ke_e2c", dataclasses.replace(OPERATORS["ke_e2c"], quadratic=False))
+    monkeypatch.setattr(mt, "_FUNCTIONS", {})
+    (u,) = _tensors(fields(mesh, ("edge",), rng))
+    (w,) = _tensors(fields(mesh, ("cell",), rng))
+    (gu,) = torch.autograd.grad(mt.ke_e2c(mesh, u), u, w, create_graph=True)
+    assert np.array_equal(gu.detach().numpy(), OPERATORS["ke_e2c"].adjoint(mesh, u.detach().numpy(),
+                                                                          w.detach().numpy()))
+    (gw,) = torch.autograd.grad(gu, w, torch.ones_like(gu), retain_graph=True)  # d/dw: the tangent
+    assert np.array_equal(gw.numpy(), OPERATORS["ke_e2c"].tangent(mesh, u.detach().numpy(),
+                                                                 np.ones(u.shape)))
+    with pytest.raises(NotImplementedError, match="second derivative of ke_e2c through its base state"):
+        torch.autograd.grad(gu.sum(), u)
+    with pytest.raises(NotImplementedError, match="second derivative of ke_e2c"):
+        torch.autograd.grad(mt.ke_e2c_adj(mesh, u, w).sum(), u)
+    assert torch.autograd.gradcheck(_scaled(lambda w: mt.ke_e2c_adj(mesh, u, w), (w,)), (w,))
+
+
+def test_cpu_tensors_are_shared_with_numpy(mesh, rng, monkeypatch):
+    """The operator reads the tensor's memory and the result tensor is the operator's array."""
+    spec = OPERATORS["grad_c2e"]
+    seen = {}
+
+    def forward(m, x):
+        seen["in"] = x.__array_interface__["data"][0]
+        out = spec.forward(m, x)
+        seen["out"] = out.__array_interface__["data"][0]
+        return out
+
+    monkeypatch.setitem(OPERATORS, "grad_c2e", dataclasses.replace(spec, forward=forward))
+    monkeypatch.setattr(mt, "_FUNCTIONS", {})
+    (x,) = _tensors(fields(mesh, ("cell",), rng), requires_grad=False)
+    y = mt.apply("grad_c2e", "forward", mesh, x)
+    assert seen["in"] == x.data_ptr() and seen["out"] == y.data_ptr()
+
+
+def test_bad_inputs_name_the_input(mesh, rng):
+    (e,) = _tensors(fields(mesh, ("edge",), rng))
+    with pytest.raises(ValueError, match=r"grad_c2e: input 0: expected a cell field of shape \(162,\)"):
+        mt.grad_c2e(mesh, e)
+    with pytest.raises(TypeError, match="float32 or float64 edge field, got dtype torch.int64"):
+        mt.div_e2c(mesh, torch.zeros(mesh.nEdges, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"input 1: levels \(3,\)"):
+        mt.flux_div_e2c(mesh, e, torch.randn(mesh.nEdges, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="adjoint mode"):
+        mt.div_e2c(mesh, e, mode="fast")
+    with pytest.raises(AttributeError, match="no attribute 'div_c2e'"):
+        mt.div_c2e
+
+
+# -- torch.compile ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["div_e2c", "pv_flux_e2e", "reconstruct_zonal_meridional_e2c"])
+def test_compile_fullgraph(name, mesh, rng):
+    """A loss through the operator compiles into one graph (fullgraph=True: no breaks) and gives
+    the eager value and gradient."""
+    torch._dynamo.reset()
+    xt = _tensors(_inputs(mesh, name, "forward", rng))
+    weights = [torch.tensor(w) for w in fields(mesh, OPERATORS[name].range, rng)]
+
+    def loss(*x):
+        return sum((w * torch.tanh(y)).sum() for w, y in zip(weights, _as_tuple(getattr(mt, name)(mesh, *x))))
+
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager" if name != "div_e2c" else "inductor")
+    value, expected = compiled(*xt), loss(*xt)
+    grads, expected_grads = torch.autograd.grad(value, xt), torch.autograd.grad(expected, xt)
+    torch.testing.assert_close(value, expected, rtol=1e-13, atol=0)
+    for a, b in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-300)
+
+
+def test_compiled_graph_follows_the_mesh(mesh, rng):
+    """The mesh is a guard of the compiled graph: another mesh object recompiles, not reuses."""
+    torch._dynamo.reset()
+    other = dataclasses.replace(mesh, dcEdge=2.0 * mesh.dcEdge)
+    (x,) = _tensors(fields(mesh, ("cell",), rng), requires_grad=False)
+    f = torch.compile(lambda m, x: mt.grad_c2e(m, x), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(f(mesh, x), mt.grad_c2e(mesh, x), rtol=0, atol=0)
+    torch.testing.assert_close(f(other, x), mt.grad_c2e(other, x), rtol=0, atol=0)
+    torch.testing.assert_close(f(mesh, x), 2 * f(other, x), rtol=1e-15, atol=0)
+
+
+# -- GPU --------------------------------------------------------------------------------------------
+
+def _cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA build of PyTorch and a CUDA device")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_matches_cpu(name, mode, mesh, rng):
+    """CUDA tensors through CuPy (DLPack, on a non-default torch stream): forward and gradient equal
+    the CPU ones to round-off."""
+    _cuda()
+    spec = OPERATORS[name]
+    x = _inputs(mesh, name, "forward", rng, nlev=8)
+    g = fields(mesh, spec.range, rng, nlev=8)
+    results = []
+    for device in ("cpu", "cuda"):
+        xt, gt = _tensors(x, device), _tensors(g, device, requires_grad=False)
+        stream = torch.cuda.Stream() if device == "cuda" else None
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream())   # the inputs' copies come first
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            y = _as_tuple(getattr(mt, name)(mesh, *xt, mode=mode))
+            grads = torch.autograd.grad(y, xt, gt)
+        if stream is not None:
+            stream.synchronize()
+        results.append([t.detach().cpu().numpy() for t in y + grads])
+    for a, b in zip(*results, strict=True):
+        assert np.abs(a - b).max() <= 1e-13 * np.abs(a).max()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["div_e2c", "ke_e2c", "reconstruct_e2c"])
+def test_cuda_gradcheck_and_compile(name, mesh, rng):
+    _cuda()
+    xt = _tensors(_inputs(mesh, name, "forward", rng), "cuda")
+    f = lambda *x: getattr(mt, name)(mesh, *x)  # noqa: E731
+    assert torch.autograd.gradcheck(_scaled(f, xt), xt)
+    assert torch.autograd.gradgradcheck(_scaled(f, xt), xt, fast_mode=True)
+    torch._dynamo.reset()
+    loss = lambda *x: sum(y.square().sum() for y in _as_tuple(f(*x)))  # noqa: E731
+    value = torch.compile(loss, fullgraph=True)(*xt)
+    torch.testing.assert_close(value, loss(*xt), rtol=1e-13, atol=0)
