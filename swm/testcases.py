@@ -108,6 +108,15 @@ def williamson6(mesh, gravity=GRAVITY, omega=OMEGA) -> InitialState:
                         f_vertex=2.0 * omega * np.sin(lat_v))
 
 
+def williamson6_angular_velocity(omega=OMEGA) -> float:
+    """Eastward angular velocity (rad/s) of the case-6 wave in the nondivergent barotropic vorticity
+    equation, where it moves without change of shape (Haurwitz 1940; Williamson et al. 1992):
+    nu = (R (3 + R) w - 2 Omega) / ((1 + R)(2 + R)) = w - 2 (Omega + w) / ((R + 1)(R + 2)),
+    solid rotation w minus the westward phase speed of the spherical harmonic of degree R + 1."""
+    w, R = 7.848e-6, 4
+    return (R * (3 + R) * w - 2.0 * omega) / ((1 + R) * (2 + R))
+
+
 # -- Galewsky et al. 2004: barotropic jet ------------------------------------------------------------
 
 GALEWSKY_LAT0, GALEWSKY_LAT1, GALEWSKY_UMAX = np.pi / 7.0, np.pi / 2.0 - np.pi / 7.0, 80.0
