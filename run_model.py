@@ -87,7 +87,7 @@ def main(argv=None) -> int:
             if config.fourdvar is not None:
                 from adjoint.fourdvar import run_fourdvar
 
-                run_fourdvar(config, progress=not args.no_progress)
+                run_fourdvar(config)
                 return 0
             run(config, progress=not args.no_progress)
         except ConfigError as exc:        # found once the mesh is known, on every rank together

@@ -119,12 +119,14 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                   adjoint: Callable[[Sequence, Sequence], Sequence],
                   cost_value: Callable[[int, Sequence], float],
                   cost_gradient: Callable[[int, Sequence], Sequence | None],
-                  disk_directory=None, rank: int = 0):
+                  disk_directory=None, rank: int = 0,
+                  on_step: Callable[[str], None] | None = None):
     """(J, lambda_0, stats) of the run of `n_steps` steps from `state0` under `schedule`.
 
     `forward(x_k) -> x_{k+1}` (new arrays); `adjoint(x_k, lambda_{k+1}) -> lambda_k` without the
     cost term; `cost_value(k, x_k)` is J_k (0 where J has no term); `cost_gradient(k, x_k)` is
-    dJ_k/dx_k as a list of arrays, or None where J has no term at step k.
+    dJ_k/dx_k as a list of arrays, or None where J has no term at step k. `on_step(kind)`, when
+    given, is called after every step: kind "forward" (the first pass), "recompute" or "adjoint".
     """
     copy = lambda state: [a.copy() for a in state]  # noqa: E731
     snapshots = {StorageType.RAM: {}, StorageType.DISK: None}
@@ -161,6 +163,8 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
             state, pending = forward(state), False
             stats.forward_steps += 1
             count()
+            if on_step is not None:
+                on_step("forward" if first_pass else "recompute")
         return state
 
     try:
@@ -196,6 +200,8 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                     extra = cost_gradient(k, kept[k])
                     if extra is not None:
                         lam = [a + b for a, b in zip(lam, extra)]
+                    if on_step is not None:
+                        on_step("adjoint")
                 if action.clear_adj_deps:
                     kept.clear()
             elif isinstance(action, (Copy, Move)):

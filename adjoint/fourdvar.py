@@ -58,8 +58,9 @@ def observation_steps(config: Config, dt: float, total: int) -> list[int]:
     return sorted(set(steps))
 
 
-def run_fourdvar(config: Config, *, progress: bool = True) -> dict:
-    """The twin experiment; returns the convergence history (every rank)."""
+def run_fourdvar(config: Config) -> dict:
+    """The twin experiment; returns the convergence history (every rank). Progress: one log
+    line per L-BFGS-B iteration."""
     from scipy.optimize import minimize
 
     from swm.driver import _host, setup

@@ -30,11 +30,11 @@ def run_cost(model, h0, u0, cost, n_steps: int) -> float:
 
 
 def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode="deterministic",
-                 checkpointing=None, rank: int = 0):
+                 checkpointing=None, rank: int = 0, on_step=None):
     """(J, (dJ/dh0, dJ/du0, dJ/db), stats) of the run of n_steps from (h0, u0).
 
     `checkpointing` (a `swm.config.CheckpointConfig` or None) chooses the schedule; stats is the
-    sweep's `adjoint.checkpointing.SweepStats`."""
+    sweep's `adjoint.checkpointing.SweepStats`; `on_step` as in `reverse_sweep`."""
     if checkpointing is not None:
         schedule = make_schedule(checkpointing.schedule, n_steps,
                                  snapshots_in_ram=checkpointing.snapshots_in_ram,
@@ -54,7 +54,8 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode="de
 
     cost_value, lam, stats = reverse_sweep(
         schedule, n_steps, [h0, u0], forward=lambda x: advance(model, x), adjoint=adjoint,
-        cost_value=cost.value, cost_gradient=cost.gradient, disk_directory=directory, rank=rank)
+        cost_value=cost.value, cost_gradient=cost.gradient, disk_directory=directory, rank=rank,
+        on_step=on_step)
     return cost_value, (lam[0], lam[1], b_adj), stats
 
 

@@ -9,6 +9,7 @@ import logging
 import time
 
 import numpy as np
+import tqdm
 
 from adjoint.costs import Context, CostError, make_cost
 from adjoint.gradient import run_cost, run_gradient, run_tangent
@@ -53,10 +54,28 @@ def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
     s = setup(config)
     cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
     model = s.model
+    show = progress and s.comm.Get_rank() == 0
+    bars = {kind: tqdm.tqdm(total=s.total, desc=desc, unit="step", disable=not show,
+                            dynamic_ncols=True, leave=kind == "adjoint")
+            for kind, desc in (("forward", "forward"), ("adjoint", "adjoint"))}
+    recomputed = [0]
+
+    def on_step(kind):
+        if kind == "recompute":
+            recomputed[0] += 1
+            bars["adjoint"].set_postfix_str(f"{recomputed[0]} recomputed", refresh=False)
+        else:
+            bars[kind].update(1)
+
     t0 = time.perf_counter()
-    value, grads, stats = run_gradient(model, model.h, model.u, cost, s.total,
-                                       mode=sens.adjoint_mode, checkpointing=sens.checkpointing,
-                                       rank=s.comm.Get_rank())
+    try:
+        value, grads, stats = run_gradient(model, model.h, model.u, cost, s.total,
+                                           mode=sens.adjoint_mode,
+                                           checkpointing=sens.checkpointing,
+                                           rank=s.comm.Get_rank(), on_step=on_step)
+    finally:
+        for bar in bars.values():
+            bar.close()
     wall = time.perf_counter() - t0
     norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5
              for (name, loc, _, _), g in zip(GRADIENTS, grads)}
