@@ -117,3 +117,28 @@ def test_cupy_run_equals_numpy_to_round_off(scvt, case):
     for name in ("h", "u"):
         ref, got = getattr(cpu, name), cupy.asnumpy(getattr(gpu, name))
         assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max(), name
+
+
+def test_a_model_with_its_own_tendency_steps_through_it(scvt):
+    """A subclass that adds a term to the tendencies must not be stepped by the fused kernels
+    (which never call `tendency`): it steps through its tendency, and asking for fused is an error."""
+    mesh = scvt[3]
+    state = testcases.williamson5(mesh)
+    rng = np.random.default_rng()
+    forcing = rng.standard_normal(mesh.nEdges) * 1e-4
+
+    class Forced(Model):
+        def tendency(self, fields):
+            tend_h, tend_u = super().tendency(fields)
+            return tend_h, tend_u + forcing
+
+    args = (mesh, state.h.copy(), state.u.copy(), state.b, state.f_vertex, 600.0)
+    plain, forced = Model(*args), Forced(*args)
+    assert not forced.fused
+    plain.step()
+    forced.step()
+    # one step adds dt * forcing to u, up to its small coupling with the flow within the step
+    change = forced.u - plain.u
+    assert np.linalg.norm(change - 600.0 * forcing) < 0.05 * np.linalg.norm(600.0 * forcing)
+    with pytest.raises(ValueError, match="fused: Forced overrides Model.tendency"):
+        Forced(*args, fused=True)
