@@ -23,7 +23,7 @@ Twin experiment on an icosahedral mesh:
   vector. Its last layer starts at zero, so the first epoch's loss is the uncorrected model's.
 
 - Training: from the truth's initial state, 24 h of the corrected model, one
-  `swm.differentiable.torch_step` per step, so autograd interleaves the network's backward with
+  `adjoint.differentiable.torch_step` per step, so autograd interleaves the network's backward with
   the model's hand-written adjoint step; each step's network is recomputed in the backward
   (`torch.utils.checkpoint`) instead of storing its activations. Loss: the mean over the truth's
   states every 3 h of mean((h - h_t)^2) / (10 m)^2 + mean((u - u_t)^2) / (1 m/s)^2. Adam with a
@@ -140,7 +140,7 @@ def experiment(level: int = 4, backend: str = "numpy", epochs: int = 40, lr: flo
     epoch, the forecast errors, timings and the trained forcing."""
     import torch
 
-    from swm.differentiable import torch_step
+    from adjoint.differentiable import torch_step
 
     if backend == "cupy":
         import cupy as xp

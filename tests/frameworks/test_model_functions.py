@@ -1,4 +1,4 @@
-"""The model's RK4 step and n-step run as PyTorch and JAX functions (swm.differentiable): forwards
+"""The model's RK4 step and n-step run as PyTorch and JAX functions (adjoint.differentiable): forwards
 bitwise the model's, gradients bitwise the adjoint model's (`adjoint.gradient.run_gradient` of the
 cost <x_N, y>), checkpointed backwards bitwise the stored one's, torch's gradcheck against finite
 differences, the topography as a control, clear errors, and CUDA tensors on a CuPy model."""
@@ -8,7 +8,7 @@ import pytest
 from adjoint.gradient import run_gradient
 from adjoint.sensitivity import FinalStateProjection
 from grids.icosahedral import generate_icosahedral
-from swm import differentiable
+from adjoint import differentiable
 from swm.constants import EARTH_RADIUS
 from swm.model import Model
 from swm.tendencies import Physics
@@ -174,12 +174,12 @@ def test_torch_run_without_gradients_is_the_model_run(problem):
     assert np.array_equal(h_n.numpy(), x_ref[0]) and np.array_equal(u_n.numpy(), x_ref[1])
 
 
-def test_swm_imports_without_torch_and_jax():
+def test_adjoint_imports_without_torch_and_jax():
     import subprocess
     import sys
 
-    code = ("import sys; sys.modules['torch'] = sys.modules['jax'] = None; import swm, "
-            "swm.differentiable, swm.model; assert 'torch' not in dir(swm.differentiable)")
+    code = ("import sys; sys.modules['torch'] = sys.modules['jax'] = None; import swm.model, "
+            "adjoint.differentiable; assert 'torch' not in dir(adjoint.differentiable)")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

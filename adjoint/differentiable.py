@@ -38,7 +38,7 @@ Ranks. The fields are the rank's local arrays, with the adjoint model's conventi
 product over owned rows of every rank, so a loss must read owned rows only. On ranks, the forward
 works on copies of the inputs (the state exchange writes halo rows in place).
 
-`import swm` does not import this module; this module imports torch and jax only when their
+`import adjoint` does not import this module; this module imports torch and jax only when their
 functions are called.
 """
 from __future__ import annotations
@@ -47,6 +47,11 @@ import contextlib
 import functools
 
 import numpy as np
+
+from adjoint.gradient import advance, run_gradient
+from adjoint.model import rk4_step_adj
+from adjoint.sensitivity import FinalStateProjection
+from swm.config import CheckpointConfig
 
 MODES = ("deterministic", "atomic")
 
@@ -82,8 +87,6 @@ class _Core:
     def forward(self, h, u, b, keep: bool):
         """(h_N, u_N, kept): kept = [x_1, .., x_{N-1}] when `keep` and the trajectory is stored
         (no checkpointing), else None."""
-        from adjoint.gradient import advance
-
         model = self.model
         state = [h, u] if model.exchange is None else [h.copy(), u.copy()]
         kept = [] if keep and self.stores_trajectory else None
@@ -96,10 +99,6 @@ class _Core:
 
     def backward(self, h0, u0, b, kept, h_adj, u_adj):
         """(dJ/dh0, dJ/du0, dJ/db) of J = <x_N, (h_adj, u_adj)> (module doc)."""
-        from adjoint.gradient import run_gradient
-        from adjoint.model import rk4_step_adj
-        from adjoint.sensitivity import FinalStateProjection
-
         model = self.model
         with self.topography(b):
             if kept is None:
@@ -132,7 +131,6 @@ def _checkpoint_config(checkpointing):
     """None, or a `swm.config.CheckpointConfig` (from one, or from a dict of its keys)."""
     if checkpointing is None:
         return None
-    from swm.config import CheckpointConfig
 
     if isinstance(checkpointing, CheckpointConfig):
         return checkpointing
@@ -180,8 +178,8 @@ def _torch_function():
         @staticmethod
         def forward(ctx, core, keep, h0, u0, b):
             fields = {"h": h0, "u": u0, "b": b}
-            core.check(fields, lambda t: t.dtype, "swm.differentiable.torch_run")
-            with _torch_arrays(core, fields, "swm.differentiable.torch_run") as (arrays, out):
+            core.check(fields, lambda t: t.dtype, "adjoint.differentiable.torch_run")
+            with _torch_arrays(core, fields, "adjoint.differentiable.torch_run") as (arrays, out):
                 h_n, u_n, kept = core.forward(arrays["h"], arrays["u"], arrays["b"], keep)
                 result = out(h_n), out(u_n)
             ctx.core, ctx.kept = core, kept
@@ -196,7 +194,7 @@ def _torch_function():
             h_bar = torch.zeros_like(h0) if h_bar is None else h_bar
             u_bar = torch.zeros_like(u0) if u_bar is None else u_bar
             fields = {"h": h0, "u": u0, "b": b, "h_adj": h_bar.to(h0.dtype), "u_adj": u_bar.to(h0.dtype)}
-            with _torch_arrays(core, fields, "swm.differentiable.torch_run backward") as (a, out):
+            with _torch_arrays(core, fields, "adjoint.differentiable.torch_run backward") as (a, out):
                 grads = core.backward(a["h"], a["u"], a["b"], ctx.kept, a["h_adj"], a["u_adj"])
                 return (None, None) + tuple(out(g) for g in grads)
 
@@ -251,7 +249,7 @@ def jax_run(model, n_steps: int, *, checkpointing=None, mode: str = "determinist
     import jax
 
     core = _Core(model, n_steps, mode, checkpointing, rank)
-    where = "swm.differentiable.jax_run"
+    where = "adjoint.differentiable.jax_run"
 
     def to_model(a):              # the callback's host array (NumPy or a JAX CPU array), no copy
         a = np.asarray(a)
