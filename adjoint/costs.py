@@ -49,10 +49,6 @@ class Context:
     def allreduce(self, value: float) -> float:
         return self.comm.allreduce(value) if self.comm.Get_size() > 1 else value
 
-    def zeros(self, location: str):
-        n = {"cell": self.mesh.nCells, "edge": self.mesh.nEdges}[location]
-        return self.xp.zeros(n, dtype=self.dtype)
-
     def window_steps(self, window_hours, key: str) -> list[int]:
         """Steps whose times lie in window_hours = (start, end) (None: the final step)."""
         if window_hours is None:
