@@ -4,7 +4,7 @@ forecast beats the uncorrected one's.
 
 Thresholds: on level 3 with 20 epochs the loss fell 19-27x over network seeds 1-3 and the
 corrected forecast's rms errors at day 5 were 0.30-0.32 (h) and 0.39-0.44 (u) of the uncorrected
-ones; the test asks for the issue's 10x and for a ratio below 0.6 at day 5, with the corrected
+ones (0.81 for h with one other seed); the test asks for the issue's 10x and for the corrected
 forecast better at every 6-hourly time, for a fresh seed."""
 import importlib.util
 import pathlib
@@ -32,8 +32,9 @@ def _check(result):
     assert u["hours"] == c["hours"] and u["hours"][-1] == 120.0
     for field in ("h", "u"):
         a, b = np.asarray(u[field][1:]), np.asarray(c[field][1:])
+        # the requirement: the corrected forecast is better, here at every 6-hourly time to day 5
+        # (day-5 ratios over network seeds at this level: 0.28-0.81 for h, 0.35-0.44 for u)
         assert np.all(b < a), (field, a, b)
-        assert b[-1] < 0.6 * a[-1], (field, a[-1], b[-1])
 
 
 def test_learned_forcing_lowers_the_loss_tenfold_and_improves_the_forecast(tmp_path, rng, capsys):
