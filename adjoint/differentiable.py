@@ -30,7 +30,8 @@ mesh) are constants. The model's own state (model.h, model.u) is neither read no
 Arrays. CPU tensors and JAX arrays are handed to a NumPy model without copies (`Tensor.numpy`,
 `torch.from_numpy`; `jax.pure_callback`). CUDA tensors go to a CuPy model (its `device_mesh` on
 the tensors' device) through DLPack (`cupy.from_dlpack`, `torch.from_dlpack`), its kernels
-launched on torch's current stream. JAX runs a CuPy model through the host. h, u, b share one
+launched on torch's current stream. JAX on a GPU hands a CuPy model XLA's device buffers
+(`jax.experimental.buffer_callback`), its kernels launched on XLA's stream. h, u, b share one
 dtype (float32 or float64) and have the shapes of the model's fields.
 
 Ranks. The fields are the rank's local arrays, with the adjoint model's conventions
@@ -234,69 +235,71 @@ def _torch_arrays(core, tensors: dict, where: str):
 
 # -- JAX --------------------------------------------------------------------------------------------
 
-def jax_step(model, *, mode: str = "deterministic"):
+def jax_step(model, *, mode: str = "deterministic", callback: str | None = None):
     """One RK4 step of `model` as a `jax.custom_vjp` function (h, u, b) -> (h_next, u_next); its
     VJP is `adjoint.model.rk4_step_adj` in adjoint mode `mode`."""
-    return jax_run(model, 1, mode=mode)
+    return jax_run(model, 1, mode=mode, callback=callback)
 
 
 def jax_run(model, n_steps: int, *, checkpointing=None, mode: str = "deterministic",
-            rank: int = 0):
+            rank: int = 0, callback: str | None = None):
     """`n_steps` RK4 steps of `model` as a `jax.custom_vjp` function (h0, u0, b) -> (h_N, u_N),
-    through `jax.pure_callback` (usable inside `jax.jit`); its VJP is the adjoint run (module
-    doc). With `checkpointing` None the trajectory x_1 .. x_{N-1} is a residual of the VJP
-    (JAX arrays of shape (N - 1, n)); with a CheckpointConfig only (h0, u0, b) are."""
+    usable inside `jax.jit`; its VJP is the adjoint run (module doc). With `checkpointing` None the
+    trajectory x_1 .. x_{N-1} is a residual of the VJP (JAX arrays of shape (N - 1, n)); with a
+    CheckpointConfig only (h0, u0, b) are. `callback` as `meshops.jax` ("pure" or "buffer"; None:
+    "buffer" for a CuPy model when JAX runs on a GPU, so that the model reads and writes XLA's
+    device buffers on XLA's stream, "pure" otherwise)."""
     import jax
+
+    from meshops.jax import _buffer, _pure, resolve_callback
 
     core = _Core(model, n_steps, mode, checkpointing, rank)
     where = "adjoint.differentiable.jax_run"
+    on_device = core.xp is not np and jax.default_backend() == "gpu" and resolve_callback(callback) == "buffer"
 
-    def to_model(a):              # the callback's host array (NumPy or a JAX CPU array), no copy
-        a = np.asarray(a)
-        return a if core.xp is np else core.xp.asarray(a)
+    def call(fn, out_structs, *args):
+        """fn(*model arrays) -> model arrays, run by a JAX callback on (JAX) `args`."""
+        if on_device:        # CuPy arrays on XLA's buffers, results copied into its outputs
+            return _buffer(fn, out_structs, args)
 
-    def host(a, like):
-        a = a.get() if hasattr(a, "get") else a
-        return np.asarray(a, dtype=like.dtype)
+        def host_fn(*arrays):  # host arrays (NumPy or JAX CPU), no copy for a NumPy model
+            out = fn(*(core.xp.asarray(np.asarray(a)) for a in arrays))
+            return tuple(o.get() if hasattr(o, "get") else o for o in out)
+        return _pure(host_fn, out_structs, args)
 
     def structs(*arrays, lead=None):
         return tuple(jax.ShapeDtypeStruct(((lead,) if lead is not None else ()) + tuple(a.shape),
                                           a.dtype) for a in arrays)
 
-    def forward_host(keep):
+    def forward(keep):
         def fn(h, u, b):
-            h_n, u_n, kept = core.forward(to_model(h), to_model(u), to_model(b), keep)
-            out = (host(h_n, h), host(u_n, u))
+            h_n, u_n, kept = core.forward(h, u, b, keep)
             if kept is None:
-                return out
+                return h_n, u_n
             xp = core.xp
             stack = [xp.stack([x[i] for x in kept]) if kept else xp.zeros((0,) + s.shape, s.dtype)
                      for i, s in enumerate((h, u))]
-            return out + (host(stack[0], h), host(stack[1], u))
+            return h_n, u_n, stack[0], stack[1]
         return fn
 
-    def backward_host(h, u, b, kept_h, kept_u, h_adj, u_adj):
-        kept = None if kept_h is None else [(to_model(a), to_model(c)) for a, c in zip(kept_h, kept_u)]
-        grads = core.backward(to_model(h), to_model(u), to_model(b), kept, to_model(h_adj),
-                              to_model(u_adj))
-        return tuple(host(g, like) for g, like in zip(grads, (h, u, b)))
+    def backward(h, u, b, kept_h, kept_u, h_adj, u_adj):
+        kept = None if kept_h is None else list(zip(kept_h, kept_u))
+        return core.backward(h, u, b, kept, h_adj, u_adj)
 
     def checked(h, u, b):
         core.check({"h": h, "u": u, "b": b}, lambda a: a.dtype, where)
 
     def primal(h0, u0, b):
         checked(h0, u0, b)
-        return tuple(jax.pure_callback(forward_host(False), structs(h0, u0), h0, u0, b,
-                                       vmap_method="sequential"))
+        return tuple(call(forward(False), structs(h0, u0), h0, u0, b))
 
     run = jax.custom_vjp(primal)
 
     def run_fwd(h0, u0, b):
         checked(h0, u0, b)
         if core.stores_trajectory:
-            h_n, u_n, kept_h, kept_u = jax.pure_callback(
-                forward_host(True), structs(h0, u0) + structs(h0, u0, lead=core.n_steps - 1),
-                h0, u0, b, vmap_method="sequential")
+            h_n, u_n, kept_h, kept_u = call(
+                forward(True), structs(h0, u0) + structs(h0, u0, lead=core.n_steps - 1), h0, u0, b)
             return (h_n, u_n), (h0, u0, b, kept_h, kept_u)
         return primal(h0, u0, b), (h0, u0, b, None, None)
 
@@ -304,11 +307,11 @@ def jax_run(model, n_steps: int, *, checkpointing=None, mode: str = "determinist
         h0, u0, b, kept_h, kept_u = residuals
         h_adj, u_adj = (c.astype(h0.dtype) for c in cotangents)
         if kept_h is None:
-            fn = lambda h, u, bb, ha, ua: backward_host(h, u, bb, None, None, ha, ua)  # noqa: E731
+            fn = lambda h, u, bb, ha, ua: backward(h, u, bb, None, None, ha, ua)  # noqa: E731
             args = (h0, u0, b, h_adj, u_adj)
         else:
-            fn, args = backward_host, (h0, u0, b, kept_h, kept_u, h_adj, u_adj)
-        return tuple(jax.pure_callback(fn, structs(h0, u0, b), *args, vmap_method="sequential"))
+            fn, args = backward, (h0, u0, b, kept_h, kept_u, h_adj, u_adj)
+        return tuple(call(fn, structs(h0, u0, b), *args))
 
     run.defvjp(run_fwd, run_bwd)
     return run

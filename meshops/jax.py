@@ -29,6 +29,8 @@ The default is "buffer" where JAX's default backend is a GPU, "pure" elsewhere.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 try:
@@ -89,6 +91,19 @@ def _stream(ctx):
         return None
 
 
+_STREAMS: dict = {}
+
+
+def _cupy_stream(handle: int, device: int):
+    """XLA's stream `handle` on `device` as a CuPy stream (one object per stream)."""
+    stream = _STREAMS.get((handle, device))
+    if stream is None:
+        import cupy
+
+        stream = _STREAMS[(handle, device)] = cupy.cuda.ExternalStream(handle, device)
+    return stream
+
+
 def _buffer(fn, out_shapes, args):
     from jax.experimental.buffer_callback import buffer_callback
 
@@ -101,7 +116,7 @@ def _buffer(fn, out_shapes, args):
         import cupy
 
         device = cupy.cuda.runtime.pointerGetAttributes(ins[0].__cuda_array_interface__["data"][0]).device
-        with cupy.cuda.Device(device), cupy.cuda.ExternalStream(stream, device):
+        with cupy.cuda.Device(device), _cupy_stream(stream, device):
             for out, result in zip(outs, fn(*(cupy.from_dlpack(b) for b in ins))):
                 cupy.from_dlpack(out)[...] = result
 
@@ -115,11 +130,19 @@ class _Operator:
     the adjoint mode and the callback fixed."""
 
     def __init__(self, spec, mesh, mode: str, callback: str):
-        self.spec, self.mesh, self.mode = spec, mesh, mode
+        self.spec, self._mesh, self.mode = spec, weakref.ref(mesh), mode
         self.call = _pure if callback == "pure" else _buffer
         self.io = autodiff.maps(spec)
         self.k = len(spec.domain)
         self.fn = {kind: self._differentiable(kind) for kind in self.io}
+
+    @property
+    def mesh(self):
+        mesh = self._mesh()
+        if mesh is None:
+            raise RuntimeError(f"meshops.jax.{self.spec.name}: its mesh was freed; keep the mesh alive "
+                               f"while functions that use it run")
+        return mesh
 
     def host(self, kind, *arrays) -> tuple:
         """Map `kind` through the callback, not differentiable."""
@@ -170,6 +193,22 @@ class _Operator:
             f"the base state to differentiate in the other inputs only")
 
 
+_OPERATORS: dict[int, tuple] = {}   # id(mesh) -> (weak reference to it, {(name, mode, callback): _Operator})
+
+
+def _operator(spec, mesh, mode: str, callback: str) -> _Operator:
+    """The _Operator of `spec` on `mesh`, made once per mesh, mode and callback (eager calls reuse its
+    functions instead of tracing new ones)."""
+    entry = _OPERATORS.get(id(mesh))
+    if entry is None or entry[0]() is not mesh:
+        entry = _OPERATORS[id(mesh)] = (weakref.ref(mesh), {})
+    key = (spec.name, mode, callback)
+    op = entry[1].get(key)
+    if op is None or op.spec is not spec:
+        op = entry[1][key] = _Operator(spec, mesh, mode, callback)
+    return op
+
+
 def _guarded(op: _Operator, base) -> tuple:
     """The base state of a nonlinear map as a residual of its tangent: the identity, whose derivative
     (a second derivative of the operator) raises a clear error."""
@@ -198,8 +237,7 @@ def apply(name: str, kind: str, mesh, *arrays, mode: str | None = None, callback
     arrays = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
     autodiff.check_fields(f"meshops.jax.{name}{autodiff.SUFFIX[kind]}", mesh, ins, arrays,
                           is_array=_is_array, float_dtypes=(np.float32, np.float64))
-    op = _Operator(spec, mesh, resolve_mode(mode), resolve_callback(callback))
-    out = op.fn[kind](*arrays)
+    out = _operator(spec, mesh, resolve_mode(mode), resolve_callback(callback)).fn[kind](*arrays)
     return out[0] if len(out) == 1 else out
 
 

@@ -29,10 +29,12 @@ Two forms of every map, one set of derivative rules (`_Rules`):
 """
 from __future__ import annotations
 
+import ctypes
 import weakref
 
 try:
     import torch
+    from torch.autograd import forward_ad
 except ModuleNotFoundError as exc:  # the optional extra
     raise ModuleNotFoundError("meshops.torch needs PyTorch: pip install 'meshops[torch]'", name="torch") from exc
 
@@ -41,7 +43,7 @@ from meshops.autodiff import SUFFIX as _SUFFIX
 from meshops.modes import resolve_mode
 from meshops.registry import OPERATORS
 
-_MESHES: dict[int, weakref.ref] = {}
+_MESHES: dict[int, tuple] = {}   # id(mesh) -> (weak reference to it, the call signatures checked on it)
 
 
 # -- meshes as integer keys -------------------------------------------------------------------------
@@ -50,19 +52,23 @@ def mesh_key(mesh) -> int:
     """The integer the custom ops take for `mesh`: its id, under which a weak reference to it is kept
     (an entry whose mesh is gone holds nothing and is replaced by the next mesh of that id)."""
     key = id(mesh)
-    ref = _MESHES.get(key)
-    if ref is None or ref() is not mesh:
-        _MESHES[key] = weakref.ref(mesh)
+    entry = _MESHES.get(key)
+    if entry is None or entry[0]() is not mesh:
+        _MESHES[key] = (weakref.ref(mesh), set())
     return key
 
 
-#: mesh_key as `torch.compile` sees it: run for real while tracing (the mesh is registered before the
-#: graph runs) and baked into the graph as a constant, under a guard on the mesh object's identity.
-_traced_mesh_key = torch.compiler.assume_constant_result(lambda mesh: mesh_key(mesh))
+@torch.compiler.assume_constant_result
+def _traced_mesh_key(key: int) -> int:
+    """mesh_key as `torch.compile` sees it, from `id(mesh)`: Dynamo makes the id a constant under a
+    guard on the mesh's identity and runs this function for real while tracing, when the mesh is
+    alive in the traced frame and its id names it; so the mesh is registered before the graph runs."""
+    return mesh_key(ctypes.cast(key, ctypes.py_object).value)
 
 
 def _mesh(key: int):
-    mesh = _MESHES[key]() if key in _MESHES else None
+    entry = _MESHES.get(key)
+    mesh = entry[0]() if entry is not None else None
     if mesh is None:
         raise KeyError(f"meshops.torch: mesh key {key} names no live mesh (the mesh object was freed; "
                        f"keep the mesh alive while its operators run)")
@@ -85,11 +91,24 @@ def _run(fn, key: int, tensors) -> tuple:
     if device.type == "cuda":
         import cupy
 
-        stream = torch.cuda.current_stream(device).cuda_stream
-        with cupy.cuda.Device(device.index), cupy.cuda.ExternalStream(stream, device.index):
+        with cupy.cuda.Device(device.index), _cupy_stream(device.index):
             out = fn(mesh, *(cupy.from_dlpack(t.detach().contiguous()) for t in tensors))
             return tuple(torch.from_dlpack(o) for o in out)
     raise ValueError(f"meshops.torch: tensors on device {device}; expected cpu or cuda")
+
+
+_STREAMS: dict = {}
+
+
+def _cupy_stream(index: int):
+    """torch's current stream on CUDA device `index` as a CuPy stream (one object per stream)."""
+    handle = torch.cuda.current_stream(index).cuda_stream
+    stream = _STREAMS.get((handle, index))
+    if stream is None:
+        import cupy
+
+        stream = _STREAMS[(handle, index)] = cupy.cuda.ExternalStream(handle, index)
+    return stream
 
 
 _FLOATS = (torch.float32, torch.float64)
@@ -147,6 +166,25 @@ class _Rules:
         g_x = self._through_base(needs, lambda: call("adjoint", key, mode, _rows(x), *rest, *grads))
         return g_x + tuple(g_dx)
 
+    def jvp(self, kind, key, mode, inputs, rows, tangents) -> tuple:
+        """The tangents of map `kind`'s outputs from `tangents`, those of its inputs (`inputs`, with
+        row counts `rows`, saved for a nonlinear operator only; a None tangent is zero)."""
+        spec, call, k = self.spec, self.call, self.k
+        if spec.linear:                         # d(A x) = A dx, d(A^T g) = A^T dg
+            tangents = [t if t is not None else _zeros_like_rows(tangents, n) for t, n in zip(tangents, rows)]
+            return call(kind, key, mode, None, *tangents)
+        x, xd, rest, rest_d = inputs[:k], tangents[:k], inputs[k:], tangents[k:]
+        if kind == "forward":                   # dN(x) = T(x) xd
+            return call("tangent", key, mode, None, *x, *_zeros_for_none(xd, [t.shape for t in x]))
+        terms = []                              # tangent: T(x) v; adjoint: T(x)^T g; linear in v, g
+        if any(t is not None for t in rest_d):
+            terms.append(call(kind, key, mode, None, *x, *_zeros_for_none(rest_d, [t.shape for t in rest])))
+        if any(t is not None for t in xd):      # quadratic: d/dx T(x) v . xd = T(xd) v, T(xd)^T g
+            if not spec.quadratic:
+                _no_second_derivative(spec.name)
+            terms.append(call(kind, key, mode, None, *_zeros_for_none(xd, [t.shape for t in x]), *rest))
+        return tuple(sum(parts) for parts in zip(*terms))
+
     def _through_base(self, needs, exact) -> tuple:
         """Gradients through the base state x: exact for a quadratic operator (the adjoint is linear
         in x and, with T symmetric, <c, T(x)^T g> = <T(c)^T g, x>). Other operators never get here:
@@ -203,6 +241,11 @@ def _zeros_for_none(grads, shapes):
     return tuple(like.new_zeros(s) if g is None else g for g, s in zip(grads, shapes))
 
 
+def _zeros_like_rows(tensors, n: int):
+    like = next(t for t in tensors if t is not None)
+    return like.new_zeros((n,) + tuple(like.shape[1:]))
+
+
 def _save(ctx, spec, key, mode, tensors, out) -> None:
     """What a backward needs: the inputs of a nonlinear map (its base state), the row counts of the
     inputs and the shapes of the outputs (a linear map keeps no tensor alive)."""
@@ -228,10 +271,19 @@ def _function(name: str, kind: str) -> type:
 
     class Function(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, key, mode, *tensors):
-            out = maps.compute(kind, key, mode, tensors)
-            _save(ctx, spec, key, mode, tensors, out)
-            return out
+        def forward(key, mode, *tensors):
+            return maps.compute(kind, key, mode, tensors)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            key, mode, *tensors = inputs
+            _save(ctx, spec, key, mode, tensors, output)
+            if not spec.linear:
+                ctx.save_for_forward(*tensors)
+
+        @staticmethod
+        def jvp(ctx, _key, _mode, *tangents):
+            return rules.jvp(kind, ctx.key, ctx.mode, ctx.saved_tensors, ctx.rows, tangents)
 
         @staticmethod
         def backward(ctx, *grads):
@@ -308,27 +360,70 @@ def _spec(name: str):
     return autodiff.spec_of("meshops.torch", name)
 
 
+class _Entry:
+    """Map `kind` of operator `name` as `apply` calls it."""
+
+    def __init__(self, name: str, kind: str):
+        self.spec, self.kind = _spec(name), kind
+        self.ins, self.outs = autodiff.maps(self.spec)[kind]
+        self.where, self.k = f"meshops.torch.{name}{_SUFFIX[kind]}", len(self.spec.domain)
+        self.plain = self.spec.linear or kind == "forward"   # no guard on the base state needed
+        self.maps, self.function = _Maps(self.spec), _function(name, kind)
+
+
+_ENTRIES: dict[tuple[str, str], _Entry] = {}
+
+
+def _entry(name: str, kind: str) -> _Entry:
+    entry = _ENTRIES.get((name, kind))
+    if entry is None:
+        entry = _ENTRIES[(name, kind)] = _Entry(name, kind)
+    return entry
+
+
+def _check_once(entry: _Entry, key: int, mesh, tensors) -> None:
+    """`_check`, once per mesh and call signature (map, shapes, dtypes, devices)."""
+    try:
+        signature = (entry.where, tuple((t.shape, t.dtype, t.device) for t in tensors))
+    except AttributeError:   # not a tensor: _check says which input
+        signature = None
+    checked = _MESHES[key][1]
+    if signature not in checked:
+        _check(entry.where, mesh, entry.ins, tensors)
+        checked.add(signature)
+
+
+def _tracked(tensors) -> bool:
+    """Whether autograd has anything to record: a reverse-mode input, a forward-mode level or a
+    torch.func transform."""
+    if forward_ad._current_level >= 0 or torch._C._functorch.peek_interpreter_stack() is not None:
+        return True
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def apply(name: str, kind: str, mesh, *tensors, mode: str | None = None):
     """Map `kind` of operator `name` on tensors, differentiable: through the custom op while
-    `torch.compile` traces, through the autograd Function otherwise. One output: a tensor; several:
-    a tuple."""
-    spec = _spec(name)
-    ins, outs = autodiff.maps(spec)[kind]
-    _check(f"meshops.torch.{name}{_SUFFIX[kind]}", mesh, ins, tensors)
+    `torch.compile` traces, through the autograd Function when autograd records, directly otherwise.
+    One output: a tensor; several: a tuple."""
+    entry = _entry(name, kind)
     mode = resolve_mode(mode)
     if torch.compiler.is_compiling():
-        key, rows, k = _traced_mesh_key(mesh), list(autodiff.rows(mesh, outs)), len(spec.domain)
-        if spec.linear or kind == "forward":
-            return custom_op(name, kind)(key, mode, rows, *tensors)
-        out = guarded_base(spec, tensors[:k],
-                           lambda *x: _as_tuple(custom_op(name, kind)(key, mode, rows, *x, *tensors[k:])))
+        _check(entry.where, mesh, entry.ins, tensors)
+        key, rows = _traced_mesh_key(id(mesh)), list(autodiff.rows(mesh, entry.outs))
+        op, k = custom_op(name, kind), entry.k
+        if entry.plain:
+            return op(key, mode, rows, *tensors)
+        out = guarded_base(entry.spec, tensors[:k], lambda *x: _as_tuple(op(key, mode, rows, *x, *tensors[k:])))
         return out[0] if len(out) == 1 else out
-    key, k = mesh_key(mesh), len(spec.domain)
-    if spec.linear or kind == "forward":
-        out = _function(name, kind).apply(key, mode, *tensors)
+    key = mesh_key(mesh)
+    _check_once(entry, key, mesh, tensors)
+    if not _tracked(tensors):
+        out = entry.maps.compute(kind, key, mode, tensors)
+    elif entry.plain:
+        out = entry.function.apply(key, mode, *tensors)
     else:
-        function = _function(name, kind)
-        out = guarded_base(spec, tensors[:k], lambda *x: function.apply(key, mode, *x, *tensors[k:]))
+        k, function = entry.k, entry.function
+        out = guarded_base(entry.spec, tensors[:k], lambda *x: function.apply(key, mode, *x, *tensors[k:]))
     return out[0] if len(out) == 1 else out
 
 

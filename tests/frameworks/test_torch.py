@@ -96,6 +96,27 @@ def test_adjoint_and_tangent_maps_are_differentiable(name, mesh, rng):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_forward_mode(name, mesh, rng):
+    """Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) runs the tangent-linear model:
+    every map's Jacobian-vector products against finite differences (gradcheck's forward-AD check,
+    whole Jacobians), and jvp of the forward equal to meshops's tangent (or the operator itself)."""
+    spec = OPERATORS[name]
+    for kind in maps(spec):
+        xt = _tensors(_inputs(mesh, name, kind, rng, nlev=None))
+        op = getattr(mt, name + {"forward": "", "adjoint": "_adj", "tangent": "_tl"}[kind])
+        f = _scaled(lambda *x, op=op: op(mesh, *x), xt)
+        assert torch.autograd.gradcheck(f, xt, check_forward_ad=True, check_backward_ad=False,
+                                        check_undefined_grad=False, check_batched_grad=False), kind
+    x = _inputs(mesh, name, "forward", rng)
+    dx = fields(mesh, spec.domain, rng)
+    _, dy = torch.func.jvp(lambda *a: _as_tuple(getattr(mt, name)(mesh, *a)),
+                           _tensors(x, requires_grad=False), _tensors(dx, requires_grad=False))
+    expected = spec.forward(mesh, *dx) if spec.linear else spec.tangent(mesh, *x, *dx)
+    for a, b in zip(dy, _as_tuple(expected), strict=True):
+        assert np.array_equal(a.numpy(), b)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_custom_ops_gradcheck_and_gradgradcheck(name, mesh, rng):
     """The custom ops (what torch.compile runs) have the same derivatives."""
     spec = OPERATORS[name]
@@ -129,6 +150,7 @@ def test_second_order_of_a_non_quadratic_operator_raises(mesh, rng, monkeypatch)
     derivative: asking for one is a clear error; in the incoming gradient, it works."""
     monkeypatch.setitem(OPERATORS, "ke_e2c", dataclasses.replace(OPERATORS["ke_e2c"], quadratic=False))
     monkeypatch.setattr(mt, "_FUNCTIONS", {})
+    monkeypatch.setattr(mt, "_ENTRIES", {})
     (u,) = _tensors(fields(mesh, ("edge",), rng))
     (w,) = _tensors(fields(mesh, ("cell",), rng))
     (gu,) = torch.autograd.grad(mt.ke_e2c(mesh, u), u, w, create_graph=True)
@@ -157,6 +179,7 @@ def test_cpu_tensors_are_shared_with_numpy(mesh, rng, monkeypatch):
 
     monkeypatch.setitem(OPERATORS, "grad_c2e", dataclasses.replace(spec, forward=forward))
     monkeypatch.setattr(mt, "_FUNCTIONS", {})
+    monkeypatch.setattr(mt, "_ENTRIES", {})
     (x,) = _tensors(fields(mesh, ("cell",), rng), requires_grad=False)
     y = mt.apply("grad_c2e", "forward", mesh, x)
     assert seen["in"] == x.data_ptr() and seen["out"] == y.data_ptr()
