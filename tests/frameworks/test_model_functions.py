@@ -317,11 +317,14 @@ def test_torch_step_refuses_tensors_of_another_backend(problem):
 
 
 @pytest.mark.gpu
-def test_jax_on_a_cupy_model_matches_numpy(problem):
-    """JAX (its CPU backend) runs a CuPy model through the host: gradients equal NumPy's to 1e-13."""
+@pytest.mark.parametrize("callback", [None, "pure"])
+def test_jax_on_a_cupy_model_matches_numpy(problem, callback):
+    """JAX runs a CuPy model (on a GPU backend by default on XLA's device buffers, with "pure"
+    through the host): the run and its gradients equal NumPy's to 1e-13."""
     jax = _jax()
     model, controls, y = problem
-    x, grads = _jax_grads(jax, differentiable.jax_run(_cupy_model(model), 2), controls, y, jit=True)
+    run = differentiable.jax_run(_cupy_model(model), 2, callback=callback)
+    x, grads = _jax_grads(jax, run, controls, y, jit=True)
     x_ref, grads_ref = reference(model, controls, y, 2)
     for a, b in zip(list(x) + list(grads), list(x_ref) + list(grads_ref)):
         assert np.abs(a - b).max() <= 1e-13 * np.abs(b).max()
