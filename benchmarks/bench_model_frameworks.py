@@ -138,8 +138,16 @@ def native_jax_candidate(model, x, g):
          for k, v in native_trisk.constants(model.mesh).items()}
     (f,) = jax_inputs(jnp, (model.f_vertex,), xp)
     gravity, dt = model.physics.gravity, model.dt
-    step = lambda h, u, b: native_trisk.step(c, h, u, b, f, gravity, dt)  # noqa: E731
-    return _jax_pair(jax, step, jax_inputs(jnp, x, xp), jax_inputs(jnp, g, xp))
+    xj, gj = jax_inputs(jnp, x, xp), jax_inputs(jnp, g, xp)
+
+    def step(c, f, h, u, b):  # the stencils are arguments: closed over, XLA would embed them
+        return native_trisk.step(c, h, u, b, f, gravity, dt)
+
+    def vjp(c, f, x, g):
+        y, pullback = jax.vjp(lambda *x: step(c, f, *x), *x)
+        return y, pullback(g)
+    fwd, both = jax.jit(step), jax.jit(vjp)
+    return (lambda: fwd(c, f, *xj)), (lambda: both(c, f, xj, gj)), jax.block_until_ready
 
 
 def native_torch_candidate(model, x, g, compiled: bool):
