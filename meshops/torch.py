@@ -19,9 +19,12 @@ backward of a nonlinear N about x is its adjoint about x, differentiable in the 
 derivative of N: for a quadratic N (`OperatorSpec.quadratic`, every nonlinear operator registered
 in meshops) it is exact from the tangent and adjoint (T(x) y = T(y) x); for any other nonlinear
 operator asking for it raises NotImplementedError, and derivatives in the other inputs still work.
+Forward mode (`torch.autograd.forward_ad`, `torch.func.jvp`) runs the same maps: the tangent of a
+linear map is the map of the tangents, that of N the tangent-linear model.
 
 Two forms of every map, one set of derivative rules (`_Rules`):
-- `torch.autograd.Function`s (`functions(name)`), run by the public functions in eager mode;
+- `torch.autograd.Function`s (`functions(name)`), run by the public functions in eager mode when
+  autograd records the call (otherwise meshops runs directly);
 - custom ops `torch.ops.meshops.X`, `X_adj`, `X_tl` (`torch.library.custom_op` with
   `register_autograd` and `register_fake`), run under `torch.compile` so that a compiled graph keeps
   the operators without breaks (`fullgraph=True` works). The mesh enters them as an integer key
@@ -98,11 +101,13 @@ def _run(fn, key: int, tensors) -> tuple:
 
 
 _STREAMS: dict = {}
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream)
 
 
 def _cupy_stream(index: int):
     """torch's current stream on CUDA device `index` as a CuPy stream (one object per stream)."""
-    handle = torch.cuda.current_stream(index).cuda_stream
+    handle = _raw_stream(index)
     stream = _STREAMS.get((handle, index))
     if stream is None:
         import cupy
