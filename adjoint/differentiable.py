@@ -49,7 +49,7 @@ import functools
 
 import numpy as np
 
-from adjoint.gradient import advance, run_gradient
+from adjoint.gradient import advance, run_gradient, topography
 from adjoint.model import rk4_step_adj
 from adjoint.sensitivity import FinalStateProjection
 from swm.config import CheckpointConfig
@@ -75,23 +75,13 @@ class _Core:
     def stores_trajectory(self) -> bool:
         return self.checkpointing is None
 
-    @contextlib.contextmanager
-    def topography(self, b):
-        """model.b = b inside the block, the model's own b after it."""
-        saved = self.model.b
-        self.model.b = b
-        try:
-            yield
-        finally:
-            self.model.b = saved
-
     def forward(self, h, u, b, keep: bool):
         """(h_N, u_N, kept): kept = [x_1, .., x_{N-1}] when `keep` and the trajectory is stored
         (no checkpointing), else None."""
         model = self.model
         state = [h, u] if model.exchange is None else [h.copy(), u.copy()]
         kept = [] if keep and self.stores_trajectory else None
-        with self.topography(b):
+        with topography(self.model, b):
             for k in range(self.n_steps):
                 if kept is not None and k:
                     kept.append(state)
@@ -101,7 +91,7 @@ class _Core:
     def backward(self, h0, u0, b, kept, h_adj, u_adj):
         """(dJ/dh0, dJ/du0, dJ/db) of J = <x_N, (h_adj, u_adj)> (module doc)."""
         model = self.model
-        with self.topography(b):
+        with topography(self.model, b):
             if kept is None:
                 _, grads, _ = run_gradient(model, h0, u0,
                                            FinalStateProjection(h_adj, u_adj, self.n_steps),

@@ -10,6 +10,8 @@ products of controls are sums over owned rows and ranks (`swm.distribution.owned
 """
 from __future__ import annotations
 
+import contextlib
+
 from adjoint.checkpointing import make_schedule, reverse_sweep
 from adjoint.model import rk4_step_adj, rk4_step_tl
 
@@ -17,6 +19,25 @@ from adjoint.model import rk4_step_adj, rk4_step_tl
 def advance(model, state):
     """x_{k+1} = M(x_k) on new arrays (the model's step: fused kernels on CuPy)."""
     return list(model.advance(*state))
+
+
+@contextlib.contextmanager
+def topography(model, b):
+    """model.b = b inside the block (b as a control of a run), the model's own b after it."""
+    saved = model.b
+    model.b = b
+    try:
+        yield
+    finally:
+        model.b = saved
+
+
+def cost_of_controls(model, cost, n_steps: int):
+    """J(h0, u0, b): `run_cost` with topography b, as a function of all three controls."""
+    def functional(h0, u0, b):
+        with topography(model, b):
+            return run_cost(model, h0, u0, cost, n_steps)
+    return functional
 
 
 def run_cost(model, h0, u0, cost, n_steps: int) -> float:
@@ -69,4 +90,4 @@ def run_tangent(model, h0, u0, dh0, du0, db, n_steps: int):
     return tangent
 
 
-__all__ = ["advance", "run_cost", "run_gradient", "run_tangent"]
+__all__ = ["advance", "cost_of_controls", "run_cost", "run_gradient", "run_tangent", "topography"]

@@ -72,3 +72,24 @@ def check_fields(where: str, mesh, locations, fields, *, is_array, float_dtypes,
             raise ValueError(f"{where}: input {i}: levels {tuple(x.shape[1:])}, dtype {x.dtype}"
                              f"{place(x)}; expected those of input 0: {tuple(first.shape[1:])}, "
                              f"{first.dtype}{place(first)}")
+
+
+def install_public(namespace: dict, make) -> list[str]:
+    """namespace[X], [X_adj], [X_tl] = make(name, kind) for every registered operator; their names."""
+    names = []
+    for spec in OPERATORS.values():
+        for attr, kind in public_names(spec).items():
+            namespace[attr] = make(spec.name, kind)
+            names.append(attr)
+    return names
+
+
+def public_attribute(namespace: dict, make, module: str, attr: str):
+    """A module's `__getattr__`: the public function `attr` of an operator registered after the module
+    was imported, made and kept in `namespace` on first access."""
+    for spec in OPERATORS.values():
+        kind = public_names(spec).get(attr)
+        if kind is not None:
+            namespace[attr] = fn = make(spec.name, kind)
+            return fn
+    raise AttributeError(f"module {module!r} has no attribute {attr!r}")

@@ -256,17 +256,8 @@ def _public(name: str, kind: str):
 
 def __getattr__(attr: str):
     """Operators registered after this module was imported are wrapped on first access."""
-    for spec in OPERATORS.values():
-        kind = autodiff.public_names(spec).get(attr)
-        if kind is not None:
-            globals()[attr] = fn = _public(spec.name, kind)
-            return fn
-    raise AttributeError(f"module 'meshops.jax' has no attribute {attr!r}")
+    return autodiff.public_attribute(globals(), _public, __name__, attr)
 
 
-__all__ = ["CALLBACKS", "apply", "buffer_callback_available", "set_callback"]
-for _spec in OPERATORS.values():
-    for _attr, _kind in autodiff.public_names(_spec).items():
-        globals()[_attr] = _public(_spec.name, _kind)
-        __all__.append(_attr)
-del _spec, _attr, _kind
+__all__ = ["CALLBACKS", "apply", "buffer_callback_available", "set_callback",
+           *autodiff.install_public(globals(), _public)]

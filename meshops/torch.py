@@ -44,7 +44,6 @@ except ModuleNotFoundError as exc:  # the optional extra
 from meshops import autodiff
 from meshops.autodiff import SUFFIX as _SUFFIX
 from meshops.modes import resolve_mode
-from meshops.registry import OPERATORS
 
 _MESHES: dict[int, tuple] = {}   # id(mesh) -> (weak reference to it, the call signatures checked on it)
 
@@ -447,18 +446,13 @@ def _public(name: str, kind: str):
 
 def __getattr__(attr: str):
     """Operators registered after this module was imported are wrapped on first access."""
-    for spec in OPERATORS.values():
-        kind = autodiff.public_names(spec).get(attr)
-        if kind is not None:
-            globals()[attr] = fn = _public(spec.name, kind)
-            return fn
-    raise AttributeError(f"module 'meshops.torch' has no attribute {attr!r}")
+    return autodiff.public_attribute(globals(), _public, __name__, attr)
 
 
-__all__ = ["apply", "custom_op", "functions", "mesh_key"]
-for _spec_ in OPERATORS.values():
-    for _attr, _kind in autodiff.public_names(_spec_).items():
-        globals()[_attr] = _public(_spec_.name, _kind)
-        __all__.append(_attr)
-        custom_op(_spec_.name, _kind)
-del _spec_, _attr, _kind
+def _public_and_custom_op(name: str, kind: str):
+    custom_op(name, kind)   # registered with torch.library at import, before any trace needs it
+    return _public(name, kind)
+
+
+__all__ = ["apply", "custom_op", "functions", "mesh_key",
+           *autodiff.install_public(globals(), _public_and_custom_op)]

@@ -6,7 +6,7 @@ import yaml
 
 from adjoint.checkpointing import make_schedule
 from adjoint.costs import ObservationCost, RegionCost, write_observations
-from adjoint.gradient import run_cost, run_gradient
+from adjoint.gradient import cost_of_controls, run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.verification import taylor_test
 from swm.config import load_config
@@ -59,12 +59,5 @@ def test_gradient_of_every_cost_passes_the_taylor_test(run_setup, kind, schedule
     derivative = owned_inner(s.distribution, [("cell", gh, dm[0]), ("edge", gu, dm[1]),
                                               ("cell", gb, dm[2])])
 
-    def functional(h, u, b):
-        model.b = b
-        try:
-            return run_cost(model, h, u, cost, STEPS)
-        finally:
-            model.b = b0
-
-    result = taylor_test(functional, (h0, u0, b0), dm, derivative, eps0=1.0, steps=4)
+    result = taylor_test(cost_of_controls(model, cost, STEPS), (h0, u0, b0), dm, derivative, eps0=1.0, steps=4)
     assert result.passed(1.9), str(result)
