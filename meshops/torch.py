@@ -35,6 +35,8 @@ from __future__ import annotations
 import ctypes
 import weakref
 
+import numpy as np
+
 try:
     import torch
     from torch.autograd import forward_ad
@@ -94,11 +96,23 @@ def _run(fn, key: int, tensors) -> tuple:
         import cupy
 
         with cupy.cuda.Device(device.index), _cupy_stream(device.index):
-            out = fn(mesh, *(cupy.from_dlpack(t.detach().contiguous()) for t in tensors))
+            out = fn(mesh, *(_cupy_view(cupy, t.detach().contiguous(), device.index) for t in tensors))
             return tuple(torch.from_dlpack(o) for o in out)
     raise ValueError(f"meshops.torch: tensors on device {device}; expected cpu or cuda")
 
 
+def _cupy_view(cupy, t, index: int):
+    """The memory of contiguous CUDA tensor `t` as a CuPy array, kept alive by the array. Cheaper
+    than DLPack (torch's `__dlpack__` queries the current stream in Python): the caller already
+    runs on torch's current stream, so there is nothing to order."""
+    dtype = _CUPY_DTYPES.get(t.dtype)
+    if dtype is None or t.numel() == 0:
+        return cupy.from_dlpack(t)
+    memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, index)
+    return cupy.ndarray(tuple(t.shape), dtype, cupy.cuda.MemoryPointer(memory, 0))
+
+
+_CUPY_DTYPES = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
 _STREAMS: dict = {}
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda index: torch.cuda.current_stream(index).cuda_stream)

@@ -166,23 +166,30 @@ def test_second_order_of_a_non_quadratic_operator_raises(mesh, rng, monkeypatch)
     assert torch.autograd.gradcheck(_scaled(lambda w: mt.ke_e2c_adj(mesh, u, w), (w,)), (w,))
 
 
-def test_cpu_tensors_are_shared_with_numpy(mesh, rng, monkeypatch):
-    """The operator reads the tensor's memory and the result tensor is the operator's array."""
+def _shares_memory(mesh, rng, monkeypatch, device, address, requires_grad):
+    """The operator reads the tensor's memory and the result tensor is the operator's array
+    (`address`: the data pointer of a NumPy or CuPy array)."""
     spec = OPERATORS["grad_c2e"]
     seen = {}
 
     def forward(m, x):
-        seen["in"] = x.__array_interface__["data"][0]
+        seen["in"] = address(x)
         out = spec.forward(m, x)
-        seen["out"] = out.__array_interface__["data"][0]
+        seen["out"] = address(out)
         return out
 
     monkeypatch.setitem(OPERATORS, "grad_c2e", dataclasses.replace(spec, forward=forward))
     monkeypatch.setattr(mt, "_FUNCTIONS", {})
     monkeypatch.setattr(mt, "_ENTRIES", {})
-    (x,) = _tensors(fields(mesh, ("cell",), rng), requires_grad=False)
+    (x,) = _tensors(fields(mesh, ("cell",), rng), device, requires_grad=requires_grad)
     y = mt.apply("grad_c2e", "forward", mesh, x)
     assert seen["in"] == x.data_ptr() and seen["out"] == y.data_ptr()
+    assert torch.equal(y.detach().cpu(), torch.from_numpy(spec.forward(mesh, x.detach().cpu().numpy())))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_cpu_tensors_are_shared_with_numpy(mesh, rng, monkeypatch, requires_grad):
+    _shares_memory(mesh, rng, monkeypatch, "cpu", lambda a: a.__array_interface__["data"][0], requires_grad)
 
 
 def test_bad_inputs_name_the_input(mesh, rng):
@@ -239,6 +246,13 @@ def _cuda():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_cuda_tensors_are_shared_with_cupy(mesh, rng, monkeypatch, requires_grad):
+    _cuda()
+    _shares_memory(mesh, rng, monkeypatch, "cuda", lambda a: a.data.ptr, requires_grad)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
 @pytest.mark.parametrize("name", NAMES)
 def test_cuda_matches_cpu(name, mode, mesh, rng):
@@ -257,8 +271,11 @@ def test_cuda_matches_cpu(name, mode, mesh, rng):
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             y = _as_tuple(getattr(mt, name)(mesh, *xt, mode=mode))
             grads = torch.autograd.grad(y, xt, gt)
+            with torch.no_grad():   # straight to meshops, no autograd Function
+                y_plain = _as_tuple(getattr(mt, name)(mesh, *xt, mode=mode))
         if stream is not None:
             stream.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(y, y_plain, strict=True))
         results.append([t.detach().cpu().numpy() for t in y + grads])
     for a, b in zip(*results, strict=True):
         assert np.abs(a - b).max() <= 1e-13 * np.abs(a).max()
