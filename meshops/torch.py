@@ -274,31 +274,33 @@ def _save(ctx, spec, key, mode, tensors, out) -> None:
 
 # -- autograd Functions ----------------------------------------------------------------------------
 
-_FUNCTIONS: dict[tuple[str, str], type] = {}
+_FUNCTIONS: dict[tuple[str, str, bool], type] = {}
 
 
-def _function(name: str, kind: str) -> type:
+def _function(name: str, kind: str, transforms: bool = False) -> type:
     """The torch.autograd.Function of map `kind` ("forward", "adjoint", "tangent") of operator `name`:
-    apply(key, mode, *tensors) -> tuple of tensors."""
-    fn = _FUNCTIONS.get((name, kind))
+    apply(key, mode, *tensors) -> tuple of tensors. `transforms`: the form `torch.func` transforms
+    need (a separate `setup_context`); PyTorch binds that form's arguments through `inspect` at every
+    call (about 90 us), so outside transforms the form with the context in `forward` runs."""
+    fn = _FUNCTIONS.get((name, kind, transforms))
     if fn is not None:
         return fn
     spec = _spec(name)
     maps = _Maps(spec)
-    rules = _Rules(spec, lambda kind_, key, mode, rows, *t: _function(name, kind_).apply(key, mode, *t))
 
-    class Function(torch.autograd.Function):
-        @staticmethod
-        def forward(key, mode, *tensors):
-            return maps.compute(kind, key, mode, tensors)
+    def call(kind_, key, mode, rows, *t):   # recorded only when the derivative is itself differentiated
+        if _tracked(t):
+            return _current_function(name, kind_).apply(key, mode, *t)
+        return maps.compute(kind_, key, mode, t)
 
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            key, mode, *tensors = inputs
-            _save(ctx, spec, key, mode, tensors, output)
-            if not spec.linear:
-                ctx.save_for_forward(*tensors)
+    rules = _Rules(spec, call)
 
+    def save(ctx, key, mode, tensors, output):
+        _save(ctx, spec, key, mode, tensors, output)
+        if not spec.linear:
+            ctx.save_for_forward(*tensors)
+
+    class Derivatives(torch.autograd.Function):
         @staticmethod
         def jvp(ctx, _key, _mode, *tangents):
             return rules.jvp(kind, ctx.key, ctx.mode, ctx.saved_tensors, ctx.rows, tangents)
@@ -309,9 +311,32 @@ def _function(name: str, kind: str) -> type:
             return (None, None) + tuple(rules.backward(kind, ctx.key, ctx.mode, ctx.saved_tensors,
                                                        ctx.rows, ctx.needs_input_grad[2:], grads))
 
+    if transforms:
+        class Function(Derivatives):
+            @staticmethod
+            def forward(key, mode, *tensors):
+                return maps.compute(kind, key, mode, tensors)
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                key, mode, *tensors = inputs
+                save(ctx, key, mode, tensors, output)
+    else:
+        class Function(Derivatives):
+            @staticmethod
+            def forward(ctx, key, mode, *tensors):
+                out = maps.compute(kind, key, mode, tensors)
+                save(ctx, key, mode, tensors, out)
+                return out
+
     Function.__name__ = Function.__qualname__ = f"{name}_{kind}"
-    _FUNCTIONS[(name, kind)] = Function
+    _FUNCTIONS[(name, kind, transforms)] = Function
     return Function
+
+
+def _current_function(name: str, kind: str) -> type:
+    """`_function` in the form the current context needs."""
+    return _function(name, kind, torch._C._are_functorch_transforms_active())
 
 
 def functions(name: str) -> dict:
@@ -386,7 +411,7 @@ class _Entry:
         self.ins, self.outs = autodiff.maps(self.spec)[kind]
         self.where, self.k = f"meshops.torch.{name}{_SUFFIX[kind]}", len(self.spec.domain)
         self.plain = self.spec.linear or kind == "forward"   # no guard on the base state needed
-        self.maps, self.function = _Maps(self.spec), _function(name, kind)
+        self.maps = _Maps(self.spec)
 
 
 _ENTRIES: dict[tuple[str, str], _Entry] = {}
@@ -438,9 +463,9 @@ def apply(name: str, kind: str, mesh, *tensors, mode: str | None = None):
     if not _tracked(tensors):
         out = entry.maps.compute(kind, key, mode, tensors)
     elif entry.plain:
-        out = entry.function.apply(key, mode, *tensors)
+        out = _current_function(name, kind).apply(key, mode, *tensors)
     else:
-        k, function = entry.k, entry.function
+        k, function = entry.k, _current_function(name, kind)
         out = guarded_base(entry.spec, tensors[:k], lambda *x: function.apply(key, mode, *x, *tensors[k:]))
     return out[0] if len(out) == 1 else out
 
