@@ -322,6 +322,20 @@ def available(frameworks, xp):
     return out
 
 
+def backend_and_device(backend: str, cpu_threads: int):
+    """(array module, a description of the device) of `backend` ("cupy" or "numpy"); on the CPU,
+    PyTorch and XLA set to `cpu_threads` threads (0: left as they are)."""
+    if backend == "cupy":
+        import cupy
+
+        return cupy, cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["name"].decode()
+    device = f"CPU ({os.cpu_count()} cores), NumPy {np.__version__}"
+    if cpu_threads:
+        device += f", {cpu_threads} thread(s) for PyTorch and XLA"
+        set_cpu_threads(cpu_threads)
+    return np, device
+
+
 def set_cpu_threads(n: int) -> None:
     """n intra-op threads for PyTorch and XLA on the CPU (XLA: before JAX starts its backend)."""
     if n == 1:
@@ -374,15 +388,7 @@ def main(argv=None):
         print(markdown(json.loads(args.markdown.read_text())))
         return 0
     t0 = time.perf_counter()
-    if args.backend == "cupy":
-        import cupy as xp
-        props = xp.cuda.runtime.getDeviceProperties(xp.cuda.runtime.getDevice())
-        device = props["name"].decode()
-    else:
-        xp, device = np, f"CPU ({os.cpu_count()} cores), NumPy {np.__version__}"
-        if args.cpu_threads:
-            device += f", {args.cpu_threads} thread(s) for PyTorch and XLA"
-            set_cpu_threads(args.cpu_threads)
+    xp, device = backend_and_device(args.backend, args.cpu_threads)
     frameworks = available(args.frameworks, xp)
     if any(fw.startswith("jax") for fw in frameworks):
         import jax

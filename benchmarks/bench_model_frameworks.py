@@ -37,7 +37,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX must not 
 os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.35")
 
 from benchmarks import common, meshes, native_trisk  # noqa: E402
-from benchmarks.bench_frameworks import close, set_cpu_threads  # noqa: E402
+from benchmarks.bench_frameworks import backend_and_device, close  # noqa: E402
 
 CANDIDATES = ("meshops", "torch", "jax", "native jax", "native torch", "native torch.compile")
 PASSES = ("fwd", "fwd_bwd")
@@ -280,12 +280,7 @@ def main(argv=None) -> int:
         print(markdown(json.loads(args.markdown.read_text())))
         return 0
     t0 = time.perf_counter()
-    if args.backend == "cupy":
-        import cupy as xp
-        device = xp.cuda.runtime.getDeviceProperties(xp.cuda.runtime.getDevice())["name"].decode()
-    else:
-        xp, device = np, f"CPU ({os.cpu_count()} cores), NumPy {np.__version__}, {args.cpu_threads} thread(s)"
-        set_cpu_threads(args.cpu_threads)
+    xp, device = backend_and_device(args.backend, args.cpu_threads)
     candidates = [c for c in available(xp) if not args.candidates or c in args.candidates]
     if candidates[0] != "meshops":
         candidates.insert(0, "meshops")   # the reference
