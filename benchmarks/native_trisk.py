@@ -12,7 +12,8 @@ and sums only).
 """
 from __future__ import annotations
 
-from benchmarks.peers import _c2v, _consts, _curl, _div, _g, _grad_c, _ke, _mean2, _tangential, gather
+from benchmarks.peers import (_c2v, _consts, _curl, _div, _g, _grad_c, _ke, _mean2, _tangential, gather,
+                              pv_flux)
 from swm.timestepping import RK4_A, RK4_B
 
 
@@ -23,19 +24,14 @@ def constants(mesh) -> dict:
                    pv=_tangential(mesh))
 
 
-def _pv_flux(c, flux, pv_edge):
-    """sum_j weightsOnEdge * F[eoe_j] * (pv_edge[e] + pv_edge[eoe_j]) / 2."""
-    idx, w = c["pv_idx"], c["pv_coef"]
-    return (w * flux[idx] * 0.5 * (pv_edge[:, None] + pv_edge[idx])).sum(1)
-
-
 def tendencies(c, h, u, b, f_vertex, gravity):
     h_edge = _g(c, "c2e", h)
     pv_vertex = (f_vertex + _g(c, "curl", u)) / _g(c, "c2v", h)
     pv_edge = _g(c, "v2e", pv_vertex)
     flux = h_edge * u
     tend_h = -gather(flux, c["div_idx"], c["div_coef"])
-    tend_u = _pv_flux(c, flux, pv_edge) - _g(c, "grad", _g(c, "ke", u * u) + gravity * (h + b))
+    tend_u = (pv_flux(flux, pv_edge, c["pv_idx"], c["pv_coef"])
+              - _g(c, "grad", _g(c, "ke", u * u) + gravity * (h + b)))
     return tend_h, tend_u
 
 

@@ -112,12 +112,14 @@ def _ke_e2c(mesh):
     return _consts(s=_ke(mesh)), lambda c, u: _g(c, "s", u * u)
 
 
+def pv_flux(F, q, idx, w):
+    """sum_j w[e, j] * F[idx[e, j]] * (q[e] + q[idx[e, j]]) / 2 (TRiSK's PV flux)."""
+    qe = q[:, None] if q.ndim == 1 else q[:, None, :]
+    return (_col(w, F) * F[idx] * 0.5 * (qe + q[idx])).sum(1)
+
+
 def _pv_flux(mesh):
-    def fn(c, F, q):
-        idx, w = c["s_idx"], c["s_coef"]
-        qe = q[:, None] if q.ndim == 1 else q[:, None, :]
-        return (_col(w, F) * F[idx] * 0.5 * (qe + q[idx])).sum(1)
-    return _consts(s=_tangential(mesh)), fn
+    return _consts(s=_tangential(mesh)), lambda c, F, q: pv_flux(F, q, c["s_idx"], c["s_coef"])
 
 
 def _laplacian(c, x):
