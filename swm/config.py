@@ -262,7 +262,9 @@ def _describe(path, exc: ValidationError) -> str:
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key (value {value!r})")
+            allowed = _keys_of(err["loc"][:-1])
+            lines.append(f"  {key}: unknown key (value {value!r})"
+                         + (f"; expected one of: {', '.join(allowed)}" if allowed else ""))
         elif err["type"] == "missing":
             lines.append(f"  {key}: missing (required)")
         else:
@@ -270,6 +272,23 @@ def _describe(path, exc: ValidationError) -> str:
             shown = value if not isinstance(value, dict) else "{...}"
             lines.append(f"  {key} = {shown!r}: {msg}")
     return "\n".join(lines)
+
+
+def _section(annotation):
+    """The section (a model class) a field of that annotation holds, or None."""
+    return next((a for a in getattr(annotation, "__args__", (annotation,))
+                 if isinstance(a, type) and issubclass(a, BaseModel)), None)
+
+
+def _keys_of(loc) -> list[str]:
+    """The keys of the section at `loc` (a path of keys from the top), [] where none is found."""
+    model = Config
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        model = _section(field.annotation) if field is not None else None
+        if model is None:
+            return []
+    return list(model.model_fields)
 
 
 def _type_name(annotation) -> str:
@@ -289,9 +308,7 @@ def describe_schema(model=Config, prefix: str = "") -> list[str]:
     lines = []
     for name, field in model.model_fields.items():
         key = prefix + name
-        annotation = field.annotation
-        sub = next((a for a in getattr(annotation, "__args__", (annotation,))
-                    if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        sub = _section(field.annotation)
         if sub is not None:
             lines.append(f"{key}: section" + (f" -- {field.description}" if field.description else ""))
             lines += describe_schema(sub, key + ".")
@@ -300,7 +317,7 @@ def describe_schema(model=Config, prefix: str = "") -> list[str]:
         bounds = [f"{symbol} {getattr(m, attr)}" for m in field.metadata
                   for attr, symbol in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
                   if getattr(m, attr, None) is not None]
-        lines.append(f"{key}: {_type_name(annotation)}, "
+        lines.append(f"{key}: {_type_name(field.annotation)}, "
                      f"{default}{'; ' + ' '.join(bounds) if bounds else ''} -- {field.description}")
     return lines
 

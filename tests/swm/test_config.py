@@ -34,8 +34,9 @@ def test_defaults_filled_in(tmp_path):
     ({"backend": "fortran"}, "backend", "'numpy' or 'cupy'"),
     ({"diffusion": {"visc4": -1.0}}, "diffusion.visc4", "greater than or equal to 0"),
     ({"mesh": {"file": "/nonexistent/x1.162.grid.nc"}}, "mesh", "no such file"),
-    ({"colour": "blue"}, "colour", "unknown key"),
-    ({"output": {"path": "o.nc", "intervall_hours": 6}}, "output.intervall_hours", "unknown key"),
+    ({"colour": "blue"}, "colour", "unknown key (value 'blue'); expected one of: mesh, "),
+    ({"output": {"path": "o.nc", "intervall_hours": 6}}, "output.intervall_hours",
+     "unknown key (value 6); expected one of: path, interval_hours"),
     ({"output": {"variables": ["h", "temperature"]}}, "output.variables.1", "'h'"),
     ({"partition": {"method": "file"}}, "partition", "partition.file is needed"),
 ])
