@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 
 
 def parse_args(argv=None):
@@ -33,6 +34,8 @@ def parse_args(argv=None):
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plot", action="store_true",
                    help="after the run, write PNG maps of the last output (python -m swm.plot)")
+    p.add_argument("--debug", action="store_true",
+                   help="show the traceback of an error (otherwise one line)")
     p.add_argument("--check-adjoint", action="store_true",
                    help="(a config with a sensitivity section) instead of the run, the whole-run "
                         "dot-product test of the tangent-linear and adjoint models and a Taylor "
@@ -62,8 +65,7 @@ def main(argv=None) -> int:
         print(f"run_model.py: error: --check-adjoint: {args.config} has no sensitivity section "
               "(see configs/sensitivity_williamson5.yaml)", file=sys.stderr)
         return 2
-    from meshops.parallel.comm import abort_on_error, world
-    from swm.driver import WatchdogError, run
+    from meshops.parallel.comm import world
 
     comm = world()
     logging.basicConfig(level=config.log_level.upper(),
@@ -72,38 +74,80 @@ def main(argv=None) -> int:
     if comm.Get_rank() != 0:
         logging.getLogger("swm").setLevel(max(logging.WARNING, logging.getLogger().level))
     logging.getLogger("swm").info("config %s:\n%s", args.config, dump(config))
+    try:
+        status = run(config, args)
+    except Exception as exc:  # noqa: BLE001 - one line for the user, the traceback with --debug
+        return report(exc, comm, args.debug)
+    if status == 0 and args.plot and comm.Get_rank() == 0 and config.sensitivity is None:
+        from swm.plot import plot_file
 
-    with abort_on_error(comm):
-        try:
-            if args.check_adjoint:
-                from adjoint.sensitivity import check_adjoint
+        for target in plot_file(config.output.path):
+            print(f"wrote {target}")
+    return status
 
-                return 0 if check_adjoint(config) else 1
-            if config.sensitivity is not None:
-                from adjoint.sensitivity import run_sensitivity
 
-                run_sensitivity(config, progress=not args.no_progress)
-                return 0
-            if config.fourdvar is not None:
-                from adjoint.fourdvar import run_fourdvar
+def run(config, args) -> int:
+    if args.check_adjoint:
+        from adjoint.sensitivity import check_adjoint
 
-                run_fourdvar(config)
-                return 0
-            run(config, progress=not args.no_progress)
-        except ConfigError as exc:        # found once the mesh is known, on every rank together
-            if comm.Get_rank() == 0:
-                print(f"run_model.py: error: {exc}", file=sys.stderr)
-            return 2
-        except WatchdogError as exc:      # raised on every rank together
-            if comm.Get_rank() == 0:
-                print(f"run_model.py: stopped: {exc}", file=sys.stderr)
-            return 3
-        if args.plot and comm.Get_rank() == 0:
-            from swm.plot import plot_file
+        return 0 if check_adjoint(config) else 1
+    if config.sensitivity is not None:
+        from adjoint.sensitivity import run_sensitivity
 
-            for target in plot_file(config.output.path):
-                print(f"wrote {target}")
+        run_sensitivity(config, progress=not args.no_progress)
+        return 0
+    if config.fourdvar is not None:
+        from adjoint.fourdvar import run_fourdvar
+
+        run_fourdvar(config)
+        return 0
+    from swm.driver import run as run_forward
+
+    run_forward(config, progress=not args.no_progress)
     return 0
+
+
+def report(exc, comm, debug: bool) -> int:
+    """Print `exc` as one line on stderr (the traceback too with --debug) and return the exit
+    status: 2 for a config or input problem, 3 for a watchdog stop, 128 + the signal number for a
+    run stopped by a signal, 1 otherwise. Errors raised on every rank together are printed by rank
+    0; any other error on one rank of several ends the whole job (MPI_Abort)."""
+    from swm.config import ConfigError
+    from swm.simulation import Interrupted
+    from swm.watchdog import WatchdogError
+
+    collective = isinstance(exc, (ConfigError, WatchdogError, Interrupted)) or \
+        getattr(exc, "collective", False)
+    if debug:
+        traceback.print_exc()
+    if isinstance(exc, ConfigError):
+        line, status = f"error: {exc}", 2
+    elif isinstance(exc, WatchdogError):
+        line, status = f"stopped: {exc}", 3
+    elif isinstance(exc, Interrupted):
+        line, status = f"{exc}; resume with --set restart.resume=true", 128 + exc.signum
+    elif isinstance(exc, (ValueError, OSError)):     # bad input: meshes, files, restarts
+        line, status = f"error: {_plain(exc)}", 2
+    else:
+        line, status = f"error: {_plain(exc)}" + ("" if debug else " (--debug shows where)"), 1
+    several = comm.Get_size() > 1
+    if comm.Get_rank() == 0 or not collective:
+        prefix = f"run_model.py: rank {comm.Get_rank()}: " if several and not collective \
+            else "run_model.py: "
+        print(prefix + line, file=sys.stderr, flush=True)
+    if several and not collective:
+        from meshops.parallel.comm import abort
+
+        abort(comm)
+    return status
+
+
+def _plain(exc) -> str:
+    """The exception's message (its type's name where the message alone would not say much)."""
+    text = str(exc).strip() or type(exc).__name__
+    if not isinstance(exc, (ValueError, OSError, RuntimeError)):
+        text = f"{type(exc).__name__}: {text}"
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

@@ -66,9 +66,10 @@ def main(argv=None):
             ("per-field exchange", lambda: per_field(False), halo),
             ("state exchange adjoint", lambda: state_ex.exchange_adjoint(state), state_ex),
             ("per-field exchange adjoint", lambda: per_field(True), halo)]
+    transport = state_ex.transport_summary(xp, args.transport)     # collective: every rank
     if rank == 0:
         print(f"level {args.level}, {comm.Get_size()} ranks, {args.backend}, transport "
-              f"{state_ex.transport_name(xp, args.transport)}, nlev {args.nlev}")
+              f"{transport}, nlev {args.nlev}")
     for name, fn, owner in runs:
         for _ in range(3):
             fn()

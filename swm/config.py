@@ -4,30 +4,43 @@ Every key has a type, a default where one makes sense, an allowed range and a de
 (`python run_model.py --help-config` prints them). Unknown keys, wrong types and impossible values
 stop the run with the key path, the value and what is allowed. `--set a.b=value` overrides a key
 (the value read as YAML).
+
+The schema is strict: a repeated key, a boolean or a float where an integer is expected, a quoted
+number, `.inf` or `.nan`, an output that would overwrite an input or another output, and an output
+whose directory is missing or read-only are all refused when the config is loaded.
 """
 from __future__ import annotations
 
 import math
+import os
 import pathlib
+import re
 import typing
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from swm.constants import EARTH_RADIUS
+from swm.variables import OUTPUT_VARIABLES
 
 #: Largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge of the run: RK4's imaginary-axis bound
 #: 2 sqrt(2) over the TRiSK wave operator's largest frequency, about 2 (|u| + c) / dcEdge (Williamson
 #: case 6, level 4: stable for 10 days at 1.41, unstable at 1.70).
 CFL_LIMIT = 1.4
-#: Output variables the model writes (MPAS names).
-OUTPUT_VARIABLES = ("h", "u", "vorticity", "divergence", "ke", "uReconstructZonal",
-                    "uReconstructMeridional", "b")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """No unknown keys, no coercion (an int is not read from true, 2.0 or "2"; a float is not read
+    from a string, an int is a float), finite floats only."""
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+#: A path: a string (from YAML) or a pathlib.Path.
+FilePath = Annotated[pathlib.Path, Field(strict=False)]
+#: Two floats: a YAML list [a, b] or a tuple.
+FloatPair = Annotated[tuple[float, float],
+                      BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
 
 
 class GeneratedMesh(Strict):
@@ -38,7 +51,7 @@ class GeneratedMesh(Strict):
 
 class MeshConfig(Strict):
     generate: Optional[GeneratedMesh] = Field(None, description="generate an icosahedral mesh")
-    file: Optional[pathlib.Path] = Field(None, description="an MPAS grid file instead")
+    file: Optional[FilePath] = Field(None, description="an MPAS grid file instead")
     radius: float = Field(EARTH_RADIUS, gt=0, description="sphere radius (m); a generated mesh uses "
                           "it, a file's geometry is scaled to it")
     recompute_geometry: bool = Field(False, description="derive lengths, areas and weights from "
@@ -65,6 +78,8 @@ class TimeConfig(Strict):
     dt: Optional[float] = Field(None, gt=0, description="time step (s); or give cfl")
     cfl: Optional[float] = Field(None, gt=0, le=CFL_LIMIT,
                                  description=f"Courant number of the fastest gravity wave, <= {CFL_LIMIT}")
+    max_steps: int = Field(1_000_000, ge=1, description="the most time steps a run may take; a run "
+                           "needing more (days / dt) is refused before any work")
 
     @model_validator(mode="after")
     def _one_step(self):
@@ -82,7 +97,7 @@ class DiffusionConfig(Strict):
 class PartitionConfig(Strict):
     method: Literal["metis", "sfc", "file"] = Field("metis", description="METIS, a Hilbert curve, "
                                                     "or an MPAS graph.info.part.N file")
-    file: Optional[pathlib.Path] = Field(None, description="partition file (method: file)")
+    file: Optional[FilePath] = Field(None, description="partition file (method: file)")
 
     @model_validator(mode="after")
     def _file(self):
@@ -94,24 +109,22 @@ class PartitionConfig(Strict):
 
 
 class OutputConfig(Strict):
-    path: pathlib.Path = Field(pathlib.Path("output.nc"), description="history file (netCDF)")
+    path: FilePath = Field(pathlib.Path("output.nc"), description="history file (netCDF)")
     interval_hours: float = Field(24.0, gt=0, description="output interval (hours)")
     variables: list[Literal[OUTPUT_VARIABLES]] = Field(
-        ["h", "u", "vorticity", "divergence", "ke", "uReconstructZonal", "uReconstructMeridional", "b"],
-        description="fields written at each output time")
+        list(OUTPUT_VARIABLES), description="fields written at each output time (swm.variables)")
 
 
 class RestartConfig(Strict):
-    path: pathlib.Path = Field(pathlib.Path("restart.nc"), description="restart file")
+    path: FilePath = Field(pathlib.Path("restart.nc"), description="restart file")
     interval_hours: Optional[float] = Field(None, gt=0, description="restart interval (hours); none: off")
     resume: bool = Field(False, description="start from the restart file")
 
 
 class BoxConfig(Strict):
-    lat: tuple[float, float] = Field((-90.0, 90.0), description="latitude range (degrees), south "
-                                     "to north")
-    lon: tuple[float, float] = Field((0.0, 360.0), description="longitude range (degrees east); "
-                                     "west > east wraps through 0")
+    lat: FloatPair = Field((-90.0, 90.0), description="latitude range (degrees), south to north")
+    lon: FloatPair = Field((0.0, 360.0), description="longitude range (degrees east); west > east "
+                           "wraps through 0")
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -129,10 +142,10 @@ class CostConfig(Strict):
                                                       "squared misfit to observations")
     field: Literal["h", "vorticity"] = Field("h", description="mean, energy: the field")
     box: BoxConfig = Field(BoxConfig(), description="mean, energy: the region (default: the globe)")
-    window_hours: Optional[tuple[float, float]] = Field(
+    window_hours: Optional[FloatPair] = Field(
         None, description="mean, energy: average over the steps in [start, end] hours; none: the "
                           "final time")
-    observations: Optional[pathlib.Path] = Field(
+    observations: Optional[FilePath] = Field(
         None, description="misfit: netCDF file of cell (1-based), time (s), h (m), error (m)")
 
     @model_validator(mode="after")
@@ -155,8 +168,8 @@ class CheckpointConfig(Strict):
     snapshots_in_ram: int = Field(0, ge=0, description="states kept in memory")
     snapshots_on_disk: int = Field(0, ge=0, description="multistage: states kept on disk")
     period: int = Field(1, ge=1, description="two_level: steps between disk snapshots")
-    directory: Optional[pathlib.Path] = Field(None, description="folder for disk snapshots (none: "
-                                              "the system's temporary folder)")
+    directory: Optional[FilePath] = Field(None, description="folder for disk snapshots (none: "
+                                          "the system's temporary folder)")
 
     @model_validator(mode="after")
     def _enough(self):
@@ -176,7 +189,7 @@ class SensitivityConfig(Strict):
         "deterministic", description="deterministic: bitwise reproducible gradients; atomic: "
                                      "scatter with atomics on the GPU")
     checkpointing: CheckpointConfig = CheckpointConfig()
-    output: pathlib.Path = Field(pathlib.Path("sensitivity.nc"), description="gradient file (netCDF)")
+    output: FilePath = Field(pathlib.Path("sensitivity.nc"), description="gradient file (netCDF)")
     plot: bool = Field(True, description="write PNG maps of the gradients beside the output")
 
 
@@ -193,8 +206,16 @@ class FourDVarConfig(Strict):
     background_error_u: float = Field(5.0, gt=0, description="background error of u (m/s)")
     iterations: int = Field(50, ge=1, le=10000, description="L-BFGS-B iterations at most")
     seed: int = Field(1, ge=0, description="random seed of the observation subset and noise")
-    output: pathlib.Path = Field(pathlib.Path("fourdvar.nc"), description="analysis and "
-                                 "convergence history (netCDF); a PNG plot beside it")
+    output: FilePath = Field(pathlib.Path("fourdvar.nc"), description="analysis and convergence "
+                             "history (netCDF); a PNG plot beside it")
+
+
+class WatchdogConfig(Strict):
+    interval_steps: int = Field(10, ge=1, le=100000, description="steps between checks of the state "
+                                "(finite values and the Courant number) on the device; a failure "
+                                "writes the last checked good state")
+    cfl_limit: float = Field(CFL_LIMIT, gt=0, description="largest Courant number (|u| + sqrt(g h)) "
+                             "dt / dcEdge a check allows; above it the run stops")
 
 
 class Config(Strict):
@@ -211,17 +232,95 @@ class Config(Strict):
     sensitivity: Optional[SensitivityConfig] = Field(None, description="an adjoint sensitivity run: "
                                                      "forward, cost, gradients of it")
     fourdvar: Optional[FourDVarConfig] = Field(None, description="a 4D-Var twin experiment")
+    watchdog: WatchdogConfig = Field(WatchdogConfig(), description="checks of the state during a run")
 
     @model_validator(mode="after")
     def _one_kind(self):
         if self.sensitivity is not None and self.fourdvar is not None:
             raise ValueError("give at most one of sensitivity and fourdvar")
+        if self.restart.resume and self.sensitivity is not None:
+            raise ValueError("restart.resume: a sensitivity run starts from the case's initial state "
+                             "(its gradient is dJ/dh0 of that state); remove restart.resume or the "
+                             "sensitivity section")
+        if self.restart.resume and self.fourdvar is not None:
+            raise ValueError("restart.resume: a 4D-Var run starts from the case's initial state (its "
+                             "truth and first guess are built from it); remove restart.resume or the "
+                             "fourdvar section")
+        if self.time.cfl is not None and self.time.cfl > self.watchdog.cfl_limit:
+            raise ValueError(f"time.cfl = {self.time.cfl!r} is above watchdog.cfl_limit = "
+                             f"{self.watchdog.cfl_limit!r}: the watchdog would stop the run; expected "
+                             "time.cfl <= watchdog.cfl_limit")
         return self
 
 
 class ConfigError(ValueError):
     """A config that cannot run: the message names the file, the key path, the value and what is
     allowed."""
+
+
+class _DuplicateKey(Exception):
+    """A key repeated in one YAML mapping: args (key path, line, line of the first)."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, but a key repeated in a mapping is an error (not: the last one wins), and
+    a plain 1e5 or 2.5e-3 is a float (YAML 1.2; YAML 1.1 reads it as a string)."""
+
+    def get_single_data(self):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        self._paths = {}
+        self._record(node, ())
+        return self.construct_document(node)
+
+    def _record(self, node, path):
+        """Remember the key path of every mapping below `node` (the first, where one is aliased)."""
+        if id(node) in self._paths:
+            return
+        self._paths[id(node)] = path
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+                self._record(value_node, path + (key,))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._record(item, path + (i,))
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in first:
+                        path = self._paths.get(id(node), ()) + (key,)
+                        raise _DuplicateKey(".".join(map(str, path)), line, first[key])
+                    first[key] = line
+                except TypeError:                  # unhashable: the constructor's own error
+                    continue
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
+def _read_yaml(text: str, where: str, prefix: str = ""):
+    """The data of YAML `text`; ConfigError naming `where` for bad YAML or a repeated key (its path
+    after `prefix`)."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except _DuplicateKey as exc:
+        key, line, first = exc.args
+        raise ConfigError(f"{where}: line {line}: duplicate key {prefix}{key} (first at line {first}); "
+                          "expected each key once") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML: {exc}") from None
 
 
 def _set(tree: dict, path: str, value) -> None:
@@ -238,22 +337,111 @@ def load_config(path, overrides=()) -> Config:
     """The config of YAML file `path` with `overrides` ("a.b=value") applied, validated."""
     path = pathlib.Path(path)
     try:
-        tree = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read the config: not text ({exc.reason})") from None
+    tree = _read_yaml(text, str(path)) or {}
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top, got {type(tree).__name__}")
+    return validate_tree(tree, overrides, source=str(path), config_file=path)
+
+
+def with_overrides(config: Config, overrides=()) -> Config:
+    """`config` with `overrides` ("a.b=value") applied, validated again."""
+    return validate_tree(config.model_dump(mode="json"), overrides, source="config")
+
+
+def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None) -> Config:
+    """The Config of a tree of sections with `overrides` applied; errors name `source`."""
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE")
-        _set(tree, key.strip(), yaml.safe_load(text))
+        _set(tree, key.strip(), _read_yaml(text, f"--set {item!r}", key.strip() + "."))
     try:
-        return Config.model_validate(tree)
+        config = Config.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(_describe(path, exc)) from None
+        raise ConfigError(_describe(source, exc)) from None
+    problems = _path_problems(config_file, config)
+    if problems:
+        raise ConfigError("\n".join([f"{source}: {len(problems)} invalid setting(s):"]
+                                    + [f"  {p}" for p in problems]))
+    return config
+
+
+def _outputs(config: Config) -> list[tuple[str, pathlib.Path]]:
+    """(key, path) of every file the run writes."""
+    found = [("output.path", config.output.path), ("restart.path", config.restart.path)]
+    if config.sensitivity is not None:
+        found.append(("sensitivity.output", config.sensitivity.output))
+    if config.fourdvar is not None:
+        found.append(("fourdvar.output", config.fourdvar.output))
+    return found
+
+
+def _inputs(path: pathlib.Path, config: Config) -> list[tuple[str, pathlib.Path]]:
+    """(what, path) of every file the run reads (besides a restart file)."""
+    found = [("the config file itself", path)] if path is not None else []
+    if config.mesh.file is not None:
+        found.append(("the mesh file (mesh.file)", config.mesh.file))
+    if config.partition.file is not None:
+        found.append(("the partition file (partition.file)", config.partition.file))
+    if config.sensitivity is not None and config.sensitivity.cost.observations is not None:
+        found.append(("the observations file (sensitivity.cost.observations)",
+                      config.sensitivity.cost.observations))
+    return found
+
+
+def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def directory_problem(path: pathlib.Path) -> Optional[str]:
+    """Why a file cannot be written at `path` (its directory missing, not one, read-only), or None."""
+    if path.is_dir():
+        return "is a directory; expected a file path"
+    folder = path.parent
+    if not folder.exists():
+        return f"directory {str(folder)!r} does not exist"
+    if not folder.is_dir():
+        return f"{str(folder)!r} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"directory {str(folder)!r} is not writable"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "exists and is not writable"
+    return None
+
+
+def _path_problems(path: pathlib.Path, config: Config) -> list[str]:
+    """Lines naming each output whose directory cannot take it, and each output that is an input or
+    another output."""
+    problems = []
+    outputs = _outputs(config)
+    for key, target in outputs:
+        why = directory_problem(target)
+        if why is not None:
+            problems.append(f"{key} = {str(target)!r}: {why}")
+    for i, (key, target) in enumerate(outputs):
+        for what, source in _inputs(path, config):
+            if _same_file(target, source):
+                problems.append(f"{key} = {str(target)!r} is {what}: a run never overwrites its "
+                                "inputs; expected another path")
+        for other, earlier in outputs[:i]:
+            if _same_file(target, earlier):
+                problems.append(f"{key} = {str(target)!r} is the same file as {other} = "
+                                f"{str(earlier)!r}: one would overwrite the other; expected another path")
+    return problems
+
+
+_KINDS = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list",
+          dict: "a mapping", type(None): "null"}
 
 
 def _describe(path, exc: ValidationError) -> str:
@@ -267,8 +455,16 @@ def _describe(path, exc: ValidationError) -> str:
                          + (f"; expected one of: {', '.join(allowed)}" if allowed else ""))
         elif err["type"] == "missing":
             lines.append(f"  {key}: missing (required)")
+        elif not err["loc"] and err["type"] == "value_error":   # the message names its keys
+            lines.append(f"  {err['msg'].removeprefix('Value error, ')}")
         else:
             msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "finite_number":
+                msg += " (not .inf or .nan)"
+            elif err["type"].endswith("_type") and type(value) in _KINDS:
+                msg += f", got {_KINDS[type(value)]}"
+                if isinstance(value, str) and err["type"] in ("int_type", "float_type"):
+                    msg += " (write the number without quotes)"
             shown = value if not isinstance(value, dict) else "{...}"
             lines.append(f"  {key} = {shown!r}: {msg}")
     return "\n".join(lines)
@@ -294,6 +490,10 @@ def _keys_of(loc) -> list[str]:
 def _type_name(annotation) -> str:
     """'one of a, b', 'float or none', 'list of ...', or the type's name."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin is tuple:
+        return "list of " + ", ".join(map(_type_name, args))
     if origin is typing.Literal:
         return "one of " + ", ".join(map(str, args))
     if origin is typing.Union:

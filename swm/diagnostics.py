@@ -1,52 +1,79 @@
-"""Global diagnostics of a (possibly distributed) state, summed over owned rows of every rank:
-total mass, total energy, potential enstrophy, the largest Courant number, min/max h, and for
-Williamson case 2 the normalised l1, l2 and linf errors against the analytic solution."""
+"""Global diagnostics of a (possibly distributed) state, computed on the state's device and summed
+over owned rows of every rank: total mass, total energy, potential enstrophy, the largest Courant
+number, min/max h, and for Williamson case 2 the normalised l1, l2 and linf errors against the
+analytic solution (Williamson et al. 1992, eq. 82-84). Each evaluation reads back one small vector
+of partial results; nothing of global size leaves the device. Names and units: `swm.variables`.
+
+    mass   = sum_c areaCell h                energy = sum_c areaCell (h ke + g ((h + b)^2 - b^2) / 2)
+    enstrophy = sum_v areaTriangle h_v pv^2 / 2,   pv = (f_vertex + curl_e2v(u)) / interp_c2v(h)
+    max_cfl = max_e (|u| + sqrt(g (h[c0] + h[c1]) / 2)) dt / dcEdge
+"""
 from __future__ import annotations
 
 import numpy as np
 
 import meshops
+from meshops.device.backend import array_module
 
 
-def _reduce(comm, value: float, op: str) -> float:
+def _allreduce(comm, values: np.ndarray, op: str) -> np.ndarray:
     if comm.Get_size() == 1:
-        return float(value)
+        return values
     from mpi4py import MPI
 
-    return float(comm.allreduce(float(value), op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]))
+    out = np.empty_like(values)
+    comm.Allreduce(values, out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op])
+    return out
 
 
-def _host(x):
-    return x.get() if hasattr(x, "get") else np.asarray(x)
+class Diagnostics:
+    """The diagnostics of a model's state on `distribution`'s owned rows; with `exact_h` (a local
+    cell field, Williamson case 2's steady solution) also the error norms of h."""
 
+    def __init__(self, model, distribution, gravity: float, exact_h=None):
+        self.model, self.comm, self.gravity = model, distribution.comm, gravity
+        self.owned = distribution.owned
+        xp = array_module(model.h)
+        mesh, nc, ne, nv = model.mesh, *(distribution.owned[k] for k in ("cell", "edge", "vertex"))
+        self.area_cell = xp.asarray(np.asarray(mesh.areaCell)[:nc], dtype=np.float64)
+        self.area_triangle = xp.asarray(np.asarray(mesh.areaTriangle)[:nv], dtype=np.float64)
+        self.dc_edge = xp.asarray(np.asarray(mesh.dcEdge)[:ne], dtype=np.float64)
+        self.cells_on_edge = xp.asarray(np.maximum(np.asarray(mesh.cellsOnEdge)[:ne], 0))
+        self.exact = None if exact_h is None else xp.asarray(np.asarray(exact_h)[:nc], np.float64)
 
-def diagnostics(model, comm, owned: dict, gravity: float) -> dict:
-    """Diagnostics of `model` (`swm.model.Model`); owned = {"cell": n, "edge": n, "vertex": n}."""
-    mesh = model.mesh
-    nc, ne, nv = owned["cell"], owned["edge"], owned["vertex"]
-    h, u, b = _host(model.h)[:nc], _host(model.u)[:ne], _host(model.b)[:nc]
-    area = np.asarray(mesh.areaCell)[:nc]
-    ke = _host(meshops.ke_e2c(model.device_mesh, model.u))[:nc]
-    h_vertex = _host(meshops.interp_c2v(model.device_mesh, model.h))[:nv]
-    vorticity = _host(meshops.curl_e2v(model.device_mesh, model.u))[:nv]
-    pv = (_host(model.f_vertex)[:nv] + vorticity) / h_vertex
-    h_edge = 0.5 * (_host(model.h)[np.maximum(mesh.cellsOnEdge[:ne], 0)].sum(axis=1))
-    speed = np.abs(u) + np.sqrt(gravity * h_edge)
-    return {
-        "mass": _reduce(comm, np.sum(area * h), "sum"),
-        "energy": _reduce(comm, np.sum(area * h * ke) + 0.5 * gravity * np.sum(area * ((h + b) ** 2 - b ** 2)), "sum"),
-        "potential_enstrophy": _reduce(comm, 0.5 * np.sum(np.asarray(mesh.areaTriangle)[:nv] * h_vertex * pv ** 2), "sum"),
-        "max_cfl": _reduce(comm, np.max(speed * model.dt / np.asarray(mesh.dcEdge)[:ne]), "max"),
-        "h_min": _reduce(comm, h.min(), "min"),
-        "h_max": _reduce(comm, h.max(), "max"),
-    }
+    def names(self) -> tuple:
+        base = ("mass", "energy", "potential_enstrophy", "max_cfl", "h_min", "h_max")
+        return base + (("h_l1", "h_l2", "h_linf") if self.exact is not None else ())
 
-
-def error_norms(comm, value, exact, weight) -> dict:
-    """Normalised l1, l2, linf errors (Williamson et al. 1992, eq. 82-84) over owned rows."""
-    value, exact, weight = (np.asarray(a, dtype=np.float64) for a in (value, exact, weight))
-    err = value - exact
-    l1 = _reduce(comm, np.sum(weight * np.abs(err)), "sum") / _reduce(comm, np.sum(weight * np.abs(exact)), "sum")
-    l2 = np.sqrt(_reduce(comm, np.sum(weight * err ** 2), "sum") / _reduce(comm, np.sum(weight * exact ** 2), "sum"))
-    linf = _reduce(comm, np.abs(err).max(), "max") / _reduce(comm, np.abs(exact).max(), "max")
-    return {"l1": l1, "l2": float(l2), "linf": linf}
+    def __call__(self) -> dict:
+        model, g = self.model, self.gravity
+        xp = array_module(model.h)
+        nc, ne, nv = self.owned["cell"], self.owned["edge"], self.owned["vertex"]
+        f64 = lambda a: a.astype(np.float64, copy=False)  # noqa: E731
+        h_all = f64(model.h)
+        h, u, b = h_all[:nc].reshape(nc, -1), f64(model.u)[:ne].reshape(ne, -1), f64(model.b)[:nc].reshape(nc, -1)
+        area = self.area_cell[:, None]
+        ke = f64(meshops.ke_e2c(model.device_mesh, model.u))[:nc].reshape(nc, -1)
+        h_vertex = f64(meshops.interp_c2v(model.device_mesh, model.h))[:nv].reshape(nv, -1)
+        vorticity = f64(meshops.curl_e2v(model.device_mesh, model.u))[:nv].reshape(nv, -1)
+        pv = (f64(model.f_vertex)[:nv].reshape(nv, -1) + vorticity) / h_vertex
+        h_edge = 0.5 * h_all.reshape(h_all.shape[0], -1)[self.cells_on_edge].sum(axis=1)
+        speed = xp.abs(u) + xp.sqrt(g * xp.maximum(h_edge, 0.0))
+        sums = [xp.sum(area * h), xp.sum(area * (h * ke + 0.5 * g * ((h + b) ** 2 - b ** 2))),
+                xp.sum(0.5 * self.area_triangle[:, None] * h_vertex * pv ** 2)]
+        maxima = [xp.max(speed * model.dt / self.dc_edge[:, None]), xp.max(h), -xp.min(h)]
+        if self.exact is not None:
+            err = h[:, 0] - self.exact
+            w = self.area_cell
+            sums += [xp.sum(w * xp.abs(err)), xp.sum(w * xp.abs(self.exact)), xp.sum(w * err ** 2),
+                     xp.sum(w * self.exact ** 2)]
+            maxima += [xp.max(xp.abs(err)), xp.max(xp.abs(self.exact))]
+        local = xp.stack(sums + maxima)
+        local = np.asarray(local.get() if hasattr(local, "get") else local, dtype=np.float64)
+        s = _allreduce(self.comm, local[:len(sums)].copy(), "sum")
+        m = _allreduce(self.comm, local[len(sums):].copy(), "max")
+        out = {"mass": s[0], "energy": s[1], "potential_enstrophy": s[2], "max_cfl": m[0],
+               "h_min": -m[2], "h_max": m[1]}
+        if self.exact is not None:
+            out.update(h_l1=s[3] / s[4], h_l2=np.sqrt(s[5] / s[6]), h_linf=m[3] / m[4])
+        return {k: float(v) for k, v in out.items()}

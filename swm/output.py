@@ -1,40 +1,58 @@
-"""History and restart files, written on rank 0 from gathered owned rows, one field at a time.
+"""The model's netCDF files: history and restart, on rank 0 from gathered owned rows.
 
-History: an MPAS mesh file (the mesh variables, 1-based) plus, per output time, the model fields
-with MPAS names and dimensions (Time, nCells|nEdges|nVertices, nVertLevels), `xtime`
-("YYYY-MM-DD_hh:mm:ss" from 0000-01-01) and the diagnostics time series (Time). It grows under
-`<path>.partial` during the run and is renamed to `path` when the run ends, so a crash never leaves
-a half-written file under the final name; a resumed run reopens the partial file and overwrites
-the records from the restart time on.
+Every output file goes through `OutputFile`, which at construction (before any work) checks that
+its directory exists and is writable, that a file
+already there was written by this model (nothing else is replaced), and takes an exclusive lock
+(`<path>.lock`, `fcntl.flock`) so that a second run on the same path stops with a clear error.
+Files are written under a temporary name and renamed when complete (atomic).
 
-Restart: h and u in the state's dtype, the step count and the time step, written to a temporary
-file and renamed (atomic); a run resumed from it continues bitwise as the uninterrupted run.
+History: an MPAS mesh file plus, per output time, the fields of `swm.variables.FIELDS` with
+dimensions (Time, nCells|nEdges|nVertices, nVertLevels), a numeric `Time` coordinate (CF units
+and calendar), `xtime` and the diagnostics' time series. Record k holds time k * interval; a final
+state off that grid gets the record after the last full interval. It grows under `<path>.partial`
+(renamed to `path` when the run ends); writes run on a writer thread, so stepping does not wait for
+netCDF. A resumed run continues the history it resumes: records up to the restart time are kept.
+
+Restart: h and u in the state's dtype, the step count, dt, and the fingerprints of the mesh and
+of every setting that changes the trajectory, checked when a run resumes from it.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
+import json
+import logging
 import os
 import pathlib
+import queue
+import shutil
+import threading
 
 import numpy as np
 
 from grids.atomic import atomic_path
+from swm.config import directory_problem
+from swm.variables import DIAGNOSTICS, DIMENSION, FIELDS
 
-DIMENSION = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
-#: Location and units of each output variable.
-VARIABLES = {"h": ("cell", "m"), "u": ("edge", "m s-1"), "vorticity": ("vertex", "s-1"),
-             "divergence": ("cell", "s-1"), "ke": ("cell", "m2 s-2"), "b": ("cell", "m"),
-             "uReconstructZonal": ("cell", "m s-1"), "uReconstructMeridional": ("cell", "m s-1")}
+log = logging.getLogger("swm")
+
+#: The `model_name` attribute of every file this model writes (what `OutputFile` may replace).
+MODEL_NAME = "meshops swm"
+#: CF time units and calendar of the `Time` coordinate (MPAS's shallow-water start date).
+TIME_UNITS, CALENDAR, START = "days since 0000-01-01 00:00:00", "noleap", "0000-01-01_00:00:00"
+
+
+class OutputError(ValueError):
+    """An output or restart path that cannot be used; the message names the config key."""
 
 
 def xtime(seconds: float) -> str:
-    """MPAS time stamp of `seconds` after 0000-01-01_00:00:00 (days counted past month ends as
-    MPAS's shallow-water runs print them: day of year from 1)."""
-    total = int(round(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"0000-01-{days + 1:02d}_{hours:02d}:{minutes:02d}:{secs:02d}" if days < 99 else \
-        f"0000-{days + 1:05d}_{hours:02d}:{minutes:02d}:{secs:02d}"
+    """MPAS time stamp "YYYY-MM-DD_hh:mm:ss" of `seconds` after 0000-01-01_00:00:00 (noleap)."""
+    import cftime
+
+    stamp = cftime.num2date(round(seconds) / 86400.0, TIME_UNITS, calendar=CALENDAR)
+    return stamp.strftime("%Y-%m-%d_%H:%M:%S").rjust(19, "0")
 
 
 def _string(text: str, width: int = 64) -> np.ndarray:
@@ -46,50 +64,237 @@ def partial_path(path) -> pathlib.Path:
     return path.with_name(path.name + ".partial")
 
 
-class History:
-    """The history file on rank 0 (other ranks hold None and only take part in the gathers)."""
+def written_by_model(path) -> bool:
+    """True when `path` is a netCDF file whose `model_name` is this model's."""
+    import netCDF4
 
-    def __init__(self, path, global_mesh, nlev: int, dtype, variables, diagnostics, *, resume=False):
+    try:
+        with netCDF4.Dataset(path) as ds:
+            return getattr(ds, "model_name", None) == MODEL_NAME
+    except OSError:
+        return False
+
+
+class OutputFile:
+    """A file the run writes, under config key `key`; see the module doc for the checks (the
+    config refuses paths that are the run's inputs or its other files: `swm.config`)."""
+
+    def __init__(self, path, key: str):
+        self.path, self.key = pathlib.Path(path), key
+        where = f"{key} = {str(path)!r}"
+        problem = directory_problem(self.path)
+        if problem is not None:
+            raise OutputError(f"{where}: {problem}")
+        if self.path.exists() and not written_by_model(self.path):
+            raise OutputError(f"{where}: a file is there that this model did not write; expected "
+                              "a new path (or remove the file)")
+        self._lock = _lock(self.path, where)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            lock_path = self._lock.name
+            os.unlink(lock_path) if os.path.exists(lock_path) else None
+            self._lock.close()
+            self._lock = None
+
+
+def _lock(path: pathlib.Path, where: str):
+    handle = open(path.with_name(path.name + ".lock"), "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            raise OutputError(f"{where}: another run ({holder}) is writing it; expected one run "
+                              "per output path") from None
+        raise
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+# -- fingerprints -----------------------------------------------------------------------------------
+
+def mesh_fingerprint(mesh) -> str:
+    """SHA-256 (16 hex digits) of the mesh's positions, connectivity and metric terms."""
+    digest = hashlib.sha256()
+    for name in ("xCell", "yCell", "zCell", "cellsOnEdge", "edgesOnCell", "verticesOnEdge",
+                 "dcEdge", "dvEdge", "areaCell", "weightsOnEdge"):
+        digest.update(np.ascontiguousarray(getattr(mesh, name)).view(np.uint8))
+    return digest.hexdigest()[:16]
+
+
+def trajectory_settings(config, dt: float) -> dict:
+    """Every setting besides the mesh that changes the trajectory (config keys -> values)."""
+    return {"case": config.case.model_dump(mode="json"), "time.dt": dt, "dtype": config.dtype,
+            "diffusion": config.diffusion.model_dump(mode="json"), "mesh.radius": config.mesh.radius}
+
+
+# -- history --------------------------------------------------------------------------------------
+
+class AsyncWriter:
+    """One writer thread running submitted jobs in order; at most `depth` jobs waiting. An error
+    in a job is raised by the next `submit` or by `close`. Every netCDF access of a running model
+    goes through it (the netCDF and HDF5 libraries are not thread-safe)."""
+
+    def __init__(self, depth: int = 2):
+        self._jobs: queue.Queue = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="history-writer", daemon=True)
+        self._thread.start()
+
+    def _work(self):
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                if self._error is None:
+                    job()
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                self._error = exc
+            finally:
+                self._jobs.task_done()
+
+    def _raise(self):
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def submit(self, job) -> None:
+        self._raise()
+        self._jobs.put(job)
+
+    def wait(self) -> None:
+        """Until every submitted job has run."""
+        self._jobs.join()
+        self._raise()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+        self._raise()
+
+
+class History:
+    """The history file on rank 0 (other ranks hold None and take part in the gathers only)."""
+
+    def __init__(self, target: OutputFile, writer: AsyncWriter, global_mesh, dtype, variables,
+                 diagnostics, *, fingerprint: dict, resume_time: float | None = None, nlev: int = 1):
+        self.target, self.path, self.partial = target, target.path, partial_path(target.path)
+        self.variables, self.diagnostics = tuple(variables), tuple(diagnostics)
+        self.writer = writer
+        if resume_time is not None:
+            self._continue(fingerprint, resume_time)
+        else:
+            self._create(global_mesh, dtype, nlev, fingerprint)
+
+    def _create(self, global_mesh, dtype, nlev, fingerprint):
         import netCDF4
         from grids.mpas_io import write_mesh
 
-        self.path, self.partial = pathlib.Path(path), partial_path(path)
-        self.variables = tuple(variables)
-        if resume and self.partial.exists():
-            self.ds = netCDF4.Dataset(self.partial, "a")
-            return
+        if self.partial.exists():
+            self.partial.unlink()
         write_mesh(global_mesh, self.partial, format="NETCDF4")
         self.ds = ds = netCDF4.Dataset(self.partial, "a")
+        ds.set_auto_mask(False)
+        ds.setncatts({"model_name": MODEL_NAME, "core_name": "sw", **_attrs(fingerprint)})
         ds.createDimension("nVertLevels", nlev)
         ds.createDimension("StrLen", 64)
-        ds.createVariable("xtime", "S1", ("Time", "StrLen"))
+        time = ds.createVariable("Time", np.float64, ("Time",))
+        time.setncatts({"units": TIME_UNITS, "calendar": CALENDAR, "standard_name": "time",
+                        "long_name": "model time", "axis": "T"})
+        ds.createVariable("xtime", "S1", ("Time", "StrLen")).long_name = \
+            "model time as YYYY-MM-DD_hh:mm:ss (MPAS)"
         for name in self.variables:
-            location, units = VARIABLES[name]
-            var = ds.createVariable(name, np.dtype(dtype), ("Time", DIMENSION[location], "nVertLevels"))
-            var.units = units
-        for name in diagnostics:
-            ds.createVariable(name, np.float64, ("Time",))
+            field = FIELDS[name]
+            var = ds.createVariable(name, np.dtype(dtype), ("Time", DIMENSION[field.location],
+                                                            "nVertLevels"))
+            var.setncatts(field.attributes())
+        for name in self.diagnostics:
+            ds.createVariable(name, np.float64, ("Time",)).setncatts(DIAGNOSTICS[name].attributes())
 
-    def write(self, record: int, seconds: float, gather, fields: dict, diagnostics: dict) -> None:
-        """Write output record `record`: gather(location, local) -> global array (rank 0);
-        fields = {name: callable() -> local array} evaluated one at a time."""
-        self.ds["xtime"][record] = _string(xtime(seconds))
-        for name in self.variables:
-            value = np.asarray(gather(VARIABLES[name][0], fields[name]()))
-            self.ds[name][record] = value.reshape(value.shape[0], -1)
-        for name, value in diagnostics.items():
-            if name in self.ds.variables:
-                self.ds[name][record] = value
-        self.ds.sync()
+    def _continue(self, fingerprint, resume_time):
+        """Reopen the history of the run being resumed (final or partial file), after checking
+        that it belongs to the same trajectory and holds the records up to `resume_time`."""
+        import netCDF4
+
+        source = self.partial if self.partial.exists() else self.path   # the latest run's
+        where = f"{self.target.key} = {str(self.path)!r}"
+        if not source.exists():
+            raise OutputError(f"{where}: restart.resume continues the run's history, but neither "
+                              f"{self.path.name} nor {self.partial.name} exists; expected the "
+                              "history of the run being resumed")
+        with netCDF4.Dataset(source) as ds:
+            found = {k: getattr(ds, k, None) for k in ("mesh_fingerprint", "trajectory_settings")}
+            times = ds["Time"][:] * 86400.0 if "Time" in ds.variables else np.array([])
+            variables = [v for v in self.variables if v not in ds.variables]
+        expected = _attrs(fingerprint)
+        for key in found:
+            if found[key] != expected[key]:
+                raise OutputError(f"{where}: the history was written by another run ({key} "
+                                  f"{found[key]} vs {expected[key]}); expected the history of "
+                                  "the run being resumed")
+        if variables:
+            raise OutputError(f"{where}: the history has no {', '.join(variables)}; expected "
+                              "output.variables of the run being resumed")
+        if not np.any(np.isclose(times, resume_time, rtol=0, atol=1e-3)) and resume_time > 0:
+            have = f"{times.max() / 86400:.4g}" if times.size else "none"
+            raise OutputError(f"{where}: the history ends at day {have}, before the restart at day "
+                              f"{resume_time / 86400:.4g}; expected the history of the run that "
+                              "wrote the restart")
+        if source == self.path:
+            shutil.copyfile(self.path, self.partial)
+        self.ds = netCDF4.Dataset(self.partial, "a")
+        self.ds.set_auto_mask(False)
+        self.last_time = float(times.max()) if times.size else 0.0
+
+    def write(self, record: int, seconds: float, fields: dict, diagnostics: dict, *, wait=None,
+              done=None):
+        """Queue output record `record` at `seconds`: fields {name: global host array} (rank 0),
+        diagnostics {name: float}; on the writer thread `wait()` runs before the fields are read
+        and `done()` once the record is written."""
+        def job():
+            if wait is not None:
+                wait()
+            ds = self.ds
+            ds["Time"][record] = seconds / 86400.0
+            ds["xtime"][record] = _string(xtime(seconds))
+            for name in self.variables:
+                value = fields[name]
+                ds[name][record] = value.reshape(value.shape[0], -1)
+            for name, value in diagnostics.items():
+                if name in ds.variables:
+                    ds[name][record] = value
+            ds.sync()
+            if done is not None:
+                done()
+        self.writer.submit(job)
 
     def close(self, finished: bool) -> None:
-        """Close the file; rename it to its final name when the run finished."""
-        self.ds.close()
-        if finished:
-            os.replace(self.partial, self.path)
+        """Queue the closing of the file: when the run finished, it is renamed to its final name
+        (the partial file stays for a resumed run otherwise)."""
+        def job():
+            self.ds.close()
+            if finished:
+                with open(self.partial, "rb") as f:
+                    os.fsync(f.fileno())
+                os.replace(self.partial, self.path)
+        self.writer.submit(job)
 
 
-def write_restart(path, h, u, step: int, dt: float, case: str) -> None:
+def _attrs(fingerprint: dict) -> dict:
+    return {"mesh_fingerprint": fingerprint["mesh"],
+            "trajectory_settings": json.dumps(fingerprint["settings"], sort_keys=True)}
+
+
+# -- restart --------------------------------------------------------------------------------------
+
+def write_restart(path, h, u, step: int, dt: float, fingerprint: dict) -> None:
     """Write the global state (rank 0) atomically: temporary file, fsync, rename."""
     import netCDF4
 
@@ -97,28 +302,46 @@ def write_restart(path, h, u, step: int, dt: float, case: str) -> None:
         ds.createDimension("nCells", h.shape[0])
         ds.createDimension("nEdges", u.shape[0])
         ds.createDimension("nVertLevels", 1 if h.ndim == 1 else h.shape[1])
-        ds.step, ds.dt, ds.case = np.int64(step), np.float64(dt), case
+        ds.setncatts({"model_name": MODEL_NAME, "step": np.int64(step), "dt": np.float64(dt),
+                      "xtime": xtime(step * dt), **_attrs(fingerprint)})
         for name, value, dim in (("h", h, "nCells"), ("u", u, "nEdges")):
             var = ds.createVariable(name, value.dtype, (dim, "nVertLevels"))
+            var.setncatts(FIELDS[name].attributes())
             var[:] = value.reshape(value.shape[0], -1)
 
 
-def read_restart(path, *, n_cells: int, n_edges: int, dtype, case: str):
-    """(h, u, step, dt) of a restart file, checked against the run's mesh, dtype and case."""
+def read_restart(path, *, n_cells: int, n_edges: int, dtype, fingerprint: dict):
+    """(h, u, step) of a restart file, checked against the run's mesh, dtype and settings."""
     import netCDF4
 
     path = pathlib.Path(path)
+    where = f"restart.path = {str(path)!r}"
     if not path.is_file():
-        raise FileNotFoundError(f"restart.path = {str(path)!r}: no restart file to resume from")
-    with netCDF4.Dataset(path) as ds:
+        raise OutputError(f"{where}: no restart file to resume from")
+    try:
+        ds = netCDF4.Dataset(path)
+    except OSError as exc:
+        raise OutputError(f"{where}: not a readable netCDF file ({exc})") from None
+    with ds:
         ds.set_auto_mask(False)
+        if getattr(ds, "model_name", None) != MODEL_NAME or "h" not in ds.variables:
+            raise OutputError(f"{where}: not a restart file of this model")
         found = {"nCells": len(ds.dimensions["nCells"]), "nEdges": len(ds.dimensions["nEdges"]),
-                 "dtype": np.dtype(ds["h"].dtype).name, "case": str(ds.case)}
-        expected = {"nCells": n_cells, "nEdges": n_edges, "dtype": np.dtype(dtype).name, "case": case}
+                 "dtype": np.dtype(ds["h"].dtype).name}
+        expected = {"nCells": n_cells, "nEdges": n_edges, "dtype": np.dtype(dtype).name}
         for key in expected:
             if found[key] != expected[key]:
-                raise ValueError(f"{path}: restart {key} = {found[key]!r}, expected {expected[key]!r} "
-                                 "(the run's config)")
+                raise OutputError(f"{where}: restart {key} = {found[key]!r}, expected "
+                                  f"{expected[key]!r} (the run's config)")
+        if ds.mesh_fingerprint != fingerprint["mesh"]:
+            raise OutputError(f"{where}: written on another mesh (fingerprint {ds.mesh_fingerprint}"
+                              f", this config's mesh {fingerprint['mesh']}); expected a restart of "
+                              "this mesh (same mesh.generate or mesh.file)")
+        settings = json.loads(ds.trajectory_settings)
+        for key, value in fingerprint["settings"].items():
+            if settings.get(key) != value:
+                raise OutputError(f"{where}: written with {key} = {settings.get(key)}, the config "
+                                  f"gives {value}; expected the settings of the run being resumed")
         h, u = ds["h"][:], ds["u"][:]
         squeeze = (lambda a: a[:, 0]) if h.shape[1] == 1 else (lambda a: a)
-        return squeeze(h), squeeze(u), int(ds.step), float(ds.dt)
+        return squeeze(h), squeeze(u), int(ds.step)

@@ -12,7 +12,10 @@
   itself; one process, or a job without mpi4py, keeps Python's usual behaviour.
   `python -m mpi4py script.py` gives the same guarantee for any script.
 - `allreduce_sum(comm)`: a float -> float sum over ranks (for global inner products).
-- `select_device(comm)`: one GPU per rank, chosen by the node-local rank.
+- `select_device(comm)`: one GPU per rank, chosen by the node-local rank (ranks share a GPU when a
+  node runs more ranks than it has GPUs).
+- `device_identity()`, `gather_device_identities(comm)`, `shared_devices(identities)`: which ranks
+  drive the same GPU (NCCL refuses two ranks on one device; `meshops.parallel.transport` asks).
 """
 from __future__ import annotations
 
@@ -211,3 +214,60 @@ def select_device(comm=None) -> int:
     device = node_local_rank(comm) % count
     cupy.cuda.Device(device).use()
     return device
+
+
+def host_name() -> str:
+    """This process's host: MPI's processor name, else the socket host name."""
+    MPI = mpi_module()
+    if MPI is not None:
+        return MPI.Get_processor_name()
+    import socket
+
+    return socket.gethostname()
+
+
+def device_identity() -> tuple[str, str]:
+    """(host name, PCI bus id) of this rank's current CUDA device: equal for two ranks exactly when
+    they drive the same GPU. Device ordinals cannot tell (CUDA_VISIBLE_DEVICES renumbers the devices
+    of each process); the device UUID stands in where the runtime gives no bus id."""
+    import cupy
+
+    rt = cupy.cuda.runtime
+    device = rt.getDevice()
+    try:
+        gpu = rt.deviceGetPCIBusId(device)
+    except Exception:  # noqa: BLE001 - a runtime without the call: the UUID is as unique
+        uuid = rt.getDeviceProperties(device).get("uuid", b"")
+        gpu = uuid.hex() if isinstance(uuid, bytes) else str(uuid)
+    return host_name(), gpu
+
+
+def gather_device_identities(comm, identity=None) -> list:
+    """Every rank's device identity, indexed by rank (collective over `comm`: every rank gets the
+    same list). `identity`: this rank's (hashable; default `device_identity()`; tests pass their
+    own so that no GPU is needed)."""
+    identity = device_identity() if identity is None else identity
+    return list(comm.allgather(identity))
+
+
+def shared_devices(identities) -> list[list[int]]:
+    """Groups of ranks (each ascending, two or more ranks) whose device identities are equal, in
+    order of their first rank; [] when every rank has a device of its own. `identities[r]` is rank
+    r's (as `gather_device_identities` returns them: (host, bus id), or any hashable)."""
+    groups: dict = {}
+    for rank, identity in enumerate(identities):
+        groups.setdefault(identity, []).append(rank)
+    return [ranks for ranks in groups.values() if len(ranks) > 1]
+
+
+def describe_shared(groups, identities) -> str:
+    """For messages: "ranks 0 and 1 share GPU <bus id> on host <host>" for the first group of
+    `shared_devices` (and how many more GPUs are shared)."""
+    ranks = groups[0]
+    names = ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
+    identity = identities[ranks[0]]
+    where = (f"GPU {identity[1]} on host {identity[0]}" if isinstance(identity, tuple)
+             and len(identity) == 2 else f"GPU {identity}")
+    n = len(groups) - 1
+    more = f" ({n} more shared GPU{'s' if n > 1 else ''})" if n else ""
+    return f"ranks {names} share {where}{more}"

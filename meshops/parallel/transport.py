@@ -11,6 +11,10 @@ Transports (`begin` posts everything and returns; `end` waits and unpacks):
 - "mpi":            NumPy arrays, mpi4py Isend/Irecv on host buffers.
 - "nccl":           CuPy arrays, `cupy.cuda.nccl` grouped send/recv per neighbour on a side stream;
                     the NCCL communicator is bootstrapped by broadcasting its unique id over mpi4py.
+                    Only when every rank drives a GPU of its own: NCCL refuses two ranks on one
+                    device (NCCL_ERROR_INVALID_USAGE), which happens when a node runs more ranks
+                    than it has GPUs (`select_device`). "auto" then takes CUDA-aware MPI or staging;
+                    an explicit "nccl" raises a RuntimeError on every rank before any message.
 - "cuda-aware-mpi": CuPy buffers handed straight to mpi4py Isend/Irecv. Only used when
                     `cuda_aware_mpi()` proves the MPI library handles device memory (or an explicit
                     MESHOPS_CUDA_AWARE_MPI=1): a non-CUDA-aware MPI crashes on device pointers.
@@ -35,7 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from meshops.parallel.comm import SerialComm, mpi_module
+from meshops.parallel.comm import (SerialComm, describe_shared, gather_device_identities,
+                                   mpi_module, shared_devices)
 
 log = logging.getLogger("meshops.parallel.halo")
 
@@ -150,26 +155,49 @@ def nccl_available() -> bool:
     return bool(getattr(nccl, "available", True))
 
 
-def resolve(name: str | None, xp, comm) -> str:
-    """The transport that runs for arrays of module `xp` on `comm` (see module doc)."""
+def choose(name: str | None, xp, comm, *, identity=None) -> tuple[str, str]:
+    """(transport, why) for arrays of module `xp` on `comm` (see module doc); `why` is for logs.
+
+    Collective over `comm` where NCCL is in question (CuPy arrays, more than one rank, "auto" with
+    NCCL available, or "nccl"): the ranks allgather their device identities
+    (`meshops.parallel.comm.gather_device_identities`; `identity`: this rank's, default its current
+    CUDA device), so every rank takes the same decision or raises the same error, and none is left
+    waiting. NCCL only when no two ranks share a GPU.
+    """
     name = normalise(name)
     if comm.Get_size() == 1:
-        return "local"
+        return "local", "one rank"
     if xp is np:
-        return "mpi"
-    if name in ("auto", "mpi", "local"):
-        if nccl_available():
-            return "nccl"
-        aware, _ = cuda_aware_mpi()
-        return "cuda-aware-mpi" if aware else "staging"
+        return "mpi", "NumPy arrays"
     if name == "nccl" and not nccl_available():
         raise RuntimeError("halo transport 'nccl' requested but cupy.cuda.nccl is not available")
+    if name in ("auto", "mpi", "local", "nccl"):
+        why = "cupy.cuda.nccl not available"
+        if nccl_available():
+            identities = gather_device_identities(comm, identity)
+            groups = shared_devices(identities)
+            if not groups:
+                return "nccl", "requested" if name == "nccl" else "one GPU per rank"
+            why = describe_shared(groups, identities)
+            if name == "nccl":
+                raise RuntimeError(f"halo transport 'nccl' (argument or {ENV_TRANSPORT}): {why}; "
+                                   "NCCL needs one GPU per rank; expected 'staging' or 'auto'")
+        aware, aware_why = cuda_aware_mpi()
+        if aware:
+            return "cuda-aware-mpi", f"{why}; CUDA-aware MPI ({aware_why})"
+        return "staging", f"{why}; MPI not known to be CUDA-aware"
     if name == "cuda-aware-mpi":
         aware, why = cuda_aware_mpi()
         if not aware:
             raise RuntimeError(f"halo transport 'cuda-aware-mpi' requested but the MPI library is not "
                                f"known to be CUDA-aware ({why}); set {ENV_CUDA_AWARE}=1 only if it is")
-    return name
+    return name, "requested"
+
+
+def resolve(name: str | None, xp, comm, *, identity=None) -> str:
+    """The transport that runs for arrays of module `xp` on `comm` (`choose` without the why;
+    collective where `choose` is)."""
+    return choose(name, xp, comm, identity=identity)[0]
 
 
 # -- transports -----------------------------------------------------------------------------------
@@ -563,18 +591,34 @@ def make_transport(name: str, comm) -> Transport:
 
 
 class TransportChoice:
-    """The transports of an exchange object (`comm`, `requested` set by its constructor), made
-    once per name on first use and logged with `describe(xp, name)`."""
+    """The transports of an exchange object (`comm`, `requested` set by its constructor), chosen
+    once per (requested name, backend, device) and made once per name on first use, logged with
+    `describe(xp, name)` and why. The first choice for CuPy arrays is collective (see `choose`):
+    every rank makes it together (the first exchange, or `transport_name` on every rank)."""
+
+    def transport_choice(self, xp, transport: str | None = None) -> tuple[str, str]:
+        """(name, why) of the transport that runs for arrays of module `xp` (numpy or cupy)."""
+        choices = self.__dict__.setdefault("_choices", {})
+        requested = self.requested if transport is None else transport
+        key = (requested, "numpy" if xp is np else ("cupy", xp.cuda.runtime.getDevice()))
+        if key not in choices:
+            choices[key] = choose(requested, xp, self.comm)
+        return choices[key]
 
     def transport_name(self, xp, transport: str | None = None) -> str:
         """Name of the transport that runs for arrays of module `xp` (numpy or cupy)."""
-        return resolve(self.requested if transport is None else transport, xp, self.comm)
+        return self.transport_choice(xp, transport)[0]
+
+    def transport_summary(self, xp, transport: str | None = None) -> str:
+        """The transport and why, for logs: e.g. "staging (ranks 0 and 1 share GPU 0000:3B:00.0
+        on host n1; MPI not known to be CUDA-aware)"."""
+        return "{} ({})".format(*self.transport_choice(xp, transport))
 
     def _transport(self, xp, transport):
         transports = self.__dict__.setdefault("_transports", {})
-        name = self.transport_name(xp, transport)
+        name, why = self.transport_choice(xp, transport)
         if name not in transports:
             transports[name] = make_transport(name, self.comm)
-            log.info("rank %d of %d: %s", self.comm.Get_rank(), self.comm.Get_size(),
-                     self.describe(xp, name))
+            log.info("rank %d of %d: %s (%s)", self.comm.Get_rank(), self.comm.Get_size(),
+                     self.describe(xp, name), why)
         return transports[name]

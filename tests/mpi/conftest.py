@@ -98,3 +98,12 @@ def scatter(d, location, field, fill=np.nan):
     x = np.ascontiguousarray(field[d.local.l2g[location]])
     x[d.n_owned(location):] = fill
     return x
+
+
+def skip_nccl_on_shared_gpu(comm, transport):
+    """Skip (on every rank alike: the device identities are allgathered) a test of the "nccl"
+    transport where ranks share a GPU (more ranks than GPUs): NCCL refuses that."""
+    from meshops.parallel.comm import gather_device_identities, shared_devices
+
+    if transport == "nccl" and comm.Get_size() > 1 and shared_devices(gather_device_identities(comm)):
+        pytest.skip("ranks share a GPU: NCCL needs one GPU per rank")

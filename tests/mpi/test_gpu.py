@@ -10,7 +10,7 @@ from meshops.modes import ADJOINT_MODES
 from meshops.parallel.comm import allreduce_sum, select_device
 from meshops.registry import OPERATORS
 
-from .conftest import decomposition, global_field, scatter
+from .conftest import skip_nccl_on_shared_gpu, decomposition, global_field, scatter
 
 pytestmark = pytest.mark.gpu
 TRANSPORTS = ["nccl", "staging"]
@@ -21,6 +21,7 @@ def _halo(comm, mesh, name):
     key = (id(mesh), name)
     if key not in _HALOS:
         select_device(comm)
+        skip_nccl_on_shared_gpu(comm, name)
         _HALOS[key] = HaloExchange(decomposition(comm, mesh), comm, transport=name)
     return _HALOS[key]
 

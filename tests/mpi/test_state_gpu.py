@@ -15,7 +15,7 @@ from meshops.parallel.layers import layers_needed
 from meshops.parallel.scatter_gather import gather_field, scatter_field
 from meshops.parallel.state import FieldSpec, StateExchange
 
-from .conftest import decomposition, global_field, scatter
+from .conftest import skip_nccl_on_shared_gpu, decomposition, global_field, scatter
 from .test_state_exchange import CHAIN, MIXED, _global_state, _peers_with_rows, _rank_rng
 
 pytestmark = [pytest.mark.gpu, pytest.mark.mpi]
@@ -27,6 +27,7 @@ def _exchange(comm, mesh, fields, transport, key):
     key = (id(mesh), transport, key)
     if key not in _EXCHANGES:
         select_device(comm)
+        skip_nccl_on_shared_gpu(comm, transport)
         d = decomposition(comm, mesh, halo_depth=layers_needed(CHAIN))
         _EXCHANGES[key] = StateExchange(d, fields, comm, transport=transport)
     return _EXCHANGES[key]

@@ -15,6 +15,10 @@ class _Comm:
     def Get_size(self):
         return self.size
 
+    def allgather(self, identity):
+        """Device identities: one GPU per rank (tests/mpi/test_shared_device.py: shared GPUs)."""
+        return [("host", f"gpu{r}") for r in range(self.size)]
+
 
 class _FakeCuPy:
     """Stands for the cupy module: resolve() only tells it apart from numpy."""
@@ -31,7 +35,7 @@ def test_gpu_auto_prefers_nccl_then_proven_cuda_aware_mpi_then_staging(monkeypat
     monkeypatch.delenv(transport.ENV_CUDA_AWARE, raising=False)
     monkeypatch.delenv("MPIR_CVAR_ENABLE_GPU", raising=False)
     monkeypatch.setattr(transport, "nccl_available", lambda: True)
-    assert transport.resolve("auto", _FakeCuPy, _Comm(2)) == "nccl"
+    assert transport.resolve("auto", _FakeCuPy, _Comm(2), identity=("host", "gpu0")) == "nccl"
     monkeypatch.setattr(transport, "nccl_available", lambda: False)
     aware, why = transport.cuda_aware_mpi()
     assert not aware, why                                       # MPICH from PyPI: not CUDA-aware

@@ -1,0 +1,224 @@
+"""The callbacks and writers a run's `swm.simulation.Simulation` fires: the watchdog, the progress
+bar, the history (fields, diagnostics, error norms) and the restarts. Each has a `schedule`;
+`start(sim)` and `finish(sim, outcome)` are optional (see `swm.simulation`).
+
+A new callback is a class with `schedule` and `__call__(sim)`, added to `sim.callbacks` (the driver
+builds them from the config in `swm.driver.build_simulation`).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+from meshops.device.backend import array_module
+from swm.constants import DAY
+from swm.schedules import IterationInterval
+from swm.variables import FIELDS
+from swm.watchdog import WatchdogError
+
+log = logging.getLogger("swm")
+
+
+def host(a):
+    """A NumPy array of `a` (a CuPy array is copied to the host)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+class Watchdog:
+    """Checks the state on the device every `schedule` (`swm.watchdog.StateCheck`) and keeps the
+    last state that passed (a reference: steps make new arrays). On a failure the model is set back
+    to that state and WatchdogError names the step, field, entity and place."""
+
+    def __init__(self, check, schedule):
+        self.check, self.schedule = check, schedule
+        self.good = None
+
+    def start(self, sim) -> None:
+        self.good = (sim.model.h, sim.model.u, sim.step)
+
+    def __call__(self, sim) -> None:
+        model = sim.model
+        if self.good is not None and self.good[2] == sim.step:
+            return
+        try:
+            self.check.check(model.h, model.u, model.dt, sim.step)
+        except WatchdogError as exc:
+            model.h, model.u, model.step_count = self.good
+            raise WatchdogError(f"{exc}; the last checked state (step {model.step_count}, day "
+                                f"{model.time / DAY:.4f}) is kept") from None
+        self.good = (model.h, model.u, sim.step)
+
+
+class Progress:
+    """A tqdm bar on rank 0, updated every `schedule`."""
+
+    def __init__(self, total: int, start: int, enabled: bool, schedule=IterationInterval(10)):
+        import tqdm
+
+        self.schedule, self.shown = schedule, start
+        self.bar = tqdm.tqdm(total=total, initial=start, disable=not enabled, unit="step",
+                             dynamic_ncols=True)
+
+    def __call__(self, sim) -> None:
+        self.bar.update(sim.step - self.shown)
+        self.shown = sim.step
+        self.bar.set_postfix_str(f"day {sim.time / DAY:.2f}", refresh=False)
+
+    def finish(self, sim, outcome) -> None:
+        self(sim)
+        self.bar.close()
+
+
+class HostCopies:
+    """Device fields copied to pinned host buffers on a copy stream, so that the step after an
+    output does not wait for the copy; `depth` sets of buffers, each free again once the writer
+    has written it. On NumPy the arrays are handed over as they are (steps make new arrays)."""
+
+    def __init__(self, depth: int = 2):
+        self.depth = depth
+        self._slots = None
+
+    def copy(self, arrays: dict):
+        """({name: host array}, wait, release): `wait()` before reading the host arrays,
+        `release()` once they are written."""
+        first = next(iter(arrays.values()))
+        xp = array_module(first)
+        if xp is np:
+            return arrays, lambda: None, lambda: None
+        import cupy
+        import cupyx
+
+        if self._slots is None:
+            self._stream = cupy.cuda.Stream(non_blocking=True)
+            self._slots = [({}, threading.Event()) for _ in range(self.depth)]
+            for _, free in self._slots:
+                free.set()
+        while True:                 # the first free set of buffers (the writer frees them)
+            slot = next((s for s in self._slots if s[1].is_set()), None)
+            if slot is not None:
+                break
+            self._slots[0][1].wait(0.01)
+        buffers, free = slot
+        free.clear()
+        ready = cupy.cuda.Event()
+        ready.record()
+        self._stream.wait_event(ready)
+        out = {}
+        for name, a in arrays.items():
+            buf = buffers.get(name)
+            if buf is None or buf.shape != a.shape or buf.dtype != a.dtype:
+                buf = buffers[name] = cupyx.empty_pinned(a.shape, a.dtype)
+            a.get(stream=self._stream, out=buf, blocking=False)
+            out[name] = buf
+        done = cupy.cuda.Event()
+        done.record(self._stream)
+        keep = [arrays]             # the device arrays live until the copy is done
+
+        def wait():
+            done.synchronize()
+            keep.clear()
+        return out, wait, free.set
+
+
+class HistoryOutput:
+    """Output records of the history (`swm.output.History` on rank 0, None elsewhere): the
+    fields of `variables` and the diagnostics (`swm.diagnostics.Diagnostics`) every `schedule`,
+    the record index k = time / interval (a final state off that grid: the next record)."""
+
+    checked = True
+
+    def __init__(self, history, distribution, variables, diagnostics, schedule, interval: float):
+        self.history, self.distribution = history, distribution
+        self.variables, self.diagnostics = tuple(variables), diagnostics
+        self.schedule, self.interval = schedule, interval
+        self.copies = HostCopies()
+        self.written_step = None
+        self.last = {}
+
+    def record(self, time: float) -> int:
+        k = time / self.interval
+        return int(round(k)) if abs(k - round(k)) < 1e-9 * max(k, 1.0) else int(k) + 1
+
+    def start(self, sim) -> None:
+        if self.record(sim.time) * self.interval == sim.time or sim.step == 0:
+            self(sim)
+
+    def __call__(self, sim) -> None:
+        model, dist = sim.model, self.distribution
+        d = self.diagnostics()
+        fields = {name: FIELDS[name].compute(model) for name in self.variables}
+        if dist.comm.Get_size() == 1:
+            fields, wait, release = self.copies.copy(fields)
+        else:
+            fields = {name: dist.gather(FIELDS[name].location, host(a)) for name, a in fields.items()}
+            wait = release = lambda: None  # noqa: E731
+        if self.history is not None:
+            self.history.write(self.record(sim.time), sim.time, fields, d, wait=wait, done=release)
+        else:
+            release()
+        self.written_step, self.last = sim.step, d
+        log.info("day %.3f: %s", sim.time / DAY, ", ".join(f"{k} {v:.6g}" for k, v in d.items()))
+
+    def finish(self, sim, outcome) -> None:
+        try:
+            if outcome != "error" and self.written_step != sim.step:
+                self(sim)
+        finally:
+            if self.history is not None:
+                self.history.close(finished=outcome in ("finished", "watchdog"))
+
+
+class Files:
+    """The run's writer thread and output files: `finish` waits for every queued write and
+    releases the files' locks. Last in the callbacks (the writers before it queue their last
+    records in their own `finish`)."""
+
+    def __init__(self, writer, targets):
+        self.writer, self.targets = writer, list(targets)
+        self.schedule = _Never()
+
+    def finish(self, sim, outcome) -> None:
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            for target in self.targets:
+                target.close()
+
+
+class RestartOutput:
+    """Restart files every `schedule` (None: only when a run stops early, and at its end when
+    `at_end`), written atomically on rank 0 from the gathered state by the writer thread."""
+
+    checked = True
+
+    def __init__(self, path, distribution, fingerprint: dict, writer, schedule=None, *,
+                 at_end=False):
+        self.path, self.distribution, self.fingerprint = path, distribution, fingerprint
+        self.writer = writer
+        self.schedule = schedule if schedule is not None else _Never()
+        self.at_end = at_end
+        self.saved_step = None
+
+    def __call__(self, sim) -> None:
+        from swm.output import write_restart
+
+        dist, model = self.distribution, sim.model
+        h = dist.gather("cell", host(model.h))
+        u = dist.gather("edge", host(model.u))
+        if dist.comm.Get_rank() == 0:
+            step, dt = sim.step, model.dt
+            self.writer.submit(lambda: write_restart(self.path, h, u, step, dt, self.fingerprint))
+        self.saved_step = sim.step
+
+    def finish(self, sim, outcome) -> None:
+        wanted = outcome in ("watchdog", "interrupted") or (outcome == "finished" and self.at_end)
+        if wanted and self.saved_step != sim.step:
+            self(sim)
+
+
+class _Never:
+    def due(self, step, time, dt) -> bool:
+        return False

@@ -1,0 +1,89 @@
+"""The model's variables, declared once: the output fields a history file may hold and the global
+diagnostics, each with its location, units, long name (CF `standard_name` where CF has one) and
+how it is computed from the model on the model's own backend (NumPy or CuPy arrays, local rows).
+
+The config's allowed `output.variables`, the history writer's metadata and `swm.plot`'s labels
+all read this table: a new output variable is one `Field` entry here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+
+@dataclass(frozen=True)
+class Field:
+    """An output field: `compute(model)` -> local array at `location` ("cell", "edge", "vertex")."""
+    name: str
+    location: str
+    units: str
+    long_name: str
+    compute: Callable
+    standard_name: Optional[str] = None
+
+    def attributes(self) -> dict:
+        attrs = {"units": self.units, "long_name": self.long_name}
+        if self.standard_name:
+            attrs["standard_name"] = self.standard_name
+        return attrs
+
+    @property
+    def label(self) -> str:
+        """'long name (units)', for plots."""
+        return f"{self.long_name} ({self.units})"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A global scalar time series (`swm.diagnostics` computes it)."""
+    name: str
+    units: str
+    long_name: str
+
+    def attributes(self) -> dict:
+        return {"units": self.units, "long_name": self.long_name}
+
+
+def _operator(name: str, component: int | None = None):
+    def compute(model):
+        import meshops
+
+        result = getattr(meshops, name)(model.device_mesh, model.u)
+        return result if component is None else result[component]
+    return compute
+
+
+FIELDS = {f.name: f for f in (
+    Field("h", "cell", "m", "fluid thickness", lambda model: model.h),
+    Field("u", "edge", "m s-1", "normal velocity on edges", lambda model: model.u),
+    Field("vorticity", "vertex", "s-1", "relative vorticity at vertices", _operator("curl_e2v"),
+          "atmosphere_relative_vorticity"),
+    Field("divergence", "cell", "s-1", "divergence of the velocity at cell centres",
+          _operator("div_e2c"), "divergence_of_wind"),
+    Field("ke", "cell", "m2 s-2", "kinetic energy per unit mass at cell centres",
+          _operator("ke_e2c"), "specific_kinetic_energy_of_air"),
+    Field("uReconstructZonal", "cell", "m s-1", "zonal velocity reconstructed at cell centres",
+          _operator("reconstruct_zonal_meridional_e2c", 0), "eastward_wind"),
+    Field("uReconstructMeridional", "cell", "m s-1",
+          "meridional velocity reconstructed at cell centres",
+          _operator("reconstruct_zonal_meridional_e2c", 1), "northward_wind"),
+    Field("b", "cell", "m", "bottom topography", lambda model: model.b),
+)}
+
+DIAGNOSTICS = {d.name: d for d in (
+    Diagnostic("mass", "m3", "total fluid volume (sum of areaCell h)"),
+    Diagnostic("energy", "m5 s-2", "total energy per unit density (sum of areaCell (h ke + "
+               "g ((h + b)^2 - b^2) / 2))"),
+    Diagnostic("potential_enstrophy", "m s-2", "potential enstrophy (sum of areaTriangle "
+               "h_vertex pv^2 / 2)"),
+    Diagnostic("max_cfl", "1", "largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge"),
+    Diagnostic("h_min", "m", "smallest fluid thickness"),
+    Diagnostic("h_max", "m", "largest fluid thickness"),
+    Diagnostic("h_l1", "1", "normalised l1 error of h against the analytic solution"),
+    Diagnostic("h_l2", "1", "normalised l2 error of h against the analytic solution"),
+    Diagnostic("h_linf", "1", "normalised linf error of h against the analytic solution"),
+)}
+
+#: Output variable names, in the registry's order (the config's allowed `output.variables`).
+OUTPUT_VARIABLES = tuple(FIELDS)
+DIMENSION = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}

@@ -1,0 +1,91 @@
+"""The watchdog: is the state still in the scheme's range? A device-side reduction over owned rows,
+
+    worst = max_e (|u_e| + sqrt(g max(h_edge, 0))) dt / dcEdge_e,   h_edge = (h[c0] + h[c1]) / 2,
+
+with any non-finite h or u making `worst` infinite; one scalar per rank is read back (and
+reduced over ranks). Only when a check fails does the host look for the first bad entity, to name
+the step, the field, the entity and its latitude/longitude.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from meshops.device.backend import array_module
+
+
+class WatchdogError(RuntimeError):
+    """The state left the scheme's range (NaN/Inf, or a Courant number above the limit)."""
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+class StateCheck:
+    """The watchdog's reduction for one model on one distribution, with the device copies of the
+    mesh rows it reads (made once)."""
+
+    def __init__(self, model, distribution, gravity: float, cfl_limit: float):
+        self.distribution, self.gravity, self.cfl_limit = distribution, gravity, cfl_limit
+        xp = array_module(model.h)
+        ne = distribution.owned["edge"]
+        mesh = model.mesh
+        self.inv_dc_edge = xp.asarray(1.0 / np.asarray(mesh.dcEdge, dtype=np.float64)[:ne])
+        self.cells_on_edge = xp.asarray(np.maximum(np.asarray(mesh.cellsOnEdge)[:ne], 0))
+        self.nc, self.ne = distribution.owned["cell"], ne
+
+    def worst(self, h, u, dt: float):
+        """The largest Courant number of (h, u) on this rank's owned rows as a device scalar
+        (inf where a value is not finite)."""
+        xp = array_module(h)
+        h2 = h.reshape(h.shape[0], -1)
+        u2 = u[:self.ne].reshape(self.ne, -1)
+        h_edge = 0.5 * (h2[self.cells_on_edge[:, 0]] + h2[self.cells_on_edge[:, 1]])
+        cfl = (xp.abs(u2) + xp.sqrt(self.gravity * xp.maximum(h_edge, 0.0))) * (dt * self.inv_dc_edge[:, None])
+        finite = xp.isfinite(h2[:self.nc]).all() & xp.isfinite(cfl).all()
+        return xp.where(finite, cfl.max(), xp.inf)
+
+    def check(self, h, u, dt: float, step: int) -> None:
+        """Raise WatchdogError (on every rank together) when (h, u) is out of range."""
+        local = float(_host(self.worst(h, u, dt)))
+        comm = self.distribution.comm
+        worst = local if comm.Get_size() == 1 else comm.allreduce(local, op=_max_op())
+        if worst <= self.cfl_limit:
+            return
+        problem = problem_of(self.distribution, h, u, dt, step, self.gravity, self.cfl_limit) \
+            if not local <= self.cfl_limit else None
+        problems = [problem] if comm.Get_size() == 1 else comm.allgather(problem)
+        raise WatchdogError(next(p for p in problems if p))
+
+
+def _max_op():
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def problem_of(distribution, h, u, dt, step, gravity, cfl_limit) -> str | None:
+    """The first problem of (h, u) on this rank's owned rows, as a message naming the step, the
+    field, the entity (global index) and its lat/lon; None when there is none."""
+    owned, mesh = distribution.owned, distribution.mesh
+    for name, field, loc, lat, lon in (("h", h, "cell", mesh.latCell, mesh.lonCell),
+                                       ("u", u, "edge", mesh.latEdge, mesh.lonEdge)):
+        values = _host(field)[:owned[loc]]
+        bad = np.flatnonzero(~np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1))
+        if bad.size:
+            i = int(bad[0])
+            return (f"step {step}: {name} = {values[i]} at {loc} {distribution.global_index(loc, i)} "
+                    f"(lat {np.degrees(lat[i]):.2f}, lon {np.degrees(lon[i]):.2f} deg): not finite")
+    hh, ne = _host(h), owned["edge"]
+    uu = _host(u)[:ne]
+    cells = mesh.cellsOnEdge[:ne]
+    h_edge = 0.5 * (hh[cells[:, 0]] + hh[cells[:, 1]])
+    speed = np.abs(uu) + np.sqrt(gravity * np.maximum(h_edge, 0.0))
+    cfl = (speed * dt / np.reshape(mesh.dcEdge[:ne], (-1,) + (1,) * (speed.ndim - 1))).reshape(ne, -1).max(axis=1)
+    worst = int(np.argmax(cfl))
+    if cfl[worst] > cfl_limit:
+        return (f"step {step}: Courant number {cfl[worst]:.3f} at edge "
+                f"{distribution.global_index('edge', worst)} (lat {np.degrees(mesh.latEdge[worst]):.2f}, "
+                f"lon {np.degrees(mesh.lonEdge[worst]):.2f} deg) above the limit {cfl_limit} "
+                "(watchdog.cfl_limit)")
+    return None
