@@ -364,7 +364,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-seconds", type=float, default=None,
                    help="length of one timed batch of calls (default 0.02 s; --quick 0.005 s)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions: a smoke run")
-    p.add_argument("--cache-dir", type=pathlib.Path, default=meshes.default_cache_dir())
+    p.add_argument("--cache-dir", type=pathlib.Path, default=None)
     p.add_argument("--json", type=pathlib.Path, help="write every row to this JSON file")
     p.add_argument("--markdown", type=pathlib.Path, metavar="JSON",
                    help="print a --json file's rows as a Markdown table and stop")

@@ -39,7 +39,7 @@ def main(argv=None):
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     p.add_argument("--backend", choices=["cupy", "numpy"], default="cupy")
     p.add_argument("--reps", type=int, default=25)
-    p.add_argument("--cache-dir", type=pathlib.Path, default=meshes.default_cache_dir())
+    p.add_argument("--cache-dir", type=pathlib.Path, default=None)
     args = p.parse_args(argv)
     import meshops
 

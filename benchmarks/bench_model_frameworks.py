@@ -267,7 +267,7 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--batch-seconds", type=float, default=0.05)
-    p.add_argument("--cache-dir", type=pathlib.Path, default=meshes.default_cache_dir())
+    p.add_argument("--cache-dir", type=pathlib.Path, default=None)
     p.add_argument("--cpu-threads", type=int, default=1, help="PyTorch and XLA threads on the CPU")
     p.add_argument("--json", type=pathlib.Path, help="write the rows to this JSON file")
     p.add_argument("--markdown", type=pathlib.Path, metavar="JSON", help="print a JSON file's table")

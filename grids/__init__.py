@@ -1,20 +1,21 @@
 """Meshes: MPAS netCDF I/O, validation, geometry, icosahedral generation, reordering.
 
 Public names: Mesh, read_mesh, write_mesh, validate_mesh, MeshError, generate_icosahedral,
-complete_mesh, reorder_mesh, to_xarray, from_xarray. The last five are imported from their modules on
-first use (xarray is only imported by to_xarray / from_xarray). `grids.mesh` imports no other module
-of the package, so the modules form no import cycle.
+cached_icosahedral, complete_mesh, reorder_mesh, to_xarray, from_xarray. The last six are imported
+from their modules on first use (xarray is only imported by to_xarray / from_xarray). `grids.mesh`
+imports no other module of the package, so the modules form no import cycle.
 """
 from .mesh import EARTH_OMEGA, EARTH_RADIUS, Mesh
 from .mpas_io import read_mesh, write_mesh
 from .validate import MeshError, validate_mesh
 
-_LAZY = {"generate_icosahedral": "icosahedral", "complete_mesh": "geometry",
+_LAZY = {"generate_icosahedral": "icosahedral", "cached_icosahedral": "cache",
+         "complete_mesh": "geometry",
          "reorder_mesh": "reorder", "to_xarray": "xarray_io", "from_xarray": "xarray_io"}
 
 __all__ = ["Mesh", "read_mesh", "write_mesh", "validate_mesh", "MeshError",
-           "generate_icosahedral", "complete_mesh", "reorder_mesh", "to_xarray", "from_xarray",
-           "EARTH_RADIUS", "EARTH_OMEGA"]
+           "generate_icosahedral", "cached_icosahedral", "complete_mesh", "reorder_mesh", "to_xarray",
+           "from_xarray", "EARTH_RADIUS", "EARTH_OMEGA"]
 
 
 def __getattr__(name):

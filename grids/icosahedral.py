@@ -27,6 +27,10 @@ from grids.mesh import EARTH_OMEGA, EARTH_RADIUS, Mesh
 from grids.reorder import METHODS, following_order, sfc_order
 
 MAX_LEVEL = 12
+#: Version of the generator's output. Bump it whenever a change here (or in grids.geometry /
+#: grids.reorder) can change any array of a generated mesh: it is part of the mesh cache's key
+#: (`grids.cache`), so meshes cached by an older generator are not used.
+GENERATOR_VERSION = 1
 #: Index dtype of the triangulation (3 * 20 * 4**12 half-edges still fit in int32).
 IDX = np.int32
 
@@ -238,12 +242,19 @@ def edge_points(pc: np.ndarray, pv: np.ndarray, cellsOnEdge, verticesOnEdge) -> 
 
 def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: float = EARTH_RADIUS,
                          order: str = "morton", omega: float = EARTH_OMEGA,
-                         progress: bool = False) -> Mesh:
+                         progress: bool = False, validate: bool = False) -> Mesh:
     """Icosahedral Voronoi mesh of level `level` (10 * 4**level + 2 cells) on a sphere of radius
     `sphere_radius` (m), after `lloyd_iterations` Lloyd steps, cells ordered along the space-filling
     curve `order` ("morton", "hilbert" or "none"), edges and vertices following their cells; every
     MPAS field derived by `grids.geometry.complete_mesh`. `progress` prints each stage's wall and CPU
     time.
+
+    `validate` (default False, as before: the generator never ran `validate_mesh` on its output;
+    `complete_mesh` checks index ranges and the vertex order it relies on) runs
+    `validate_mesh(mesh, geometry=False)` on the result: topology, orientation, signs, positions
+    on the sphere, positive lengths and areas. The geometry comparison is left out: it would derive
+    the geometry again with the very `complete_mesh` that produced it, which checks nothing. The
+    mesh cache (`grids.cache`) validates once, when it generates a mesh, never when it reads one.
     """
     if not (isinstance(level, (int, np.integer)) and 0 <= level <= MAX_LEVEL):
         raise ValueError(f"generate_icosahedral: level={level!r}, expected an integer in 0..{MAX_LEVEL}")
@@ -280,8 +291,15 @@ def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius
         del twin
         stage(f"{lloyd_iterations} Lloyd iterations")
     source = f"meshops grids.icosahedral level={level} lloyd={lloyd_iterations} order={order}"
-    return _mesh_from_triangulation(pts, tris, eid, n_edges, sphere_radius=sphere_radius,
+    mesh = _mesh_from_triangulation(pts, tris, eid, n_edges, sphere_radius=sphere_radius,
                                     order=order, omega=omega, source=source, stage=stage)
+    if validate:
+        from grids.validate import validate_mesh
+
+        validate_mesh(mesh, source=f"generate_icosahedral(level={level}, lloyd_iterations="
+                      f"{lloyd_iterations}, order={order!r})", geometry=False)
+        stage("validation (topology, orientation, signs)")
+    return mesh
 
 
 def voronoi_mesh(generators: np.ndarray, *, sphere_radius: float = EARTH_RADIUS, order: str = "morton",

@@ -15,7 +15,8 @@ import numpy as np
 from .atomic import atomic_path
 from .mesh import EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, Mesh
 from .validate import (INDEX_TARGET, MeshError, check_counts, check_fields, check_finite,
-                       check_sphere, check_structure, file_index_base, used_slots, validate_mesh)
+                       check_indices, check_sphere, check_structure, file_index_base, used_slots,
+                       validate_mesh)
 
 #: netCDF formats write_mesh accepts.
 FORMATS = ("NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA", "NETCDF3_CLASSIC", "NETCDF4",
@@ -441,6 +442,81 @@ def read_mesh(path, *, sphere_radius=None, validate=True, reorder=None, recomput
     return reorder_keeping_ids(mesh, reorder)
 
 
+def read_trusted_mesh(path, *, expect_attributes: dict | None = None) -> Mesh:
+    """Read a complete MPAS mesh file that this package wrote itself (the mesh cache) as stored.
+
+    path -> Mesh (0-based, -1 pads). The fast path for a trusted file: every MPAS field must be in
+    the file (nothing is derived), and none of the topology, orientation, sphere or geometry checks
+    of `read_mesh` run (they dominate its time even with validate=False). What is still checked,
+    all cheap: the file is as long as its header says (not truncated), it opens as netCDF, the
+    global attributes in `expect_attributes` equal the file's (compared before any array is read),
+    every field has its MPAS dimensions, shape and dtype kind, counts and index ranges are valid
+    (so that later indexing, on the GPU too, stays in bounds). The file's radius is kept.
+
+    Raises MeshError (naming the file and the field or attribute) when any of these fails,
+    FileNotFoundError when there is no file.
+    """
+    import netCDF4
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such mesh file")
+    _check_complete(path)
+    try:
+        with netCDF4.Dataset(path, "r") as ds:
+            ds.set_auto_maskandscale(False)
+            attributes = {name: ds.getncattr(name) for name in ds.ncattrs()}
+            for name, want in (expect_attributes or {}).items():
+                have = attributes.get(name)
+                same = have is not None and np.array_equal(np.asarray(have), np.asarray(want))
+                if not same:
+                    raise MeshError("global attribute differs from the one asked for", file=path,
+                                    field=name, value=have, expected=repr(want))
+            dims = {name: len(d) for name, d in ds.dimensions.items()}
+            fields, extra = {}, {}
+            for name, v in ds.variables.items():
+                vdims = tuple(v.dimensions)
+                if name not in FIELD_DIMS:
+                    extra[name] = (vdims, np.asarray(v[...]))
+                    continue
+                if vdims != FIELD_DIMS[name]:
+                    raise MeshError("wrong dimensions", file=path, field=name, value=vdims,
+                                    expected=f"dimensions {FIELD_DIMS[name]}")
+                fields[name] = np.asarray(v[...])
+    except MeshError:
+        raise
+    except (OSError, RuntimeError, ValueError, IndexError, KeyError) as exc:
+        raise MeshError(f"cannot read the file as netCDF ({exc})", file=path,
+                        expected="a readable netCDF mesh file") from exc
+    for dim in REQUIRED_DIMS + ("maxEdges2",):
+        if dim not in dims:
+            raise MeshError("missing dimension", file=path, field=dim,
+                            expected=f"MPAS dimensions {', '.join(REQUIRED_DIMS)}, maxEdges2")
+    sizes = {d: dims[d] for d in ("nCells", "nEdges", "nVertices", "maxEdges", "maxEdges2",
+                                  "vertexDegree", "TWO")}
+    with file_index_base(1):
+        check_structure(fields, sizes, path, required=tuple(FIELD_DIMS))
+        check_counts(fields, sizes, path)
+    from .geometry import INDEX_DTYPE
+
+    for name in INDEX_FIELDS:
+        arr = fields[name]
+        if arr.dtype != INDEX_DTYPE:
+            arr = arr.astype(INDEX_DTYPE)
+        arr -= INDEX_DTYPE(1)            # fresh array from the file: convert in place
+        fields[name] = arr
+    for name in ("nEdgesOnCell", "nEdgesOnEdge"):
+        fields[name] = fields[name].astype(INDEX_DTYPE, copy=False)
+    with file_index_base(1):             # messages give entity numbers as in the file
+        check_indices(fields, sizes, path)
+    radius = _file_radius(attributes, fields, path)
+    attributes["sphere_radius"] = np.float64(radius)
+    for name, arr in fields.items():
+        if arr.dtype.kind == "f" and arr.dtype != np.float64:
+            fields[name] = arr.astype(np.float64)
+    return Mesh(sphere_radius=radius, attributes=attributes, extra=extra, **fields)
+
+
 ID_NAMES = {"nCells": "indexToCellID", "nEdges": "indexToEdgeID", "nVertices": "indexToVertexID"}
 
 
@@ -498,6 +574,9 @@ def _dimension_sizes(mesh: Mesh, path: str) -> dict:
 def _write(mesh: Mesh, path: str, fmt: str, sizes: dict) -> None:
     import netCDF4
 
+    # netCDF-4: each mesh variable stored contiguous and uncompressed (one HDF5 write per array,
+    # no chunk index); variables along the unlimited Time dimension are chunked by the library.
+    storage = {"contiguous": True} if fmt.startswith("NETCDF4") else {}
     with netCDF4.Dataset(path, "w", format=fmt, clobber=False) as ds:
         ds.set_auto_maskandscale(False)
         ds.set_fill_off()
@@ -514,11 +593,11 @@ def _write(mesh: Mesh, path: str, fmt: str, sizes: dict) -> None:
         arrays = {}
         for name, arr in mesh.fields().items():
             if name in INDEX_FIELDS:
-                arr = (arr + 1).astype(np.int32)
+                arr = np.add(arr, 1, dtype=np.int32)             # one pass, one new array
             elif name in ("nEdgesOnCell", "nEdgesOnEdge"):
-                arr = arr.astype(np.int32)
+                arr = arr.astype(np.int32, copy=False)
             arrays[name] = arr
-            var = ds.createVariable(name, arr.dtype, FIELD_DIMS[name])
+            var = ds.createVariable(name, arr.dtype, FIELD_DIMS[name], **storage)
             if name in UNITS:
                 var.units = UNITS[name]
         for name, (vdims, arr) in mesh.extra.items():
@@ -531,7 +610,8 @@ def _write(mesh: Mesh, path: str, fmt: str, sizes: dict) -> None:
 
 
 def _write_variable(ds, name: str, arr: np.ndarray) -> None:
-    ds[name][...] = arr
+    """The whole array in one call (one netCDF put of a C-contiguous buffer)."""
+    ds[name][...] = np.ascontiguousarray(arr)
 
 
 def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET") -> None:
@@ -543,8 +623,12 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET") -> Non
     given), and the extra variables written back unchanged. format: one of FORMATS.
 
     Written atomically: into a temporary file in the same directory, then os.replace; on any error
-    the temporary file is removed and `path` is left as it was. Structure and index ranges are
-    checked first (MeshError).
+    the temporary file is removed and `path` is left as it was. Structure, counts and index ranges
+    are checked first (MeshError; cheap, they keep the int32 1-based conversion and the file
+    well-formed). Nothing is derived or validated beyond that: topology and geometry are the
+    business of `validate_mesh` / `read_mesh` (a check of the topology here took most of the write
+    time of a large mesh). Fields are written as stored, each in one call; netCDF-4 variables are
+    contiguous and uncompressed.
     """
     path = os.fspath(path)
     if format not in FORMATS:
@@ -553,7 +637,10 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET") -> Non
         if total >= 2**31 - 1:
             raise MeshError("too large for int32 MPAS indices", file=path, field=name, value=total,
                             expected="fewer than 2**31 - 1 entities")
-    check_fields(mesh.fields(), mesh.sizes(), None, path, required=tuple(FIELD_DIMS), geometry=False)
+    fields, mesh_sizes = mesh.fields(), mesh.sizes()
+    check_structure(fields, mesh_sizes, path, required=tuple(FIELD_DIMS))
+    check_counts(fields, mesh_sizes, path)
+    check_indices(fields, mesh_sizes, path)
     sizes = _dimension_sizes(mesh, path)
     with atomic_path(path) as tmp:
         _write(mesh, tmp, format, sizes)

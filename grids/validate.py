@@ -332,17 +332,21 @@ def check_topology(fields: dict, sizes: dict, source: str) -> None:
     if eoe is not None and neoe is not None and coe is not None:
         used = used_slots(f, "edgesOnEdge")
         ends = coe[np.where(used, eoe, 0)]                           # (nEdges, maxEdges2, 2)
-        shares = (ends[..., :, None] == coe[:, None, None, :]).any((-1, -2))
+        c0, c1 = coe[:, 0:1], coe[:, 1:2]
+        e0, e1 = ends[..., 0], ends[..., 1]
+        shares = (e0 == c0) | (e0 == c1) | (e1 == c0) | (e1 == c1)
         _raise_first(used & (~shares | (eoe == np.arange(eoe.shape[0])[:, None])), eoe, source,
                      "edgesOnEdge", "not an edge of either cell of edge {idx[0]}",
                      "the other edges of cellsOnEdge[e, 0] and cellsOnEdge[e, 1]")
         key = np.where(used, eoe, -1 - np.arange(eoe.shape[1])[None, :])   # pads never repeat
-        order = np.argsort(key, axis=1, kind="stable")
-        ranked = np.take_along_axis(key, order, axis=1)
-        repeat = np.zeros(eoe.shape, dtype=bool)
-        np.put_along_axis(repeat, order[:, 1:], ranked[:, 1:] == ranked[:, :-1], axis=1)
-        _raise_first(repeat, eoe, source, "edgesOnEdge", "edge listed twice",
-                     "each other edge of the two cells once")
+        ranked = np.sort(key, axis=1)            # fast test first; locate only on failure
+        if (ranked[:, 1:] == ranked[:, :-1]).any():
+            order = np.argsort(key, axis=1, kind="stable")
+            ranked = np.take_along_axis(key, order, axis=1)
+            repeat = np.zeros(eoe.shape, dtype=bool)
+            np.put_along_axis(repeat, order[:, 1:], ranked[:, 1:] == ranked[:, :-1], axis=1)
+            _raise_first(repeat, eoe, source, "edgesOnEdge", "edge listed twice",
+                         "each other edge of the two cells once")
 
 
 # -- geometry ------------------------------------------------------------------------------------

@@ -120,12 +120,12 @@ def _lock(path: pathlib.Path, where: str):
 # -- fingerprints -----------------------------------------------------------------------------------
 
 def mesh_fingerprint(mesh) -> str:
-    """SHA-256 (16 hex digits) of the mesh's positions, connectivity and metric terms."""
-    digest = hashlib.sha256()
-    for name in ("xCell", "yCell", "zCell", "cellsOnEdge", "edgesOnCell", "verticesOnEdge",
-                 "dcEdge", "dvEdge", "areaCell", "weightsOnEdge"):
+    """BLAKE2b (16 hex digits) of the mesh's cell positions, edges and metric terms: another
+    order, Lloyd count, radius or file gives another fingerprint."""
+    digest = hashlib.blake2b(digest_size=8)
+    for name in ("xCell", "yCell", "zCell", "cellsOnEdge", "dcEdge", "areaCell"):
         digest.update(np.ascontiguousarray(getattr(mesh, name)).view(np.uint8))
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()
 
 
 def trajectory_settings(config, dt: float) -> dict:
@@ -324,8 +324,13 @@ def read_restart(path, *, n_cells: int, n_edges: int, dtype, fingerprint: dict):
         raise OutputError(f"{where}: not a readable netCDF file ({exc})") from None
     with ds:
         ds.set_auto_mask(False)
-        if getattr(ds, "model_name", None) != MODEL_NAME or "h" not in ds.variables:
-            raise OutputError(f"{where}: not a restart file of this model")
+        attributes = set(ds.ncattrs())
+        if getattr(ds, "model_name", None) != MODEL_NAME or not {"h", "u"} <= set(ds.variables) \
+                or not {"step", "dt", "mesh_fingerprint", "trajectory_settings"} <= attributes \
+                or not {"nCells", "nEdges"} <= set(ds.dimensions):
+            history = " (a history file: it has a Time dimension)" if "Time" in ds.dimensions else ""
+            raise OutputError(f"{where}: not a restart file of this model{history}; expected the "
+                              "restart.path of the run being resumed")
         found = {"nCells": len(ds.dimensions["nCells"]), "nEdges": len(ds.dimensions["nEdges"]),
                  "dtype": np.dtype(ds["h"].dtype).name}
         expected = {"nCells": n_cells, "nEdges": n_edges, "dtype": np.dtype(dtype).name}

@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+from swm.variables import FIELDS
+
 
 def cell_polygons(ds):
     """Per cell, its Voronoi polygon in (lon, lat) degrees, unwrapped around the cell centre;
@@ -113,16 +115,18 @@ def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
         stamp = b"".join(ds["xtime"][record]).decode().strip()
         polygons, owners = cell_polygons(ds)
         if "b" in ds.variables and np.any(ds["b"][record, :, 0]):
-            maps = {"h": (ds["h"][record, :, 0] + ds["b"][record, :, 0], "surface height h + b (m)",
-                          "viridis")}
+            maps = {"h": (ds["h"][record, :, 0] + ds["b"][record, :, 0],
+                          f"surface height h + b ({FIELDS['h'].units})", "viridis")}
         else:
-            maps = {"h": (ds["h"][record, :, 0], "thickness h (m)", "viridis")}
+            maps = {"h": (ds["h"][record, :, 0], FIELDS["h"].label, "viridis")}
         if "vorticity" in ds.variables:
             maps["vorticity"] = (cell_vorticity(ds, ds["vorticity"][record, :, 0]),
-                                 "relative vorticity (1/s)", "RdBu_r")
+                                 f"relative vorticity, kite mean on cells "
+                                 f"({FIELDS['vorticity'].units})", "RdBu_r")
         if "h_l2" in ds.variables and "h" in ds.variables:
             # case 2 is steady: its exact solution is the initial state
-            maps["h_error"] = (ds["h"][record, :, 0] - ds["h"][0, :, 0], "h - h_exact (m)", "RdBu_r")
+            maps["h_error"] = (ds["h"][record, :, 0] - ds["h"][0, :, 0],
+                               f"h - h_exact ({FIELDS['h'].units})", "RdBu_r")
         for name, (values, label, cmap) in maps.items():
             target = out_dir / f"{path.stem}.{name}.png"
             draw_map(polygons, owners, values, cmap, f"{path.name}: {label} at {stamp}", target)

@@ -55,6 +55,9 @@ def test_quick_start_runs_on_cpu(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "162 480 320" in out
     assert namespace["taylor"].passed(1.9) and namespace["linear"].exact
+    ds = namespace["ds"]
+    assert ds.sizes["Time"] == 3 and ds.h.shape == (3, 2562, 1) and "0000-01-03 00:00:00" in out
+    assert abs(float(ds.mass[-1] / ds.mass[0] - 1)) < 1e-13
 
 
 @pytest.mark.gpu

@@ -1,0 +1,120 @@
+"""The model as users run it against the step it is built on, in one process and one call:
+
+    python benchmarks/bench_driver.py configs/williamson5_l9_gpu.yaml --set time.days=1 \
+        [--dtypes float64 float32] [--levels 8 9 10] [--json out.json]
+
+For each (level, dtype): `run_model.py CONFIG` as a subprocess, twice (cold: an empty mesh cache;
+cached), its wall time, its start-up (until the first step) and its stepping rate from its own log;
+then the bare RK4 step of the same model (`swm.driver.setup`: same mesh, dt and kernels) timed in
+this process. The ratio driver rate / step rate is the target (>= 0.9).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from swm.config import load_config  # noqa: E402
+
+READY = re.compile(r"ready to step in ([0-9.]+) s")
+RATE = re.compile(r"(\d+) steps in ([0-9.]+) s \(([0-9.]+) steps/s, ([0-9.]+) simulated days per hour\)")
+
+
+def run_model(config_path, overrides, env) -> dict:
+    """Wall time, start-up and stepping rate of `run_model.py` (from its log)."""
+    args = [sys.executable, str(ROOT / "run_model.py"), str(config_path), "--no-progress"]
+    for item in overrides:
+        args += ["--set", item]
+    t0 = time.perf_counter()
+    out = subprocess.run(args, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    ready, rate = READY.search(out.stderr), RATE.search(out.stderr)
+    return {"wall_s": wall, "startup_s": float(ready.group(1)), "steps": int(rate.group(1)),
+            "loop_s": float(rate.group(2)), "driver_steps_per_s": float(rate.group(3)),
+            "simulated_days_per_hour": float(rate.group(4))}
+
+
+def step_rate(config, steps: int) -> dict:
+    """Steps per second of the bare RK4 step of the config's model (no callbacks)."""
+    from swm.driver import setup
+
+    s = setup(config)
+    model = s.model
+
+    def sync():
+        if s.xp is not __import__("numpy"):
+            s.xp.cuda.Device().synchronize()
+    for _ in range(3):
+        model.step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        model.step()
+    sync()
+    wall = time.perf_counter() - t0
+    return {"step_steps_per_s": steps / wall, "step_ms": 1e3 * wall / steps, "dt": s.dt,
+            "cells": int(s.mesh.nCells)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("config")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--levels", type=int, nargs="*", default=[], help="mesh.generate.level values "
+                   "(default: the config's)")
+    p.add_argument("--dtypes", nargs="+", default=["float64"], choices=["float64", "float32"])
+    p.add_argument("--cold", action="store_true", help="also time a start with an empty mesh cache")
+    p.add_argument("--out-dir", default=None, help="where the runs write (default: a temporary folder)")
+    p.add_argument("--json", type=pathlib.Path)
+    args = p.parse_args(argv)
+    out_dir = pathlib.Path(args.out_dir or tempfile.mkdtemp(prefix="bench_driver_"))
+    rows = []
+    for level in args.levels or [None]:
+        for dtype in args.dtypes:
+            overrides = list(args.set) + [f"dtype={dtype}",
+                                          f"output.path={out_dir / 'history.nc'}",
+                                          f"restart.path={out_dir / 'restart.nc'}"]
+            if level is not None:
+                overrides.append(f"mesh.generate.level={level}")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+            row = {"level": level, "dtype": dtype}
+            if args.cold:
+                cold_env = dict(env, MESHOPS_CACHE_DIR=tempfile.mkdtemp(prefix="cold_cache_"))
+                row["cold"] = run_model(args.config, overrides, cold_env)
+            row["cached"] = run_model(args.config, overrides, env)
+            row["history_bytes"] = (out_dir / "history.nc").stat().st_size
+            config = load_config(args.config, overrides)
+            row.update(step_rate(config, max(20, min(row["cached"]["steps"], 500))))
+            row["ratio"] = row["cached"]["driver_steps_per_s"] / row["step_steps_per_s"]
+            rows.append(row)
+            c = row["cached"]
+            print(f"level {level} {dtype}: {row['cells']} cells, dt {row['dt']:.2f} s, {c['steps']} "
+                  f"steps; run_model.py {c['wall_s']:.1f} s (start-up {c['startup_s']:.1f} s"
+                  + (f", cold {row['cold']['startup_s']:.1f} s" if args.cold else "")
+                  + f"), driver {c['driver_steps_per_s']:.1f} steps/s "
+                  f"({c['simulated_days_per_hour']:.1f} days/h), step alone "
+                  f"{row['step_steps_per_s']:.1f} steps/s ({row['step_ms']:.3f} ms): "
+                  f"ratio {row['ratio']:.3f}; history {row['history_bytes'] / 1e9:.2f} GB",
+                  flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"date": datetime.date.today().isoformat(),
+                                         "config": args.config, "set": args.set, "rows": rows},
+                                        indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
