@@ -12,9 +12,16 @@ errors),
 with SciPy's L-BFGS-B on rank 0 (the control vector gathered in global order); every evaluation
 is a forward and an adjoint run on every rank. The log and the output file report, per iteration,
 the cost, the gradient norm and the rms error of the initial h and u against the truth.
+
+The output, its observations file and its PNG are claimed before any work
+(`adjoint.sensitivity.claim_outputs`); the truth run and every forward sweep run the forward run's
+watchdog (`swm.driver.state_check`), and a state out of range, or a J or gradient that is not
+finite, stops the run (`swm.watchdog.WatchdogError`) before the analysis is written. Files carry
+`model_name = swm.output.MODEL_NAME` and are written atomically.
 """
 from __future__ import annotations
 
+import io
 import logging
 import pathlib
 import time
@@ -22,9 +29,12 @@ import time
 import numpy as np
 
 from adjoint.costs import ObservationCost, write_observations
-from adjoint.gradient import advance, run_gradient
-from adjoint.sensitivity import _checked, cost_context
+from adjoint.gradient import advance, run_gradient, watchdog
+from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats, release,
+                                 require_finite, write_png)
 from swm.config import Config, ConfigError
+from swm.output import MODEL_NAME
+from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
 
@@ -58,32 +68,67 @@ def observation_steps(config: Config, dt: float, total: int) -> list[int]:
     return sorted(set(steps))
 
 
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def observations_path(output) -> pathlib.Path:
+    """`<stem>.observations.nc` beside the output."""
+    output = pathlib.Path(output)
+    return output.with_name(output.stem + ".observations.nc")
+
+
 def run_fourdvar(config: Config) -> dict:
     """The twin experiment; returns the convergence history (every rank). Progress: one log
-    line per L-BFGS-B iteration."""
+    line per L-BFGS-B iteration. Its files (the output, its observations and its PNG) are claimed
+    before any work and released when the run ends."""
+    from meshops.parallel.comm import world
+
+    out = pathlib.Path(config.fourdvar.output)
+    files = claim_outputs(world(), "fourdvar.output", [out, observations_path(out)],
+                          [out.with_suffix(".png")])
+    try:
+        with quiet_floats():
+            return _fourdvar(config, out)
+    finally:
+        release(files)
+
+
+def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     from scipy.optimize import minimize
 
-    from swm.driver import _host, setup
+    from swm.driver import _on_root, setup, state_check
 
     fv = config.fourdvar
     s = setup(config)
     comm, rank, dist, model = s.comm, s.comm.Get_rank(), s.distribution, s.model
     obs_steps = _checked(lambda: observation_steps(config, s.dt, s.total), comm)
     n_steps = obs_steps[-1]
-    out = pathlib.Path(fv.output)
-    obs_path = out.with_name(out.stem + ".observations.nc")
+    obs_path = observations_path(out)
+    check = watchdog(state_check(config, s), s.dt, n_steps, config.watchdog.interval_steps,
+                     start=s.start)
+    nothing = f"no analysis written to fourdvar.output = {str(out)!r}"
 
     # Truth: its initial state (global, rank 0) and h at the observation times.
     truth = {"h": dist.gather("cell", _host(model.h)), "u": dist.gather("edge", _host(model.u))}
     state, truth_h = [model.h.copy(), model.u.copy()], {}
-    for k in range(n_steps + 1):
-        if k in obs_steps:
-            truth_h[k] = dist.gather("cell", _host(state[0]))
-        if k < n_steps:
-            state = advance(model, state)
-    rng = np.random.default_rng(fv.seed)
+    try:
+        for k in range(n_steps + 1):
+            check(k, state)
+            if k in obs_steps:
+                truth_h[k] = dist.gather("cell", _host(state[0]))
+            if k < n_steps:
+                state = advance(model, state)
+    except WatchdogError as exc:
+        raise WatchdogError(f"{exc} (the truth run); {nothing}") from None
     g = s.global_mesh
-    if rank == 0:
+    root = {}                    # rank 0: the first guess and the background errors
+
+    def observe():
+        import netCDF4
+        from grids.atomic import atomic_path
+
+        rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
                                    replace=False))
         rows = [(c, k) for k in obs_steps for c in cells]
@@ -91,14 +136,19 @@ def run_fourdvar(config: Config) -> dict:
         when = np.array([k * s.dt for _, k in rows])
         value = np.array([truth_h[k][c] for c, k in rows])
         value = value + fv.observation_error * rng.standard_normal(value.size)
-        write_observations(obs_path, cell, when, value, np.full(value.size, fv.observation_error))
+        with atomic_path(obs_path) as tmp:
+            write_observations(tmp, cell, when, value, np.full(value.size, fv.observation_error))
+            with netCDF4.Dataset(tmp, "a") as ds:
+                ds.model_name = MODEL_NAME
         log.info("%d observations of h at %d cells and %d times (error %g m) written to %s",
                  value.size, cells.size, len(obs_steps), fv.observation_error, obs_path)
-        background = {"h": truth["h"] + hills(g, fv.first_guess_amplitude, rng), "u": truth["u"]}
-        sigma = np.concatenate([np.full(g.nCells, fv.background_error_h),
-                                np.full(g.nEdges, fv.background_error_u)])
-    if comm.Get_size() > 1:
-        comm.Barrier()                      # the observation file is written
+        root["background"] = {"h": truth["h"] + hills(g, fv.first_guess_amplitude, rng),
+                              "u": truth["u"]}
+        root["sigma"] = np.concatenate([np.full(g.nCells, fv.background_error_h),
+                                        np.full(g.nEdges, fv.background_error_u)])
+
+    _on_root(comm, observe)              # every rank waits for the observation file
+    background, sigma = root.get("background"), root.get("sigma")
     context = cost_context(s, n_steps)
     cost = ObservationCost(context, obs_path, "fourdvar observations")
 
@@ -107,8 +157,13 @@ def run_fourdvar(config: Config) -> dict:
         x0 = None if rank != 0 else np.concatenate([background["h"], background["u"]]) + sigma * v
         h0 = s.xp.asarray(dist.scatter("cell", None if x0 is None else x0[:g.nCells]), dtype=s.dtype)
         u0 = s.xp.asarray(dist.scatter("edge", None if x0 is None else x0[g.nCells:]), dtype=s.dtype)
-        j_obs, (gh, gu, _), _ = run_gradient(model, h0, u0, cost, n_steps, mode="deterministic",
-                                             rank=rank)
+        try:
+            j_obs, (gh, gu, _), _ = run_gradient(model, h0, u0, cost, n_steps, mode="deterministic",
+                                                 rank=rank, check=check)
+        except WatchdogError as exc:
+            raise WatchdogError(f"{exc} (a forward run of the minimisation); {nothing}") from None
+        require_finite(s, j_obs, [("dJo/dh0", "cell", gh), ("dJo/du0", "edge", gu)],
+                       f"4D-Var: {nothing}")
         gh, gu = dist.gather("cell", _host(gh)), dist.gather("edge", _host(gu))
         if rank != 0:
             return None
@@ -125,9 +180,8 @@ def run_fourdvar(config: Config) -> dict:
         log.info("iteration %d: J %.6e, |grad J| %.3e, rms error of h0 %.4g m, of u0 %.4g m/s "
                  "(%.1f s)", *history[-1], time.perf_counter() - t0)
 
+    last = {}
     if rank == 0:
-        last = {}
-
         def fun(v):
             if comm.Get_size() > 1:
                 comm.bcast(("evaluate", v), root=0)
@@ -138,6 +192,7 @@ def run_fourdvar(config: Config) -> dict:
         v0 = np.zeros(g.nCells + g.nEdges)
         j0, g0 = fun(v0)
         record(v0, j0, g0)
+
         def callback(intermediate_result):
             record(intermediate_result.x, intermediate_result.fun, last["grad"])
 
@@ -145,13 +200,13 @@ def run_fourdvar(config: Config) -> dict:
                  options={"maxiter": fv.iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 1e-10})
         if comm.Get_size() > 1:
             comm.bcast(("stop", None), root=0)
-        write_analysis(out, g, background, sigma, last["v"], history, truth)
     else:
         while True:
             command, v = comm.bcast(None, root=0)
             if command == "stop":
                 break
             evaluate(v)
+    _on_root(comm, lambda: write_analysis(out, g, background, sigma, last["v"], history, truth))
     history = comm.bcast(history, root=0) if comm.Get_size() > 1 else history
     first, final = history[0], history[-1]
     if rank == 0:
@@ -163,7 +218,8 @@ def run_fourdvar(config: Config) -> dict:
 
 def write_analysis(path, mesh, background, sigma, v, history, truth) -> None:
     """The analysis (h0, u0 as MPAS variables h, u), the first guess and the truth's initial h,
-    and the convergence history, in one netCDF file; a PNG of the convergence beside it."""
+    and the convergence history, in one netCDF file (with `model_name`); a PNG of the
+    convergence beside it (marked as this model's); both written atomically."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
@@ -173,6 +229,7 @@ def write_analysis(path, mesh, background, sigma, v, history, truth) -> None:
     with atomic_path(path) as tmp:
         write_mesh(mesh, tmp)
         with netCDF4.Dataset(tmp, "a") as ds:
+            ds.model_name = MODEL_NAME
             for name, size in (("Time", None), ("nVertLevels", 1)):
                 if name not in ds.dimensions:
                     ds.createDimension(name, size)
@@ -196,6 +253,8 @@ def write_analysis(path, mesh, background, sigma, v, history, truth) -> None:
 
 
 def plot_convergence(table, target) -> None:
+    """J, |grad J| and the rms error of h0 per iteration, a PNG written atomically to `target`
+    (`adjoint.sensitivity.write_png`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -209,8 +268,10 @@ def plot_convergence(table, target) -> None:
     axes[1].plot(table[:, 0], table[:, 3], "o-", ms=3, color="C2")
     axes[1].set(xlabel="L-BFGS-B iteration", ylabel="m", title="rms error of the initial h")
     fig.tight_layout()
-    fig.savefig(target)
+    image = io.BytesIO()
+    fig.savefig(image, format="png")
     plt.close(fig)
+    write_png(image.getvalue(), target)
 
 
-__all__ = ["run_fourdvar", "hills", "observation_steps"]
+__all__ = ["run_fourdvar", "hills", "observation_steps", "observations_path", "write_analysis"]

@@ -7,6 +7,10 @@ through a checkpoint schedule (`adjoint.checkpointing`); `run_tangent` propagate
 (dh0, du0, db) to the final state with the tangent-linear model; `run_cost` is J alone. All fields
 are local arrays of the run's model (owned rows first); gradients are zero on halo rows. Inner
 products of controls are sums over owned rows and ranks (`swm.distribution.owned_inner`).
+
+Each takes an optional `check(k, x_k)`, called on every state x_0 .. x_N of the (first) forward
+pass in order and collectively on every rank: it raises to stop the run before any adjoint work or
+output (`watchdog` makes the forward run's watchdog into one).
 """
 from __future__ import annotations
 
@@ -32,30 +36,57 @@ def topography(model, b):
         model.b = saved
 
 
-def cost_of_controls(model, cost, n_steps: int):
+def watchdog(state_check, dt: float, n_steps: int, interval: int, *, start: int = 0):
+    """A `check(k, x_k)` for the functions here: `state_check.check(h, u, dt, start + k)` (a
+    `swm.watchdog.StateCheck`: raises `swm.watchdog.WatchdogError` on every rank together,
+    naming the step, field, entity and place) every `interval` steps and at the last step
+    `n_steps`, the schedule of the forward run's watchdog (`watchdog.interval_steps`)."""
+    interval = max(int(interval), 1)
+
+    def check(k: int, state) -> None:
+        if k == n_steps or (k > 0 and k % interval == 0):
+            state_check.check(state[0], state[1], dt, start + k)
+    return check
+
+
+def _checked_value(cost, check):
+    """cost.value with check(k, x_k) before it (cost.value sees every x_k of the first pass)."""
+    if check is None:
+        return cost.value
+
+    def value(k, state):
+        check(k, state)
+        return cost.value(k, state)
+    return value
+
+
+def cost_of_controls(model, cost, n_steps: int, *, check=None):
     """J(h0, u0, b): `run_cost` with topography b, as a function of all three controls."""
     def functional(h0, u0, b):
         with topography(model, b):
-            return run_cost(model, h0, u0, cost, n_steps)
+            return run_cost(model, h0, u0, cost, n_steps, check=check)
     return functional
 
 
-def run_cost(model, h0, u0, cost, n_steps: int) -> float:
-    """J of the run of n_steps from (h0, u0), no adjoint."""
+def run_cost(model, h0, u0, cost, n_steps: int, *, check=None) -> float:
+    """J of the run of n_steps from (h0, u0), no adjoint; `check(k, x_k)` on every state."""
     state, total = [h0.copy(), u0.copy()], 0.0
+    value = _checked_value(cost, check)
     for k in range(n_steps + 1):
-        total += cost.value(k, state)
+        total += value(k, state)
         if k < n_steps:
             state = advance(model, state)
     return total
 
 
 def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode="deterministic",
-                 checkpointing=None, rank: int = 0, on_step=None):
+                 checkpointing=None, rank: int = 0, on_step=None, check=None):
     """(J, (dJ/dh0, dJ/du0, dJ/db), stats) of the run of n_steps from (h0, u0).
 
     `checkpointing` (a `swm.config.CheckpointConfig` or None) chooses the schedule; stats is the
-    sweep's `adjoint.checkpointing.SweepStats`; `on_step` as in `reverse_sweep`."""
+    sweep's `adjoint.checkpointing.SweepStats`; `on_step` as in `reverse_sweep`. `check(k, x_k)`,
+    when given, is called on x_0, ..., x_N of the first forward pass in order (not on
+    recomputed states), before J_k; what it raises ends the sweep before any adjoint step."""
     if checkpointing is not None:
         schedule = make_schedule(checkpointing.schedule, n_steps,
                                  snapshots_in_ram=checkpointing.snapshots_in_ram,
@@ -75,19 +106,24 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode="de
 
     cost_value, lam, stats = reverse_sweep(
         schedule, n_steps, [h0, u0], forward=lambda x: advance(model, x), adjoint=adjoint,
-        cost_value=cost.value, cost_gradient=cost.gradient, disk_directory=directory, rank=rank,
+        cost_value=_checked_value(cost, check), cost_gradient=cost.gradient, disk_directory=directory, rank=rank,
         on_step=on_step)
     return cost_value, (lam[0], lam[1], b_adj), stats
 
 
-def run_tangent(model, h0, u0, dh0, du0, db, n_steps: int):
+def run_tangent(model, h0, u0, dh0, du0, db, n_steps: int, *, check=None):
     """(dh_N, du_N): the tangent-linear model of the n_steps run from (h0, u0) applied to
-    (dh0, du0, db)."""
+    (dh0, du0, db); `check(k, x_k)` on every state of the base run."""
     state, tangent = [h0.copy(), u0.copy()], (dh0.copy(), du0.copy())
-    for _ in range(n_steps):
+    for k in range(n_steps):
+        if check is not None:
+            check(k, state)
         tangent = rk4_step_tl(model, state[0], state[1], tangent[0], tangent[1], db)
         state = advance(model, state)
+    if check is not None:
+        check(n_steps, state)
     return tangent
 
 
-__all__ = ["advance", "cost_of_controls", "run_cost", "run_gradient", "run_tangent", "topography"]
+__all__ = ["advance", "cost_of_controls", "run_cost", "run_gradient", "run_tangent", "topography",
+           "watchdog"]

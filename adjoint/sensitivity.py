@@ -2,21 +2,33 @@
 run, and dJ/dh0, dJ/du0, dJ/db written to netCDF (MPAS names and mesh, as the model's history)
 with PNG maps; and the adjoint consistency checks a modeller runs before trusting a gradient
 (`check_adjoint`: the whole-run dot-product test of the tangent-linear and adjoint models and a
-Taylor table of the run's own cost and controls)."""
+Taylor table of the run's own cost and controls).
+
+Like a forward run, a sensitivity run claims its files before any work (`claim_outputs`: the
+checks of `swm.output.OutputFile`, the PNG maps' too), its forward sweep runs the forward run's
+watchdog (`swm.driver.state_check` every `watchdog.interval_steps` steps and at the last step), and
+it writes nothing when the watchdog stops it or when J or a gradient is not finite
+(`swm.watchdog.WatchdogError`). Files carry `model_name = swm.output.MODEL_NAME` (netCDF attribute,
+PNG text chunk), so a rerun may replace them; they are written atomically."""
 from __future__ import annotations
 
 import logging
+import pathlib
+import tempfile
 import time
+import zlib
 
 import numpy as np
 import tqdm
 
 from adjoint.costs import Context, CostError, make_cost
-from adjoint.gradient import cost_of_controls, run_gradient, run_tangent
+from adjoint.gradient import cost_of_controls, run_gradient, run_tangent, watchdog
 from adjoint.verification import taylor_test
-from swm.config import Config, ConfigError
+from swm.config import Config, ConfigError, directory_problem
 from swm.constants import DAY
 from swm.distribution import owned_inner
+from swm.output import MODEL_NAME, OutputError
+from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
 
@@ -47,13 +59,30 @@ def build_cost(s, cost_config, key: str):
 
 
 def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
-    """The gradients of the config's cost; returns J and the gradient norms (every rank)."""
-    from swm.driver import setup
+    """The gradients of the config's cost; returns J and the gradient norms (every rank). The
+    output (and its maps) are claimed before any work; a watchdog stop or a J or gradient that is
+    not finite raises WatchdogError with nothing written."""
+    from meshops.parallel.comm import world
+
+    sens = config.sensitivity
+    maps = gradient_maps(sens.output, sens.controls) if sens.plot else []
+    files = claim_outputs(world(), "sensitivity.output", [sens.output], maps,
+                          maps_off="sensitivity.plot: false")
+    try:
+        return _sensitivity(config, progress)
+    finally:
+        release(files)
+
+
+def _sensitivity(config: Config, progress: bool) -> dict:
+    from swm.driver import _on_root, setup, state_check
 
     sens = config.sensitivity
     s = setup(config)
     cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
     model = s.model
+    check = watchdog(state_check(config, s), s.dt, s.total, config.watchdog.interval_steps,
+                     start=s.start)
     show = progress and s.comm.Get_rank() == 0
     bars = {kind: tqdm.tqdm(total=s.total, desc=desc, unit="step", disable=not show,
                             dynamic_ncols=True, leave=kind == "adjoint")
@@ -69,14 +98,22 @@ def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
 
     t0 = time.perf_counter()
     try:
-        value, grads, stats = run_gradient(model, model.h, model.u, cost, s.total,
-                                           mode=sens.adjoint_mode,
-                                           checkpointing=sens.checkpointing,
-                                           rank=s.comm.Get_rank(), on_step=on_step)
+        with quiet_floats():
+            value, grads, stats = run_gradient(model, model.h, model.u, cost, s.total,
+                                               mode=sens.adjoint_mode,
+                                               checkpointing=sens.checkpointing,
+                                               rank=s.comm.Get_rank(), on_step=on_step,
+                                               check=check)
+    except WatchdogError as exc:
+        raise WatchdogError(f"{exc}; nothing written to sensitivity.output = "
+                            f"{str(sens.output)!r}") from None
     finally:
         for bar in bars.values():
             bar.close()
     wall = time.perf_counter() - t0
+    require_finite(s, value, [(name, loc, g) for (name, loc, control, _), g in zip(GRADIENTS, grads)
+                              if control in sens.controls],
+                   f"sensitivity run: nothing written to sensitivity.output = {str(sens.output)!r}")
     norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5
              for (name, loc, _, _), g in zip(GRADIENTS, grads)}
     log.info("J = %.12g over %d steps (%.3f days); gradient in %.2f s", value, s.total,
@@ -88,12 +125,39 @@ def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
     write_gradients(sens.output, s, grads, value, [c for c in sens.controls])
     if s.comm.Get_rank() == 0:
         log.info("gradients written to %s", sens.output)
-        if sens.plot:
-            from swm.plot import plot_gradients
-
-            for target in plot_gradients(sens.output):
+    if sens.plot:
+        def plot():
+            for target in write_maps(sens.output):
                 log.info("wrote %s", target)
+        _on_root(s.comm, plot)
     return {"J": value, **norms, "forward_steps": stats.forward_steps}
+
+
+def quiet_floats():
+    """No NumPy floating-point warnings inside the block: a state leaving the scheme's range is the
+    watchdog's to report (one line naming step, field and place), and a J or gradient that is not
+    finite `require_finite`'s."""
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+
+
+def require_finite(s, value: float, fields, what: str) -> None:
+    """Raise WatchdogError (on every rank together) when J = `value` or one of `fields` ((name,
+    location, local array): owned rows checked on every rank) is not finite; `what` says what
+    was not done (the message's start)."""
+    flags = [bool(np.isfinite(value))]
+    for _, location, field in fields:
+        n = s.distribution.owned[location]
+        flags.append(bool(s.xp.isfinite(field[:n]).all()))
+    if s.comm.Get_size() > 1:
+        flags = [all(column) for column in zip(*s.comm.allgather(flags))]
+    bad = ([] if flags[0] else [f"J = {value}"]) + [name for (name, _, _), ok in
+                                                    zip(fields, flags[1:]) if not ok]
+    if bad:
+        where = ("the forward run left the floating-point range between the watchdog's checks?"
+                 if not flags[0] else "the adjoint run left the floating-point range?")
+        raise WatchdogError(f"{what}: {' and '.join(bad)} not finite, though the forward run passed "
+                            f"the watchdog ({where}); expected finite values: try a smaller "
+                            "time.dt, or watchdog.interval_steps = 1 to check every step")
 
 
 def _checked(fn, comm):
@@ -111,37 +175,158 @@ def _checked(fn, comm):
 
 
 def write_gradients(path, s, grads, value: float, controls) -> None:
-    """The gradient file on rank 0: the mesh, the chosen controls' gradients (Time = 1) and J."""
+    """The gradient file (written on rank 0, atomically; an error there raised on every rank): the
+    mesh, the chosen controls' gradients (Time = 1), J and `model_name`."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
+    from swm.driver import _on_root
 
     gathered = {}
     for (name, location, control, _), g in zip(GRADIENTS, grads):
         if control in controls:
             host = g.get() if hasattr(g, "get") else np.asarray(g)
             gathered[name] = s.distribution.gather(location, host)
-    if s.comm.Get_rank() != 0:
-        return
-    dims = {"cell": "nCells", "edge": "nEdges"}
-    with atomic_path(path) as tmp:
-        write_mesh(s.global_mesh, tmp)
-        with netCDF4.Dataset(tmp, "a") as ds:
-            if "Time" not in ds.dimensions:
-                ds.createDimension("Time", None)
-            if "nVertLevels" not in ds.dimensions:
-                ds.createDimension("nVertLevels", 1)
-            for name, location, control, units in GRADIENTS:
-                if name not in gathered:
-                    continue
-                var = ds.createVariable(name, "f8", ("Time", dims[location], "nVertLevels"))
-                var[0, :, 0] = gathered[name]
-                var.units = units
-                var.long_name = f"gradient of the cost with respect to the initial {control}" \
-                    if control != "b" else "gradient of the cost with respect to the topography b"
-            cost = ds.createVariable("J", "f8", ("Time",))
-            cost[0] = value
-            cost.long_name = "cost function"
+
+    def write():
+        dims = {"cell": "nCells", "edge": "nEdges"}
+        with atomic_path(path) as tmp:
+            write_mesh(s.global_mesh, tmp)
+            with netCDF4.Dataset(tmp, "a") as ds:
+                ds.model_name = MODEL_NAME
+                if "Time" not in ds.dimensions:
+                    ds.createDimension("Time", None)
+                if "nVertLevels" not in ds.dimensions:
+                    ds.createDimension("nVertLevels", 1)
+                for name, location, control, units in GRADIENTS:
+                    if name not in gathered:
+                        continue
+                    var = ds.createVariable(name, "f8", ("Time", dims[location], "nVertLevels"))
+                    var[0, :, 0] = gathered[name]
+                    var.units = units
+                    var.long_name = f"gradient of the cost with respect to the initial {control}" \
+                        if control != "b" else "gradient of the cost with respect to the topography b"
+                cost = ds.createVariable("J", "f8", ("Time",))
+                cost[0] = value
+                cost.long_name = "cost function"
+    _on_root(s.comm, write)
+
+
+# -- output files: claimed before the run, PNGs marked as this model's -------------------------
+
+#: The PNG text chunk (keyword, text) that marks a PNG as this model's (the netCDF `model_name`).
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PNG_MARK = (b"model_name", MODEL_NAME.encode("latin-1"))
+
+
+def gradient_maps(output, controls) -> list[pathlib.Path]:
+    """The PNG maps `write_maps` writes beside the gradient file `output` (`swm.plot`'s names)."""
+    output = pathlib.Path(output)
+    return [output.with_name(f"{output.stem}.{name}.png") for name, _, control, _ in GRADIENTS
+            if control in controls]
+
+
+def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None) -> list:
+    """The files of a run under config key `key`, claimed on rank 0 before any work: each of
+    `paths` as a `swm.output.OutputFile` (its directory checked, a file there that this model did
+    not write refused, locked against a second run on the same path), and each PNG of `maps`
+    checked the same way (its lock is that of paths[0], beside it; `maps_off`: the setting that
+    turns the maps off, named in the error). An error on rank 0 is raised
+    on every rank (`swm.driver._on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
+    `release` them when the run ends."""
+    from swm.driver import _on_root
+    from swm.output import OutputFile
+
+    claimed = []
+
+    def claim():
+        try:
+            for path in paths:
+                claimed.append(OutputFile(path, key))
+            for png in maps:
+                problem = map_problem(png)
+                if problem is not None:
+                    off = "" if maps_off is None else f" (no maps: {maps_off})"
+                    raise OutputError(f"{key} = {str(paths[0])!r}: its map {str(png)!r} "
+                                      f"{problem}{off}")
+        except BaseException:
+            release(claimed)
+            claimed.clear()
+            raise
+    _on_root(comm, claim)
+    return claimed
+
+
+def release(claimed) -> None:
+    """Unlock the files of `claim_outputs`."""
+    for target in claimed:
+        target.close()
+
+
+def map_problem(path) -> str | None:
+    """Why a PNG cannot be written at `path` (its directory, or a PNG there that this model did
+    not write), or None."""
+    path = pathlib.Path(path)
+    problem = directory_problem(path)
+    if problem is None and path.exists() and not png_written_by_model(path):
+        problem = ("is a file that this model did not write; expected a new path (or remove the "
+                   "file)")
+    return problem
+
+
+def _png_chunks(data: bytes):
+    at = len(PNG_SIGNATURE)
+    while at + 8 <= len(data):
+        length = int.from_bytes(data[at:at + 4], "big")
+        yield data[at + 4:at + 8], data[at + 8:at + 8 + length]
+        at += 12 + length
+
+
+def png_written_by_model(path) -> bool:
+    """True when `path` is a PNG with this model's text chunk (`mark_png`)."""
+    try:
+        data = pathlib.Path(path).read_bytes()
+    except OSError:
+        return False
+    if not data.startswith(PNG_SIGNATURE):
+        return False
+    mark = b"\0".join(PNG_MARK)
+    return any(kind == b"tEXt" and body == mark for kind, body in _png_chunks(data))
+
+
+def mark_png(data: bytes) -> bytes:
+    """PNG bytes with the text chunk model_name = MODEL_NAME after its header chunk."""
+    if not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        raise ValueError("not a PNG image (no IHDR chunk after the signature)")
+    end = len(PNG_SIGNATURE) + 12 + int.from_bytes(data[8:12], "big")
+    body = b"\0".join(PNG_MARK)
+    chunk = (len(body).to_bytes(4, "big") + b"tEXt" + body
+             + zlib.crc32(b"tEXt" + body).to_bytes(4, "big"))
+    return data[:end] + chunk + data[end:]
+
+
+def write_png(data: bytes, target) -> None:
+    """The PNG `data`, marked as this model's (`mark_png`), written atomically to `target`."""
+    from grids.atomic import atomic_path
+
+    with atomic_path(target) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(mark_png(data))
+
+
+def write_maps(output) -> list[pathlib.Path]:
+    """The PNG maps of the gradient file `output` (`swm.plot.plot_gradients`) beside it, each
+    marked as this model's and written atomically; their paths."""
+    from swm.plot import plot_gradients
+
+    output = pathlib.Path(output)
+    written = []
+    with tempfile.TemporaryDirectory(prefix=f".{output.name}.maps-", dir=output.parent) as folder:
+        for made in plot_gradients(output, out_dir=folder):
+            target = output.with_name(made.name)
+            write_png(made.read_bytes(), target)
+            written.append(target)
+    return written
 
 
 class FinalStateProjection:
@@ -162,36 +347,45 @@ def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
     """The whole-run dot-product test (TLM against ADM) and a Taylor table of the config's cost
     and controls, printed on rank 0; True when both pass (dot <= 1e-12 relative in float64,
     every Taylor rate >= 1.9)."""
-    from swm.driver import setup
+    from swm.driver import setup, state_check
 
     sens = config.sensitivity
     s = setup(config)
+    cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
+    check = watchdog(state_check(config, s), s.dt, s.total, config.watchdog.interval_steps,
+                     start=s.start)
+    with quiet_floats():
+        return _check_adjoint(s, sens, cost, check, seed)
+
+
+def _check_adjoint(s, sens, cost, check, seed) -> bool:
     comm, dist, model = s.comm, s.distribution, s.model
     n = s.total
-    cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), comm)
     h0, u0, b0 = model.h.copy(), model.u.copy(), model.b.copy()
     directions = _directions(s, seed, h0, u0)
     dh, du, db = directions["dx"]
     yh, yu = directions["y"]
 
     # Dot-product test of the n-step run: <TLM dx, y> against <dx, ADM y>.
-    th, tu = run_tangent(model, h0, u0, dh, du, db, n)
+    th, tu = run_tangent(model, h0, u0, dh, du, db, n, check=check)
     lhs = owned_inner(dist, [("cell", th, yh), ("edge", tu, yu)])
 
-    _, (ah, au, ab), _ = run_gradient(model, h0, u0, FinalStateProjection(yh, yu, n), n, mode=sens.adjoint_mode,
-                                      rank=comm.Get_rank())
+    _, (ah, au, ab), _ = run_gradient(model, h0, u0, FinalStateProjection(yh, yu, n), n,
+                                      mode=sens.adjoint_mode, rank=comm.Get_rank(), check=check)
     rhs = owned_inner(dist, [("cell", dh, ah), ("edge", du, au), ("cell", db, ab)])
     dot = abs(lhs - rhs) / max(abs(lhs), 1e-300)
     dot_ok = dot <= DOT_TOLERANCE[np.dtype(s.dtype)]
 
     # Taylor test of the config's cost along a random direction of the controls.
     value, (gh, gu, gb), _ = run_gradient(model, h0, u0, cost, n, mode=sens.adjoint_mode,
-                                          checkpointing=sens.checkpointing, rank=comm.Get_rank())
+                                          checkpointing=sens.checkpointing, rank=comm.Get_rank(),
+                                          check=check)
     active = set(sens.controls)
     mh, mu, mb = (d if c in active else d * 0 for d, c in zip((dh, du, db), ("h", "u", "b")))
     derivative = owned_inner(dist, [("cell", gh, mh), ("edge", gu, mu), ("cell", gb, mb)])
 
-    taylor = taylor_test(cost_of_controls(model, cost, n), (h0, u0, b0), (mh, mu, mb), derivative, eps0=1.0, steps=5)
+    taylor = taylor_test(cost_of_controls(model, cost, n, check=check), (h0, u0, b0), (mh, mu, mb),
+                         derivative, eps0=1.0, steps=5)
     taylor_ok = taylor.passed(TAYLOR_MIN_RATE)
     if comm.Get_rank() == 0:
         print(f"dot-product test of the {n}-step run (TLM vs ADM, {sens.adjoint_mode} adjoint): "
@@ -249,4 +443,6 @@ def _max():
     return MPI.MAX
 
 
-__all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "GRADIENTS"]
+__all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "GRADIENTS", "claim_outputs",
+           "release", "require_finite", "quiet_floats", "write_maps", "write_png",
+           "png_written_by_model"]

@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 from swm.config import load_config  # noqa: E402
 
 READY = re.compile(r"ready to step in ([0-9.]+) s")
-RATE = re.compile(r"(\d+) steps in ([0-9.]+) s \(([0-9.]+) steps/s, ([0-9.]+) simulated days per hour\)")
+RATE = re.compile(r"(\d+) steps in ([0-9.]+) s \(([0-9.]+) steps/s, ([0-9.]+) simulated days per "
+                  r"hour\); output files finished in ([0-9.]+) s")
 
 
 def run_model(config_path, overrides, env) -> dict:
@@ -41,9 +42,10 @@ def run_model(config_path, overrides, env) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
     ready, rate = READY.search(out.stderr), RATE.search(out.stderr)
-    return {"wall_s": wall, "startup_s": float(ready.group(1)), "steps": int(rate.group(1)),
+    return {"wall_s": wall, "log": out.stderr[-2500:], "startup_s": float(ready.group(1)),
+            "steps": int(rate.group(1)),
             "loop_s": float(rate.group(2)), "driver_steps_per_s": float(rate.group(3)),
-            "simulated_days_per_hour": float(rate.group(4))}
+            "simulated_days_per_hour": float(rate.group(4)), "finish_s": float(rate.group(5))}
 
 
 def step_rate(config, steps: int) -> dict:
@@ -75,7 +77,8 @@ def main(argv=None) -> int:
     p.add_argument("--levels", type=int, nargs="*", default=[], help="mesh.generate.level values "
                    "(default: the config's)")
     p.add_argument("--dtypes", nargs="+", default=["float64"], choices=["float64", "float32"])
-    p.add_argument("--cold", action="store_true", help="also time a start with an empty mesh cache")
+    p.add_argument("--cold", action="store_true", help="also time a start with an empty mesh cache "
+                   "(once per level)")
     p.add_argument("--out-dir", default=None, help="where the runs write (default: a temporary folder)")
     p.add_argument("--json", type=pathlib.Path)
     args = p.parse_args(argv)
@@ -91,9 +94,10 @@ def main(argv=None) -> int:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(
                 [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
             row = {"level": level, "dtype": dtype}
-            if args.cold:
-                cold_env = dict(env, MESHOPS_CACHE_DIR=tempfile.mkdtemp(prefix="cold_cache_"))
-                row["cold"] = run_model(args.config, overrides, cold_env)
+            cold = args.cold and dtype == args.dtypes[0]        # the mesh does not depend on dtype
+            if cold:                                          # then cached in the same folder
+                env["MESHOPS_CACHE_DIR"] = tempfile.mkdtemp(prefix="cold_cache_")
+                row["cold"] = run_model(args.config, overrides, env)
             row["cached"] = run_model(args.config, overrides, env)
             row["history_bytes"] = (out_dir / "history.nc").stat().st_size
             config = load_config(args.config, overrides)
@@ -103,7 +107,7 @@ def main(argv=None) -> int:
             c = row["cached"]
             print(f"level {level} {dtype}: {row['cells']} cells, dt {row['dt']:.2f} s, {c['steps']} "
                   f"steps; run_model.py {c['wall_s']:.1f} s (start-up {c['startup_s']:.1f} s"
-                  + (f", cold {row['cold']['startup_s']:.1f} s" if args.cold else "")
+                  + (f", cold {row['cold']['startup_s']:.1f} s" if cold else "")
                   + f"), driver {c['driver_steps_per_s']:.1f} steps/s "
                   f"({c['simulated_days_per_hour']:.1f} days/h), step alone "
                   f"{row['step_steps_per_s']:.1f} steps/s ({row['step_ms']:.3f} ms): "

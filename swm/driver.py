@@ -89,8 +89,8 @@ def time_step(config: Config, mesh, state) -> tuple[float, int, int]:
 
 def _on_root(comm, fn):
     """fn() on rank 0, its result broadcast; an exception on rank 0 is raised on every rank (a
-    ConfigError as itself, anything else as a RuntimeError with rank 0's message), marked
-    `collective` (every rank raises it: nothing to abort)."""
+    ConfigError as itself, a bad input (ValueError, OSError) as a ValueError, anything else as a
+    RuntimeError, with rank 0's message), marked `collective` (every rank raises it)."""
     outcome = None
     if comm.Get_rank() == 0:
         try:
@@ -101,13 +101,16 @@ def _on_root(comm, fn):
                 raise
             outcome = ("error", exc)
     if comm.Get_size() > 1:
-        outcome = comm.bcast(outcome if outcome is None or outcome[0] == "ok"
-                             else ("error", (str(outcome[1]), isinstance(outcome[1], ConfigError))),
-                             root=0)
+        if outcome is not None and outcome[0] == "error":
+            exc = outcome[1]
+            kind = ConfigError if isinstance(exc, ConfigError) else \
+                ValueError if isinstance(exc, (ValueError, OSError)) else RuntimeError
+            outcome = ("error", (str(exc), kind.__name__))
+        outcome = comm.bcast(outcome, root=0)
     if outcome[0] == "ok":
         return outcome[1]
-    message, is_config = outcome[1]
-    error = ConfigError(message) if is_config else RuntimeError(message)
+    message, kind = outcome[1]
+    error = {"ConfigError": ConfigError, "ValueError": ValueError}.get(kind, RuntimeError)(message)
     error.collective = True
     raise error
 
@@ -273,17 +276,16 @@ def run(config: Config, *, progress: bool = True) -> dict:
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress)
     s.global_mesh = None                     # written to the history; not needed any more
-    started = time.perf_counter()
-    log.info("ready to step in %.2f s", started - t0)
+    sim.prepare()
+    log.info("ready to step in %.2f s", time.perf_counter() - t0)
     try:
         sim.run()
     except WatchdogError:
         log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
                   sim.time / DAY, config.output.path, config.restart.path)
         raise
-    wall = time.perf_counter() - started
-    steps = s.total - s.start
-    log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output %s",
-             steps, wall, steps / max(wall, 1e-9), steps * s.dt / DAY / max(wall, 1e-9) * 3600.0,
-             config.output.path)
+    steps, wall = s.total - s.start, sim.loop_seconds
+    log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output files "
+             "finished in %.2f s: %s", steps, wall, steps / max(wall, 1e-9),
+             steps * s.dt / DAY / max(wall, 1e-9) * 3600.0, sim.finish_seconds, config.output.path)
     return sim.callbacks["history"].last

@@ -99,7 +99,26 @@ class OutputFile:
 
 
 def _lock(path: pathlib.Path, where: str):
-    handle = open(path.with_name(path.name + ".lock"), "a+")
+    """The lock file of `path`, open and locked; a lock file that a finishing run removed while
+    this one waited for it is not trusted (the lock is taken again on the file now there)."""
+    lock_path = path.with_name(path.name + ".lock")
+    while True:
+        handle = _try_lock(lock_path, where)
+        try:
+            if os.stat(lock_path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+def _try_lock(lock_path: pathlib.Path, where: str):
+    handle = open(lock_path, "a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -110,10 +129,6 @@ def _lock(path: pathlib.Path, where: str):
             raise OutputError(f"{where}: another run ({holder}) is writing it; expected one run "
                               "per output path") from None
         raise
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}\n")
-    handle.flush()
     return handle
 
 
@@ -271,6 +286,7 @@ class History:
                 if name in ds.variables:
                     ds[name][record] = value
             ds.sync()
+            _fsync(self.partial)       # here, in the background, not all at the end
             if done is not None:
                 done()
         self.writer.submit(job)
@@ -281,10 +297,17 @@ class History:
         def job():
             self.ds.close()
             if finished:
-                with open(self.partial, "rb") as f:
-                    os.fsync(f.fileno())
+                _fsync(self.partial)
                 os.replace(self.partial, self.path)
         self.writer.submit(job)
+
+
+def _fsync(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _attrs(fingerprint: dict) -> dict:

@@ -16,8 +16,17 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
+
+import numpy as np
 
 from swm.constants import DAY
+
+
+def synchronize(array) -> None:
+    """Wait for the device work on `array`'s device (nothing on NumPy)."""
+    if hasattr(array, "device") and hasattr(array, "get"):
+        array.device.synchronize()
 
 
 class Interrupted(RuntimeError):
@@ -37,6 +46,8 @@ class Simulation:
         self.callbacks = dict(callbacks or {})
         self.watchdog = watchdog
         self.outcome = None
+        self.loop_seconds = self.finish_seconds = 0.0
+        self._prepared = False
 
     @property
     def step(self) -> int:
@@ -57,17 +68,30 @@ class Simulation:
         for cb in due:
             cb(self)
 
-    def run(self) -> None:
-        """Step to `stop_step`; raises `swm.watchdog.WatchdogError` or `Interrupted` after
-        every callback has finished."""
-        from swm.watchdog import WatchdogError
-
+    def prepare(self) -> None:
+        """Everything before the first step: one step computed and discarded (it builds the
+        device tables and compiles the kernels the stepping uses, so the loop runs at the
+        step's speed), then every callback's `start` (the first history record)."""
+        if self._prepared:
+            return
+        self._prepared = True
+        with np.errstate(all="ignore"):
+            self.model.advance(self.model.h, self.model.u)
         for cb in self._all():
             if hasattr(cb, "start"):
                 cb.start(self)
+
+    def run(self) -> None:
+        """Step to `stop_step`; raises `swm.watchdog.WatchdogError` or `Interrupted` after
+        every callback has finished. `loop_seconds` is the stepping's wall time (to the last
+        step's completion on the device), `finish_seconds` that of the callbacks' `finish`."""
+        from swm.watchdog import WatchdogError
+
+        self.prepare()
         outcome = "error"
+        t0 = time.perf_counter()
         try:
-            with stop_signals(self.comm) as stop:
+            with stop_signals(self.comm) as stop, np.errstate(all="ignore"):
                 while self.step < self.stop_step:
                     self.model.step()
                     self._fire()
@@ -76,12 +100,14 @@ class Simulation:
                         outcome = "interrupted"
                         raise Interrupted(f"stopped by {signal.Signals(signum).name} at step "
                                           f"{self.step} (day {self.time / DAY:.4f})", signum)
+                synchronize(self.model.h)
             outcome = "finished"
         except WatchdogError:
             outcome = "watchdog"
             raise
         finally:
-            self.outcome = outcome
+            t1 = time.perf_counter()
+            self.loop_seconds, self.outcome = t1 - t0, outcome
             errors = []
             for cb in self._all():
                 if hasattr(cb, "finish"):
@@ -89,6 +115,7 @@ class Simulation:
                         cb.finish(self, outcome)
                     except Exception as exc:  # noqa: BLE001 - every callback finishes
                         errors.append(exc)
+            self.finish_seconds = time.perf_counter() - t1
             if errors and outcome in ("finished", "interrupted", "watchdog"):
                 raise errors[0]
 

@@ -54,8 +54,9 @@ class StateCheck:
             return
         problem = problem_of(self.distribution, h, u, dt, step, self.gravity, self.cfl_limit) \
             if not local <= self.cfl_limit else None
-        problems = [problem] if comm.Get_size() == 1 else comm.allgather(problem)
-        raise WatchdogError(next(p for p in problems if p))
+        found = [(local, problem)] if comm.Get_size() == 1 else comm.allgather((local, problem))
+        # the rank with the worst value names it (the same entity on any number of ranks)
+        raise WatchdogError(max((w, p) for w, p in found if p)[1])
 
 
 def _max_op():
@@ -67,6 +68,11 @@ def _max_op():
 def problem_of(distribution, h, u, dt, step, gravity, cfl_limit) -> str | None:
     """The first problem of (h, u) on this rank's owned rows, as a message naming the step, the
     field, the entity (global index) and its lat/lon; None when there is none."""
+    with np.errstate(all="ignore"):
+        return _first_problem(distribution, h, u, dt, step, gravity, cfl_limit)
+
+
+def _first_problem(distribution, h, u, dt, step, gravity, cfl_limit) -> str | None:
     owned, mesh = distribution.owned, distribution.mesh
     for name, field, loc, lat, lon in (("h", h, "cell", mesh.latCell, mesh.lonCell),
                                        ("u", u, "edge", mesh.latEdge, mesh.lonEdge)):
@@ -84,7 +90,7 @@ def problem_of(distribution, h, u, dt, step, gravity, cfl_limit) -> str | None:
     cfl = (speed * dt / np.reshape(mesh.dcEdge[:ne], (-1,) + (1,) * (speed.ndim - 1))).reshape(ne, -1).max(axis=1)
     worst = int(np.argmax(cfl))
     if cfl[worst] > cfl_limit:
-        return (f"step {step}: Courant number {cfl[worst]:.3f} at edge "
+        return (f"step {step}: Courant number {cfl[worst]:.4g} at edge "
                 f"{distribution.global_index('edge', worst)} (lat {np.degrees(mesh.latEdge[worst]):.2f}, "
                 f"lon {np.degrees(mesh.lonEdge[worst]):.2f} deg) above the limit {cfl_limit} "
                 "(watchdog.cfl_limit)")

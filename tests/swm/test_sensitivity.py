@@ -9,6 +9,7 @@ import sys
 
 import netCDF4
 import numpy as np
+import PIL.Image
 import pytest
 import yaml
 
@@ -133,7 +134,7 @@ def test_observations_at_cells_the_mesh_lacks_stop_the_run(tmp_path):
     # cells given 0-based, written 1-based: 6 and 901
     write_observations(obs, np.array([5, 900]), np.array([0.0, 1800.0]), np.array([5000.0, 5000.0]),
                        np.array([1.0, 1.0]))
-    path = config(tmp_path, "obs", {"cost": {"kind": "misfit", "observations": str(obs)}})
+    path = config(tmp_path, "cells", {"cost": {"kind": "misfit", "observations": str(obs)}})
     out = run(path, ranks=2)
     assert out.returncode == 2
     assert f"{obs}: cell[1] = 901: expected a 1-based cell index in [1, 642]" in out.stderr
@@ -179,3 +180,163 @@ def test_gradient_on_the_gpu_equals_numpy_and_passes_check_adjoint(tmp_path):
         assert np.abs(g_gpu[name] - g_cpu[name]).max() <= 1e-10 * np.abs(g_cpu[name]).max(), name
     check = run(gpu, "--check-adjoint")
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+# -- the watchdog and the output checks of sensitivity and 4D-Var runs (level 2, short) -----------
+
+def small(tmp_path, name, kind="sensitivity", days=0.25, dt=1800, **settings):
+    """A level-2 case-5 config `name`.yaml whose every output lies in tmp_path: a sensitivity run
+    (gradients to `name`.nc) or a 4D-Var twin (analysis to `name`.nc), `settings` merged into
+    its section."""
+    tree = {"mesh": {"generate": {"level": 2, "lloyd": 10}}, "case": {"name": "williamson5"},
+            "time": {"days": days, "dt": dt}, "output": {"interval_hours": 6,
+                                                         "path": str(tmp_path / f"{name}.history.nc")},
+            "restart": {"path": str(tmp_path / f"{name}.restart.nc")}}
+    if kind == "sensitivity":
+        tree["sensitivity"] = {"cost": {"kind": "mean", "field": "h",
+                                        "box": {"lat": [20, 50], "lon": [300, 340]}},
+                               "checkpointing": {"schedule": "revolve", "snapshots_in_ram": 2},
+                               "output": str(tmp_path / f"{name}.nc"), **settings}
+    else:
+        tree["fourdvar"] = {"observation_hours": [3, 6], "iterations": 3,
+                            "output": str(tmp_path / f"{name}.nc"), **settings}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def run_small(path, *extra):
+    """run_model.py on one process, the mesh cache in the config's folder."""
+    env = {**ENV, "MESHOPS_NO_MPI": "1", "MESHOPS_CACHE_DIR": str(path.parent / "cache")}
+    return subprocess.run([sys.executable, str(ROOT / "run_model.py"), str(path), "--no-progress",
+                           *extra], env=env, capture_output=True, text=True, timeout=600)
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("run_model.py:")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def written(tmp_path) -> set:
+    """What a run left in tmp_path besides its config and the mesh cache."""
+    return {p.name for p in tmp_path.iterdir() if p.name != "cache" and p.suffix != ".yaml"}
+
+
+BLOWUP = dict(days=2, dt=21600)          # level 2: Courant number far above the limit by step 4
+
+
+@pytest.mark.parametrize("kind, extra", [("sensitivity", ()), ("sensitivity", ("--check-adjoint",)),
+                                         ("fourdvar", ())])
+def test_a_run_that_blows_up_stops_on_the_watchdog_and_writes_nothing(tmp_path, kind, extra):
+    settings = {"observation_hours": [48]} if kind == "fourdvar" else {}
+    path = small(tmp_path, "blowup", kind, **BLOWUP, **settings)
+    out = run_small(path, *extra)
+    assert out.returncode == 3, out.stderr
+    line = one_line(out.stderr)
+    assert line.startswith("run_model.py: stopped: step ")
+    assert "Courant number" in line or "not finite" in line
+    assert "lat " in line and "lon " in line
+    assert "RuntimeWarning" not in out.stderr        # the watchdog's line says what went wrong
+    assert written(tmp_path) == set()                # no gradients, maps, observations or locks
+
+
+def test_the_plain_forward_run_of_that_config_stops_too(tmp_path):
+    path = small(tmp_path, "forward", "plain", **BLOWUP)
+    tree = yaml.safe_load(path.read_text())
+    del tree["fourdvar"]
+    path.write_text(yaml.safe_dump(tree))
+    out = run_small(path)
+    assert out.returncode == 3 and "stopped: step " in one_line(out.stderr)
+
+
+def test_a_sensitivity_run_writes_gradients_and_maps_marked_as_the_models(tmp_path):
+    from adjoint.sensitivity import png_written_by_model
+    from swm.output import MODEL_NAME
+
+    out = run_small(small(tmp_path, "sens"))
+    assert out.returncode == 0, out.stderr
+    with netCDF4.Dataset(tmp_path / "sens.nc") as ds:
+        assert ds.model_name == MODEL_NAME
+        assert all(np.isfinite(ds[name][:]).all() for name in ("dJdh0", "dJdu0", "dJdb", "J"))
+        assert np.abs(ds["dJdh0"][:]).max() > 0
+    maps = {f"sens.{name}.png" for name in ("dJdh0", "dJdu0", "dJdb")}
+    assert written(tmp_path) == {"sens.nc"} | maps       # no lock, no temporary files left
+    for name in maps:
+        assert png_written_by_model(tmp_path / name)
+        assert (tmp_path / name).stat().st_size > 10_000
+        with PIL.Image.open(tmp_path / name) as image:               # still a valid PNG
+            image.load()
+            assert image.text["model_name"] == MODEL_NAME and image.size[0] > 500
+
+
+def test_a_rerun_replaces_its_own_files(tmp_path):
+    path = small(tmp_path, "again")
+    assert run_small(path).returncode == 0
+    first = gradients(tmp_path / "again.nc")
+    stamp = (tmp_path / "again.nc").stat().st_mtime_ns
+    out = run_small(path)
+    assert out.returncode == 0, out.stderr
+    second = gradients(tmp_path / "again.nc")
+    assert (tmp_path / "again.nc").stat().st_mtime_ns != stamp
+    assert second[1] == first[1] and all(np.array_equal(first[0][k], second[0][k]) for k in first[0])
+    assert written(tmp_path) == {"again.nc", "again.dJdh0.png", "again.dJdu0.png", "again.dJdb.png"}
+
+
+@pytest.mark.parametrize("victim, message", [
+    ("refused.nc", "sensitivity.output = '{dir}/refused.nc': a file is there that this model did "
+                   "not write; expected a new path (or remove the file)"),
+    ("refused.dJdu0.png", "sensitivity.output = '{dir}/refused.nc': its map "
+                          "'{dir}/refused.dJdu0.png' is a file that this model did not write; "
+                          "expected a new path (or remove the file) (no maps: sensitivity.plot: "
+                          "false)"),
+])
+def test_a_file_the_model_did_not_write_is_refused_before_any_work(tmp_path, victim, message):
+    (tmp_path / victim).write_bytes(b"hello")
+    out = run_small(small(tmp_path, "refused"))
+    assert out.returncode == 2
+    assert one_line(out.stderr) == "run_model.py: error: " + message.format(dir=tmp_path)
+    assert "162 cells" not in out.stderr and not (tmp_path / "cache").exists()   # before setup
+    assert (tmp_path / victim).read_bytes() == b"hello"
+    assert written(tmp_path) == {victim}
+
+
+def test_a_second_run_on_the_same_path_is_refused(tmp_path):
+    import fcntl
+
+    path = small(tmp_path, "busy")
+    with open(tmp_path / "busy.nc.lock", "a+") as lock:      # another run holds the path
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write("pid 12345\n")
+        lock.flush()
+        out = run_small(path)
+    assert out.returncode == 2
+    assert "sensitivity.output = " in one_line(out.stderr) and "another run" in out.stderr
+    assert not (tmp_path / "busy.nc").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("victim", ["twin.nc", "twin.observations.nc", "twin.png"])
+def test_fourdvar_files_the_model_did_not_write_are_refused(tmp_path, victim):
+    (tmp_path / victim).write_bytes(b"hello")
+    out = run_small(small(tmp_path, "twin", "fourdvar"))
+    assert out.returncode == 2
+    line = one_line(out.stderr)
+    assert line.startswith(f"run_model.py: error: fourdvar.output = ") and victim in line
+    assert "this model did not write" in line and not (tmp_path / "cache").exists()
+    assert (tmp_path / victim).read_bytes() == b"hello"
+    assert written(tmp_path) == {victim}
+
+
+def test_a_fourdvar_twin_writes_marked_files_and_reruns(tmp_path):
+    from adjoint.sensitivity import png_written_by_model
+    from swm.output import MODEL_NAME
+
+    path = small(tmp_path, "twin", "fourdvar")
+    for _ in range(2):                                # the rerun replaces its own files
+        out = run_small(path)
+        assert out.returncode == 0, out.stderr
+        assert written(tmp_path) == {"twin.nc", "twin.observations.nc", "twin.png"}
+        for name in ("twin.nc", "twin.observations.nc"):
+            with netCDF4.Dataset(tmp_path / name) as ds:
+                assert ds.model_name == MODEL_NAME
+        assert png_written_by_model(tmp_path / "twin.png")
