@@ -21,7 +21,6 @@ finite, stops the run (`swm.watchdog.WatchdogError`) before the analysis is writ
 """
 from __future__ import annotations
 
-import io
 import logging
 import pathlib
 import time
@@ -31,7 +30,7 @@ import numpy as np
 from adjoint.costs import ObservationCost, write_observations
 from adjoint.gradient import advance, run_gradient, watchdog
 from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats, release,
-                                 require_finite, write_png)
+                                 require_finite)
 from swm.config import Config, ConfigError
 from swm.output import MODEL_NAME
 from swm.watchdog import WatchdogError
@@ -254,8 +253,10 @@ def write_analysis(path, mesh, background, sigma, v, history, truth) -> None:
 
 def plot_convergence(table, target) -> None:
     """J, |grad J| and the rms error of h0 per iteration, a PNG written atomically to `target`
-    (`adjoint.sensitivity.write_png`)."""
+    with the text chunk model_name = MODEL_NAME (`swm.output.png_written_by_model`)."""
     import matplotlib
+
+    from grids.atomic import atomic_path
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -268,10 +269,11 @@ def plot_convergence(table, target) -> None:
     axes[1].plot(table[:, 0], table[:, 3], "o-", ms=3, color="C2")
     axes[1].set(xlabel="L-BFGS-B iteration", ylabel="m", title="rms error of the initial h")
     fig.tight_layout()
-    image = io.BytesIO()
-    fig.savefig(image, format="png")
-    plt.close(fig)
-    write_png(image.getvalue(), target)
+    try:
+        with atomic_path(target) as tmp:
+            fig.savefig(tmp, format="png", metadata={"model_name": MODEL_NAME})
+    finally:
+        plt.close(fig)
 
 
 __all__ = ["run_fourdvar", "hills", "observation_steps", "observations_path", "write_analysis"]

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import logging
 import pathlib
-import tempfile
 import time
-import zlib
 
 import numpy as np
 import tqdm
@@ -27,7 +25,7 @@ from adjoint.verification import taylor_test
 from swm.config import Config, ConfigError, directory_problem
 from swm.constants import DAY
 from swm.distribution import owned_inner
-from swm.output import MODEL_NAME, OutputError
+from swm.output import MODEL_NAME, OutputError, png_written_by_model
 from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
@@ -214,11 +212,6 @@ def write_gradients(path, s, grads, value: float, controls) -> None:
 
 # -- output files: claimed before the run, PNGs marked as this model's -------------------------
 
-#: The PNG text chunk (keyword, text) that marks a PNG as this model's (the netCDF `model_name`).
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-PNG_MARK = (b"model_name", MODEL_NAME.encode("latin-1"))
-
-
 def gradient_maps(output, controls) -> list[pathlib.Path]:
     """The PNG maps `write_maps` writes beside the gradient file `output` (`swm.plot`'s names)."""
     output = pathlib.Path(output)
@@ -274,59 +267,12 @@ def map_problem(path) -> str | None:
     return problem
 
 
-def _png_chunks(data: bytes):
-    at = len(PNG_SIGNATURE)
-    while at + 8 <= len(data):
-        length = int.from_bytes(data[at:at + 4], "big")
-        yield data[at + 4:at + 8], data[at + 8:at + 8 + length]
-        at += 12 + length
-
-
-def png_written_by_model(path) -> bool:
-    """True when `path` is a PNG with this model's text chunk (`mark_png`)."""
-    try:
-        data = pathlib.Path(path).read_bytes()
-    except OSError:
-        return False
-    if not data.startswith(PNG_SIGNATURE):
-        return False
-    mark = b"\0".join(PNG_MARK)
-    return any(kind == b"tEXt" and body == mark for kind, body in _png_chunks(data))
-
-
-def mark_png(data: bytes) -> bytes:
-    """PNG bytes with the text chunk model_name = MODEL_NAME after its header chunk."""
-    if not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
-        raise ValueError("not a PNG image (no IHDR chunk after the signature)")
-    end = len(PNG_SIGNATURE) + 12 + int.from_bytes(data[8:12], "big")
-    body = b"\0".join(PNG_MARK)
-    chunk = (len(body).to_bytes(4, "big") + b"tEXt" + body
-             + zlib.crc32(b"tEXt" + body).to_bytes(4, "big"))
-    return data[:end] + chunk + data[end:]
-
-
-def write_png(data: bytes, target) -> None:
-    """The PNG `data`, marked as this model's (`mark_png`), written atomically to `target`."""
-    from grids.atomic import atomic_path
-
-    with atomic_path(target) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(mark_png(data))
-
-
 def write_maps(output) -> list[pathlib.Path]:
     """The PNG maps of the gradient file `output` (`swm.plot.plot_gradients`) beside it, each
     marked as this model's and written atomically; their paths."""
     from swm.plot import plot_gradients
 
-    output = pathlib.Path(output)
-    written = []
-    with tempfile.TemporaryDirectory(prefix=f".{output.name}.maps-", dir=output.parent) as folder:
-        for made in plot_gradients(output, out_dir=folder):
-            target = output.with_name(made.name)
-            write_png(made.read_bytes(), target)
-            written.append(target)
-    return written
+    return plot_gradients(output)
 
 
 class FinalStateProjection:
@@ -444,5 +390,4 @@ def _max():
 
 
 __all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "GRADIENTS", "claim_outputs",
-           "release", "require_finite", "quiet_floats", "write_maps", "write_png",
-           "png_written_by_model"]
+           "release", "require_finite", "quiet_floats", "write_maps"]

@@ -5,6 +5,8 @@ its directory exists and is writable, that a file
 already there was written by this model (nothing else is replaced), and takes an exclusive lock
 (`<path>.lock`, `fcntl.flock`) so that a second run on the same path stops with a clear error.
 Files are written under a temporary name and renamed when complete (atomic).
+The PNGs the model writes (`swm.plot`) carry the same mark as a text chunk, model_name =
+MODEL_NAME (`png_written_by_model`).
 
 History: an MPAS mesh file plus, per output time, the fields of `swm.variables.FIELDS` with
 dimensions (Time, nCells|nEdges|nVertices, nVertLevels), a numeric `Time` coordinate (CF units
@@ -72,6 +74,18 @@ def written_by_model(path) -> bool:
         with netCDF4.Dataset(path) as ds:
             return getattr(ds, "model_name", None) == MODEL_NAME
     except OSError:
+        return False
+
+
+def png_written_by_model(path) -> bool:
+    """True when `path` is a PNG whose text chunk `model_name` is this model's (`swm.plot`
+    writes it through matplotlib's savefig metadata)."""
+    import PIL.Image
+
+    try:
+        with PIL.Image.open(path, formats=["PNG"]) as image:
+            return image.text.get("model_name") == MODEL_NAME
+    except (OSError, SyntaxError, ValueError, PIL.Image.DecompressionBombError):
         return False
 
 

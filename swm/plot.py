@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+from grids.atomic import atomic_path
+from swm.output import MODEL_NAME
 from swm.variables import FIELDS
 
 
@@ -48,7 +50,9 @@ def cell_vorticity(ds, vorticity_vertex):
 
 
 def draw_map(polygons, owners, values, cmap: str, title: str, target) -> None:
-    """One longitude-latitude PNG map of cell values (diverging maps centred on zero)."""
+    """One longitude-latitude PNG map of cell values (diverging maps centred on zero), written
+    atomically to `target` with the text chunk model_name = MODEL_NAME (this model's PNG:
+    `swm.output.png_written_by_model`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -66,8 +70,11 @@ def draw_map(polygons, owners, values, cmap: str, title: str, target) -> None:
            title=title)
     ax.set_aspect("equal")
     fig.colorbar(collection, ax=ax, shrink=0.8)
-    fig.savefig(target, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with atomic_path(target) as tmp:
+            fig.savefig(tmp, format="png", bbox_inches="tight", metadata={"model_name": MODEL_NAME})
+    finally:
+        plt.close(fig)
 
 
 def plot_gradients(path, out_dir=None) -> list[pathlib.Path]:
