@@ -96,7 +96,8 @@ def run_fourdvar(config: Config) -> dict:
 def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     from scipy.optimize import minimize
 
-    from swm.driver import _on_root, setup, state_check
+    from swm.collective import on_root
+    from swm.driver import setup, state_check
 
     fv = config.fourdvar
     s = setup(config)
@@ -146,7 +147,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
         root["sigma"] = np.concatenate([np.full(g.nCells, fv.background_error_h),
                                         np.full(g.nEdges, fv.background_error_u)])
 
-    _on_root(comm, observe)              # every rank waits for the observation file
+    on_root(comm, observe)              # every rank waits for the observation file
     background, sigma = root.get("background"), root.get("sigma")
     context = cost_context(s, n_steps)
     cost = ObservationCost(context, obs_path, "fourdvar observations")
@@ -205,7 +206,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
             if command == "stop":
                 break
             evaluate(v)
-    _on_root(comm, lambda: write_analysis(out, g, background, sigma, last["v"], history, truth))
+    on_root(comm, lambda: write_analysis(out, g, background, sigma, last["v"], history, truth))
     history = comm.bcast(history, root=0) if comm.Get_size() > 1 else history
     first, final = history[0], history[-1]
     if rank == 0:

@@ -73,7 +73,8 @@ def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
 
 
 def _sensitivity(config: Config, progress: bool) -> dict:
-    from swm.driver import _on_root, setup, state_check
+    from swm.collective import on_root
+    from swm.driver import setup, state_check
 
     sens = config.sensitivity
     s = setup(config)
@@ -127,7 +128,7 @@ def _sensitivity(config: Config, progress: bool) -> dict:
         def plot():
             for target in write_maps(sens.output):
                 log.info("wrote %s", target)
-        _on_root(s.comm, plot)
+        on_root(s.comm, plot)
     return {"J": value, **norms, "forward_steps": stats.forward_steps}
 
 
@@ -178,7 +179,7 @@ def write_gradients(path, s, grads, value: float, controls) -> None:
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
-    from swm.driver import _on_root
+    from swm.collective import on_root
 
     gathered = {}
     for (name, location, control, _), g in zip(GRADIENTS, grads):
@@ -207,7 +208,7 @@ def write_gradients(path, s, grads, value: float, controls) -> None:
                 cost = ds.createVariable("J", "f8", ("Time",))
                 cost[0] = value
                 cost.long_name = "cost function"
-    _on_root(s.comm, write)
+    on_root(s.comm, write)
 
 
 # -- output files: claimed before the run, PNGs marked as this model's -------------------------
@@ -225,9 +226,9 @@ def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None
     not write refused, locked against a second run on the same path), and each PNG of `maps`
     checked the same way (its lock is that of paths[0], beside it; `maps_off`: the setting that
     turns the maps off, named in the error). An error on rank 0 is raised
-    on every rank (`swm.driver._on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
+    on every rank (`swm.collective.on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
     `release` them when the run ends."""
-    from swm.driver import _on_root
+    from swm.collective import on_root
     from swm.output import OutputFile
 
     claimed = []
@@ -246,7 +247,7 @@ def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None
             release(claimed)
             claimed.clear()
             raise
-    _on_root(comm, claim)
+    on_root(comm, claim)
     return claimed
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import meshops
 from swm import testcases
 from swm.callbacks import Files, HistoryOutput, Progress, RestartOutput, Watchdog
+from swm.collective import on_root
 from swm.config import Config, ConfigError
 from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
@@ -87,34 +88,6 @@ def time_step(config: Config, mesh, state) -> tuple[float, int, int]:
     return dt, per_output, total
 
 
-def _on_root(comm, fn):
-    """fn() on rank 0, its result broadcast; an exception on rank 0 is raised on every rank (a
-    ConfigError as itself, a bad input (ValueError, OSError) as a ValueError, anything else as a
-    RuntimeError, with rank 0's message), marked `collective` (every rank raises it)."""
-    outcome = None
-    if comm.Get_rank() == 0:
-        try:
-            outcome = ("ok", fn())
-        except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
-            exc.collective = True
-            if comm.Get_size() == 1:
-                raise
-            outcome = ("error", exc)
-    if comm.Get_size() > 1:
-        if outcome is not None and outcome[0] == "error":
-            exc = outcome[1]
-            kind = ConfigError if isinstance(exc, ConfigError) else \
-                ValueError if isinstance(exc, (ValueError, OSError)) else RuntimeError
-            outcome = ("error", (str(exc), kind.__name__))
-        outcome = comm.bcast(outcome, root=0)
-    if outcome[0] == "ok":
-        return outcome[1]
-    message, kind = outcome[1]
-    error = {"ConfigError": ConfigError, "ValueError": ValueError}.get(kind, RuntimeError)(message)
-    error.collective = True
-    raise error
-
-
 @dataclass
 class Setup:
     """A run's pieces on this rank: communicator, array module and dtype, where the fields live
@@ -165,7 +138,7 @@ def setup(config: Config) -> Setup:
         log.info("mesh and initial state in %.2f s", time.perf_counter() - t0)
         return dt, per_output, total, fingerprint, start
 
-    dt, per_output, total, fingerprint, start = _on_root(comm, build)
+    dt, per_output, total, fingerprint, start = on_root(comm, build)
     global_mesh, state = root.get("mesh"), root.get("state")
     physics = Physics(gravity=GRAVITY, visc2=config.diffusion.visc2, visc4=config.diffusion.visc4,
                       apvm=config.diffusion.apvm, dt=dt)
@@ -211,7 +184,7 @@ def claim_outputs(config: Config, comm) -> dict:
         except Exception:
             claimed.pop("history").close()
             raise
-    _on_root(comm, claim)
+    on_root(comm, claim)
     return claimed
 
 
@@ -265,7 +238,7 @@ def _history(config: Config, s: Setup, files: dict, writer):
         made["history"] = History(files["history"], writer, s.global_mesh, s.dtype,
                                   config.output.variables, diag, fingerprint=s.fingerprint,
                                   resume_time=resume_time)
-    _on_root(s.comm, make)
+    on_root(s.comm, make)
     return made.get("history")
 
 

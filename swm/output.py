@@ -280,7 +280,6 @@ class History:
             shutil.copyfile(self.path, self.partial)
         self.ds = netCDF4.Dataset(self.partial, "a")
         self.ds.set_auto_mask(False)
-        self.last_time = float(times.max()) if times.size else 0.0
 
     def write(self, record: int, seconds: float, fields: dict, diagnostics: dict, *, wait=None,
               done=None):
