@@ -8,7 +8,7 @@ builds them from the config in `swm.driver.build_simulation`).
 from __future__ import annotations
 
 import logging
-import threading
+import queue
 
 import numpy as np
 
@@ -78,7 +78,7 @@ class HostCopies:
 
     def __init__(self, depth: int = 2):
         self.depth = depth
-        self._slots = None
+        self._free = None           # the free sets of buffers; the writer puts them back
 
     def copy(self, arrays: dict):
         """({name: host array}, wait, release): `wait()` before reading the host arrays,
@@ -90,18 +90,12 @@ class HostCopies:
         import cupy
         import cupyx
 
-        if self._slots is None:
+        if self._free is None:
             self._stream = cupy.cuda.Stream(non_blocking=True)
-            self._slots = [({}, threading.Event()) for _ in range(self.depth)]
-            for _, free in self._slots:
-                free.set()
-        while True:                 # the first free set of buffers (the writer frees them)
-            slot = next((s for s in self._slots if s[1].is_set()), None)
-            if slot is not None:
-                break
-            self._slots[0][1].wait(0.01)
-        buffers, free = slot
-        free.clear()
+            self._free = queue.SimpleQueue()
+            for _ in range(self.depth):
+                self._free.put({})
+        buffers = self._free.get()  # waits while the writer holds every set
         ready = cupy.cuda.Event()
         ready.record()
         self._stream.wait_event(ready)
@@ -119,7 +113,7 @@ class HostCopies:
         def wait():
             done.synchronize()
             keep.clear()
-        return out, wait, free.set
+        return out, wait, lambda: self._free.put(buffers)
 
 
 class HistoryOutput:

@@ -179,15 +179,12 @@ class AsyncWriter:
     def _work(self):
         while True:
             job = self._jobs.get()
+            if job is None:
+                return
             try:
-                if job is None:
-                    return
-                if self._error is None:
-                    job()
+                job()                # after an error too: each job releases what it holds
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-                self._error = exc
-            finally:
-                self._jobs.task_done()
+                self._error = self._error or exc
 
     def _raise(self):
         if self._error is not None:
@@ -197,11 +194,6 @@ class AsyncWriter:
     def submit(self, job) -> None:
         self._raise()
         self._jobs.put(job)
-
-    def wait(self) -> None:
-        """Until every submitted job has run."""
-        self._jobs.join()
-        self._raise()
 
     def close(self) -> None:
         self._jobs.put(None)
@@ -287,21 +279,23 @@ class History:
         diagnostics {name: float}; on the writer thread `wait()` runs before the fields are read
         and `done()` once the record is written."""
         def job():
-            if wait is not None:
-                wait()
-            ds = self.ds
-            ds["Time"][record] = seconds / 86400.0
-            ds["xtime"][record] = _string(xtime(seconds))
-            for name in self.variables:
-                value = fields[name]
-                ds[name][record] = value.reshape(value.shape[0], -1)
-            for name, value in diagnostics.items():
-                if name in ds.variables:
-                    ds[name][record] = value
-            ds.sync()
-            _fsync(self.partial)       # here, in the background, not all at the end
-            if done is not None:
-                done()
+            try:
+                if wait is not None:
+                    wait()
+                ds = self.ds
+                ds["Time"][record] = seconds / 86400.0
+                ds["xtime"][record] = _string(xtime(seconds))
+                for name in self.variables:
+                    value = fields[name]
+                    ds[name][record] = value.reshape(value.shape[0], -1)
+                for name, value in diagnostics.items():
+                    if name in ds.variables:
+                        ds[name][record] = value
+                ds.sync()
+                _fsync(self.partial)       # here, in the background, not all at the end
+            finally:
+                if done is not None:
+                    done()
         self.writer.submit(job)
 
     def close(self, finished: bool) -> None:
