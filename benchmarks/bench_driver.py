@@ -33,9 +33,18 @@ RATE = re.compile(r"(\d+) steps in ([0-9.]+) s \(([0-9.]+) steps/s, ([0-9.]+) si
                   r"hour\); output files finished in ([0-9.]+) s")
 
 
-def run_model(config_path, overrides, env) -> dict:
+def mpiexec(ranks: int) -> list:
+    """The launcher prefix for `ranks` processes ([] for one)."""
+    if ranks == 1:
+        return []
+    beside = pathlib.Path(sys.executable).parent / "mpiexec"
+    return [str(beside) if beside.exists() else "mpiexec", "-n", str(ranks)]
+
+
+def run_model(config_path, overrides, env, ranks: int = 1) -> dict:
     """Wall time, start-up and stepping rate of `run_model.py` (from its log)."""
-    args = [sys.executable, str(ROOT / "run_model.py"), str(config_path), "--no-progress"]
+    args = mpiexec(ranks) + [sys.executable, str(ROOT / "run_model.py"), str(config_path),
+                             "--no-progress"]
     for item in overrides:
         args += ["--set", item]
     t0 = time.perf_counter()
@@ -56,7 +65,7 @@ def step_rate(config, steps: int, repeat: int = 3) -> dict:
     from swm.driver import setup
 
     s = setup(config)
-    model = s.model
+    model, comm = s.model, s.comm
 
     def sync():
         if s.xp is not __import__("numpy"):
@@ -66,14 +75,27 @@ def step_rate(config, steps: int, repeat: int = 3) -> dict:
     sync()
     walls = []
     for _ in range(repeat):
+        comm.barrier()
         t0 = time.perf_counter()
         for _ in range(steps):
             model.step()
         sync()
+        comm.barrier()
         walls.append(time.perf_counter() - t0)
     wall = min(walls)
     return {"step_steps_per_s": steps / wall, "step_ms": 1e3 * wall / steps, "dt": s.dt,
-            "cells": int(s.mesh.nCells)}
+            "cells": int(comm.allreduce(s.distribution.owned["cell"]))}
+
+
+def step_rate_on_ranks(config_path, overrides, env, ranks: int, steps: int) -> dict:
+    """`step_rate` under mpiexec (this script with --step-only), its row from rank 0."""
+    args = mpiexec(ranks) + [sys.executable, __file__, str(config_path), "--step-only", str(steps)]
+    for item in overrides:
+        args += ["--set", item]
+    out = subprocess.run(args, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -86,9 +108,18 @@ def main(argv=None) -> int:
     p.add_argument("--cold", action="store_true", help="also time a start with an empty mesh cache "
                    "(once per level)")
     p.add_argument("--repeat", type=int, default=2, help="cached runs (the fastest counts)")
+    p.add_argument("--ranks", type=int, default=1, help="MPI ranks of the run and of the step")
+    p.add_argument("--step-only", type=int, default=None, metavar="STEPS", help=argparse.SUPPRESS)
     p.add_argument("--out-dir", default=None, help="where the runs write (default: a temporary folder)")
     p.add_argument("--json", type=pathlib.Path)
     args = p.parse_args(argv)
+    if args.step_only is not None:               # one rank of step_rate_on_ranks
+        from meshops.parallel import world
+
+        row = step_rate(load_config(args.config, args.set), args.step_only)
+        if world().Get_rank() == 0:
+            print(json.dumps(row))
+        return 0
     out_dir = pathlib.Path(args.out_dir or tempfile.mkdtemp(prefix="bench_driver_"))
     rows = []
     for level in args.levels or [None]:
@@ -100,22 +131,26 @@ def main(argv=None) -> int:
                 overrides.append(f"mesh.generate.level={level}")
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(
                 [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+            if args.ranks > 1:
+                env.pop("MESHOPS_NO_MPI", None)
             row = {"level": level, "dtype": dtype}
             cold = args.cold and dtype == args.dtypes[0]        # the mesh does not depend on dtype
             if cold:                                          # then cached in the same folder
                 env["MESHOPS_CACHE_DIR"] = tempfile.mkdtemp(prefix="cold_cache_")
-                row["cold"] = run_model(args.config, overrides, env)
-            runs = [run_model(args.config, overrides, env) for _ in range(args.repeat)]
+                row["cold"] = run_model(args.config, overrides, env, args.ranks)
+            runs = [run_model(args.config, overrides, env, args.ranks) for _ in range(args.repeat)]
             row["cached"] = max(runs, key=lambda r: r["driver_steps_per_s"])
             row["driver_rates"] = [r["driver_steps_per_s"] for r in runs]
             row["history_bytes"] = (out_dir / "history.nc").stat().st_size
-            config = load_config(args.config, overrides)
-            row.update(step_rate(config, max(300, row["cached"]["steps"])))
+            steps = max(300, row["cached"]["steps"])
+            row.update(step_rate(load_config(args.config, overrides), steps) if args.ranks == 1
+                       else step_rate_on_ranks(args.config, overrides, env, args.ranks, steps))
+            row["ranks"] = args.ranks
             row["ratio"] = row["cached"]["driver_steps_per_s"] / row["step_steps_per_s"]
             rows.append(row)
             c = row["cached"]
-            print(f"level {level} {dtype}: {row['cells']} cells, dt {row['dt']:.2f} s, {c['steps']} "
-                  f"steps; run_model.py {c['wall_s']:.1f} s (start-up {c['startup_s']:.1f} s"
+            print(f"level {level} {dtype}, {args.ranks} rank(s): {row['cells']} cells, dt "
+                  f"{row['dt']:.2f} s, {c['steps']} steps; run_model.py {c['wall_s']:.1f} s (start-up {c['startup_s']:.1f} s"
                   + (f", cold {row['cold']['startup_s']:.1f} s" if cold else "")
                   + f"), driver {c['driver_steps_per_s']:.1f} steps/s "
                   f"({c['simulated_days_per_hour']:.1f} days/h), step alone "
