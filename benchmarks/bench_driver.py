@@ -30,7 +30,7 @@ from swm.config import load_config  # noqa: E402
 
 READY = re.compile(r"ready to step in ([0-9.]+) s")
 RATE = re.compile(r"(\d+) steps in ([0-9.]+) s \(([0-9.]+) steps/s, ([0-9.]+) simulated days per "
-                  r"hour\); output files finished in ([0-9.]+) s")
+                  r"hour\); output .* \(files finished in ([0-9.]+) s\)")
 
 
 def mpiexec(ranks: int) -> list:

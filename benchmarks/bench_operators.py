@@ -338,7 +338,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="5 repetitions, 1 warm-up: a smoke run")
     p.add_argument("--budget", type=float, help="seconds for the whole run (meshes included)")
-    p.add_argument("--cache-dir", type=pathlib.Path, default=meshes.default_cache_dir())
+    p.add_argument("--cache-dir", type=pathlib.Path, default=None)
     p.add_argument("--lloyd", type=int, default=0, help="Lloyd iterations of generated meshes")
     p.add_argument("--meshes-only", action="store_true", help="generate and cache the meshes, then stop")
     p.add_argument("--json", type=pathlib.Path, help="write every row to this JSON file")

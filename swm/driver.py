@@ -258,7 +258,7 @@ def run(config: Config, *, progress: bool = True) -> dict:
                   sim.time / DAY, config.output.path, config.restart.path)
         raise
     steps, wall = s.total - s.start, sim.loop_seconds
-    log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output files "
-             "finished in %.2f s: %s", steps, wall, steps / max(wall, 1e-9),
-             steps * s.dt / DAY / max(wall, 1e-9) * 3600.0, sim.finish_seconds, config.output.path)
+    log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output %s (files "
+             "finished in %.2f s)", steps, wall, steps / max(wall, 1e-9),
+             steps * s.dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path, sim.finish_seconds)
     return sim.callbacks["history"].last

@@ -105,4 +105,4 @@ def test_run_writes_rows_for_every_pass(tmp_path):
         if r["pass"] == "adj_atomic":
             fwd = next(s for s in rows if (s["op"], s["nlev"], s["pass"]) == (r["op"], r["nlev"], "fwd"))
             assert r["adj_over_fwd"] == pytest.approx(r["ms"] / fwd["ms"])
-    assert (tmp_path / "icosahedral-L2-lloyd0.npz").exists()
+    assert list(tmp_path.glob("icos_l2_lloyd0_morton_*.grid.nc"))     # the package's mesh cache
