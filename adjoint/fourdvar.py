@@ -32,7 +32,7 @@ from adjoint.gradient import advance, run_gradient, watchdog
 from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats, release,
                                  require_finite)
 from swm.config import Config, ConfigError
-from swm.output import MODEL_NAME
+from swm.output import MODEL_NAME, provenance
 from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
@@ -100,6 +100,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     from swm.driver import setup, state_check
 
     fv = config.fourdvar
+    attributes = provenance(config)
     s = setup(config)
     comm, rank, dist, model = s.comm, s.comm.Get_rank(), s.distribution, s.model
     obs_steps = _checked(lambda: observation_steps(config, s.dt, s.total), comm)
@@ -127,6 +128,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     def observe():
         import netCDF4
         from grids.atomic import atomic_path
+        from swm.output import stamp
 
         rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
@@ -139,7 +141,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
         with atomic_path(obs_path) as tmp:
             write_observations(tmp, cell, when, value, np.full(value.size, fv.observation_error))
             with netCDF4.Dataset(tmp, "a") as ds:
-                ds.model_name = MODEL_NAME
+                stamp(ds, attributes)
         log.info("%d observations of h at %d cells and %d times (error %g m) written to %s",
                  value.size, cells.size, len(obs_steps), fv.observation_error, obs_path)
         root["background"] = {"h": truth["h"] + hills(g, fv.first_guess_amplitude, rng),
@@ -206,7 +208,8 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
             if command == "stop":
                 break
             evaluate(v)
-    on_root(comm, lambda: write_analysis(out, g, background, sigma, last["v"], history, truth))
+    on_root(comm, lambda: write_analysis(out, g, background, sigma, last["v"], history, truth,
+                                         attributes=attributes, seconds=s.start * s.dt))
     history = comm.bcast(history, root=0) if comm.Get_size() > 1 else history
     first, final = history[0], history[-1]
     if rank == 0:
@@ -216,23 +219,27 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     return {"history": history}
 
 
-def write_analysis(path, mesh, background, sigma, v, history, truth) -> None:
-    """The analysis (h0, u0 as MPAS variables h, u), the first guess and the truth's initial h,
-    and the convergence history, in one netCDF file (with `model_name`); a PNG of the
-    convergence beside it (marked as this model's); both written atomically."""
+def write_analysis(path, mesh, background, sigma, v, history, truth, *, attributes=None,
+                   seconds: float = 0.0) -> None:
+    """The analysis (h0, u0 as MPAS variables h, u), the first guess and the truth's initial h
+    (one record at the analysis time `seconds`: Time, xtime), and the convergence history, in one
+    netCDF file with the global `attributes` (`swm.output.provenance`; model_name only when None);
+    a PNG of the convergence beside it (marked as this model's); both written atomically."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
+    from swm.output import create_time, set_time, stamp
 
     x0 = np.concatenate([background["h"], background["u"]]) + sigma * v
     table = np.array(history, dtype=np.float64)
     with atomic_path(path) as tmp:
         write_mesh(mesh, tmp)
         with netCDF4.Dataset(tmp, "a") as ds:
-            ds.model_name = MODEL_NAME
-            for name, size in (("Time", None), ("nVertLevels", 1)):
-                if name not in ds.dimensions:
-                    ds.createDimension(name, size)
+            stamp(ds, attributes)
+            create_time(ds)
+            set_time(ds, 0, seconds)
+            if "nVertLevels" not in ds.dimensions:
+                ds.createDimension("nVertLevels", 1)
             ds.createDimension("nIterations", table.shape[0])
             for name, dim, values, text in (
                     ("h", "nCells", x0[:mesh.nCells], "analysis: initial fluid thickness (m)"),

@@ -25,7 +25,7 @@ from adjoint.verification import taylor_test
 from swm.config import Config, ConfigError, directory_problem
 from swm.constants import DAY
 from swm.distribution import owned_inner
-from swm.output import MODEL_NAME, OutputError, png_written_by_model
+from swm.output import OutputError, png_written_by_model, provenance
 from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
@@ -121,7 +121,8 @@ def _sensitivity(config: Config, progress: bool) -> dict:
              "memory, %d on disk", sens.checkpointing.schedule, stats.forward_steps, stats.n_steps,
              stats.recomputed, stats.max_states_in_memory, stats.max_states_on_disk)
     log.info("gradient norms: %s", ", ".join(f"|{k}| {v:.6g}" for k, v in norms.items()))
-    write_gradients(sens.output, s, grads, value, [c for c in sens.controls])
+    write_gradients(sens.output, s, grads, value, [c for c in sens.controls],
+                    attributes=provenance(config))
     if s.comm.Get_rank() == 0:
         log.info("gradients written to %s", sens.output)
     if sens.plot:
@@ -173,13 +174,15 @@ def _checked(fn, comm):
     return result
 
 
-def write_gradients(path, s, grads, value: float, controls) -> None:
+def write_gradients(path, s, grads, value: float, controls, attributes=None) -> None:
     """The gradient file (written on rank 0, atomically; an error there raised on every rank): the
-    mesh, the chosen controls' gradients (Time = 1), J and `model_name`."""
+    mesh, the chosen controls' gradients (one record, at the run's start: Time, xtime), J and the
+    global `attributes` (`swm.output.provenance`; model_name only when None)."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from swm.collective import on_root
+    from swm.output import create_time, set_time, stamp
 
     gathered = {}
     for (name, location, control, _), g in zip(GRADIENTS, grads):
@@ -192,9 +195,9 @@ def write_gradients(path, s, grads, value: float, controls) -> None:
         with atomic_path(path) as tmp:
             write_mesh(s.global_mesh, tmp)
             with netCDF4.Dataset(tmp, "a") as ds:
-                ds.model_name = MODEL_NAME
-                if "Time" not in ds.dimensions:
-                    ds.createDimension("Time", None)
+                stamp(ds, attributes)
+                create_time(ds)
+                set_time(ds, 0, s.start * s.dt)
                 if "nVertLevels" not in ds.dimensions:
                     ds.createDimension("nVertLevels", 1)
                 for name, location, control, units in GRADIENTS:

@@ -37,9 +37,10 @@ def load(path):
     with netCDF4.Dataset(path) as ds:
         ds.set_auto_mask(False)
         out = {name: ds[name][:] for name in ("latCell", "lonCell", "areaCell", "dcEdge", "dvEdge")}
-        for name in ("h", "u", "b", "vorticity"):
+        for name in ("h", "u", "vorticity"):
             if name in ds.variables:
                 out[name] = ds[name][:, :, 0]
+        out["h_s"] = ds["h_s"][:] if "h_s" in ds.variables else np.zeros(out["areaCell"].size)
         stamps = ["".join(c.decode() for c in row).strip() for row in ds["xtime"][:]]
     out["days"] = np.array([_days(s) for s in stamps])
     return out
@@ -123,10 +124,10 @@ def _figure():
 
 def case5(d, args):
     record = _record(d, args.day)
-    surface = d["h"][record] + d["b"][record]
+    surface = d["h"][record] + d["h_s"]
     print("| day | h min | h max | h + b min | h + b max |\n|---|---|---|---|---|")
     for r in range(len(d["days"])):
-        s = d["h"][r] + d["b"][r]
+        s = d["h"][r] + d["h_s"]
         print(f"| {d['days'][r]:g} | {d['h'][r].min():.1f} | {d['h'][r].max():.1f} | {s.min():.1f} | {s.max():.1f} |")
     fig, ax = _figure()
     levels = np.arange(np.floor(surface.min() / 100) * 100, surface.max() + 100, 100.0)

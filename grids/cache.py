@@ -11,7 +11,7 @@ Where: `$MESHOPS_CACHE_DIR` if set, else `$XDG_CACHE_HOME/meshops/meshes`, else
 
 Key: the file name holds the readable parameters and a hash of all of them,
 ``icos_l{level}_lloyd{n}_{order}_r{radius}_v{GENERATOR_VERSION}_{hash8}.grid.nc``, e.g.
-``icos_l9_lloyd0_morton_r6371229_v1_3f0c9a1e.grid.nc``; the hash covers level, lloyd_iterations,
+``icos_l9_lloyd0_morton_r6371229_v2_3f0c9a1e.grid.nc``; the hash covers level, lloyd_iterations,
 order, sphere_radius, omega, the generator version (`grids.icosahedral.GENERATOR_VERSION`) and the
 cache format (`CACHE_FORMAT`). The same parameters are stored as global attributes of the file
 (meshops_cache_level, _lloyd_iterations, _order, _sphere_radius, _omega, _generator_version,
@@ -203,12 +203,16 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
                                     **cache_attributes(params)})
     generated = time.perf_counter() - start
     try:
-        from .mpas_io import write_mesh
+        from .mpas_io import append_history, history_line, write_mesh
 
         directory.mkdir(parents=True, exist_ok=True)
         _remove_stale_temporaries(path)
         start = time.perf_counter()
-        write_mesh(mesh, path, format="NETCDF4")
+        # The history line goes into the mesh before writing, so that this (miss) mesh and the
+        # file read back later (hit) have the same attributes.
+        written = mesh.replace(attributes=append_history(
+            mesh.attributes, history_line("written", f"cache {path.name}")))
+        write_mesh(written, path, format="NETCDF4", history=False)
     except Exception as exc:          # noqa: BLE001 - the cache never fails the run
         log.warning("mesh: cannot write the mesh cache %s (%s); generated level %d in %.1f s, "
                     "kept in memory only (set %s to a writable directory)", path, exc,
@@ -216,4 +220,4 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
         return mesh
     log.info("mesh: generated level %d in %.1f s, cached to %s (write %.1f s)", params["level"],
              generated, path, time.perf_counter() - start)
-    return mesh
+    return written

@@ -4,18 +4,22 @@
                              [--format NETCDF4] [--order morton] [--progress]
     python -m grids check FILE [--radius R] [--recompute-geometry]
     python -m grids reorder IN OUT [--method morton] [--format F]
+    python -m grids --version
 
 `check` exits with status 0 when the mesh is valid and 1 when it is not, with one line on stderr
 naming the file, field, first bad index, value and what was expected; 2 for bad arguments. Output
 paths are checked before any work. A unit-sphere file is shown on the Earth's radius (lengths in km,
 labelled). `reorder` records where each entity
-came from in indexToCellID / indexToEdgeID / indexToVertexID (see `reorder_keeping_ids`).
+came from in indexToCellID / indexToEdgeID / indexToVertexID (see `reorder_keeping_ids`). Every
+written file's `history` attribute gets a line with the command line. `--version` prints the
+installed meshops version ("unknown" when the distribution is not installed).
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
+import shlex
 import sys
 import time
 
@@ -24,11 +28,23 @@ from .mpas_io import FORMATS, read_mesh, reorder_keeping_ids, write_mesh
 from .validate import MeshError
 
 
+def package_version() -> str:
+    """The installed meshops distribution's version, or "unknown" when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("meshops")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grids", description="MPAS mesh files: generate, "
                                 "check, reorder. Errors go to stderr; the exit status is 0 on "
                                 "success, 1 for a bad mesh file, 2 for bad arguments or an "
                                 "unwritable output.")
+    p.add_argument("--version", action="version", version=f"meshops {package_version()}",
+                   help="print the meshops version and exit")
     sub = p.add_subparsers(dest="command", required=True)
     fmt_help = f"netCDF format of the output file (default %(default)s; one of {', '.join(FORMATS)})"
     g = sub.add_parser("generate", help="icosahedral Voronoi mesh (10 * 4**level + 2 cells)")
@@ -87,9 +103,14 @@ def _output_problem(path: str) -> str | None:
     return None
 
 
+#: The command line of this run, recorded in the history of each written file (set by `main`).
+_COMMAND_LINE: list = []
+
+
 def _write(mesh, path: str, fmt: str, command: str) -> bool:
+    what = "python -m grids " + shlex.join(_COMMAND_LINE) if _COMMAND_LINE else f"python -m grids {command}"
     try:
-        write_mesh(mesh, path, format=fmt)
+        write_mesh(mesh, path, format=fmt, history=what)
     except OSError as exc:
         _error(command, f"cannot write {path}: {exc.strerror or exc}")
         return False
@@ -199,6 +220,8 @@ def reorder(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _COMMAND_LINE[:] = argv
     args = _parser().parse_args(argv)
     try:
         status = {"generate": generate, "check": check, "reorder": reorder}[args.command](args)

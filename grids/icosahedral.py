@@ -14,6 +14,11 @@ with scipy.spatial.ConvexHull.
 
 Cells are then ordered along a space-filling curve, edges and vertices following their cells
 (`grids.reorder`), and every metric field is derived with `grids.geometry.complete_mesh`.
+
+A generated mesh carries what MPAS-Model needs to start from it (`grids.mpas_io.mpas_metadata`):
+extra variables indexToCellID, indexToEdgeID, indexToVertexID (1..n, int32) and meshDensity (1.0),
+global attributes on_a_sphere, sphere_radius, is_periodic, x_period, y_period (0.0), mesh_spec,
+Conventions, source, file_id (random, new for each generated mesh), parent_id ("") and history.
 """
 from __future__ import annotations
 
@@ -24,13 +29,14 @@ from scipy.spatial import ConvexHull
 
 from grids.geometry import INDEX_DTYPE, _chunks, complete_mesh, cross, triangle_area
 from grids.mesh import EARTH_OMEGA, EARTH_RADIUS, Mesh
+from grids.mpas_io import mpas_metadata
 from grids.reorder import METHODS, following_order, sfc_order
 
 MAX_LEVEL = 12
 #: Version of the generator's output. Bump it whenever a change here (or in grids.geometry /
 #: grids.reorder) can change any array of a generated mesh: it is part of the mesh cache's key
 #: (`grids.cache`), so meshes cached by an older generator are not used.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2      # 2: MPAS metadata (indexTo*ID, meshDensity, file_id, ...) added
 #: Index dtype of the triangulation (3 * 20 * 4**12 half-edges still fit in int32).
 IDX = np.int32
 
@@ -345,8 +351,9 @@ def _mesh_from_triangulation(pts, tris, eid, n_edges, *, sphere_radius, order, o
             conn[f"{c}{loc}"] = a * p[:, k]
     del pts, pe, pv
     stage("positions")
-    attributes = {"on_a_sphere": "YES", "sphere_radius": a, "is_periodic": "NO", "mesh_spec": "1.0",
-                  "Conventions": "MPAS", "source": source}
-    mesh = complete_mesh(conn, a, omega=omega, attributes=attributes)
+    sizes = {"nCells": conn["xCell"].shape[0], "nEdges": conn["xEdge"].shape[0],
+             "nVertices": conn["xVertex"].shape[0]}
+    attributes, extra = mpas_metadata(sizes, a, source=source)
+    mesh = complete_mesh(conn, a, omega=omega, attributes=attributes, extra=extra)
     stage("geometry")
     return mesh

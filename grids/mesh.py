@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-#: Earth's radius (m), as in MPAS (`a` in mpas_constants).
+#: Earth's radius (m), as in MPAS (`a = 6371229.0` in mpas_constants, the radius MPAS scales its
+#: unit-sphere meshes to). The one definition: every default radius of `grids` (generation, cache,
+#: CLI) is this name; other packages should import it (`from grids import EARTH_RADIUS`).
 EARTH_RADIUS = 6371229.0
 #: Earth's rotation rate (1/s), as in MPAS (`omega` in mpas_constants).
 EARTH_OMEGA = 7.29212e-5

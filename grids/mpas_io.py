@@ -4,19 +4,38 @@ On disk MPAS indices are 1-based with 0 pads; in memory (`Mesh`) they are 0-base
 This module is the only place that converts. Variables the mesh does not interpret (indexToCellID,
 cellQuality, meshDensity, boundaryVertex, ...) are kept in `mesh.extra` as (dims, array), unchanged,
 and written back; global attributes are kept in `mesh.attributes`.
+
+MPAS metadata: MPAS-Model's bootstrapping (src/framework/mpas_bootstrapping.F) reads the fields
+indexToCellID, indexToEdgeID, indexToVertexID (1-based global ids, int32) and the global attributes
+on_a_sphere, sphere_radius, parent_id, file_id, mesh_spec, is_periodic, x_period, y_period.
+A mesh read from a file keeps what the file had; `mpas_metadata` gives a new (generated) mesh all
+of them, plus meshDensity (1.0: uniform) and history. `write_mesh` appends a line to `history`.
+
+edgeSignOnCell: this package (and MPAS-Atmosphere's edgesOnCell_sign) has +1 where the cell is
+cellsOnEdge[e, 0]; MPAS-Ocean's edgeSignOnCell has -1 there. A file whose edgeSignOnCell is
+consistently in MPAS-Ocean's convention is converted on read (logged at info on the "grids"
+logger); a field mixing both conventions is refused (MeshError naming the field and the entry).
+edgeSignOnVertex is the same in both cores (+1 where the vertex is verticesOnEdge[e, 1]), so a
+flipped edgeSignOnVertex is not a known convention and is refused as before.
 """
 from __future__ import annotations
 
+import logging
 import os
+import secrets
+import string
+import time
 from typing import overload
 
 import numpy as np
 
 from .atomic import atomic_path
 from .mesh import EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, Mesh
-from .validate import (INDEX_TARGET, MeshError, check_counts, check_fields, check_finite,
-                       check_indices, check_sphere, check_structure, file_index_base, used_slots,
-                       validate_mesh)
+from .validate import (INDEX_TARGET, MeshError, _raise_first, check_counts, check_fields,
+                       check_finite, check_indices, check_sphere, check_structure, file_index_base,
+                       used_slots, validate_mesh)
+
+log = logging.getLogger("grids")
 
 #: netCDF formats write_mesh accepts.
 FORMATS = ("NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA", "NETCDF3_CLASSIC", "NETCDF4",
@@ -345,6 +364,8 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
         # needs finite positions on the sphere, so these run with validate=False too.
         check_finite(fields, source)
         check_sphere(fields, radius, source)
+        if not recompute_geometry:
+            convert_sign_convention(fields, source, refuse_mixed=validate)
 
         from .geometry import complete_mesh
 
@@ -359,6 +380,103 @@ def mesh_from_variables(dims: dict, variables: dict, attributes: dict, *, source
         if validate:
             validate_mesh(mesh, source=source, geometry=not recompute_geometry)
     return mesh
+
+
+#: (sign field, index field, end field, end slot, count field, name of the opposite convention):
+#: the sign is +1 where the entity is end_field[e, end]. Only edgeSignOnCell has a known opposite
+#: convention (MPAS-Ocean's); see the module docstring.
+SIGN_CONVENTIONS = (
+    ("edgeSignOnCell", "edgesOnCell", "cellsOnEdge", 0, "nEdgesOnCell", "MPAS-Ocean's"),
+)
+
+
+def convert_sign_convention(fields: dict, source: str, *, refuse_mixed: bool = True) -> None:
+    """Convert a sign field given consistently in the opposite convention (in place in `fields`).
+
+    For each entry of SIGN_CONVENTIONS whose fields are all present (0-based indices, checked):
+    every used slot equal to this package's sign -> nothing; every used slot the negative of it ->
+    the field is negated in its used slots (pads kept) and "<source>: edgeSignOnCell in the
+    opposite convention (MPAS-Ocean's): converted" is logged at info on the "grids" logger; a
+    mixture -> MeshError (with `refuse_mixed`) naming the field and the first entry [c, j]
+    (0-based position) that disagrees with the convention of the majority of the entries.
+    """
+    for sign_name, idx_name, end_name, end, count, other in SIGN_CONVENTIONS:
+        sign, edges, ends = fields.get(sign_name), fields.get(idx_name), fields.get(end_name)
+        if sign is None or edges is None or ends is None or fields.get(count) is None:
+            continue
+        used = used_slots(fields, idx_name)
+        owner = np.arange(edges.shape[0])[:, None]
+        want = np.where(ends[np.where(used, edges, 0), end] == owner, 1.0, -1.0)
+        ours, flipped = used & (sign == want), used & (sign == -want)
+        n_used, n_ours, n_flipped = int(used.sum()), int(ours.sum()), int(flipped.sum())
+        if n_ours == n_used:
+            continue
+        if n_flipped == n_used:
+            # pads kept (a negated 0 pad, -0.0, becomes 0.0 again)
+            fields[sign_name] = np.where(used, -sign, sign + 0.0).astype(sign.dtype, copy=False)
+            log.info("%s: %s in the opposite convention (%s): converted", source, sign_name, other)
+            continue
+        if refuse_mixed:
+            majority_flipped = n_flipped > n_ours
+            bad = used & ~(flipped if majority_flipped else ours)
+            convention = (f"{other} convention (-1 where the cell is {end_name}[e, {end}]), as "
+                          f"{n_flipped} of {n_used} entries are" if majority_flipped else
+                          f"+1 where the cell is {end_name}[e, {end}], -1 where it is the other, "
+                          f"as {n_ours} of {n_used} entries are")
+            _raise_first(bad, sign, source, sign_name,
+                         "sign disagrees with the convention of the rest of the field (it mixes "
+                         f"this package's and {other} conventions, or holds other values)",
+                         f"one convention throughout: {convention}")
+
+
+# -- MPAS metadata -------------------------------------------------------------------------------
+#: Length of a new file_id (MPAS-Tools' MpasMeshConverter: ID_LEN 10, lowercase letters and digits).
+FILE_ID_LENGTH = 10
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def new_file_id() -> str:
+    """A random file_id as MpasMeshConverter writes one: FILE_ID_LENGTH letters and digits."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(FILE_ID_LENGTH))
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second: 2024-05-01T12:00:00Z."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def history_line(verb: str, what: str) -> str:
+    """One `history` line: "<UTC ISO time>: <verb> by meshops grids <what>"."""
+    return f"{utc_now()}: {verb} by meshops grids {what}".rstrip()
+
+
+def append_history(attributes: dict, line: str) -> dict:
+    """A copy of `attributes` with `line` appended to its `history` (a new line when it has one)."""
+    out = dict(attributes)
+    old = out.get("history")
+    old = "" if old is None else str(old)
+    out["history"] = f"{old}\n{line}" if old.strip() else line
+    return out
+
+
+def mpas_metadata(sizes: dict, sphere_radius: float, *, source: str) -> tuple[dict, dict]:
+    """(attributes, extra) that MPAS-Model expects of a new mesh file.
+
+    attributes: on_a_sphere="YES", sphere_radius, is_periodic="NO", x_period=y_period=0.0,
+    mesh_spec="1.0", Conventions="MPAS", source, file_id (new, random), parent_id="" (no parent),
+    history ("<UTC ISO time>: generated by <source>").
+    extra: indexToCellID, indexToEdgeID, indexToVertexID (1..n, int32) and meshDensity (nCells,
+    float64, 1.0: a uniform mesh).
+    """
+    attributes = {"on_a_sphere": "YES", "sphere_radius": np.float64(sphere_radius),
+                  "is_periodic": "NO", "x_period": np.float64(0.0), "y_period": np.float64(0.0),
+                  "mesh_spec": "1.0", "Conventions": "MPAS", "source": source,
+                  "file_id": new_file_id(), "parent_id": "",
+                  "history": f"{utc_now()}: generated by {source}"}
+    extra = {name: ((dim,), np.arange(1, sizes[dim] + 1, dtype=np.int32))
+             for dim, name in ID_NAMES.items()}
+    extra["meshDensity"] = (("nCells",), np.ones(sizes["nCells"], dtype=np.float64))
+    return attributes, extra
 
 
 def _check_radius_argument(sphere_radius) -> None:
@@ -527,7 +645,8 @@ def reorder_keeping_ids(mesh: Mesh, method: str = "morton"):
     permuted with their entities (new position i takes old perm.cells[i], ...). The extra variables
     indexToCellID, indexToEdgeID, indexToVertexID (1-based global IDs, created as 1..n in the input
     order when absent) travel with their entities, so the written file says where each entity came
-    from: new cell i is input cell indexToCellID[i] - 1 when the input held IDs 1..n.
+    from: new cell i is input cell indexToCellID[i] - 1 when the input held IDs 1..n. The new mesh
+    gets a new file_id, with the input's file_id recorded in parent_id (`child_attributes`).
     """
     from .reorder import reorder_mesh
 
@@ -544,7 +663,20 @@ def reorder_keeping_ids(mesh: Mesh, method: str = "morton"):
             if dim in order and arr.shape[axis] == sizes[dim]:
                 arr = np.take(arr, order[dim], axis=axis)
         permuted[name] = (vdims, arr)
-    return new.replace(extra=permuted), perm
+    return new.replace(extra=permuted, attributes=child_attributes(mesh.attributes)), perm
+
+
+def child_attributes(attributes: dict) -> dict:
+    """Attributes of a mesh derived from one with `attributes` (e.g. reordered), as MPAS records
+    lineage: a new file_id, and parent_id = the parent's file_id, a newline, the parent's parent_id
+    (just the file_id when the parent had no parent_id; kept as it was when it had no file_id)."""
+    out = dict(attributes)
+    parent = str(out.get("file_id", "")).strip()
+    if parent:
+        grand = str(out.get("parent_id", "")).strip()
+        out["parent_id"] = f"{parent}\n{grand}" if grand else parent
+    out["file_id"] = new_file_id()
+    return out
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -571,6 +703,18 @@ def _dimension_sizes(mesh: Mesh, path: str) -> dict:
     return sizes
 
 
+def file_attributes(mesh: Mesh) -> dict:
+    """The global attributes `write_mesh` writes for `mesh` (before its history line):
+    mesh.attributes with on_a_sphere="YES", sphere_radius=mesh.sphere_radius, Conventions="MPAS",
+    and is_periodic="NO", mesh_spec="1.0" where the mesh has none."""
+    attributes = dict(mesh.attributes)
+    attributes.update(on_a_sphere="YES", sphere_radius=np.float64(mesh.sphere_radius),
+                      Conventions="MPAS")
+    attributes.setdefault("is_periodic", "NO")
+    attributes.setdefault("mesh_spec", "1.0")
+    return attributes
+
+
 def _write(mesh: Mesh, path: str, fmt: str, sizes: dict) -> None:
     import netCDF4
 
@@ -580,11 +724,7 @@ def _write(mesh: Mesh, path: str, fmt: str, sizes: dict) -> None:
     with netCDF4.Dataset(path, "w", format=fmt, clobber=False) as ds:
         ds.set_auto_maskandscale(False)
         ds.set_fill_off()
-        attributes = dict(mesh.attributes)
-        attributes.update(on_a_sphere="YES", sphere_radius=np.float64(mesh.sphere_radius),
-                          Conventions="MPAS")
-        attributes.setdefault("is_periodic", "NO")
-        attributes.setdefault("mesh_spec", "1.0")
+        attributes = file_attributes(mesh)
         for name, value in attributes.items():
             ds.setncattr(name, _attribute_value(value))
         for dim, n in sizes.items():
@@ -614,13 +754,21 @@ def _write_variable(ds, name: str, arr: np.ndarray) -> None:
     ds[name][...] = np.ascontiguousarray(arr)
 
 
-def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET") -> None:
+def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET",
+               history: str | bool = True) -> None:
     """Write a Mesh (0-based, -1 pads) as an MPAS mesh file (1-based, 0 pads, int32 indices).
 
     Mesh -> netCDF file at `path` with MPAS dimension and variable names, each mesh variable with
     its `units`, global attributes from mesh.attributes plus on_a_sphere="YES",
     sphere_radius=mesh.sphere_radius, Conventions="MPAS" (is_periodic="NO", mesh_spec="1.0" unless
     given), and the extra variables written back unchanged. format: one of FORMATS.
+
+    history: a line "<UTC ISO time>: written by meshops grids <what>" is appended to the `history`
+    attribute (an existing history is kept above it); <what> is `history` when it is a string,
+    else "write_mesh <file name>". history=False writes mesh.attributes["history"] as it is (for a
+    caller that has already added its line, e.g. the mesh cache). The mesh itself is not changed.
+    MPAS metadata (indexTo*ID, file_id, ...) is written as the mesh holds it: a generated mesh has
+    all of it (`mpas_metadata`), a mesh read from a file what the file had.
 
     Written atomically: into a temporary file in the same directory, then os.replace; on any error
     the temporary file is removed and `path` is left as it was. Structure, counts and index ranges
@@ -642,5 +790,8 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET") -> Non
     check_counts(fields, mesh_sizes, path)
     check_indices(fields, mesh_sizes, path)
     sizes = _dimension_sizes(mesh, path)
+    if history is not False:
+        what = history if isinstance(history, str) else f"write_mesh {os.path.basename(path)}"
+        mesh = mesh.replace(attributes=append_history(mesh.attributes, history_line("written", what)))
     with atomic_path(path) as tmp:
         _write(mesh, tmp, format, sizes)

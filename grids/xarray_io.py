@@ -1,16 +1,21 @@
-"""Mesh <-> xarray.Dataset with MPAS dimension and variable names.
+"""Mesh <-> xarray.Dataset with MPAS dimension and variable names, in MPAS's file convention.
 
-The Dataset holds the in-memory convention: 0-based indices with -1 pads (attributes
-index_base = 0, index_pad = -1 say so), lengths in metres on a sphere of radius sphere_radius.
-An MPAS file opened directly with xarray (1-based, 0 pads, no index_base attribute) is converted
-by `grids.mpas_io` when read back with `from_xarray`.
+`to_xarray` gives what an MPAS mesh file opened with xarray gives: connectivity 1-based with 0
+pads (edgesOnCell, cellsOnEdge, ...), so that readers of MPAS files (UXarray's MPAS reader, which
+subtracts 1 and takes 0 as "no entry", with no attribute to say otherwise; MPAS tools) read the
+right grid. The attributes index_base = 1 and index_pad = 0 say so. Lengths are in metres on a
+sphere of radius sphere_radius (attribute), which UXarray divides out.
+
+`from_xarray` reads such a Dataset, an MPAS file opened directly with xarray (1-based, 0 pads, no
+index_base attribute), and Datasets of the earlier in-memory convention (index_base = 0: 0-based
+with -1 pads).
 """
 from __future__ import annotations
 
 import numpy as np
 import xarray as xr
 
-from .mesh import FIELD_DIMS, Mesh
+from .mesh import FIELD_DIMS, INDEX_FIELDS, Mesh
 from .validate import MeshError
 
 #: Dataset attributes describing the in-memory convention (not part of mesh.attributes).
@@ -19,17 +24,27 @@ CONVENTION_ATTRS = ("index_base", "index_pad", "sphere_radius", "nCellsSolve", "
 
 
 def to_xarray(mesh: Mesh) -> xr.Dataset:
-    """Mesh -> Dataset: every MPAS field and extra variable with its MPAS dims (arrays shared).
+    """Mesh -> Dataset in MPAS's file convention: every MPAS field and extra variable with its MPAS
+    dims.
 
-    Attributes: mesh.attributes, then sphere_radius, index_base = 0, index_pad = -1 and the owned
-    counts nCellsSolve, nEdgesSolve, nVerticesSolve.
+    Index fields (`grids.mesh.INDEX_FIELDS`: edgesOnCell, cellsOnCell, verticesOnCell,
+    cellsOnEdge, verticesOnEdge, edgesOnEdge, cellsOnVertex, edgesOnVertex) are 1-based with 0
+    pads, as in an MPAS file (new arrays, of the mesh's index dtype); every other array is shared
+    with the mesh. `uxarray.open_grid(to_xarray(mesh))` gives the mesh's grid.
+
+    Attributes: mesh.attributes, then sphere_radius, index_base = 1, index_pad = 0 and the owned
+    counts nCellsSolve, nEdgesSolve, nVerticesSolve (`from_xarray` restores them).
     """
-    data = {name: (FIELD_DIMS[name], arr) for name, arr in mesh.fields().items()}
+    data = {}
+    for name, arr in mesh.fields().items():
+        if name in INDEX_FIELDS:
+            arr = arr + arr.dtype.type(1)            # -1 pads -> 0, 0-based -> 1-based
+        data[name] = (FIELD_DIMS[name], arr)
     for name, (dims, arr) in mesh.extra.items():
         data[name] = (tuple(dims), arr)
     attrs = dict(mesh.attributes)
-    attrs.update(sphere_radius=np.float64(mesh.sphere_radius), index_base=np.int32(0),
-                 index_pad=np.int32(-1), nCellsSolve=np.int64(mesh.nCellsSolve),
+    attrs.update(sphere_radius=np.float64(mesh.sphere_radius), index_base=np.int32(1),
+                 index_pad=np.int32(0), nCellsSolve=np.int64(mesh.nCellsSolve),
                  nEdgesSolve=np.int64(mesh.nEdgesSolve), nVerticesSolve=np.int64(mesh.nVerticesSolve))
     return xr.Dataset(data, attrs=attrs)
 
@@ -38,10 +53,11 @@ def from_xarray(ds: xr.Dataset, *, source: str = "<xarray>", sphere_radius: floa
                 validate: bool = True, recompute_geometry: bool = False) -> Mesh:
     """Dataset -> Mesh.
 
-    A Dataset with attribute index_base = 0 (as `to_xarray` writes) is taken as 0-based with -1
-    pads and round-trips exactly (fields, extras, owned counts, and attributes, where the mesh's
-    attributes["sphere_radius"] is set to its radius as every reader does). Without index_base it
-    is taken as an MPAS file's content (1-based, 0 pads) and converted. Fields it lacks are derived
+    A Dataset with attribute index_base = 1 (as `to_xarray` writes) or without index_base (an MPAS
+    file opened with xarray) is taken as 1-based with 0 pads and converted; index_base = 0 means
+    0-based with -1 pads. A Dataset from `to_xarray` round-trips exactly (fields, extras, owned
+    counts, and attributes, where the mesh's attributes["sphere_radius"] is set to its radius as
+    every reader does; the convention attributes are dropped). Fields it lacks are derived
     (`grids.geometry.complete_mesh`); `sphere_radius`, `validate` and `recompute_geometry` act as
     in `grids.mpas_io.read_mesh`. Raises MeshError naming `source` and the field.
     """
@@ -54,7 +70,7 @@ def from_xarray(ds: xr.Dataset, *, source: str = "<xarray>", sphere_radius: floa
                         expected="0 (in-memory convention) or 1 (MPAS file)")
     zero_based = base is not None and int(base) == 0
     solve = {k: int(attrs[k]) for k in ("nCellsSolve", "nEdgesSolve", "nVerticesSolve") if k in attrs}
-    if zero_based:
+    if base is not None:
         for key in CONVENTION_ATTRS:
             if key != "sphere_radius":
                 attrs.pop(key, None)

@@ -142,6 +142,10 @@ class HistoryOutput:
     def __call__(self, sim) -> None:
         model, dist = sim.model, self.distribution
         d = self.diagnostics()
+        if dist.comm.Get_size() > 1:
+            # the step leaves the outer halo rows stale; the fields' stencils read them (as the
+            # step's own first exchange would, so the trajectory does not change)
+            dist.exchange(model.h, model.u)
         fields = {name: FIELDS[name].compute(model) for name in self.variables}
         if dist.comm.Get_size() == 1:
             fields, wait, release = self.copies.copy(fields)
@@ -189,9 +193,9 @@ class RestartOutput:
     checked = True
 
     def __init__(self, path, distribution, fingerprint: dict, writer, schedule=None, *,
-                 at_end=False):
+                 at_end=False, attributes: dict | None = None):
         self.path, self.distribution, self.fingerprint = path, distribution, fingerprint
-        self.writer = writer
+        self.writer, self.attributes = writer, attributes
         self.schedule = schedule if schedule is not None else _Never()
         self.at_end = at_end
         self.saved_step = None
@@ -204,7 +208,8 @@ class RestartOutput:
         u = dist.gather("edge", host(model.u))
         if dist.comm.Get_rank() == 0:
             step, dt = sim.step, model.dt
-            self.writer.submit(lambda: write_restart(self.path, h, u, step, dt, self.fingerprint))
+            self.writer.submit(lambda: write_restart(self.path, h, u, step, dt, self.fingerprint,
+                                                     self.attributes))
         self.saved_step = sim.step
 
     def finish(self, sim, outcome) -> None:

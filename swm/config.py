@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from swm.constants import EARTH_RADIUS
-from swm.variables import OUTPUT_VARIABLES
+from swm.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
 #: Largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge of the run: RK4's imaginary-axis bound
 #: 2 sqrt(2) over the TRiSK wave operator's largest frequency, about 2 (|u| + c) / dcEdge (Williamson
@@ -112,7 +112,7 @@ class OutputConfig(Strict):
     path: FilePath = Field(pathlib.Path("output.nc"), description="history file (netCDF)")
     interval_hours: float = Field(24.0, gt=0, description="output interval (hours)")
     variables: list[Literal[OUTPUT_VARIABLES]] = Field(
-        list(OUTPUT_VARIABLES), description="fields written at each output time (swm.variables)")
+        list(DEFAULT_VARIABLES), description="fields written at each output time (swm.variables)")
 
 
 class RestartConfig(Strict):

@@ -20,8 +20,8 @@ from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.model import Model
-from swm.output import (AsyncWriter, History, OutputFile, mesh_fingerprint, read_restart,
-                        trajectory_settings)
+from swm.output import (AsyncWriter, History, OutputFile, mesh_fingerprint, provenance,
+                        read_restart, trajectory_settings)
 from swm.schedules import IterationInterval, TimeInterval
 from swm.simulation import Simulation
 from swm.tendencies import Physics
@@ -194,9 +194,10 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     comm = meshops.parallel.world()
     files = claim_outputs(config, comm)
     writer = AsyncWriter() if comm.Get_rank() == 0 else None
+    attributes = provenance(config)
     try:
         s = setup(config)
-        history = _history(config, s, files, writer)
+        history = _history(config, s, files, writer, attributes)
     except BaseException:
         Files(writer, files.values()).finish(None, "error")
         raise
@@ -219,14 +220,17 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     sim.callbacks["restart"] = RestartOutput(
         config.restart.path, dist, s.fingerprint, writer,
         None if restart_interval is None else TimeInterval(restart_interval * 3600.0),
-        at_end=restart_interval is not None)
+        at_end=restart_interval is not None, attributes=attributes)
     sim.callbacks["files"] = Files(writer, files.values())
     return sim, s
 
 
-def _history(config: Config, s: Setup, files: dict, writer):
-    """The History on rank 0 (None elsewhere): a new file, or the resumed run's history."""
+def _history(config: Config, s: Setup, files: dict, writer, attributes: dict):
+    """The History on rank 0 (None elsewhere): a new file (with the topography h_s and the
+    global `attributes`), or the resumed run's history."""
     made = {}
+    b = s.model.b
+    topography = s.distribution.gather("cell", b.get() if hasattr(b, "get") else np.asarray(b))
 
     def make():
         diag = ("mass", "energy", "potential_enstrophy", "max_cfl", "h_min", "h_max")
@@ -237,7 +241,8 @@ def _history(config: Config, s: Setup, files: dict, writer):
             resume_time = (s.start // s.per_output) * s.per_output * s.dt
         made["history"] = History(files["history"], writer, s.global_mesh, s.dtype,
                                   config.output.variables, diag, fingerprint=s.fingerprint,
-                                  resume_time=resume_time)
+                                  resume_time=resume_time, topography=topography,
+                                  attributes=attributes)
     on_root(s.comm, make)
     return made.get("history")
 

@@ -8,18 +8,25 @@ Files are written under a temporary name and renamed when complete (atomic).
 The PNGs the model writes (`swm.plot`) carry the same mark as a text chunk, model_name =
 MODEL_NAME (`png_written_by_model`).
 
-History: an MPAS mesh file plus, per output time, the fields of `swm.variables.FIELDS` with
+History: an MPAS mesh file plus the bottom topography `h_s(nCells)` (written once, as MPAS's
+shallow-water core does), and per output time the fields of `swm.variables.FIELDS` with
 dimensions (Time, nCells|nEdges|nVertices, nVertLevels), a numeric `Time` coordinate (CF units
 and calendar), `xtime` and the diagnostics' time series. Record k holds time k * interval; a final
 state off that grid gets the record after the last full interval. It grows under `<path>.partial`
 (renamed to `path` when the run ends); writes run on a writer thread, so stepping does not wait for
 netCDF. A resumed run continues the history it resumes: records up to the restart time are kept.
 
-Restart: h and u in the state's dtype, the step count, dt, and the fingerprints of the mesh and
-of every setting that changes the trajectory, checked when a run resumes from it.
+Restart: h and u in the state's dtype, its time (`Time`, `xtime`), the step count, dt, and the
+fingerprints of the mesh and of every setting that changes the trajectory, checked when a run
+resumes from it.
+
+Every file of a run (history, restart, and the sensitivity and 4D-Var files of `adjoint`) carries
+the global attributes of `provenance`: model_name, core_name, model_version, the resolved config
+(YAML) and a `history` line "<UTC time>: <command line>" appended to the mesh file's own.
 """
 from __future__ import annotations
 
+import datetime
 import errno
 import fcntl
 import hashlib
@@ -28,7 +35,9 @@ import logging
 import os
 import pathlib
 import queue
+import shlex
 import shutil
+import sys
 import threading
 
 import numpy as np
@@ -41,6 +50,8 @@ log = logging.getLogger("swm")
 
 #: The `model_name` attribute of every file this model writes (what `OutputFile` may replace).
 MODEL_NAME = "meshops swm"
+#: Attributes of the history's bottom topography h_s(nCells) (MPAS's name), written once.
+TOPOGRAPHY = {"units": "m", "long_name": "bottom topography (height of the surface below the fluid)"}
 #: CF time units and calendar of the `Time` coordinate (MPAS's shallow-water start date).
 TIME_UNITS, CALENDAR, START = "days since 0000-01-01 00:00:00", "noleap", "0000-01-01_00:00:00"
 
@@ -59,6 +70,58 @@ def xtime(seconds: float) -> str:
 
 def _string(text: str, width: int = 64) -> np.ndarray:
     return np.array(list(text.ljust(width)), dtype="S1")
+
+
+def create_time(ds) -> None:
+    """The numeric `Time` coordinate (CF units and calendar) and MPAS's `xtime` of netCDF4 Dataset
+    `ds` (the Time and StrLen dimensions created where missing); `set_time` fills a record."""
+    for name, size in (("Time", None), ("StrLen", 64)):
+        if name not in ds.dimensions:
+            ds.createDimension(name, size)
+    time = ds.createVariable("Time", np.float64, ("Time",))
+    time.setncatts({"units": TIME_UNITS, "calendar": CALENDAR, "standard_name": "time",
+                    "long_name": "model time", "axis": "T"})
+    ds.createVariable("xtime", "S1", ("Time", "StrLen")).long_name = \
+        "model time as YYYY-MM-DD_hh:mm:ss (MPAS)"
+
+
+def set_time(ds, record: int, seconds: float) -> None:
+    """Record `record` of `Time` and `xtime` (`create_time`) at `seconds` after the start date."""
+    ds["Time"][record] = seconds / 86400.0
+    ds["xtime"][record] = _string(xtime(seconds))
+
+
+def model_version() -> str:
+    """The installed meshops distribution's version ("unknown" when it is not installed)."""
+    import meshops
+
+    return meshops.__version__
+
+
+def provenance(config) -> dict:
+    """The global attributes every file of a run carries (`stamp` writes them): model_name,
+    core_name, model_version, the resolved config as YAML, and the line the `history` attribute
+    gains: "<UTC ISO time>: <command line>" (e.g. "run_model.py configs/williamson5.yaml")."""
+    from swm.config import dump
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)       # python -m NAME
+    program = f"python -m {spec.name.removesuffix('.__main__')}" if spec is not None \
+        else os.path.basename(sys.argv[0]) or "python"
+    command = " ".join([program, *(shlex.quote(a) for a in sys.argv[1:])])
+    return {"model_name": MODEL_NAME, "core_name": "sw", "model_version": model_version(),
+            "config": dump(config), "history": f"{now}: {command}"}
+
+
+def stamp(ds, attributes: dict | None) -> None:
+    """Set `provenance`'s attributes on netCDF4 Dataset `ds`, its `history` line appended to the
+    one already there (a mesh file's); only model_name without them (None)."""
+    attributes = dict(attributes or {"model_name": MODEL_NAME})
+    line = attributes.pop("history", None)
+    if line is not None:
+        before = str(getattr(ds, "history", "")).rstrip("\n")
+        attributes["history"] = f"{before}\n{line}" if before else line
+    ds.setncatts(attributes)
 
 
 def partial_path(path) -> pathlib.Path:
@@ -205,16 +268,20 @@ class History:
     """The history file on rank 0 (other ranks hold None and take part in the gathers only)."""
 
     def __init__(self, target: OutputFile, writer: AsyncWriter, global_mesh, dtype, variables,
-                 diagnostics, *, fingerprint: dict, resume_time: float | None = None, nlev: int = 1):
+                 diagnostics, *, fingerprint: dict, resume_time: float | None = None, nlev: int = 1,
+                 topography=None, attributes: dict | None = None):
+        """`topography`: the global b (written once as h_s); `attributes`: `provenance`'s."""
         self.target, self.path, self.partial = target, target.path, partial_path(target.path)
         self.variables, self.diagnostics = tuple(variables), tuple(diagnostics)
         self.writer = writer
         if resume_time is not None:
             self._continue(fingerprint, resume_time)
+            if attributes is not None:     # the resumed run's config and history line
+                stamp(self.ds, attributes)
         else:
-            self._create(global_mesh, dtype, nlev, fingerprint)
+            self._create(global_mesh, dtype, nlev, fingerprint, topography, attributes)
 
-    def _create(self, global_mesh, dtype, nlev, fingerprint):
+    def _create(self, global_mesh, dtype, nlev, fingerprint, topography=None, attributes=None):
         import netCDF4
         from grids.mpas_io import write_mesh
 
@@ -223,14 +290,13 @@ class History:
         write_mesh(global_mesh, self.partial, format="NETCDF4")
         self.ds = ds = netCDF4.Dataset(self.partial, "a")
         ds.set_auto_mask(False)
-        ds.setncatts({"model_name": MODEL_NAME, "core_name": "sw", **_attrs(fingerprint)})
+        stamp(ds, attributes)
+        ds.setncatts({"core_name": "sw", **_attrs(fingerprint)})
         ds.createDimension("nVertLevels", nlev)
-        ds.createDimension("StrLen", 64)
-        time = ds.createVariable("Time", np.float64, ("Time",))
-        time.setncatts({"units": TIME_UNITS, "calendar": CALENDAR, "standard_name": "time",
-                        "long_name": "model time", "axis": "T"})
-        ds.createVariable("xtime", "S1", ("Time", "StrLen")).long_name = \
-            "model time as YYYY-MM-DD_hh:mm:ss (MPAS)"
+        create_time(ds)
+        h_s = ds.createVariable("h_s", np.dtype(dtype), ("nCells",))
+        h_s.setncatts(TOPOGRAPHY)
+        h_s[:] = 0.0 if topography is None else np.asarray(topography).reshape(-1)
         for name in self.variables:
             field = FIELDS[name]
             var = ds.createVariable(name, np.dtype(dtype), ("Time", DIMENSION[field.location],
@@ -283,8 +349,7 @@ class History:
                 if wait is not None:
                     wait()
                 ds = self.ds
-                ds["Time"][record] = seconds / 86400.0
-                ds["xtime"][record] = _string(xtime(seconds))
+                set_time(ds, record, seconds)
                 for name in self.variables:
                     value = fields[name]
                     ds[name][record] = value.reshape(value.shape[0], -1)
@@ -324,16 +389,21 @@ def _attrs(fingerprint: dict) -> dict:
 
 # -- restart --------------------------------------------------------------------------------------
 
-def write_restart(path, h, u, step: int, dt: float, fingerprint: dict) -> None:
-    """Write the global state (rank 0) atomically: temporary file, fsync, rename."""
+def write_restart(path, h, u, step: int, dt: float, fingerprint: dict,
+                  attributes: dict | None = None) -> None:
+    """Write the global state (rank 0) atomically: temporary file, fsync, rename; `attributes`:
+    `provenance`'s."""
     import netCDF4
 
     with atomic_path(path) as tmp, netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
         ds.createDimension("nCells", h.shape[0])
         ds.createDimension("nEdges", u.shape[0])
         ds.createDimension("nVertLevels", 1 if h.ndim == 1 else h.shape[1])
-        ds.setncatts({"model_name": MODEL_NAME, "step": np.int64(step), "dt": np.float64(dt),
+        stamp(ds, attributes)
+        ds.setncatts({"step": np.int64(step), "dt": np.float64(dt),
                       "xtime": xtime(step * dt), **_attrs(fingerprint)})
+        create_time(ds)
+        set_time(ds, 0, step * dt)
         for name, value, dim in (("h", h, "nCells"), ("u", u, "nEdges")):
             var = ds.createVariable(name, value.dtype, (dim, "nVertLevels"))
             var.setncatts(FIELDS[name].attributes())

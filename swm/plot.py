@@ -1,6 +1,8 @@
-"""PNG maps of a history file: the surface height h + b (h where there is no topography) and the
-vorticity on the cells' polygons (longitude-latitude), and for Williamson case 2 the error of h
-against the analytic solution; of a gradient file (a sensitivity run), the gradients' maps.
+"""PNG maps of a history file or of a gradient file written by run_model.py.
+
+Of a history file: the surface height h + h_s (h where there is no topography) and the vorticity
+on the cells' polygons (longitude-latitude), and for Williamson case 2 the error of h against the
+analytic solution; of a gradient file (a sensitivity run), the gradients' maps.
 
     python -m swm.plot williamson5.nc [--record -1] [--out DIR]
 """
@@ -108,22 +110,39 @@ def plot_gradients(path, out_dir=None) -> list[pathlib.Path]:
     return written
 
 
+class PlotError(ValueError):
+    """A file or option `swm.plot` cannot use; `main` prints it as one line (exit status 2)."""
+
+
 def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
-    """Write PNG maps of `record` of history file `path`; returns their paths."""
+    """Write PNG maps of `record` of history file `path`; returns their paths. PlotError names
+    an output directory that is missing, a record past the end, or a file with no model output."""
     import netCDF4
 
     path = pathlib.Path(path)
     out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
+    if not out_dir.is_dir():
+        raise PlotError(f"--out {out_dir}: no such directory")
     written = []
-    with netCDF4.Dataset(path) as ds:
+    try:
+        ds = netCDF4.Dataset(path)
+    except OSError as exc:
+        raise PlotError(f"{path}: not a readable netCDF file ({exc})") from None
+    with ds:
         ds.set_auto_mask(False)
-        if "xtime" not in ds.variables and "J" in ds.variables:
+        if "J" in ds.variables:            # a gradient file (it has Time and xtime too)
             return plot_gradients(path, out_dir)
+        if "xtime" not in ds.variables or "h" not in ds.variables:
+            raise PlotError(f"{path}: no xtime or no h (a mesh file?); expected a history file "
+                            "written by run_model.py, or a gradient file")
+        n = ds.dimensions["Time"].size if "Time" in ds.dimensions else 0
+        if not -n <= record < n:
+            raise PlotError(f"--record {record}: {path} has {n} record(s); expected -{n} to {n - 1}")
         stamp = b"".join(ds["xtime"][record]).decode().strip()
         polygons, owners = cell_polygons(ds)
-        if "b" in ds.variables and np.any(ds["b"][record, :, 0]):
-            maps = {"h": (ds["h"][record, :, 0] + ds["b"][record, :, 0],
-                          f"surface height h + b ({FIELDS['h'].units})", "viridis")}
+        if "h_s" in ds.variables and np.any(ds["h_s"][:]):
+            maps = {"h": (ds["h"][record, :, 0] + ds["h_s"][:],
+                          f"surface height h + h_s ({FIELDS['h'].units})", "viridis")}
         else:
             maps = {"h": (ds["h"][record, :, 0], FIELDS["h"].label, "viridis")}
         if "vorticity" in ds.variables:
@@ -150,7 +169,12 @@ def main(argv=None) -> int:
     if not pathlib.Path(args.file).is_file():
         print(f"python -m swm.plot: error: {args.file}: no such file", file=sys.stderr)
         return 2
-    for target in plot_file(args.file, args.record, args.out):
+    try:
+        written = plot_file(args.file, args.record, args.out)
+    except PlotError as exc:
+        print(f"python -m swm.plot: error: {exc}", file=sys.stderr)
+        return 2
+    for target in written:
         print(f"wrote {target}")
     return 0
 

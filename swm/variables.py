@@ -3,7 +3,10 @@ diagnostics, each with its location, units, long name (CF `standard_name` where 
 how it is computed from the model on the model's own backend (NumPy or CuPy arrays, local rows).
 
 The config's allowed `output.variables`, the history writer's metadata and `swm.plot`'s labels
-all read this table: a new output variable is one `Field` entry here.
+all read this table: a new output variable is one `Field` entry here. The bottom topography is
+not a per-record field: the history holds it once, as MPAS's `h_s(nCells)` (`swm.output`).
+Fields with `default=False` (MPAS's further shallow-water diagnostics) are written only when
+`output.variables` names them.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ class Field:
     long_name: str
     compute: Callable
     standard_name: Optional[str] = None
+    default: bool = True
 
     def attributes(self) -> dict:
         attrs = {"units": self.units, "long_name": self.long_name}
@@ -53,6 +57,25 @@ def _operator(name: str, component: int | None = None):
     return compute
 
 
+def _diagnostic(name: str):
+    """The diagnostic `name` of the tendencies (`swm.tendencies.diagnostics`: h_edge, vorticity,
+    pv_vertex, pv_edge with APVM when it is on, ke), as the model's step computes it."""
+    def compute(model):
+        from swm.tendencies import diagnostics
+
+        return diagnostics(model.device_mesh, model.h, model.u, model.f_vertex, model.physics)[name]
+    return compute
+
+
+def _on_cells(compute_vertex):
+    """interp_v2c (kite-area weighted mean) of a vertex field."""
+    def compute(model):
+        import meshops
+
+        return meshops.interp_v2c(model.device_mesh, compute_vertex(model))
+    return compute
+
+
 FIELDS = {f.name: f for f in (
     Field("h", "cell", "m", "fluid thickness", lambda model: model.h),
     Field("u", "edge", "m s-1", "normal velocity on edges", lambda model: model.u),
@@ -67,7 +90,24 @@ FIELDS = {f.name: f for f in (
     Field("uReconstructMeridional", "cell", "m s-1",
           "meridional velocity reconstructed at cell centres",
           _operator("reconstruct_zonal_meridional_e2c", 1), "northward_wind"),
-    Field("b", "cell", "m", "bottom topography", lambda model: model.b),
+    Field("v", "edge", "m s-1", "tangential velocity on edges (TRiSK weights)",
+          _operator("tangential_e2e"), default=False),
+    Field("h_edge", "edge", "m", "fluid thickness on edges (mean of the two cells)",
+          _diagnostic("h_edge"), default=False),
+    Field("pv_vertex", "vertex", "m-1 s-1", "potential vorticity at vertices",
+          _diagnostic("pv_vertex"), default=False),
+    Field("pv_edge", "edge", "m-1 s-1", "potential vorticity on edges (as in the tendencies, "
+          "APVM included)", _diagnostic("pv_edge"), default=False),
+    Field("pv_cell", "cell", "m-1 s-1", "potential vorticity at cell centres",
+          _on_cells(_diagnostic("pv_vertex")), default=False),
+    Field("vorticity_cell", "cell", "s-1", "relative vorticity at cell centres",
+          _on_cells(_operator("curl_e2v")), default=False),
+    Field("uReconstructX", "cell", "m s-1", "x component of the velocity reconstructed at cell "
+          "centres (Cartesian)", _operator("reconstruct_e2c", 0), default=False),
+    Field("uReconstructY", "cell", "m s-1", "y component of the velocity reconstructed at cell "
+          "centres (Cartesian)", _operator("reconstruct_e2c", 1), default=False),
+    Field("uReconstructZ", "cell", "m s-1", "z component of the velocity reconstructed at cell "
+          "centres (Cartesian)", _operator("reconstruct_e2c", 2), default=False),
 )}
 
 DIAGNOSTICS = {d.name: d for d in (
@@ -86,4 +126,6 @@ DIAGNOSTICS = {d.name: d for d in (
 
 #: Output variable names, in the registry's order (the config's allowed `output.variables`).
 OUTPUT_VARIABLES = tuple(FIELDS)
+#: The fields a history holds when the config names none (`output.variables`' default).
+DEFAULT_VARIABLES = tuple(name for name, field in FIELDS.items() if field.default)
 DIMENSION = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}

@@ -52,7 +52,7 @@ def test_first_call_generates_and_writes_second_reads_it_back(cache_dir, records
     first = cached_icosahedral(3)
     path = cache_path(3)
     assert path.parent == cache_dir and path.is_file()
-    assert path.name.startswith("icos_l3_lloyd0_morton_r6371229_v1_") and path.name.endswith(".grid.nc")
+    assert path.name.startswith("icos_l3_lloyd0_morton_r6371229_v2_") and path.name.endswith(".grid.nc")
     assert any(m.startswith("mesh: generated level 3 in ") and str(path) in m
                for m in messages(records, logging.INFO))
     assert first.nCells == 10 * 4**3 + 2

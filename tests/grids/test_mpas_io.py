@@ -1,6 +1,7 @@
 """MPAS mesh files: reading the real x1.162 mesh, scaling, exact write/read round trips, extra
 variables, atomic writes, reordering on read, and the xarray view."""
 import os
+import re
 
 import netCDF4
 import numpy as np
@@ -32,7 +33,8 @@ def assert_same_mesh(a: Mesh, b: Mesh):
         x, y = getattr(a, name), getattr(b, name)
         assert x.dtype == y.dtype, name
         assert x.shape == y.shape, name
-        assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), name
+        assert np.array_equal(np.ascontiguousarray(x).view(np.uint8),
+                              np.ascontiguousarray(y).view(np.uint8)), name
     assert list(a.extra) == list(b.extra)
     for name, (dims, arr) in a.extra.items():
         assert b.extra[name][0] == dims, name
@@ -40,9 +42,25 @@ def assert_same_mesh(a: Mesh, b: Mesh):
         assert np.array_equal(b.extra[name][1], arr), name
     assert a.attributes.keys() == b.attributes.keys()
     for key, value in a.attributes.items():
+        if key == "history":
+            assert_history_extends(value, b.attributes[key])
+            continue
         assert np.array_equal(np.asarray(b.attributes[key]), np.asarray(value)), key
     assert (a.nCellsSolve, a.nEdgesSolve, a.nVerticesSolve) == \
         (b.nCellsSolve, b.nEdgesSolve, b.nVerticesSolve)
+
+
+HISTORY_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: written by meshops grids \S.*")
+
+
+def assert_history_extends(old: str, new: str):
+    """`new` is `old` with zero or more "<UTC ISO time>: written by meshops grids ..." lines after it
+    (write_mesh appends one per write)."""
+    assert new.startswith(old), (old, new)
+    added = new[len(old):]
+    for line in added.split("\n")[1:] if added else []:
+        assert HISTORY_LINE.fullmatch(line), line
+    assert not added or added.startswith("\n")
 
 
 @pytest.fixture(scope="module")
@@ -224,11 +242,21 @@ def test_recompute_geometry_agrees_with_the_file(x1_162_path, x1_mesh):
 
 def test_xarray_round_trip_is_exact(x1_162_path, x1_mesh):
     ds = grids.to_xarray(x1_mesh)
-    assert ds.attrs["index_base"] == 0 and ds.attrs["index_pad"] == -1
+    assert ds.attrs["index_base"] == 1 and ds.attrs["index_pad"] == 0
     assert ds["edgesOnCell"].dims == ("nCells", "maxEdges")
-    assert int(ds["edgesOnCell"].min()) == -1                       # 0-based, -1 pads
+    # MPAS's file convention (1-based, 0 pads): the same values as the file itself
+    with xr.open_dataset(x1_162_path, decode_cf=False, mask_and_scale=False) as raw:
+        for name in INDEX_FIELDS:
+            assert np.array_equal(ds[name].values, raw[name].values), name
+    assert int(ds["edgesOnCell"].min()) == 0
     assert ds.sizes["nEdges"] == 480 and "meshDensity" in ds
     assert_same_mesh(x1_mesh, grids.from_xarray(ds))
+    # a Dataset of the earlier in-memory convention (index_base = 0, -1 pads) is still read
+    old = ds.copy()
+    for name in INDEX_FIELDS:
+        old[name] = ds[name] - 1
+    old.attrs.update(index_base=np.int32(0), index_pad=np.int32(-1))
+    assert_same_mesh(x1_mesh, grids.from_xarray(old))
     # an MPAS file opened directly by xarray (1-based) is converted
     with xr.open_dataset(x1_162_path, decode_cf=False, mask_and_scale=False) as raw:
         assert_same_mesh(x1_mesh, grids.from_xarray(raw, source=str(x1_162_path)))

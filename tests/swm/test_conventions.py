@@ -1,0 +1,234 @@
+"""The files a run writes as MPAS and CF tools read them (xarray, UXarray when installed), from
+level-2 runs through run_model.py: the history's Time decodes, every model variable has units and
+a long name, the topography is h_s(nCells) once, MPAS's further shallow-water fields are there and
+agree with the tendencies, and history, restart, sensitivity and 4D-Var files carry the run's
+provenance and a decodable Time. `python -m swm.plot` ends bad input with one line and status 2."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NEW_FIELDS = {"v": "nEdges", "h_edge": "nEdges", "pv_vertex": "nVertices", "pv_edge": "nEdges",
+              "pv_cell": "nCells", "vorticity_cell": "nCells", "uReconstructX": "nCells",
+              "uReconstructY": "nCells", "uReconstructZ": "nCells"}
+PROVENANCE = ("model_name", "core_name", "model_version", "config", "history")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    return {**os.environ, "MESHOPS_CACHE_DIR": str(cache), "MESHOPS_NO_MPI": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+def write_config(directory, name, **sections):
+    tree = {"mesh": {"generate": {"level": 2, "lloyd": 0}}, "case": {"name": "williamson5"},
+            "time": {"days": 0.25, "dt": 1800}, "output": {"path": str(directory / f"{name}.nc"),
+                                                          "interval_hours": 3},
+            "restart": {"path": str(directory / f"{name}.restart.nc"), "interval_hours": 6}}
+    tree.update(sections)
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def run(env, *args):
+    out = subprocess.run([sys.executable, *map(str, args)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    return out
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory, env):
+    """A level-2 Williamson 5 run writing every registered field: (history, restart, config)."""
+    from swm.variables import OUTPUT_VARIABLES
+
+    tmp = tmp_path_factory.mktemp("history")
+    config = write_config(tmp, "w5", output={"path": str(tmp / "w5.nc"), "interval_hours": 3,
+                                             "variables": list(OUTPUT_VARIABLES)})
+    out = run(env, ROOT / "run_model.py", config, "--no-progress")
+    assert out.returncode == 0, out.stderr
+    return tmp / "w5.nc", tmp / "w5.restart.nc", config
+
+
+def check_provenance(attrs, config):
+    from swm.config import dump, load_config
+    from swm.output import MODEL_NAME
+
+    import meshops
+
+    assert all(key in attrs for key in PROVENANCE), sorted(attrs)
+    assert attrs["model_name"] == MODEL_NAME and attrs["core_name"] == "sw"
+    assert attrs["model_version"] == meshops.__version__ != ""
+    assert attrs["config"] == dump(load_config(config))
+    last = attrs["history"].splitlines()[-1]
+    stamp, _, command = last.partition(": ")
+    assert stamp.endswith("Z") and "T" in stamp, last
+    assert command.startswith("run_model.py ") and str(config) in command, last
+
+
+def test_history_decodes_with_units_and_long_names(history):
+    import cftime
+    import xarray as xr
+
+    path, _, config = history
+    with xr.open_dataset(path) as ds:
+        assert isinstance(ds["Time"].values[0], cftime.DatetimeNoLeap)
+        assert [t.hour for t in ds["Time"].values] == [0, 3, 6]
+        for name, var in ds.data_vars.items():
+            if "Time" in var.dims and name != "xtime" or name == "h_s":
+                assert var.attrs.get("units") and var.attrs.get("long_name"), name
+        check_provenance(ds.attrs, config)
+
+
+def test_topography_is_h_s_once(history):
+    import xarray as xr
+
+    path, _, _ = history
+    with xr.open_dataset(path) as ds:
+        assert "b" not in ds.variables
+        h_s = ds["h_s"]
+        assert h_s.dims == ("nCells",) and h_s.attrs["units"] == "m"
+        assert h_s.attrs["long_name"] == "bottom topography (height of the surface below the fluid)"
+        # Williamson case 5's mountain: 2000 m high, zero away from it
+        assert 1500 < float(h_s.max()) <= 2000 and float(h_s.min()) == 0.0
+
+
+def test_b_is_not_an_output_variable(tmp_path):
+    from swm.config import ConfigError, load_config
+
+    config = write_config(tmp_path, "b", output={"variables": ["h", "b"]})
+    with pytest.raises(ConfigError) as err:
+        load_config(config)
+    assert "output.variables.1 = 'b'" in str(err.value) and "'pv_edge'" in str(err.value)
+    assert "b" not in load_config(write_config(tmp_path, "d")).output.variables
+
+
+def test_mpas_fields_are_written_and_agree_with_the_tendencies(history):
+    import netCDF4
+
+    import meshops
+    from grids.mpas_io import read_mesh
+    from swm.constants import OMEGA
+    from swm.tendencies import Physics, diagnostics
+
+    path, _, _ = history
+    mesh = read_mesh(path)
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        n_time = ds.dimensions["Time"].size
+        for name, dim in NEW_FIELDS.items():
+            var = ds[name]
+            assert var.dimensions == ("Time", dim, "nVertLevels"), name
+            assert var.shape == (n_time, ds.dimensions[dim].size, 1), name
+            assert np.isfinite(var[:]).all() and np.abs(var[-1]).max() > 0, name
+        f = {name: ds[name][-1, :, 0] for name in ("h", "u", "vorticity", *NEW_FIELDS)}
+    d = diagnostics(mesh, f["h"], f["u"], 2 * OMEGA * np.sin(mesh.latVertex), Physics())
+    for name in ("pv_edge", "pv_vertex", "h_edge"):
+        np.testing.assert_allclose(f[name], d[name], rtol=1e-12, atol=0, err_msg=name)
+    np.testing.assert_allclose(f["pv_cell"], meshops.interp_v2c(mesh, f["pv_vertex"]), rtol=1e-12)
+    np.testing.assert_allclose(f["vorticity_cell"], meshops.interp_v2c(mesh, f["vorticity"]),
+                               rtol=1e-12, atol=1e-20)
+    np.testing.assert_allclose(f["v"], meshops.tangential_e2e(mesh, f["u"]), rtol=1e-12, atol=1e-12)
+    # the Cartesian reconstruction is tangent to the sphere
+    xyz = np.stack([f["uReconstructX"], f["uReconstructY"], f["uReconstructZ"]], axis=1)
+    r = np.stack([mesh.xCell, mesh.yCell, mesh.zCell], axis=1)
+    r /= np.linalg.norm(r, axis=1)[:, None]
+    assert np.abs((xyz * r).sum(axis=1)).max() < 1e-10 * np.abs(xyz).max()
+
+
+def test_restart_has_time_and_provenance(history):
+    import xarray as xr
+
+    _, restart, config = history
+    with xr.open_dataset(restart) as ds:
+        stamp = ds["Time"].values[0]
+        assert (stamp.day, stamp.hour) == (1, 6)
+        assert b"".join(ds["xtime"].values[0:1].astype("S64")).decode().strip() == \
+            "0000-01-01_06:00:00" == ds.attrs["xtime"]
+        check_provenance(ds.attrs, config)
+
+
+def test_a_resumed_run_adds_its_history_line_and_config(tmp_path, env):
+    import xarray as xr
+
+    config = write_config(tmp_path, "resume")
+    assert run(env, ROOT / "run_model.py", config, "--no-progress").returncode == 0
+    out = run(env, ROOT / "run_model.py", config, "--no-progress", "--set", "restart.resume=true",
+              "--set", "time.days=0.5")
+    assert out.returncode == 0, out.stderr
+    with xr.open_dataset(tmp_path / "resume.nc") as ds:
+        lines = [l for l in ds.attrs["history"].splitlines() if ": run_model.py " in l]
+        assert len(lines) == 2 and "restart.resume=true" in lines[1] and ds.sizes["Time"] == 5
+        assert ds.attrs["history"].splitlines()[-1] == lines[1]
+        assert "days: 0.5" in ds.attrs["config"] and "resume: true" in ds.attrs["config"]
+
+
+def test_sensitivity_and_fourdvar_files_have_time_and_provenance(tmp_path, env):
+    import xarray as xr
+
+    sensitivity = write_config(tmp_path, "sens", sensitivity={
+        "cost": {"kind": "mean", "field": "h", "box": {"lat": [20, 50], "lon": [300, 340]}},
+        "plot": False, "output": str(tmp_path / "gradients.nc")})
+    fourdvar = write_config(tmp_path, "4dvar", fourdvar={
+        "observation_hours": [3, 6], "iterations": 2, "output": str(tmp_path / "analysis.nc")})
+    for config in (sensitivity, fourdvar):
+        out = run(env, ROOT / "run_model.py", config, "--no-progress")
+        assert out.returncode == 0, out.stderr
+    for name, config in (("gradients.nc", sensitivity), ("analysis.nc", fourdvar)):
+        with xr.open_dataset(tmp_path / name) as ds:
+            stamp = ds["Time"].values
+            assert stamp.size == 1 and (stamp[0].day, stamp[0].hour) == (1, 0), name
+            assert ds["xtime"].values[0].decode().strip() == "0000-01-01_00:00:00", name
+            check_provenance(ds.attrs, config)
+    with xr.open_dataset(tmp_path / "analysis.observations.nc") as ds:
+        check_provenance(ds.attrs, fourdvar)
+    out = plot(env, tmp_path / "gradients.nc")      # still read as a gradient file
+    assert out.returncode == 0 and "gradients.dJdh0.png" in out.stdout, out.stderr
+
+
+def test_uxarray_reads_the_history(history):
+    import uxarray
+    path, _, _ = history
+    uxds = uxarray.open_dataset(path, path)
+    assert uxds.uxgrid.validate()
+    assert uxds["h"].sizes["n_face"] == uxds.uxgrid.n_face
+
+
+def plot(env, *args):
+    out = run(env, "-m", "swm.plot", *args)
+    assert "Traceback" not in out.stderr, out.stderr
+    return out
+
+
+def test_plot_refuses_bad_input_in_one_line(history, tmp_path, env):
+    from grids.cache import cached_icosahedral
+    from grids.mpas_io import write_mesh
+
+    path, _, _ = history
+    mesh_only = tmp_path / "mesh.nc"
+    write_mesh(cached_icosahedral(2), mesh_only)
+    for args, words in (((path, "--out", tmp_path / "nodir"), "no such directory"),
+                        ((path, "--record", "99"), "--record 99: "),
+                        ((mesh_only,), "no xtime or no h")):
+        out = plot(env, *args)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert out.stderr.startswith("python -m swm.plot: error: ") and words in out.stderr, out.stderr
+    out = plot(env, path, "--record", "-3", "--out", tmp_path)
+    assert out.returncode == 0 and "wrote" in out.stdout, out.stderr
+
+
+def test_plot_help_and_run_model_version(env):
+    import meshops
+
+    out = plot(env, "--help")
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    assert "PNG maps of a history file or of a gradient file written by run_model.py." in text
+    out = run(env, ROOT / "run_model.py", "--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"run_model.py (meshops {meshops.__version__})"
