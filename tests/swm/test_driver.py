@@ -15,16 +15,24 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "MESHOPS_NO_MPI": "1"}
 
 
-def config(tmp_path, name, **sections):
-    tree = {"mesh": {"generate": {"level": 3, "lloyd": 20}}, "case": {"name": "williamson5"},
-            "time": {"days": 2, "dt": 1800},
-            "output": {"path": str(tmp_path / f"{name}.nc"), "interval_hours": 12},
-            "restart": {"path": str(tmp_path / f"{name}.restart.nc")}}
+def write_config(tmp_path, name, tree, **sections):
+    """`name`.yaml in tmp_path: `tree` with output to `name`.nc, restarts to `name`.restart.nc,
+    and each section given merged into it."""
+    tree = {**tree, "output": {**tree.get("output", {}), "path": str(tmp_path / f"{name}.nc")},
+            "restart": {**tree.get("restart", {}), "path": str(tmp_path / f"{name}.restart.nc")}}
     for key, value in sections.items():
         tree[key] = {**tree.get(key, {}), **value}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(tree))
     return path
+
+
+def config(tmp_path, name, **sections):
+    """A level-3 Williamson-5 config: 2 days at dt 1800, output every 12 hours."""
+    return write_config(tmp_path, name, {"mesh": {"generate": {"level": 3, "lloyd": 20}},
+                                         "case": {"name": "williamson5"},
+                                         "time": {"days": 2, "dt": 1800},
+                                         "output": {"interval_hours": 12}}, **sections)
 
 
 def run(path, *extra, check=True):

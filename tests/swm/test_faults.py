@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.swm.test_driver import write_config
+
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 RUN_MODEL = ROOT / "run_model.py"
 TIMEOUT_S = 300
@@ -34,15 +36,10 @@ LONG = {"mesh": {"generate": {"level": 3}}, "time": {"days": 30, "dt": 1800}}
 def make_config(tmp_path, name, **sections):
     """A level-2 Williamson-5 config `name`.yaml in tmp_path, one day at dt 3600, daily output to
     `name`.nc, restarts to `name`.restart.nc; each section given is merged into the default."""
-    tree = {"mesh": {"generate": {"level": 2}}, "case": {"name": "williamson5"},
-            "time": {"days": 1, "dt": 3600},
-            "output": {"path": str(tmp_path / f"{name}.nc"), "interval_hours": 24},
-            "restart": {"path": str(tmp_path / f"{name}.restart.nc")}}
-    for key, value in sections.items():
-        tree[key] = {**tree.get(key, {}), **value}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(tree))
-    return path
+    return write_config(tmp_path, name, {"mesh": {"generate": {"level": 2}},
+                                         "case": {"name": "williamson5"},
+                                         "time": {"days": 1, "dt": 3600},
+                                         "output": {"interval_hours": 24}}, **sections)
 
 
 def env(cache_dir, ranks=1):
