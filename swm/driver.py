@@ -114,8 +114,12 @@ def setup(config: Config) -> Setup:
     comm = meshops.parallel.world()
     xp = np
     if config.backend == "cupy":
-        import cupy as xp
-
+        try:
+            import cupy as xp
+        except ImportError as exc:
+            raise ConfigError(f"backend = cupy: CuPy cannot be imported ({exc}); expected CuPy "
+                              "installed (pip install \".[gpu]\" or cupy-cuda13x) or backend: "
+                              "numpy") from None
         meshops.parallel.comm.select_device(comm)
     dtype = np.dtype(config.dtype)
     root = {}                                     # the global mesh and state, on rank 0 only

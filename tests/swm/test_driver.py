@@ -17,11 +17,11 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "MESHOPS_NO_MPI": "1"}
 
 def write_config(tmp_path, name, tree, **sections):
     """`name`.yaml in tmp_path: `tree` with output to `name`.nc, restarts to `name`.restart.nc,
-    and each section given merged into it."""
+    and each section given merged into it (a top-level value such as backend set)."""
     tree = {**tree, "output": {**tree.get("output", {}), "path": str(tmp_path / f"{name}.nc")},
             "restart": {**tree.get("restart", {}), "path": str(tmp_path / f"{name}.restart.nc")}}
     for key, value in sections.items():
-        tree[key] = {**tree.get(key, {}), **value}
+        tree[key] = {**tree.get(key, {}), **value} if isinstance(value, dict) else value
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(tree))
     return path

@@ -426,6 +426,15 @@ def test_a_bad_input_is_one_line_and_exit_2(tmp_path, make, words, before_mesh):
     assert leftovers(tmp_path, "x") == []
 
 
+@pytest.mark.skipif(__import__("importlib").util.find_spec("cupy") is not None,
+                    reason="CuPy is installed here: backend cupy is not a bad input")
+def test_backend_cupy_without_cupy_is_one_line_before_work(tmp_path):
+    path = make_config(tmp_path, "x", backend="cupy")
+    out = run_model(path)
+    refused(out, 2, "backend = cupy", "CuPy cannot be imported", "backend: numpy")
+    assert not (tmp_path / "cache").exists() and leftovers(tmp_path, "x") == []
+
+
 @pytest.mark.mpi
 def test_a_bad_partition_file_under_mpiexec_is_one_line(tmp_path):
     part = tmp_path / "graph.info.part.2"
