@@ -29,10 +29,10 @@ import numpy as np
 
 from adjoint.costs import ObservationCost, write_observations
 from adjoint.gradient import advance, run_gradient, watchdog
-from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats, release,
+from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
                                  require_finite)
 from swm.config import Config, ConfigError
-from swm.output import MODEL_NAME, provenance
+from swm.output import MODEL_NAME, provenance, release
 from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")

@@ -25,7 +25,7 @@ from adjoint.verification import taylor_test
 from swm.config import Config, ConfigError, directory_problem
 from swm.constants import DAY
 from swm.distribution import owned_inner
-from swm.output import OutputError, png_written_by_model, provenance
+from swm.output import OutputError, png_written_by_model, provenance, release
 from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
@@ -231,33 +231,15 @@ def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None
     turns the maps off, named in the error). An error on rank 0 is raised
     on every rank (`swm.collective.on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
     `release` them when the run ends."""
-    from swm.collective import on_root
-    from swm.output import OutputFile
+    from swm.output import claim
 
-    claimed = []
-
-    def claim():
-        try:
-            for path in paths:
-                claimed.append(OutputFile(path, key))
-            for png in maps:
-                problem = map_problem(png)
-                if problem is not None:
-                    off = "" if maps_off is None else f" (no maps: {maps_off})"
-                    raise OutputError(f"{key} = {str(paths[0])!r}: its map {str(png)!r} "
-                                      f"{problem}{off}")
-        except BaseException:
-            release(claimed)
-            claimed.clear()
-            raise
-    on_root(comm, claim)
-    return claimed
-
-
-def release(claimed) -> None:
-    """Unlock the files of `claim_outputs`."""
-    for target in claimed:
-        target.close()
+    def maps_ok():
+        for png in maps:
+            problem = map_problem(png)
+            if problem is not None:
+                off = "" if maps_off is None else f" (no maps: {maps_off})"
+                raise OutputError(f"{key} = {str(paths[0])!r}: its map {str(png)!r} {problem}{off}")
+    return claim(comm, [(key, path) for path in paths], maps_ok)
 
 
 def map_problem(path) -> str | None:
@@ -394,4 +376,4 @@ def _max():
 
 
 __all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "GRADIENTS", "claim_outputs",
-           "release", "require_finite", "quiet_floats", "write_maps"]
+           "require_finite", "quiet_floats", "write_maps"]

@@ -5,9 +5,16 @@ cached_icosahedral, complete_mesh, reorder_mesh, to_xarray, from_xarray. The las
 from their modules on first use (xarray is only imported by to_xarray / from_xarray). `grids.mesh`
 imports no other module of the package, so the modules form no import cycle.
 """
+import importlib.metadata as _metadata
+
 from .mesh import EARTH_OMEGA, EARTH_RADIUS, Mesh
 from .mpas_io import read_mesh, write_mesh
 from .validate import MeshError, validate_mesh
+
+try:
+    __version__ = _metadata.version("meshops")      # the distribution of grids, meshops, swm, adjoint
+except _metadata.PackageNotFoundError:  # a source tree that is not installed
+    __version__ = "unknown"
 
 _LAZY = {"generate_icosahedral": "icosahedral", "cached_icosahedral": "cache",
          "complete_mesh": "geometry",

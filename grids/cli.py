@@ -25,17 +25,8 @@ import time
 
 from .mesh import EARTH_RADIUS
 from .mpas_io import FORMATS, read_mesh, reorder_keeping_ids, write_mesh
+from . import __version__
 from .validate import MeshError
-
-
-def package_version() -> str:
-    """The installed meshops distribution's version, or "unknown" when it is not installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("meshops")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
                                 "check, reorder. Errors go to stderr; the exit status is 0 on "
                                 "success, 1 for a bad mesh file, 2 for bad arguments or an "
                                 "unwritable output.")
-    p.add_argument("--version", action="version", version=f"meshops {package_version()}",
+    p.add_argument("--version", action="version", version=f"meshops {__version__}",
                    help="print the meshops version and exit")
     sub = p.add_subparsers(dest="command", required=True)
     fmt_help = f"netCDF format of the output file (default %(default)s; one of {', '.join(FORMATS)})"

@@ -17,6 +17,8 @@ import logging
 import sys
 import traceback
 
+import grids
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
@@ -27,7 +29,7 @@ def parse_args(argv=None):
         "twin experiment.",
         epilog="Config keys: --help-config lists every key with its type, default, range and meaning.")
     p.add_argument("config", nargs="?", help="the run's YAML config (see configs/)")
-    p.add_argument("--version", action="version", version=f"%(prog)s (meshops {_version()})")
+    p.add_argument("--version", action="version", version=f"%(prog)s (meshops {grids.__version__})")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set time.days=2 --set backend=cupy "
                         "(the value read as YAML; repeatable)")
@@ -44,12 +46,6 @@ def parse_args(argv=None):
                         "dot-product test of the tangent-linear and adjoint models and a Taylor "
                         "table of the config's cost; exit status 1 if either fails")
     return p.parse_args(argv)
-
-
-def _version() -> str:
-    from swm.output import model_version
-
-    return model_version()
 
 
 def main(argv=None) -> int:

@@ -20,7 +20,7 @@ from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.model import Model
-from swm.output import (AsyncWriter, History, OutputFile, mesh_fingerprint, provenance,
+from swm.output import (AsyncWriter, History, claim, mesh_fingerprint, provenance,
                         read_restart, trajectory_settings)
 from swm.schedules import IterationInterval, TimeInterval
 from swm.simulation import Simulation
@@ -176,34 +176,19 @@ def state_check(config: Config, s: Setup) -> StateCheck:
     return StateCheck(s.model, s.distribution, GRAVITY, config.watchdog.cfl_limit)
 
 
-def claim_outputs(config: Config, comm) -> dict:
-    """The history and restart files claimed on rank 0 (`swm.output.OutputFile`: checked and
-    locked before any work); {} on the other ranks."""
-    claimed = {}
-
-    def claim():
-        claimed["history"] = OutputFile(config.output.path, "output.path")
-        try:
-            claimed["restart"] = OutputFile(config.restart.path, "restart.path")
-        except Exception:
-            claimed.pop("history").close()
-            raise
-    on_root(comm, claim)
-    return claimed
-
-
 def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulation, Setup]:
     """The Simulation of a forward run of `config`: watchdog, progress bar, history (fields,
     diagnostics, case-2 error norms) and restarts, as the config says."""
     comm = meshops.parallel.world()
-    files = claim_outputs(config, comm)
+    files = claim(comm, [("output.path", config.output.path),         # [history, restart] on
+                         ("restart.path", config.restart.path)])      # rank 0, [] elsewhere
     writer = AsyncWriter() if comm.Get_rank() == 0 else None
     attributes = provenance(config)
     try:
         s = setup(config)
         history = _history(config, s, files, writer, attributes)
     except BaseException:
-        Files(writer, files.values()).finish(None, "error")
+        Files(writer, files).finish(None, "error")
         raise
     model, dist = s.model, s.distribution
     exact = None
@@ -225,11 +210,11 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
         config.restart.path, dist, s.fingerprint, writer,
         None if restart_interval is None else TimeInterval(restart_interval * 3600.0),
         at_end=restart_interval is not None, attributes=attributes)
-    sim.callbacks["files"] = Files(writer, files.values())
+    sim.callbacks["files"] = Files(writer, files)
     return sim, s
 
 
-def _history(config: Config, s: Setup, files: dict, writer, attributes: dict):
+def _history(config: Config, s: Setup, files: list, writer, attributes: dict):
     """The History on rank 0 (None elsewhere): a new file (with the topography h_s and the
     global `attributes`), or the resumed run's history."""
     made = {}
@@ -243,7 +228,7 @@ def _history(config: Config, s: Setup, files: dict, writer, attributes: dict):
         resume_time = None
         if s.start:
             resume_time = (s.start // s.per_output) * s.per_output * s.dt
-        made["history"] = History(files["history"], writer, s.global_mesh, s.dtype,
+        made["history"] = History(files[0], writer, s.global_mesh, s.dtype,
                                   config.output.variables, diag, fingerprint=s.fingerprint,
                                   resume_time=resume_time, topography=topography,
                                   attributes=attributes)

@@ -91,17 +91,11 @@ def set_time(ds, record: int, seconds: float) -> None:
     ds["xtime"][record] = _string(xtime(seconds))
 
 
-def model_version() -> str:
-    """The installed meshops distribution's version ("unknown" when it is not installed)."""
-    import meshops
-
-    return meshops.__version__
-
-
 def provenance(config) -> dict:
     """The global attributes every file of a run carries (`stamp` writes them): model_name,
     core_name, model_version, the resolved config as YAML, and the line the `history` attribute
     gains: "<UTC ISO time>: <command line>" (e.g. "run_model.py configs/williamson5.yaml")."""
+    import meshops
     from swm.config import dump
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -109,7 +103,7 @@ def provenance(config) -> dict:
     program = f"python -m {spec.name.removesuffix('.__main__')}" if spec is not None \
         else os.path.basename(sys.argv[0]) or "python"
     command = " ".join([program, *(shlex.quote(a) for a in sys.argv[1:])])
-    return {"model_name": MODEL_NAME, "core_name": "sw", "model_version": model_version(),
+    return {"model_name": MODEL_NAME, "core_name": "sw", "model_version": meshops.__version__,
             "config": dump(config), "history": f"{now}: {command}"}
 
 
@@ -173,6 +167,35 @@ class OutputFile:
             os.unlink(lock_path) if os.path.exists(lock_path) else None
             self._lock.close()
             self._lock = None
+
+
+def claim(comm, files, check=None) -> list:
+    """Each (config key, path) of `files` claimed as an `OutputFile` on rank 0 before any work,
+    then `check()` there (further refusals, raising OutputError); an error on rank 0 is raised on
+    every rank with nothing left claimed. The OutputFiles on rank 0 ([] elsewhere), in order:
+    `release` them when the run ends."""
+    from swm.collective import on_root
+
+    claimed = []
+
+    def work():
+        try:
+            for key, path in files:
+                claimed.append(OutputFile(path, key))
+            if check is not None:
+                check()
+        except BaseException:
+            release(claimed)
+            claimed.clear()
+            raise
+    on_root(comm, work)
+    return claimed
+
+
+def release(claimed) -> None:
+    """Unlock the files of `claim`."""
+    for target in claimed:
+        target.close()
 
 
 def _lock(path: pathlib.Path, where: str):
