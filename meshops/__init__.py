@@ -7,7 +7,12 @@ adjoint (and tangent-linear model for nonlinear operators) and the locations it 
 Operators take a mesh (what `meshops.contracts.MeshLike` describes) or a `DeviceMesh`, the tables
 of a mesh on one backend and device, built once and shared by every operator (`device_mesh`).
 """
-from grids import __version__
+import importlib.metadata as _metadata
+
+try:
+    __version__ = _metadata.version("meshops")
+except _metadata.PackageNotFoundError:  # a source tree that is not installed
+    __version__ = "unknown"
 from meshops.device.mesh import DeviceMesh, device_mesh
 from meshops.modes import adjoint_mode, get_adjoint_mode, set_adjoint_mode
 from meshops.registry import OPERATORS, register
