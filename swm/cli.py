@@ -3,7 +3,7 @@ command line of `run_model.py` (a thin wrapper at the repository's top) and of t
 console script `swm-run`.
 
     python run_model.py configs/williamson5.yaml
-    swm-run configs/williamson5.yaml
+    swm-run williamson5                          (a config shipped with the package, by name)
     mpiexec -n 4 python run_model.py configs/williamson2.yaml --set time.days=2
     python run_model.py configs/galewsky.yaml --print-config
     python run_model.py configs/sensitivity_williamson5.yaml              (gradients of a cost)
@@ -14,27 +14,33 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 
 import grids
 
+#: The command's name in its messages: run_model.py or swm-run, as the user typed it.
+PROG = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0].endswith("swm-run") else "run_model.py"
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        prog="run_model.py", description="Run the TRiSK shallow-water model (Williamson 2/5/6, "
+        prog=PROG, description="Run the TRiSK shallow-water model (Williamson 2/5/6, "
         "Galewsky) from a YAML config, on one process or on every rank of mpiexec; with "
         "backend: cupy, one GPU per rank. A config with a sensitivity section runs the model's "
         "adjoint and writes the gradients of its cost; one with a fourdvar section runs a 4D-Var "
         "twin experiment.",
         epilog="Config keys: --help-config lists every key with its type, default, range and meaning.")
-    p.add_argument("config", nargs="?", help="the run's YAML config (see configs/)")
+    p.add_argument("config", nargs="?", help="the run's YAML config: a path, or the name of a config "
+                   "shipped with the package (e.g. williamson5; --list-configs names them)")
     p.add_argument("--version", action="version", version=f"%(prog)s (meshops {grids.__version__})")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set time.days=2 --set backend=cupy "
                         "(the value read as YAML; repeatable)")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config (defaults filled in) and exit")
+    p.add_argument("--list-configs", action="store_true",
+                   help="list the configs shipped with the package and exit")
     p.add_argument("--help-config", action="store_true", help="list every config key and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plot", action="store_true",
@@ -50,24 +56,29 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from swm.config import ConfigError, describe_schema, dump, load_config
+    from swm.config import ConfigError, describe_schema, dump, load_config, shipped_configs
 
     if args.help_config:
         print("\n".join(describe_schema()))
         return 0
+    if args.list_configs:
+        for name, path in shipped_configs().items():
+            print(f"{name:28s} {path}")
+        return 0
     if args.config is None:
-        print("run_model.py: error: give a config file (e.g. configs/williamson5.yaml)", file=sys.stderr)
+        print(f"{PROG}: error: give a config file or the name of a shipped one "
+              f"({', '.join(shipped_configs())})", file=sys.stderr)
         return 2
     try:
         config = load_config(args.config, args.set)
     except ConfigError as exc:
-        print(f"run_model.py: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     if args.print_config:
         print(dump(config), end="")
         return 0
     if args.check_adjoint and config.sensitivity is None:
-        print(f"run_model.py: error: --check-adjoint: {args.config} has no sensitivity section "
+        print(f"{PROG}: error: --check-adjoint: {args.config} has no sensitivity section "
               "(see configs/sensitivity_williamson5.yaml)", file=sys.stderr)
         return 2
     from meshops.parallel.comm import world
@@ -137,8 +148,8 @@ def report(exc, comm, debug: bool) -> int:
         line, status = f"error: {_plain(exc)}" + ("" if debug else " (--debug shows where)"), 1
     several = comm.Get_size() > 1
     if comm.Get_rank() == 0 or not collective:
-        prefix = f"run_model.py: rank {comm.Get_rank()}: " if several and not collective \
-            else "run_model.py: "
+        prefix = f"{PROG}: rank {comm.Get_rank()}: " if several and not collective \
+            else f"{PROG}: "
         print(prefix + line, file=sys.stderr, flush=True)
     if several and not collective:
         from meshops.parallel.comm import abort

@@ -333,9 +333,34 @@ def _set(tree: dict, path: str, value) -> None:
     node[keys[-1]] = value
 
 
+def shipped_configs() -> dict[str, pathlib.Path]:
+    """The configs that ship with the package, by name (``williamson5`` -> its YAML file): in a
+    wheel they sit in ``swm/configs/``, in a source checkout in the top-level ``configs/``."""
+    here = pathlib.Path(__file__).resolve().parent
+    for folder in (here / "configs", here.parent / "configs"):
+        if folder.is_dir():
+            return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+    return {}
+
+
+def find_config(name) -> pathlib.Path:
+    """The config file `name`: a path when one exists there, else the shipped config of that name
+    (``williamson5`` or ``williamson5.yaml``)."""
+    path = pathlib.Path(name)
+    if path.exists() or len(path.parts) > 1:
+        return path
+    shipped = shipped_configs()
+    stem = path.stem if path.suffix in (".yaml", ".yml") else path.name
+    if stem in shipped:
+        return shipped[stem]
+    raise ConfigError(f"{name}: no such config file, and no config of that name ships with the package "
+                      f"(expected a path or one of: {', '.join(shipped) or 'none found'})")
+
+
 def load_config(path, overrides=()) -> Config:
-    """The config of YAML file `path` with `overrides` ("a.b=value") applied, validated."""
-    path = pathlib.Path(path)
+    """The config of YAML file `path` (or of the shipped config of that name, see `find_config`)
+    with `overrides` ("a.b=value") applied, validated."""
+    path = find_config(path)
     try:
         text = path.read_text()
     except OSError as exc:

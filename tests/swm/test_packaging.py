@@ -1,0 +1,89 @@
+"""What a user who installed the package (not the repository) can run: the wheel holds the shipped
+configs, `swm-run NAME` resolves a shipped config by name (also under mpiexec), and a name that is
+neither a file nor a shipped config is a one-line error listing the shipped ones."""
+import importlib.metadata
+import json
+import pathlib
+import subprocess
+import sys
+import sysconfig
+import zipfile
+
+import netCDF4
+import pytest
+
+from swm.config import ConfigError, find_config, shipped_configs
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml"))
+SWM_RUN = pathlib.Path(sys.executable).parent / "swm-run"
+
+
+def _installed():
+    """The meshops distribution pip installed into this environment (not a build's egg-info)."""
+    (dist,) = importlib.metadata.distributions(name="meshops", path=[sysconfig.get_paths()["purelib"]])
+    return dist
+
+
+def _installed_editable() -> bool:
+    text = _installed().read_text("direct_url.json")
+    return bool(text) and json.loads(text).get("dir_info", {}).get("editable", False)
+
+
+def _wheel_names(tmp_path) -> set[str]:
+    """The file names inside the package as installed; an editable install is built into a wheel."""
+    if not _installed_editable():
+        return {str(f) for f in _installed().files}
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
+                   check=True, capture_output=True, timeout=600)
+    (wheel,) = tmp_path.glob("meshops-*.whl")
+    return set(zipfile.ZipFile(wheel).namelist())
+
+
+def test_the_wheel_holds_every_shipped_config_and_the_console_script(tmp_path):
+    names = _wheel_names(tmp_path)
+    assert {f"swm/configs/{c}" for c in CONFIGS} <= names
+    assert "swm/cli.py" in names
+    entry_points = _installed().entry_points
+    assert any(ep.name == "swm-run" and ep.value == "swm.cli:main" for ep in entry_points)
+
+
+def test_a_shipped_config_is_found_by_name_and_a_path_wins(tmp_path, monkeypatch):
+    assert sorted(p.name for p in shipped_configs().values()) == CONFIGS
+    assert find_config("williamson5") == find_config("williamson5.yaml") == shipped_configs()["williamson5"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "williamson5.yaml").write_text("case: {name: galewsky}\n")
+    assert find_config("williamson5.yaml") == pathlib.Path("williamson5.yaml")     # the user's own file
+    with pytest.raises(ConfigError, match=r"williamson9: no such config file.*one of: .*williamson5"):
+        find_config("williamson9")
+    with pytest.raises(ConfigError, match=r"sub/williamson5.yaml: cannot read"):
+        from swm.config import load_config
+
+        load_config("sub/williamson5.yaml")                # a path is never looked up by name
+
+
+@pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.mpi)])
+def test_swm_run_runs_a_shipped_config_by_name(tmp_path, ranks):
+    """`swm-run williamson5` (from the installed console script, in an empty directory) writes
+    williamson5.nc there; under `mpiexec -n 2` too."""
+    from tests.swm.test_faults import env
+    from tests.test_mpi_ranks import _mpiexec
+
+    launcher = [_mpiexec(), "-n", str(ranks)] if ranks > 1 else []
+    environment = env(tmp_path / "cache", ranks)
+    environment.pop("PYTHONPATH")                          # the installed package, not the checkout
+    out = subprocess.run(launcher + [str(SWM_RUN), "williamson5", "--no-progress", "--set", "time.days=0.25",
+                                     "--set", "output.interval_hours=6", "--set", "mesh.generate.level=3"],
+                         cwd=tmp_path, env=environment, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    with netCDF4.Dataset(tmp_path / "williamson5.nc") as ds:
+        assert ds.dimensions["Time"].size == 2 and ds.dimensions["nCells"].size == 642
+        assert ds.core_name == "sw"
+
+
+def test_swm_run_names_itself_in_errors(tmp_path):
+    out = subprocess.run([str(SWM_RUN), "williamson9"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("swm-run: error: williamson9: no such config file") and "williamson5" in line
