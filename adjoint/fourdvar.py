@@ -32,7 +32,7 @@ from adjoint.gradient import advance, run_gradient, watchdog
 from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
                                  require_finite)
 from swm.config import Config, ConfigError
-from swm.output import MODEL_NAME, provenance, release
+from swm.output import MODEL_NAME, mpas_namelist, provenance, release
 from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
@@ -102,6 +102,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     fv = config.fourdvar
     attributes = provenance(config)
     s = setup(config)
+    attributes.update(mpas_namelist(config, s.dt, s.total))
     comm, rank, dist, model = s.comm, s.comm.Get_rank(), s.distribution, s.model
     obs_steps = _checked(lambda: observation_steps(config, s.dt, s.total), comm)
     n_steps = obs_steps[-1]

@@ -25,7 +25,7 @@ from adjoint.verification import taylor_test
 from swm.config import Config, ConfigError, directory_problem
 from swm.constants import DAY
 from swm.distribution import owned_inner
-from swm.output import OutputError, png_written_by_model, provenance, release
+from swm.output import OutputError, mpas_namelist, png_written_by_model, provenance, release
 from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
@@ -122,7 +122,7 @@ def _sensitivity(config: Config, progress: bool) -> dict:
              stats.recomputed, stats.max_states_in_memory, stats.max_states_on_disk)
     log.info("gradient norms: %s", ", ".join(f"|{k}| {v:.6g}" for k, v in norms.items()))
     write_gradients(sens.output, s, grads, value, [c for c in sens.controls],
-                    attributes=provenance(config))
+                    attributes={**provenance(config), **mpas_namelist(config, s.dt, s.total)})
     if s.comm.Get_rank() == 0:
         log.info("gradients written to %s", sens.output)
     if sens.plot:

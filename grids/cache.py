@@ -212,7 +212,7 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
         # file read back later (hit) have the same attributes.
         written = mesh.replace(attributes=append_history(
             mesh.attributes, history_line("written", f"cache {path.name}")))
-        write_mesh(written, path, format="NETCDF4", history=False)
+        write_mesh(written, path, format="NETCDF4", history=False, cache_key=True)
     except Exception as exc:          # noqa: BLE001 - the cache never fails the run
         log.warning("mesh: cannot write the mesh cache %s (%s); generated level %d in %.1f s, "
                     "kept in memory only (set %s to a writable directory)", path, exc,

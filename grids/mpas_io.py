@@ -755,7 +755,7 @@ def _write_variable(ds, name: str, arr: np.ndarray) -> None:
 
 
 def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET",
-               history: str | bool = True) -> None:
+               history: str | bool = True, cache_key: bool = False) -> None:
     """Write a Mesh (0-based, -1 pads) as an MPAS mesh file (1-based, 0 pads, int32 indices).
 
     Mesh -> netCDF file at `path` with MPAS dimension and variable names, each mesh variable with
@@ -767,6 +767,8 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET",
     attribute (an existing history is kept above it); <what> is `history` when it is a string,
     else "write_mesh <file name>". history=False writes mesh.attributes["history"] as it is (for a
     caller that has already added its line, e.g. the mesh cache). The mesh itself is not changed.
+    The attributes that key a cached mesh (``meshops_cache_*``, `grids.cache`) describe the cache
+    file only and are written with cache_key=True alone.
     MPAS metadata (indexTo*ID, file_id, ...) is written as the mesh holds it: a generated mesh has
     all of it (`mpas_metadata`), a mesh read from a file what the file had.
 
@@ -790,6 +792,9 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET",
     check_counts(fields, mesh_sizes, path)
     check_indices(fields, mesh_sizes, path)
     sizes = _dimension_sizes(mesh, path)
+    if not cache_key:
+        mesh = mesh.replace(attributes={k: v for k, v in mesh.attributes.items()
+                                        if not k.startswith("meshops_cache_")})
     if history is not False:
         what = history if isinstance(history, str) else f"write_mesh {os.path.basename(path)}"
         mesh = mesh.replace(attributes=append_history(mesh.attributes, history_line("written", what)))

@@ -20,7 +20,7 @@ from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.model import Model
-from swm.output import (AsyncWriter, History, claim, mesh_fingerprint, provenance,
+from swm.output import (AsyncWriter, History, claim, mesh_fingerprint, mpas_namelist, provenance,
                         read_restart, trajectory_settings)
 from swm.schedules import IterationInterval, TimeInterval
 from swm.simulation import Simulation
@@ -186,6 +186,7 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     attributes = provenance(config)
     try:
         s = setup(config)
+        attributes.update(mpas_namelist(config, s.dt, s.total))
         history = _history(config, s, files, writer, attributes)
     except BaseException:
         Files(writer, files).finish(None, "error")

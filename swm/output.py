@@ -107,6 +107,25 @@ def provenance(config) -> dict:
             "config": dump(config), "history": f"{now}: {command}"}
 
 
+#: MPAS shallow-water core's config_test_case of the cases it has.
+MPAS_TEST_CASES = {"williamson2": 2, "williamson5": 5, "williamson6": 6}
+
+
+def mpas_namelist(config, dt: float, n_steps: int) -> dict:
+    """The sw core's namelist options that MPAS writes as ``config_*`` global attributes of its
+    output (Registry names), as this run sets them: time integration, dt, calendar, start time,
+    run duration ("D_hh:mm:ss"), and config_test_case for the Williamson cases."""
+    seconds = round(dt * n_steps)
+    days, rest = divmod(seconds, 86400)
+    out = {"config_time_integration": "RK4", "config_dt": float(dt),
+           "config_calendar_type": "gregorian_noleap", "config_start_time": START,
+           "config_stop_time": "none",
+           "config_run_duration": f"{days}_{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"}
+    if config.case.name in MPAS_TEST_CASES:
+        out["config_test_case"] = MPAS_TEST_CASES[config.case.name]
+    return out
+
+
 def stamp(ds, attributes: dict | None) -> None:
     """Set `provenance`'s attributes on netCDF4 Dataset `ds`, its `history` line appended to the
     one already there (a mesh file's); only model_name without them (None)."""

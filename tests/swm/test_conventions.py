@@ -86,6 +86,42 @@ def test_history_decodes_with_units_and_long_names(history):
         check_provenance(ds.attrs, config)
 
 
+#: Global attributes MPAS writes into its output (mpas_subdriver.F add_stream_attributes, the
+#: bootstrapping's mesh attributes) and the few this model adds (its provenance, the restart keys).
+MPAS_ATTRIBUTES = {"model_name", "core_name", "source", "Conventions", "on_a_sphere", "sphere_radius",
+                   "is_periodic", "x_period", "y_period", "history", "file_id", "parent_id", "mesh_spec"}
+OWN_ATTRIBUTES = {"model_version", "config", "mesh_fingerprint", "trajectory_settings"}
+#: The sw core's Registry: mesh fields of its input stream, fields of its output stream.
+MPAS_SW_VARIABLES = {
+    "latCell", "lonCell", "xCell", "yCell", "zCell", "latEdge", "lonEdge", "xEdge", "yEdge", "zEdge",
+    "latVertex", "lonVertex", "xVertex", "yVertex", "zVertex", "indexToCellID", "indexToEdgeID",
+    "indexToVertexID", "meshDensity", "cellsOnEdge", "nEdgesOnCell", "nEdgesOnEdge", "edgesOnCell",
+    "edgesOnEdge", "weightsOnEdge", "dvEdge", "dcEdge", "angleEdge", "areaCell", "areaTriangle",
+    "cellsOnCell", "verticesOnCell", "verticesOnEdge", "edgesOnVertex", "cellsOnVertex",
+    "kiteAreasOnVertex", "fEdge", "fVertex", "fCell", "h_s", "xtime", "u", "h", "v", "divergence",
+    "vorticity", "vorticity_cell", "pv_edge", "h_edge", "ke", "pv_vertex", "pv_cell", "uReconstructX",
+    "uReconstructY", "uReconstructZ", "uReconstructZonal", "uReconstructMeridional"}
+#: Added: the CF time, the signs of the TRiSK operators, the diagnostics time series.
+OWN_VARIABLES = {"Time", "edgeSignOnCell", "edgeSignOnVertex", "mass", "energy", "potential_enstrophy",
+                 "max_cfl", "h_min", "h_max"}
+
+
+def test_an_mpas_user_finds_nothing_foreign(history):
+    """Every global attribute and variable of a history is MPAS's (sw Registry, output attributes,
+    ``config_*`` namelist options) or one of the few the model adds; nothing from the mesh cache."""
+    import netCDF4
+
+    path, _, _ = history
+    with netCDF4.Dataset(path) as ds:
+        attrs = set(ds.ncattrs())
+        assert attrs - MPAS_ATTRIBUTES - OWN_ATTRIBUTES == {a for a in attrs if a.startswith("config_")}
+        assert ds.config_test_case == 5 and ds.config_time_integration == "RK4"
+        assert ds.config_dt == 1800.0 and ds.config_run_duration == "0_06:00:00"
+        assert ds.config_calendar_type == "gregorian_noleap" and ds.config_start_time == "0000-01-01_00:00:00"
+        assert set(ds.variables) - MPAS_SW_VARIABLES - OWN_VARIABLES == set()
+        assert ds.source.startswith("meshops grids.icosahedral") and ds.Conventions == "MPAS"
+
+
 def test_topography_is_h_s_once(history):
     import xarray as xr
 
@@ -192,12 +228,63 @@ def test_sensitivity_and_fourdvar_files_have_time_and_provenance(tmp_path, env):
     assert out.returncode == 0 and "gradients.dJdh0.png" in out.stdout, out.stderr
 
 
-def test_uxarray_reads_the_history(history):
+def test_uxarray_reads_the_history_and_its_means_are_the_model_s(history):
+    """UXarray's MPAS reader validates the history's grid (its face areas cover the sphere), and its
+    area-weighted mean of h at every record is the model's mass diagnostic over the sphere's area."""
     import uxarray
+
     path, _, _ = history
     uxds = uxarray.open_dataset(path, path)
-    assert uxds.uxgrid.validate()
-    assert uxds["h"].sizes["n_face"] == uxds.uxgrid.n_face
+    grid = uxds.uxgrid
+    assert grid.validate() and uxds["h"].sizes["n_face"] == grid.n_face
+    assert float(grid.face_areas.sum()) == pytest.approx(4 * np.pi, rel=1e-12)
+    mean_h = uxds["h"].isel(nVertLevels=0).weighted_mean().values
+    with netCDF4_dataset(path) as ds:
+        area = ds["areaCell"][:].sum()
+        mass = ds["mass"][:]
+        assert ds["mass"].units == "m3"
+    np.testing.assert_allclose(mean_h * area, mass, rtol=1e-13)
+    assert np.ptp(mean_h) > 0 or mean_h.size == 1             # a real series, one value per record
+
+
+def test_xarray_and_cf_xarray_decode_the_time_axis(history):
+    import cf_xarray  # noqa: F401 - registers the .cf accessor
+    import cftime
+    import xarray as xr
+
+    path, restart, _ = history
+    with xr.open_dataset(path) as ds:
+        assert ds.cf.axes["T"] == ["Time"] and ds.cf["time"].name == "Time"
+        at_3h = ds["h"].sel(Time=cftime.DatetimeNoLeap(0, 1, 1, 3, has_year_zero=True))
+        assert at_3h.sizes == {"nCells": ds.sizes["nCells"], "nVertLevels": 1}
+        assert float(at_3h.mean()) != float(ds["h"].isel(Time=0).mean())
+    with xr.open_dataset(restart) as ds:
+        assert ds.cf.axes["T"] == ["Time"]
+
+
+def test_uxarray_reads_restart_and_gradient_files_on_the_run_s_grid(history, tmp_path, env):
+    """A restart holds no mesh: UXarray reads it on the history's grid; a gradient file holds its
+    mesh and opens on its own."""
+    import uxarray
+
+    path, restart, _ = history
+    uxds = uxarray.open_dataset(path, restart)
+    assert uxds["h"].sizes["n_face"] == uxds.uxgrid.n_face and uxds["u"].sizes["n_edge"] == uxds.uxgrid.n_edge
+    config = write_config(tmp_path, "sens", sensitivity={
+        "cost": {"kind": "mean", "field": "h", "box": {"lat": [20, 50], "lon": [300, 340]}},
+        "plot": False, "output": str(tmp_path / "gradients.nc")})
+    out = run(env, ROOT / "run_model.py", config, "--no-progress")
+    assert out.returncode == 0, out.stderr
+    gradients = uxarray.open_dataset(tmp_path / "gradients.nc", tmp_path / "gradients.nc")
+    assert gradients.uxgrid.validate()
+    assert gradients["dJdh0"].sizes["n_face"] == gradients.uxgrid.n_face
+    assert float(abs(gradients["dJdh0"]).max()) > 0
+
+
+def netCDF4_dataset(path):
+    import netCDF4
+
+    return netCDF4.Dataset(path)
 
 
 def plot(env, *args):
