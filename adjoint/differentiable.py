@@ -14,7 +14,8 @@ Derivatives. A run x_N = M_N(x_0; b), x = (h, u), gets from the framework g = dJ
 
 the gradient of the linear cost <x_N, g> (`adjoint.sensitivity.FinalStateProjection`) that
 `adjoint.gradient.run_gradient` computes: the same arithmetic, so bitwise the same numbers. The
-step is the run of one step. `mode` is the operators' adjoint mode (default "deterministic").
+step is the run of one step. `mode` is the operators' adjoint mode (None: the meshops default,
+`meshops.get_adjoint_mode()`, when the function is made).
 
 Memory of a run (`checkpointing`): None keeps x_0 .. x_{N-1} from the forward (N states) and the
 backward reverses them without recomputation; a `swm.config.CheckpointConfig` (or a dict of its
@@ -49,12 +50,12 @@ import functools
 
 import numpy as np
 
+from meshops.modes import resolve_mode
+
 from adjoint.gradient import advance, run_gradient, topography
 from adjoint.model import rk4_step_adj
 from adjoint.sensitivity import FinalStateProjection
 from swm.config import CheckpointConfig
-
-MODES = ("deterministic", "atomic")
 
 
 class _Core:
@@ -63,9 +64,8 @@ class _Core:
     def __init__(self, model, n_steps: int, mode: str, checkpointing, rank: int):
         if not (isinstance(n_steps, (int, np.integer)) and n_steps >= 1):
             raise ValueError(f"n_steps: expected a positive number of steps, got {n_steps!r}")
-        if mode not in MODES:
-            raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
-        self.model, self.n_steps, self.mode, self.rank = model, int(n_steps), mode, int(rank)
+        self.model, self.n_steps, self.rank = model, int(n_steps), int(rank)
+        self.mode = resolve_mode(mode)
         self.checkpointing = _checkpoint_config(checkpointing)
         self.xp = model.device_mesh.xp
         self.shapes = {"h": tuple(model.h.shape), "u": tuple(model.u.shape),
@@ -134,13 +134,13 @@ def _checkpoint_config(checkpointing):
 
 # -- PyTorch ----------------------------------------------------------------------------------------
 
-def torch_step(model, *, mode: str = "deterministic"):
+def torch_step(model, *, mode: str | None = None):
     """One RK4 step of `model` as a differentiable function (h, u, b) -> (h_next, u_next) of
     tensors; its backward is `adjoint.model.rk4_step_adj` in adjoint mode `mode`."""
     return torch_run(model, 1, mode=mode)
 
 
-def torch_run(model, n_steps: int, *, checkpointing=None, mode: str = "deterministic",
+def torch_run(model, n_steps: int, *, checkpointing=None, mode: str | None = None,
               rank: int = 0):
     """`n_steps` RK4 steps of `model` as a differentiable function (h0, u0, b) -> (h_N, u_N) of
     tensors; its backward is the adjoint run (module doc), with `checkpointing` None (the
@@ -225,13 +225,13 @@ def _torch_arrays(core, tensors: dict, where: str):
 
 # -- JAX --------------------------------------------------------------------------------------------
 
-def jax_step(model, *, mode: str = "deterministic", callback: str | None = None):
+def jax_step(model, *, mode: str | None = None, callback: str | None = None):
     """One RK4 step of `model` as a `jax.custom_vjp` function (h, u, b) -> (h_next, u_next); its
     VJP is `adjoint.model.rk4_step_adj` in adjoint mode `mode`."""
     return jax_run(model, 1, mode=mode, callback=callback)
 
 
-def jax_run(model, n_steps: int, *, checkpointing=None, mode: str = "deterministic",
+def jax_run(model, n_steps: int, *, checkpointing=None, mode: str | None = None,
             rank: int = 0, callback: str | None = None):
     """`n_steps` RK4 steps of `model` as a `jax.custom_vjp` function (h0, u0, b) -> (h_N, u_N),
     usable inside `jax.jit`; its VJP is the adjoint run (module doc). With `checkpointing` None the
@@ -307,4 +307,4 @@ def jax_run(model, n_steps: int, *, checkpointing=None, mode: str = "determinist
     return run
 
 
-__all__ = ["torch_step", "torch_run", "jax_step", "jax_run", "MODES"]
+__all__ = ["torch_step", "torch_run", "jax_step", "jax_run"]

@@ -161,8 +161,8 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
         h0 = s.xp.asarray(dist.scatter("cell", None if x0 is None else x0[:g.nCells]), dtype=s.dtype)
         u0 = s.xp.asarray(dist.scatter("edge", None if x0 is None else x0[g.nCells:]), dtype=s.dtype)
         try:
-            j_obs, (gh, gu, _), _ = run_gradient(model, h0, u0, cost, n_steps, mode="deterministic",
-                                                 rank=rank, check=check)
+            j_obs, (gh, gu, _), _ = run_gradient(model, h0, u0, cost, n_steps, rank=rank,
+                                                 check=check)
         except WatchdogError as exc:
             raise WatchdogError(f"{exc} (a forward run of the minimisation); {nothing}") from None
         require_finite(s, j_obs, [("dJo/dh0", "cell", gh), ("dJo/du0", "edge", gu)],

@@ -79,10 +79,11 @@ def run_cost(model, h0, u0, cost, n_steps: int, *, check=None) -> float:
     return total
 
 
-def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode="deterministic",
+def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=None,
                  checkpointing=None, rank: int = 0, on_step=None, check=None):
     """(J, (dJ/dh0, dJ/du0, dJ/db), stats) of the run of n_steps from (h0, u0).
 
+    `mode`: the operators' adjoint mode (None: the meshops default, `meshops.get_adjoint_mode()`).
     `checkpointing` (a `swm.config.CheckpointConfig` or None) chooses the schedule; stats is the
     sweep's `adjoint.checkpointing.SweepStats`; `on_step` as in `reverse_sweep`. `check(k, x_k)`,
     when given, is called on x_0, ..., x_N of the first forward pass in order (not on

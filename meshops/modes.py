@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 
+#: The adjoint modes, and the one used when neither a call nor `set_adjoint_mode` chooses.
 ADJOINT_MODES = ("atomic", "deterministic")
-_default = {"mode": "deterministic"}
+DEFAULT_ADJOINT_MODE = "deterministic"
+_default = {"mode": DEFAULT_ADJOINT_MODE}
 
 
 def set_adjoint_mode(mode: str) -> None:

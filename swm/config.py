@@ -21,6 +21,7 @@ from typing import Annotated, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE
 from swm.constants import EARTH_RADIUS
 from swm.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
@@ -185,8 +186,8 @@ class SensitivityConfig(Strict):
     cost: CostConfig
     controls: list[Literal["h", "u", "b"]] = Field(["h", "u", "b"], description="gradients "
                                                    "written: initial h, initial u, topography b")
-    adjoint_mode: Literal["deterministic", "atomic"] = Field(
-        "deterministic", description="deterministic: bitwise reproducible gradients; atomic: "
+    adjoint_mode: Literal[ADJOINT_MODES] = Field(
+        DEFAULT_ADJOINT_MODE, description="deterministic: bitwise reproducible gradients; atomic: "
                                      "scatter with atomics on the GPU")
     checkpointing: CheckpointConfig = CheckpointConfig()
     output: FilePath = Field(pathlib.Path("sensitivity.nc"), description="gradient file (netCDF)")
