@@ -33,6 +33,7 @@ for the stage states and, on ranks, `model.exchange_tl` / `model.exchange_adjoin
 """
 from __future__ import annotations
 
+from meshops.modes import resolve_mode
 from swm.tendencies import tendencies
 from swm.timestepping import RK4_A, RK4_B
 
@@ -103,10 +104,25 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
     the topography's adjoint (a run sums them over its steps). Recomputes the stage states from
     (h, u), then runs the stages in reverse (module doc). Inputs are not modified; on ranks their
     halo rows are taken as zero and the outputs' halo rows are zero. `mode`: the operators'
-    adjoint mode (None: the global default)."""
+    adjoint mode (None: the global default). A fused model (`Model.fused`, CuPy) in deterministic
+    mode runs each stage's adjoint in the fused kernels of `swm.fused_adjoint`, on the stage
+    records of its fused forward; otherwise the operators run it (`adjoint.tendencies`)."""
     exchange_adjoint = _exchange(model, "exchange_adjoint")
-    stages = stage_states(model, h, u)
     dt = model.dt
+    if model.fused and resolve_mode(mode) == "deterministic":
+        records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
+                                             model.physics, model.exchange)
+        stage_adjoint = _fused_stage_adjoint(model)
+
+        def adjoint_of(stage, k_adj, b_adj):
+            return stage_adjoint(records[stage], model.physics, *k_adj, b_adj=b_adj)
+    else:
+        stages = stage_states(model, h, u)
+
+        def adjoint_of(stage, k_adj, b_adj):
+            ph_adj, pu_adj, pb_adj = tendencies_adj(model.device_mesh, *stages[stage], model.b,
+                                                    model.f_vertex, model.physics, *k_adj, mode=mode)
+            return ph_adj, pu_adj, pb_adj if b_adj is None else b_adj + pb_adj
     new_adj = [h_adj.copy(), u_adj.copy()]
     _zero_halo(model, *new_adj)
     y_adj = [a.copy() for a in new_adj]
@@ -117,12 +133,20 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
             for k_a, p_a in zip(k_adj, p_adj):
                 k_a += (RK4_A[stage] * dt) * p_a
         _zero_halo(model, *k_adj)
-        ph_adj, pu_adj, pb_adj = tendencies_adj(model.device_mesh, *stages[stage], model.b,
-                                                model.f_vertex, model.physics, *k_adj, mode=mode)
-        b_adj = pb_adj if b_adj is None else b_adj + pb_adj
+        ph_adj, pu_adj, b_adj = adjoint_of(stage, k_adj, b_adj)
         if exchange_adjoint is not None:
             exchange_adjoint(ph_adj, pu_adj, *((b_adj,) if stage == 0 else ()))
         p_adj = [ph_adj, pu_adj]
         for y_a, p_a in zip(y_adj, p_adj):
             y_a += p_a
     return y_adj[0], y_adj[1], b_adj
+
+
+def _fused_stage_adjoint(model):
+    """The model's `swm.fused_adjoint.FusedStageAdjoint` (made once, its scratch fields kept)."""
+    from swm.fused_adjoint import FusedStageAdjoint
+
+    stage_adjoint = getattr(model, "_fused_adjoint", None)
+    if stage_adjoint is None:
+        stage_adjoint = model._fused_adjoint = FusedStageAdjoint(model.device_mesh)
+    return stage_adjoint

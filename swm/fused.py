@@ -99,11 +99,12 @@ class FusedRK4:
         self.mesh = mesh
         self._scratch: dict = {}
         self._zero: dict = {}
+        self._tag = ""      # "@j" while `stage_records` runs stage j: its own scratch fields
 
     def scratch(self, name: str, location: str, like):
         """Scratch field `name` at `location` with the levels and dtype of `like`, kept between
         calls."""
-        key = (name, like.dtype.str, like.shape[1:])
+        key = (name + self._tag, like.dtype.str, like.shape[1:])
         field = self._scratch.get(key)
         if field is None:
             n = getattr(for_fields(self.mesh, like), _SIZE[location])
@@ -127,6 +128,32 @@ class FusedRK4:
                        next=(h_next[j % 2], u_next))
             h_p, u_p = h_next[j % 2], u_next
         return h_new, u_new
+
+    def stage_records(self, h, u, b, f_vertex, dt: float, physics: Physics, exchange=None) -> list:
+        """The four stages of the RK4 step from (h, u) as its adjoint reads them, computed as
+        `step` computes them (bitwise): for each stage j a dict of its provisional state h, u
+        (halo rows exchanged in place, stage 1's being (h, u) itself) and its pv_vertex, pv_edge
+        (APVM included) and flux = h_edge * u, every stage in buffers of its own (kept)."""
+        xp = array_module(h, u)
+        h_new, u_new = xp.empty_like(h), xp.empty_like(u)
+        records, h_p, u_p = [], h, u
+        try:
+            for j in range(4):
+                if exchange is not None:
+                    exchange(h_p, u_p)
+                self._tag = f"@{j}"
+                last = j == 3
+                update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
+                h_next, u_next = self.scratch("hProvisional", "cell", h), self.scratch("uProvisional", "edge", u)
+                self.stage(h_p, u_p, b, f_vertex, physics, update, old=(h, u), new=(h_new, u_new),
+                           next=(h_next, u_next))
+                records.append(dict(h=h_p, u=u_p, pv_vertex=self.scratch("pvVertex", "vertex", h),
+                                    pv_edge=self.scratch("pvEdge", "edge", u),
+                                    flux=self.scratch("flux", "edge", u)))
+                h_p, u_p = h_next, u_next
+        finally:
+            self._tag = ""
+        return records
 
     def stage(self, h, u, b, f_vertex, physics: Physics, update: "Update", *, old, new,
               next) -> None:

@@ -1,0 +1,155 @@
+// The adjoint of the TRiSK shallow-water RK4 stage (meshops/cuda/shallow_water.cu) in five fused
+// gather passes, deterministic: each adjoint row sums its contributions in a fixed slot order
+// through the transposed tables, no atomics (swm/fused_adjoint.py; the reference is
+// adjoint/tendencies.py). From the stage's adjoint tendencies (hTendAdj on cells, uTendAdj on
+// edges), with the stage's provisional state (h, u) and its forward fields pvVertex, pvEdge and
+// flux = h_edge * u:
+//
+//   phi pass     phiAdj = -grad_c2e_adj(uTendAdj)                                 (cells)
+//   edge pass    F_adj  = pv_flux's F-adjoint - div_e2c_adj(hTendAdj), with
+//                T1 = sum_T w uTendAdj, T2 = sum_T w uTendAdj pvEdge over the transposed TRiSK
+//                stencil: F_adj = (T2 + pvEdge T1) / 2; pvEdgeAdj = (uTendAdj sum_j w flux +
+//                flux T1) / 2; hEdgeAdj = u F_adj; uAdjPart = h_edge F_adj + ke_e2c_adj(u; phiAdj)
+//   vertex pass  pvVertexAdj = interp_v2e_adj(pvEdgeAdj) (+ the APVM part), vortAdj =
+//                pvVertexAdj / h_vertex, hVertexAdj = -vortAdj pvVertex                (vertices)
+//   u pass       uAdj = uAdjPart + curl_e2v_adj(vortAdj) (+ APVM and viscosity parts)  (edges)
+//   h pass       hAdj = gravity phiAdj + interp_c2e_adj(hEdgeAdj) + interp_c2v_adj(hVertexAdj),
+//                bAdj = (accumulate ? bAdj : 0) + gravity phiAdj                       (cells)
+#include "stencil.cuh"
+
+using meshops::Lanes;
+using meshops::load;
+using meshops::stencil_gather;
+
+// phiAdj[c] = -sum_j gradCellCoefT[c, j] * uTendAdj[cellsOnEdgeT[c, j]].
+template <typename T, int W>
+__global__ void sw_adj_phi(const int* __restrict__ cellsOnEdgeT, const T* __restrict__ gradCoefT,
+                           const Lanes<T, W>* __restrict__ uTendAdj, Lanes<T, W>* __restrict__ phiAdj,
+                           int S, int slotStride, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        phiAdj[i] = (T)-1 * stencil_gather(cellsOnEdgeT, gradCoefT, uTendAdj, c, S, nlev, k, slotStride);
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_phi)
+
+// The edge pass (file comment): edgesOnEdge/weightsOnEdge (S2 slots, stride2) and their transposed
+// tables (ST slots, strideT); cellsOnEdge, divAdjCoef, keAdjCoef row-major (2 slots).
+template <typename T, int W>
+__global__ void sw_adj_edge(const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+                            const int* __restrict__ edgesOnEdgeT, const T* __restrict__ weightsOnEdgeT,
+                            const int* __restrict__ cellsOnEdge, const T* __restrict__ divAdjCoef,
+                            const T* __restrict__ keAdjCoef, const Lanes<T, W>* __restrict__ uTendAdj,
+                            const Lanes<T, W>* __restrict__ hTendAdj,
+                            const Lanes<T, W>* __restrict__ phiAdj, const Lanes<T, W>* __restrict__ flux,
+                            const Lanes<T, W>* __restrict__ pvEdge, const Lanes<T, W>* __restrict__ h,
+                            const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ uAdjPart,
+                            Lanes<T, W>* __restrict__ hEdgeAdj, Lanes<T, W>* __restrict__ pvEdgeAdj,
+                            int S2, int stride2, int ST, int strideT, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        Lanes<T, W> t1 = meshops::splat<T, W>(0), t2 = meshops::splat<T, W>(0);
+        meshops::for_each_slot(edgesOnEdgeT, e, ST, strideT, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
+            const Lanes<T, W> g = load(uTendAdj, e2k);
+            meshops::axpy(t1, weightsOnEdgeT[p], g);
+            meshops::axpy(t2, weightsOnEdgeT[p], g * load(pvEdge, e2k));
+        });
+        const Lanes<T, W> fluxSum = stencil_gather(edgesOnEdge, weightsOnEdge, flux, e, S2, nlev, k, stride2);
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        Lanes<T, W> divAdj = meshops::splat<T, W>(0), keAdj = meshops::splat<T, W>(0);
+        Lanes<T, W> hEdge = meshops::splat<T, W>(0);
+        if (c0 >= 0) {
+            const meshops_offset ck = (meshops_offset)c0 * nlev + k;
+            meshops::axpy(divAdj, divAdjCoef[2 * e], load(hTendAdj, ck));
+            meshops::axpy(keAdj, keAdjCoef[2 * e], load(phiAdj, ck));
+            hEdge += load(h, ck);
+        }
+        if (c1 >= 0) {
+            const meshops_offset ck = (meshops_offset)c1 * nlev + k;
+            meshops::axpy(divAdj, divAdjCoef[2 * e + 1], load(hTendAdj, ck));
+            meshops::axpy(keAdj, keAdjCoef[2 * e + 1], load(phiAdj, ck));
+            hEdge += load(h, ck);
+        }
+        hEdge = (T)0.5 * hEdge;
+        const Lanes<T, W> q = load(pvEdge, i), F = load(flux, i), g = load(uTendAdj, i), ue = load(u, i);
+        const Lanes<T, W> fluxAdj = (T)0.5 * (t2 + q * t1) - divAdj;
+        pvEdgeAdj[i] = (T)0.5 * (g * fluxSum + F * t1);
+        hEdgeAdj[i] = ue * fluxAdj;
+        uAdjPart[i] = hEdge * fluxAdj + ue * keAdj;
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_edge)
+
+// The vertex pass: verticesOnEdgeT (the edges of each vertex, SE slots, strideE; interp_v2e's
+// coefficient 1/2 applied to the sum), cellsOnVertex/c2vCoef (SC slots, strideC); with `extra`,
+// pvVertexExtra (the APVM part of pvVertexAdj) is added.
+template <typename T, int W>
+__global__ void sw_adj_vertex(const int* __restrict__ verticesOnEdgeT, const int* __restrict__ cellsOnVertex,
+                              const T* __restrict__ c2vCoef, const Lanes<T, W>* __restrict__ pvEdgeAdj,
+                              const Lanes<T, W>* __restrict__ pvVertexExtra,
+                              const Lanes<T, W>* __restrict__ pvVertex, const Lanes<T, W>* __restrict__ h,
+                              Lanes<T, W>* __restrict__ vortAdj, Lanes<T, W>* __restrict__ hVertexAdj,
+                              int SE, int strideE, int SC, int strideC, int extra, int first, int last,
+                              int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(v, k, i, nlev);
+        Lanes<T, W> pvAdj = meshops::splat<T, W>(0);
+        meshops::for_each_slot(verticesOnEdgeT, v, SE, strideE, [&](meshops_offset, int e) {
+            pvAdj += load(pvEdgeAdj, (meshops_offset)e * nlev + k);
+        });
+        pvAdj = (T)0.5 * pvAdj;
+        if (extra) pvAdj += load(pvVertexExtra, i);
+        const Lanes<T, W> hVertex = stencil_gather(cellsOnVertex, c2vCoef, h, v, SC, nlev, k, strideC);
+        Lanes<T, W> va;
+#pragma unroll
+        for (int w = 0; w < W; ++w) va.v[w] = pvAdj.v[w] / hVertex.v[w];
+        vortAdj[i] = va;
+        hVertexAdj[i] = (T)-1 * (va * load(pvVertex, i));
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_vertex)
+
+// The u pass: edgesOnVertexT/curlCoefT (S slots, slotStride); with `extra`, uExtra is added.
+template <typename T, int W>
+__global__ void sw_adj_u(const int* __restrict__ edgesOnVertexT, const T* __restrict__ curlCoefT,
+                         const Lanes<T, W>* __restrict__ uAdjPart, const Lanes<T, W>* __restrict__ vortAdj,
+                         const Lanes<T, W>* __restrict__ uExtra, Lanes<T, W>* __restrict__ uAdj, int S,
+                         int slotStride, int extra, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        Lanes<T, W> acc = load(uAdjPart, i) + stencil_gather(edgesOnVertexT, curlCoefT, vortAdj, e, S, nlev, k,
+                                                             slotStride);
+        if (extra) acc += load(uExtra, i);
+        uAdj[i] = acc;
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_u)
+
+// The h pass: cellsOnEdgeT (the edges of each cell, SE slots, strideE; interp_c2e's coefficient
+// 1/2 applied to the sum), verticesOnCell/c2vCoefT (SV slots, strideV).
+template <typename T, int W>
+__global__ void sw_adj_h(const int* __restrict__ cellsOnEdgeT, const int* __restrict__ verticesOnCell,
+                         const T* __restrict__ c2vCoefT, const Lanes<T, W>* __restrict__ phiAdj,
+                         const Lanes<T, W>* __restrict__ hEdgeAdj,
+                         const Lanes<T, W>* __restrict__ hVertexAdj, Lanes<T, W>* __restrict__ hAdj,
+                         Lanes<T, W>* __restrict__ bAdj, int SE, int strideE, int SV, int strideV,
+                         T gravity, int accumulate, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        const Lanes<T, W> gPhi = gravity * load(phiAdj, i);
+        Lanes<T, W> edges = meshops::splat<T, W>(0);
+        meshops::for_each_slot(cellsOnEdgeT, c, SE, strideE, [&](meshops_offset, int e) {
+            edges += load(hEdgeAdj, (meshops_offset)e * nlev + k);
+        });
+        hAdj[i] = gPhi + (T)0.5 * edges +
+                  stencil_gather(verticesOnCell, c2vCoefT, hVertexAdj, c, SV, nlev, k, strideV);
+        bAdj[i] = accumulate ? load<T, W>(bAdj, i) + gPhi : gPhi;
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_h)

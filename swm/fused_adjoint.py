@@ -1,0 +1,143 @@
+"""The adjoint of the shallow-water RK4 stage in fused kernels (meshops/cuda/shallow_water_adjoint.cu),
+for CuPy fields, deterministic (gathers through transposed tables, no atomics; bitwise the same
+every run). The reference is the operator path, `adjoint.tendencies.tendencies_adj`.
+
+From the adjoint tendencies (tend_h_adj on cells, tend_u_adj on edges) of one stage, with the
+stage's record from the forward (`swm.fused.FusedRK4.stage_records`: its provisional state h, u and
+its pv_vertex, pv_edge and flux = h_edge * u, so nothing of the forward is derived again), five
+passes where the operator path runs some 25 operator and 20 elementwise kernels:
+
+    sw_adj_phi     cells     phi_adj = -grad_c2e_adj(tend_u_adj)             (phi = ke + g (h + b))
+    sw_adj_edge    edges     flux_adj = pv_flux_e2e's flux adjoint - div_e2c_adj(tend_h_adj);
+                             pv_edge_adj (pv_flux_e2e's pv adjoint); h_edge_adj = u flux_adj;
+                             u part = h_edge flux_adj + ke_e2c_adj(u; phi_adj)
+    sw_adj_vertex  vertices  vorticity_adj = (interp_v2e_adj(pv_edge_adj) + APVM part) / h_vertex,
+                             h_vertex_adj = -vorticity_adj pv_vertex
+    sw_adj_u       edges     u_adj = u part + curl_e2v_adj(vorticity_adj) + APVM and viscosity parts
+    sw_adj_h       cells     h_adj = g phi_adj + interp_c2e_adj(h_edge_adj)
+                             + interp_c2v_adj(h_vertex_adj);  b_adj = g phi_adj
+
+APVM and viscosity, which the forward also adds through the operators, add their adjoints through
+the operators too (`adjoint.tendencies`' lines), between the edge and vertex passes.
+"""
+from __future__ import annotations
+
+from meshops.device.backend import array_module
+from meshops.device.kernels import Family, Kernel
+from meshops.device.mesh import for_fields
+from meshops.operators import trisk
+
+import meshops
+from swm.tendencies import Physics
+
+_KERNELS = Family("shallow_water_adjoint", (
+    Kernel("sw_adj_phi", "idx:cellsOnEdgeT coef:gradCoefT in:uTendAdj out:phiAdj int:S int:slotStride"),
+    Kernel("sw_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge idx:edgesOnEdgeT coef:weightsOnEdgeT "
+                          "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef in:uTendAdj in:hTendAdj "
+                          "in:phiAdj in:flux in:pvEdge in:h in:u out:uAdjPart out:hEdgeAdj "
+                          "out:pvEdgeAdj int:S2 int:stride2 int:ST int:strideT"),
+    Kernel("sw_adj_vertex", "idx:verticesOnEdgeT idx:cellsOnVertex coef:c2vCoef in:pvEdgeAdj "
+                            "in:pvVertexExtra in:pvVertex in:h out:vortAdj out:hVertexAdj int:SE "
+                            "int:strideE int:SC int:strideC int:extra"),
+    Kernel("sw_adj_u", "idx:edgesOnVertexT coef:curlCoefT in:uAdjPart in:vortAdj in:uExtra out:uAdj "
+                       "int:S int:slotStride int:extra"),
+    Kernel("sw_adj_h", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:phiAdj in:hEdgeAdj "
+                       "in:hVertexAdj out:hAdj out:bAdj int:SE int:strideE int:SV int:strideV "
+                       "real:gravity int:accumulate"),
+))
+
+
+class FusedStageAdjoint:
+    """The adjoint of one fused RK4 stage on `mesh` (a `meshops.DeviceMesh` on CuPy, or a mesh),
+    holding the scratch fields of the passes."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self._scratch: dict = {}
+
+    def _field(self, name: str, location: str, like):
+        key = (name, like.dtype.str, like.shape[1:])
+        field = self._scratch.get(key)
+        if field is None:
+            n = getattr(for_fields(self.mesh, like), {"cell": "nCells", "edge": "nEdges",
+                                                      "vertex": "nVertices"}[location])
+            field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
+        return field
+
+    def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None):
+        """(h_adj, u_adj, b_adj) of the stage whose forward is `record` (a `stage_records` entry),
+        from its adjoint tendencies; b_adj is this stage's part added to `b_adj` in place when one
+        is given, else a new array. h_adj and u_adj are new arrays."""
+        h, u = record["h"], record["u"]
+        m = for_fields(self.mesh, h, u, tend_h_adj, tend_u_adj)
+        xp = array_module(h, u)
+        phi_adj = self._field("phiAdj", "cell", h)
+        (eoc_t, grad_t), stride = m.stencil(("cellsOnEdgeT", "gradCellCoefT"), (phi_adj,))
+        _KERNELS.launch("sw_adj_phi", m.nCells, cellsOnEdgeT=eoc_t, gradCoefT=grad_t,
+                        uTendAdj=tend_u_adj, phiAdj=phi_adj, S=trisk.width(eoc_t, stride),
+                        slotStride=stride)
+
+        u_part, h_edge_adj = self._field("uAdjPart", "edge", u), self._field("hEdgeAdj", "edge", u)
+        pv_edge_adj = self._field("pvEdgeAdj", "edge", u)
+        (eoe, w), stride2 = m.stencil(trisk.FORWARD, (u_part,))
+        (eoe_t, w_t), stride_t = m.stencil(trisk.TRANSPOSED, (u_part,))
+        _KERNELS.launch("sw_adj_edge", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=w, edgesOnEdgeT=eoe_t,
+                        weightsOnEdgeT=w_t, cellsOnEdge=m.table("cellsOnEdge"),
+                        divAdjCoef=m.table("divAdjCoef", u.dtype), keAdjCoef=m.table("keAdjCoef", u.dtype),
+                        uTendAdj=tend_u_adj, hTendAdj=tend_h_adj, phiAdj=phi_adj, flux=record["flux"],
+                        pvEdge=record["pv_edge"], h=h, u=u, uAdjPart=u_part, hEdgeAdj=h_edge_adj,
+                        pvEdgeAdj=pv_edge_adj, S2=trisk.width(eoe, stride2), stride2=stride2,
+                        ST=trisk.width(eoe_t, stride_t), strideT=stride_t)
+
+        pv_vertex_extra, u_extra = _operator_parts(m, record, physics, pv_edge_adj, tend_u_adj)
+        pv_vertex = record["pv_vertex"]
+        vort_adj, h_vertex_adj = self._field("vortAdj", "vertex", h), self._field("hVertexAdj", "vertex", h)
+        (voe_t,), stride_e = m.stencil(("verticesOnEdgeT",), (vort_adj,))
+        (cov, kite), stride_c = m.stencil(("cellsOnVertex", "c2vCoef"), (vort_adj,))
+        _KERNELS.launch("sw_adj_vertex", m.nVertices, verticesOnEdgeT=voe_t, cellsOnVertex=cov,
+                        c2vCoef=kite, pvEdgeAdj=pv_edge_adj,
+                        pvVertexExtra=pv_vertex if pv_vertex_extra is None else pv_vertex_extra,
+                        pvVertex=pv_vertex, h=h, vortAdj=vort_adj, hVertexAdj=h_vertex_adj,
+                        SE=trisk.width(voe_t, stride_e), strideE=stride_e, SC=trisk.width(cov, stride_c),
+                        strideC=stride_c, extra=int(pv_vertex_extra is not None))
+
+        u_adj = xp.empty_like(u)
+        (eov_t, curl_t), stride = m.stencil(("edgesOnVertexT", "curlCoefT"), (u_adj,))
+        _KERNELS.launch("sw_adj_u", m.nEdges, edgesOnVertexT=eov_t, curlCoefT=curl_t, uAdjPart=u_part,
+                        vortAdj=vort_adj, uExtra=u_part if u_extra is None else u_extra, uAdj=u_adj,
+                        S=trisk.width(eov_t, stride), slotStride=stride, extra=int(u_extra is not None))
+
+        h_adj = xp.empty_like(h)
+        accumulate = b_adj is not None
+        b_adj = xp.empty_like(h) if b_adj is None else b_adj
+        (eoc_t,), stride_e = m.stencil(("cellsOnEdgeT",), (h_adj,))
+        (voc, kite_t), stride_v = m.stencil(("verticesOnCell", "c2vCoefT"), (h_adj,))
+        _KERNELS.launch("sw_adj_h", m.nCells, cellsOnEdgeT=eoc_t, verticesOnCell=voc, c2vCoefT=kite_t,
+                        phiAdj=phi_adj, hEdgeAdj=h_edge_adj, hVertexAdj=h_vertex_adj, hAdj=h_adj,
+                        bAdj=b_adj, SE=trisk.width(eoc_t, stride_e), strideE=stride_e,
+                        SV=trisk.width(voc, stride_v), strideV=stride_v, gravity=physics.gravity,
+                        accumulate=int(accumulate))
+        return h_adj, u_adj, b_adj
+
+
+def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj):
+    """(the APVM part of pv_vertex_adj or None, the APVM and viscosity part of u_adj or None),
+    through the operators as `adjoint.tendencies.tendencies_adj` adds them."""
+    pv_vertex_extra = u_extra = None
+    if physics.apvm:
+        u, pv_vertex = record["u"], record["pv_vertex"]
+        v = meshops.tangential_e2e(m, u)
+        grad_pv_cell = meshops.grad_c2e(m, meshops.interp_v2c(m, pv_vertex))
+        grad_pv_vertex = meshops.grad_v2e(m, pv_vertex)
+        s = (-physics.apvm * physics.dt) * pv_edge_adj
+        u_extra = s * grad_pv_cell + meshops.tangential_e2e_adj(m, s * grad_pv_vertex, mode="deterministic")
+        pv_vertex_extra = (meshops.interp_v2c_adj(m, meshops.grad_c2e_adj(m, s * u, mode="deterministic"),
+                                                  mode="deterministic")
+                           + meshops.grad_v2e_adj(m, s * v, mode="deterministic"))
+    if physics.visc2:
+        part = physics.visc2 * meshops.vector_laplacian_e2e_adj(m, tend_u_adj, mode="deterministic")
+        u_extra = part if u_extra is None else u_extra + part
+    if physics.visc4:
+        part = physics.visc4 * meshops.del4_e2e_adj(m, tend_u_adj, mode="deterministic")
+        u_extra = -part if u_extra is None else u_extra - part
+    return pv_vertex_extra, u_extra

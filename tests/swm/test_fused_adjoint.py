@@ -1,0 +1,135 @@
+"""The fused adjoint of the RK4 stage (swm.fused_adjoint, meshops/cuda/shallow_water_adjoint.cu)
+against the operator path's adjoint (adjoint.tendencies, the reference).
+
+On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py): one stage's
+adjoint equals the operator path's to round-off with APVM and viscosity, nlev 1 and 4, on meshes
+with missing neighbours and with pad slots; the adjoint RK4 step of a fused model equals the
+operator path's, passes the dot-product test against the tangent-linear step, and is bitwise the
+same on every call. On a GPU (marked gpu) the same on CuPy at level 4.
+"""
+import re
+
+import numpy as np
+import pytest
+
+from adjoint.model import rk4_step_adj, rk4_step_tl
+from adjoint.tendencies import tendencies_adj
+from meshops.device import kernels
+from swm import fused_adjoint
+from swm.fused import FusedRK4
+from swm.fused_adjoint import FusedStageAdjoint
+from swm.model import Model
+
+from tests.meshops.host_harness import HostArray, host, host_fixtures
+from tests.meshops.test_kernel_launch import _check_signature
+from tests.swm.test_fused import (FAMILIES, PHYSICS, _rel, ico, ico4, mpas, padded,  # noqa: F401
+                                  random_state, rank_mesh)
+
+host_kernels, on_host = host_fixtures(*FAMILIES, "shallow_water_adjoint")
+DT = 300.0
+
+
+def adjoint_inputs(mesh, rng, nlev=None, dtype=np.float64):
+    shape = (lambda n: (n,)) if nlev is None else (lambda n: (n, nlev))
+    return (rng.standard_normal(shape(mesh.nCells)).astype(dtype),
+            rng.standard_normal(shape(mesh.nEdges)).astype(dtype))
+
+
+def test_declarations_match_the_cuda_signatures():
+    source = (kernels.CUDA_DIR / "shallow_water_adjoint.cu").read_text()
+    for kernel in fused_adjoint._KERNELS.kernels.values():
+        _check_signature(kernel, [source])
+    assert set(re.findall(r"__global__ void (\w+)\(", source)) == set(fused_adjoint._KERNELS.names)
+
+
+@pytest.fixture(params=["ico", "mpas", "rank_mesh", "padded"])
+def any_mesh(request):
+    return request.getfixturevalue(request.param).replace()      # its own DeviceMesh
+
+
+def stage_adjoint(mesh, state, physics, adj, convert):
+    """The fused adjoint of the tendencies at `state` (stage 1 of a step from it)."""
+    h, u, b, f = map(convert, state)
+    record = FusedRK4(mesh).stage_records(h, u, b, f, DT, physics)[0]
+    return FusedStageAdjoint(mesh)(record, physics, *map(convert, adj))
+
+
+@pytest.mark.parametrize("nlev", [None, 4])
+@pytest.mark.parametrize("physics", list(PHYSICS), ids=str)
+def test_stage_adjoint_on_host(any_mesh, physics, nlev, on_host, rng):
+    """h_adj, u_adj, b_adj of the fused stage equal the operator path's (NumPy) to 1e-12."""
+    physics = PHYSICS[physics]
+    state, adj = random_state(any_mesh, rng, nlev), adjoint_inputs(any_mesh, rng, nlev)
+    ref = tendencies_adj(any_mesh, *state, physics, *adj, mode="deterministic")
+    got = stage_adjoint(any_mesh, state, physics, adj, host)
+    assert on_host["shallow_water_adjoint"] == ["sw_adj_phi", "sw_adj_edge", "sw_adj_vertex",
+                                                "sw_adj_u", "sw_adj_h"]
+    for name, r, g in zip(("h_adj", "u_adj", "b_adj"), ref, got):
+        assert isinstance(g, HostArray)
+        assert _rel(g, r) <= 1e-12, name
+
+
+@pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
+def test_step_adjoint_on_host(ico, physics, on_host, rng):
+    """The adjoint RK4 step of a fused model: equal to the operator path's to 1e-12, bitwise the
+    same on a second call, and the dot-product test against the tangent-linear step <= 1e-12."""
+    physics = PHYSICS[physics]
+    h, u, b, f = random_state(ico, rng)
+    fused = Model(ico, *map(host, (h, u, b, f)), DT, physics, fused=True)
+    numpy = Model(ico, h, u, b, f, DT, physics)
+    h_adj, u_adj = adjoint_inputs(ico, rng)
+    got = rk4_step_adj(fused, host(h), host(u), host(h_adj), host(u_adj), mode="deterministic")
+    again = rk4_step_adj(fused, host(h), host(u), host(h_adj), host(u_adj), mode="deterministic")
+    ref = rk4_step_adj(numpy, h, u, h_adj, u_adj, mode="deterministic")
+    for name, g, a, r in zip(("h_adj", "u_adj", "b_adj"), got, again, ref):
+        assert np.array_equal(g, a), name
+        assert _rel(g, r) <= 1e-12, name
+    dh, du, db = (10.0 * rng.standard_normal(ico.nCells), rng.standard_normal(ico.nEdges),
+                  10.0 * rng.standard_normal(ico.nCells))
+    dh_next, du_next = rk4_step_tl(numpy, h, u, dh, du, db)
+    left = np.vdot(dh_next, h_adj) + np.vdot(du_next, u_adj)
+    right = (np.vdot(dh, np.asarray(got[0])) + np.vdot(du, np.asarray(got[1]))
+             + np.vdot(db, np.asarray(got[2])))
+    assert abs(left - right) <= 1e-12 * abs(left)
+
+
+def test_atomic_mode_keeps_the_operator_path(ico, on_host, rng):
+    h, u, b, f = random_state(ico, rng)
+    fused = Model(ico, *map(host, (h, u, b, f)), DT, PHYSICS["plain"], fused=True)
+    rk4_step_adj(fused, host(h), host(u), *map(host, adjoint_inputs(ico, rng)), mode="atomic")
+    assert on_host["shallow_water_adjoint"] == [] and on_host["kinetic_energy"]
+
+
+# -- on a GPU -------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("physics", list(PHYSICS), ids=str)
+def test_stage_adjoint_on_gpu(ico4, physics, dtype, rng):
+    import cupy
+
+    physics = PHYSICS[physics]
+    state, adj = random_state(ico4, rng, dtype=dtype), adjoint_inputs(ico4, rng, dtype=dtype)
+    ref = tendencies_adj(ico4, *(a.astype(np.float64) for a in state), physics,
+                         *(a.astype(np.float64) for a in adj), mode="deterministic")
+    got = stage_adjoint(ico4, state, physics, adj, cupy.asarray)
+    for name, r, g in zip(("h_adj", "u_adj", "b_adj"), ref, got):
+        assert _rel(cupy.asnumpy(g), r) <= (1e-12 if dtype == np.float64 else 1e-4), name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
+def test_step_adjoint_on_gpu(ico4, physics, rng):
+    import cupy
+
+    physics = PHYSICS[physics]
+    h, u, b, f = random_state(ico4, rng)
+    fused = Model(ico4, *map(cupy.asarray, (h, u, b, f)), DT, physics, fused=True)
+    numpy = Model(ico4, h, u, b, f, DT, physics)
+    h_adj, u_adj = adjoint_inputs(ico4, rng)
+    args = (cupy.asarray(h), cupy.asarray(u), cupy.asarray(h_adj), cupy.asarray(u_adj))
+    got, again = (rk4_step_adj(fused, *args, mode="deterministic") for _ in range(2))
+    ref = rk4_step_adj(numpy, h, u, h_adj, u_adj, mode="deterministic")
+    for name, g, a, r in zip(("h_adj", "u_adj", "b_adj"), got, again, ref):
+        assert bool((g == a).all()), name
+        assert _rel(cupy.asnumpy(g), r) <= 1e-12, name
