@@ -113,6 +113,10 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
         records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
                                              model.physics, model.exchange)
         stage_adjoint = _fused_stage_adjoint(model)
+        if model.exchange is None:
+            from swm.fused_adjoint import step_adjoint
+
+            return step_adjoint(stage_adjoint, records, model.physics, dt, h_adj, u_adj)
 
         def adjoint_of(stage, k_adj, b_adj):
             return stage_adjoint(records[stage], model.physics, *k_adj, b_adj=b_adj)

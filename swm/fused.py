@@ -131,7 +131,8 @@ class FusedRK4:
 
     def stage_records(self, h, u, b, f_vertex, dt: float, physics: Physics, exchange=None) -> list:
         """The four stages of the RK4 step from (h, u) as its adjoint reads them, computed as
-        `step` computes them (bitwise): for each stage j a dict of its provisional state h, u
+        `step` computes them (bitwise; the last stage's u update, which nothing reads, is left
+        out): for each stage j a dict of its provisional state h, u
         (halo rows exchanged in place, stage 1's being (h, u) itself) and its pv_vertex, pv_edge
         (APVM included) and flux = h_edge * u, every stage in buffers of its own (kept)."""
         xp = array_module(h, u)
@@ -145,8 +146,10 @@ class FusedRK4:
                 last = j == 3
                 update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
                 h_next, u_next = self.scratch("hProvisional", "cell", h), self.scratch("uProvisional", "edge", u)
-                self.stage(h_p, u_p, b, f_vertex, physics, update, old=(h, u), new=(h_new, u_new),
-                           next=(h_next, u_next))
+                pv_edge = self.pv_edge_pass(u_p, self.vertex_pass(h_p, u_p, f_vertex), physics)
+                flux, phi = self.cell_pass(h_p, u_p, b, physics, update, h, h_new, h_next)
+                if not last:            # the last stage's u update is not read
+                    self.edge_pass(u_p, flux, pv_edge, phi, physics, update, u, u_new, u_next)
                 records.append(dict(h=h_p, u=u_p, pv_vertex=self.scratch("pvVertex", "vertex", h),
                                     pv_edge=self.scratch("pvEdge", "edge", u),
                                     flux=self.scratch("flux", "edge", u)))

@@ -22,6 +22,8 @@ the operators too (`adjoint.tendencies`' lines), between the edge and vertex pas
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
@@ -29,7 +31,9 @@ from meshops.operators import trisk
 
 import meshops
 from swm.tendencies import Physics
+from swm.timestepping import RK4_A, RK4_B
 
+_RK = "int:rk real:bCoef real:aCoef int:next"
 _KERNELS = Family("shallow_water_adjoint", (
     Kernel("sw_adj_phi", "idx:cellsOnEdgeT coef:gradCoefT in:uTendAdj out:phiAdj int:S int:slotStride"),
     Kernel("sw_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge idx:edgesOnEdgeT coef:weightsOnEdgeT "
@@ -40,10 +44,10 @@ _KERNELS = Family("shallow_water_adjoint", (
                             "in:pvVertexExtra in:pvVertex in:h out:vortAdj out:hVertexAdj int:SE "
                             "int:strideE int:SC int:strideC int:extra"),
     Kernel("sw_adj_u", "idx:edgesOnVertexT coef:curlCoefT in:uAdjPart in:vortAdj in:uExtra out:uAdj "
-                       "int:S int:slotStride int:extra"),
+                       "out:yAdj in:newAdj out:kAdj int:S int:slotStride int:extra " + _RK),
     Kernel("sw_adj_h", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:phiAdj in:hEdgeAdj "
-                       "in:hVertexAdj out:hAdj out:bAdj int:SE int:strideE int:SV int:strideV "
-                       "real:gravity int:accumulate"),
+                       "in:hVertexAdj out:hAdj out:bAdj out:yAdj in:newAdj out:kAdj int:SE int:strideE "
+                       "int:SV int:strideV real:gravity int:accumulate " + _RK),
 ))
 
 
@@ -64,10 +68,12 @@ class FusedStageAdjoint:
             field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
         return field
 
-    def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None):
+    def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None, rk=None):
         """(h_adj, u_adj, b_adj) of the stage whose forward is `record` (a `stage_records` entry),
         from its adjoint tendencies; b_adj is this stage's part added to `b_adj` in place when one
-        is given, else a new array. h_adj and u_adj are new arrays."""
+        is given, else a new array. h_adj and u_adj are new arrays; with `rk` (an `AdjointRK4`)
+        they are not stored but applied to its y_adj and next k_adj (which are the tend_*_adj
+        arrays: overwritten), and None is returned for them."""
         h, u = record["h"], record["u"]
         m = for_fields(self.mesh, h, u, tend_h_adj, tend_u_adj)
         xp = array_module(h, u)
@@ -101,23 +107,61 @@ class FusedStageAdjoint:
                         SE=trisk.width(voe_t, stride_e), strideE=stride_e, SC=trisk.width(cov, stride_c),
                         strideC=stride_c, extra=int(pv_vertex_extra is not None))
 
-        u_adj = xp.empty_like(u)
+        u_adj = u_part if rk is not None else xp.empty_like(u)
         (eov_t, curl_t), stride = m.stencil(("edgesOnVertexT", "curlCoefT"), (u_adj,))
         _KERNELS.launch("sw_adj_u", m.nEdges, edgesOnVertexT=eov_t, curlCoefT=curl_t, uAdjPart=u_part,
                         vortAdj=vort_adj, uExtra=u_part if u_extra is None else u_extra, uAdj=u_adj,
-                        S=trisk.width(eov_t, stride), slotStride=stride, extra=int(u_extra is not None))
+                        **_rk_fields(rk, 1, u_adj, tend_u_adj), S=trisk.width(eov_t, stride),
+                        slotStride=stride, extra=int(u_extra is not None))
 
-        h_adj = xp.empty_like(h)
+        h_adj = phi_adj if rk is not None else xp.empty_like(h)
         accumulate = b_adj is not None
         b_adj = xp.empty_like(h) if b_adj is None else b_adj
         (eoc_t,), stride_e = m.stencil(("cellsOnEdgeT",), (h_adj,))
         (voc, kite_t), stride_v = m.stencil(("verticesOnCell", "c2vCoefT"), (h_adj,))
         _KERNELS.launch("sw_adj_h", m.nCells, cellsOnEdgeT=eoc_t, verticesOnCell=voc, c2vCoefT=kite_t,
                         phiAdj=phi_adj, hEdgeAdj=h_edge_adj, hVertexAdj=h_vertex_adj, hAdj=h_adj,
-                        bAdj=b_adj, SE=trisk.width(eoc_t, stride_e), strideE=stride_e,
+                        bAdj=b_adj, **_rk_fields(rk, 0, h_adj, tend_h_adj),
+                        SE=trisk.width(eoc_t, stride_e), strideE=stride_e,
                         SV=trisk.width(voc, stride_v), strideV=stride_v, gravity=physics.gravity,
                         accumulate=int(accumulate))
-        return h_adj, u_adj, b_adj
+        return (None, None, b_adj) if rk is not None else (h_adj, u_adj, b_adj)
+
+
+class AdjointRK4(NamedTuple):
+    """The RK4 bookkeeping of an adjoint step on one process, done by the last two passes of a
+    stage: y_adj (h, u) += the stage's adjoint p, and with `next` the earlier stage's adjoint
+    tendency k_adj = b_coef * new_adj + a_coef * p (b_coef = b_{j-1} dt, a_coef = a_{j-1} dt)."""
+    y_adj: tuple
+    new_adj: tuple
+    b_coef: float
+    a_coef: float
+    next: bool
+
+
+def _rk_fields(rk, which: int, unused, k_adj) -> dict:
+    """The bookkeeping arguments of the u (which = 1) or h (0) pass; without `rk`, placeholders
+    (`unused`, a field of the pass's location) that the kernel does not touch."""
+    if rk is None:
+        return dict(yAdj=unused, newAdj=unused, kAdj=unused, rk=0, bCoef=0.0, aCoef=0.0, next=0)
+    return dict(yAdj=rk.y_adj[which], newAdj=rk.new_adj[which], kAdj=k_adj, rk=1, bCoef=rk.b_coef,
+                aCoef=rk.a_coef, next=int(rk.next))
+
+
+def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physics, dt: float,
+                 h_adj, u_adj):
+    """The adjoint of one RK4 step on one process from the adjoint (h_adj, u_adj) of its end state:
+    (h_adj, u_adj, b_adj) of its start, from the stage records of its forward. The stages run in
+    reverse (adjoint.model's doc), their RK4 bookkeeping inside the kernels."""
+    new_adj = (h_adj, u_adj)
+    y_adj = [h_adj.copy(), u_adj.copy()]
+    k_adj = [(RK4_B[3] * dt) * a for a in new_adj]
+    b_adj = None
+    for stage in (3, 2, 1, 0):
+        rk = AdjointRK4(tuple(y_adj), new_adj, RK4_B[stage - 1] * dt if stage else 0.0,
+                        RK4_A[stage - 1] * dt if stage else 0.0, stage > 0)
+        _, _, b_adj = stage_adjoint(records[stage], physics, *k_adj, b_adj=b_adj, rk=rk)
+    return y_adj[0], y_adj[1], b_adj
 
 
 def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj):

@@ -15,6 +15,9 @@
 //   u pass       uAdj = uAdjPart + curl_e2v_adj(vortAdj) (+ APVM and viscosity parts)  (edges)
 //   h pass       hAdj = gravity phiAdj + interp_c2e_adj(hEdgeAdj) + interp_c2v_adj(hVertexAdj),
 //                bAdj = (accumulate ? bAdj : 0) + gravity phiAdj                       (cells)
+//
+// On one process the u and h passes also do the adjoint step's RK4 bookkeeping (adjoint_rk4), so
+// the stage adjoints are never stored.
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -113,32 +116,55 @@ __global__ void sw_adj_vertex(const int* __restrict__ verticesOnEdgeT, const int
 }
 MESHOPS_INSTANTIATE(sw_adj_vertex)
 
-// The u pass: edgesOnVertexT/curlCoefT (S slots, slotStride); with `extra`, uExtra is added.
+// The RK4 bookkeeping of the adjoint step on one process (swm/fused_adjoint.py), applied to the
+// stage's adjoint p at row i instead of storing it: yAdj += p, and before an earlier stage the
+// next stage's adjoint tendency kAdj = bCoef * newAdj + aCoef * p (b_{j-1} dt, a_{j-1} dt).
+template <typename T, int W>
+__device__ __forceinline__ void adjoint_rk4(const Lanes<T, W>& p, Lanes<T, W>* __restrict__ yAdj,
+                                            const Lanes<T, W>* __restrict__ newAdj,
+                                            Lanes<T, W>* __restrict__ kAdj, T bCoef, T aCoef, int next,
+                                            meshops_offset i)
+{
+    yAdj[i] = load<T, W>(yAdj, i) + p;
+    if (next) kAdj[i] = bCoef * load(newAdj, i) + aCoef * p;
+}
+
+// The u pass: edgesOnVertexT/curlCoefT (S slots, slotStride); with `extra`, uExtra is added. With
+// `rk`, the stage's u adjoint goes into the RK4 bookkeeping (adjoint_rk4) instead of uAdj.
 template <typename T, int W>
 __global__ void sw_adj_u(const int* __restrict__ edgesOnVertexT, const T* __restrict__ curlCoefT,
                          const Lanes<T, W>* __restrict__ uAdjPart, const Lanes<T, W>* __restrict__ vortAdj,
-                         const Lanes<T, W>* __restrict__ uExtra, Lanes<T, W>* __restrict__ uAdj, int S,
-                         int slotStride, int extra, int first, int last, int nlev)
+                         const Lanes<T, W>* __restrict__ uExtra, Lanes<T, W>* __restrict__ uAdj,
+                         Lanes<T, W>* __restrict__ yAdj, const Lanes<T, W>* __restrict__ newAdj,
+                         Lanes<T, W>* __restrict__ kAdj, int S, int slotStride, int extra, int rk,
+                         T bCoef, T aCoef, int next, int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         Lanes<T, W> acc = load(uAdjPart, i) + stencil_gather(edgesOnVertexT, curlCoefT, vortAdj, e, S, nlev, k,
                                                              slotStride);
         if (extra) acc += load(uExtra, i);
-        uAdj[i] = acc;
+        if (rk) {
+            adjoint_rk4(acc, yAdj, newAdj, kAdj, bCoef, aCoef, next, i);
+        } else {
+            uAdj[i] = acc;
+        }
     }
 }
 MESHOPS_INSTANTIATE(sw_adj_u)
 
 // The h pass: cellsOnEdgeT (the edges of each cell, SE slots, strideE; interp_c2e's coefficient
-// 1/2 applied to the sum), verticesOnCell/c2vCoefT (SV slots, strideV).
+// 1/2 applied to the sum), verticesOnCell/c2vCoefT (SV slots, strideV). With `rk`, the stage's h
+// adjoint goes into the RK4 bookkeeping (adjoint_rk4) instead of hAdj.
 template <typename T, int W>
 __global__ void sw_adj_h(const int* __restrict__ cellsOnEdgeT, const int* __restrict__ verticesOnCell,
                          const T* __restrict__ c2vCoefT, const Lanes<T, W>* __restrict__ phiAdj,
                          const Lanes<T, W>* __restrict__ hEdgeAdj,
                          const Lanes<T, W>* __restrict__ hVertexAdj, Lanes<T, W>* __restrict__ hAdj,
-                         Lanes<T, W>* __restrict__ bAdj, int SE, int strideE, int SV, int strideV,
-                         T gravity, int accumulate, int first, int last, int nlev)
+                         Lanes<T, W>* __restrict__ bAdj, Lanes<T, W>* __restrict__ yAdj,
+                         const Lanes<T, W>* __restrict__ newAdj, Lanes<T, W>* __restrict__ kAdj, int SE,
+                         int strideE, int SV, int strideV, T gravity, int accumulate, int rk, T bCoef,
+                         T aCoef, int next, int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(c, k, i, nlev);
@@ -147,8 +173,13 @@ __global__ void sw_adj_h(const int* __restrict__ cellsOnEdgeT, const int* __rest
         meshops::for_each_slot(cellsOnEdgeT, c, SE, strideE, [&](meshops_offset, int e) {
             edges += load(hEdgeAdj, (meshops_offset)e * nlev + k);
         });
-        hAdj[i] = gPhi + (T)0.5 * edges +
-                  stencil_gather(verticesOnCell, c2vCoefT, hVertexAdj, c, SV, nlev, k, strideV);
+        const Lanes<T, W> p = gPhi + (T)0.5 * edges +
+                              stencil_gather(verticesOnCell, c2vCoefT, hVertexAdj, c, SV, nlev, k, strideV);
+        if (rk) {
+            adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, i);
+        } else {
+            hAdj[i] = p;
+        }
         bAdj[i] = accumulate ? load<T, W>(bAdj, i) + gPhi : gPhi;
     }
 }

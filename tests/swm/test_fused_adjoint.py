@@ -93,6 +93,25 @@ def test_step_adjoint_on_host(ico, physics, on_host, rng):
     assert abs(left - right) <= 1e-12 * abs(left)
 
 
+def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
+    """A model that exchanges its state (here swm.distribution.Serial's no-op exchanges, as a
+    rank's model is built) runs the fused stages in adjoint.model's loop, with the exchanges
+    between them: the same adjoint as the in-kernel bookkeeping of one process, to round-off."""
+    from swm.distribution import Serial
+
+    serial = Serial(ico, None)
+    h, u, b, f = random_state(ico, rng)
+    physics = PHYSICS["apvm_visc2_visc4"]
+    models = [Model(ico, *map(host, (h, u, b, f)), DT, physics, fused=True, **extra)
+              for extra in ({}, dict(exchange=serial.exchange, exchange_tl=serial.exchange_tl,
+                                     exchange_adjoint=serial.exchange_adjoint))]
+    adj = adjoint_inputs(ico, rng)
+    one, looped = (rk4_step_adj(m, host(h), host(u), *map(host, adj)) for m in models)
+    assert on_host["shallow_water_adjoint"].count("sw_adj_h") == 8
+    for name, a, b_ in zip(("h_adj", "u_adj", "b_adj"), one, looped):
+        assert _rel(b_, np.asarray(a)) <= 1e-13, name
+
+
 def test_atomic_mode_keeps_the_operator_path(ico, on_host, rng):
     h, u, b, f = random_state(ico, rng)
     fused = Model(ico, *map(host, (h, u, b, f)), DT, PHYSICS["plain"], fused=True)
