@@ -79,6 +79,18 @@ def run_cost(model, h0, u0, cost, n_steps: int, *, check=None) -> float:
     return total
 
 
+def prepare(model, *, mode=None) -> None:
+    """Build the device tables and compile the kernels that a gradient of `model` uses: one
+    forward and one adjoint step on copies of its state, discarded (collective on ranks), so that
+    a timed sweep counts steps only."""
+    h, u = model.h.copy(), model.u.copy()
+    advance(model, [h.copy(), u.copy()])
+    rk4_step_adj(model, h, u, h * 0, u * 0, mode=mode)
+    xp = model.device_mesh.xp
+    if xp.__name__ == "cupy":
+        xp.cuda.get_current_stream().synchronize()
+
+
 def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=None,
                  checkpointing=None, rank: int = 0, on_step=None, check=None):
     """(J, (dJ/dh0, dJ/du0, dJ/db), stats) of the run of n_steps from (h0, u0).
@@ -126,5 +138,5 @@ def run_tangent(model, h0, u0, dh0, du0, db, n_steps: int, *, check=None):
     return tangent
 
 
-__all__ = ["advance", "cost_of_controls", "run_cost", "run_gradient", "run_tangent", "topography",
+__all__ = ["advance", "prepare", "cost_of_controls", "run_cost", "run_gradient", "run_tangent", "topography",
            "watchdog"]

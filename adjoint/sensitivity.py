@@ -20,7 +20,7 @@ import numpy as np
 import tqdm
 
 from adjoint.costs import Context, CostError, make_cost
-from adjoint.gradient import cost_of_controls, run_gradient, run_tangent, watchdog
+from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangent, watchdog
 from adjoint.verification import taylor_test
 from swm.config import Config, ConfigError, directory_problem
 from swm.constants import DAY
@@ -95,6 +95,10 @@ def _sensitivity(config: Config, progress: bool) -> dict:
         else:
             bars[kind].update(1)
 
+    t0 = time.perf_counter()
+    with quiet_floats():
+        prepare(model, mode=sens.adjoint_mode)
+    log.info("adjoint tables and kernels ready in %.2f s", time.perf_counter() - t0)
     t0 = time.perf_counter()
     try:
         with quiet_floats():

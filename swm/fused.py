@@ -44,7 +44,8 @@ _EDGE = ("idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge in:f
          "{extra}" + _RK.format(y="u") + " int:maxEdges2 int:slotStride " + _RK_SCALARS)
 _KERNELS = Family("shallow_water", (
     Kernel("sw_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u in:h "
-                           "in:fVertex out:pvVertex int:vertexDegree int:slotStride"),
+                           "in:fVertex out:pvVertex out:hVertexOut int:vertexDegree int:slotStride "
+                           "int:record"),
     Kernel("sw_pv_edge", "idx:verticesOnEdge in:pvVertex out:pvEdge"),
     Kernel("sw_pv_edge_apvm", "idx:verticesOnEdge in:pvVertex in:pvCorrection out:pvEdge"),
     Kernel("sw_cell_stage", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef in:h in:u in:b "
@@ -133,8 +134,8 @@ class FusedRK4:
         """The four stages of the RK4 step from (h, u) as its adjoint reads them, computed as
         `step` computes them (bitwise; the last stage's u update, which nothing reads, is left
         out): for each stage j a dict of its provisional state h, u
-        (halo rows exchanged in place, stage 1's being (h, u) itself) and its pv_vertex, pv_edge
-        (APVM included) and flux = h_edge * u, every stage in buffers of its own (kept)."""
+        (halo rows exchanged in place, stage 1's being (h, u) itself) and its pv_vertex, h_vertex,
+        pv_edge (APVM included) and flux = h_edge * u, every stage in buffers of its own (kept)."""
         xp = array_module(h, u)
         h_new, u_new = xp.empty_like(h), xp.empty_like(u)
         records, h_p, u_p = [], h, u
@@ -146,11 +147,13 @@ class FusedRK4:
                 last = j == 3
                 update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
                 h_next, u_next = self.scratch("hProvisional", "cell", h), self.scratch("uProvisional", "edge", u)
-                pv_edge = self.pv_edge_pass(u_p, self.vertex_pass(h_p, u_p, f_vertex), physics)
+                h_vertex = self.scratch("hVertex", "vertex", h)
+                pv_edge = self.pv_edge_pass(u_p, self.vertex_pass(h_p, u_p, f_vertex, h_vertex), physics)
                 flux, phi = self.cell_pass(h_p, u_p, b, physics, update, h, h_new, h_next)
                 if not last:            # the last stage's u update is not read
                     self.edge_pass(u_p, flux, pv_edge, phi, physics, update, u, u_new, u_next)
                 records.append(dict(h=h_p, u=u_p, pv_vertex=self.scratch("pvVertex", "vertex", h),
+                                    h_vertex=h_vertex,
                                     pv_edge=self.scratch("pvEdge", "edge", u),
                                     flux=self.scratch("flux", "edge", u)))
                 h_p, u_p = h_next, u_next
@@ -166,15 +169,18 @@ class FusedRK4:
         flux, phi = self.cell_pass(h, u, b, physics, update, old[0], new[0], next[0])
         self.edge_pass(u, flux, pv_edge, phi, physics, update, old[1], new[1], next[1])
 
-    def vertex_pass(self, h, u, f_vertex):
-        """pv_vertex (scratch) of the provisional state (h, u)."""
+    def vertex_pass(self, h, u, f_vertex, h_vertex=None):
+        """pv_vertex (scratch) of the provisional state (h, u); its denominator h_vertex written
+        to `h_vertex` too when given."""
         m = for_fields(self.mesh, h, u)
         pv_vertex = self.scratch("pvVertex", "vertex", h)
         (eov, curl, cov, kite), stride = m.stencil(
             ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"), (u, h, f_vertex, pv_vertex))
         _KERNELS.launch("sw_pv_vertex", m.nVertices, edgesOnVertex=eov, curlCoef=curl,
                         cellsOnVertex=cov, c2vCoef=kite, u=u, h=h, fVertex=f_vertex,
-                        pvVertex=pv_vertex, vertexDegree=trisk.width(eov, stride), slotStride=stride)
+                        pvVertex=pv_vertex, hVertexOut=pv_vertex if h_vertex is None else h_vertex,
+                        vertexDegree=trisk.width(eov, stride), slotStride=stride,
+                        record=int(h_vertex is not None))
         return pv_vertex
 
     def pv_edge_pass(self, u, pv_vertex, physics: Physics):

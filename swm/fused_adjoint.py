@@ -4,7 +4,7 @@ every run). The reference is the operator path, `adjoint.tendencies.tendencies_a
 
 From the adjoint tendencies (tend_h_adj on cells, tend_u_adj on edges) of one stage, with the
 stage's record from the forward (`swm.fused.FusedRK4.stage_records`: its provisional state h, u and
-its pv_vertex, pv_edge and flux = h_edge * u, so nothing of the forward is derived again), five
+its pv_vertex, h_vertex, pv_edge and flux = h_edge * u, so nothing of the forward is derived again), five
 passes where the operator path runs some 25 operator and 20 elementwise kernels:
 
     sw_adj_phi     cells     phi_adj = -grad_c2e_adj(tend_u_adj)             (phi = ke + g (h + b))
@@ -40,9 +40,8 @@ _KERNELS = Family("shallow_water_adjoint", (
                           "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef in:uTendAdj in:hTendAdj "
                           "in:phiAdj in:flux in:pvEdge in:h in:u out:uAdjPart out:hEdgeAdj "
                           "out:pvEdgeAdj int:S2 int:stride2 int:ST int:strideT"),
-    Kernel("sw_adj_vertex", "idx:verticesOnEdgeT idx:cellsOnVertex coef:c2vCoef in:pvEdgeAdj "
-                            "in:pvVertexExtra in:pvVertex in:h out:vortAdj out:hVertexAdj int:SE "
-                            "int:strideE int:SC int:strideC int:extra"),
+    Kernel("sw_adj_vertex", "idx:verticesOnEdgeT in:pvEdgeAdj in:pvVertexExtra in:pvVertex in:hVertex "
+                            "out:vortAdj out:hVertexAdj int:SE int:strideE int:extra"),
     Kernel("sw_adj_u", "idx:edgesOnVertexT coef:curlCoefT in:uAdjPart in:vortAdj in:uExtra out:uAdj "
                        "out:yAdj in:newAdj out:kAdj int:S int:slotStride int:extra " + _RK),
     Kernel("sw_adj_h", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:phiAdj in:hEdgeAdj "
@@ -99,13 +98,11 @@ class FusedStageAdjoint:
         pv_vertex = record["pv_vertex"]
         vort_adj, h_vertex_adj = self._field("vortAdj", "vertex", h), self._field("hVertexAdj", "vertex", h)
         (voe_t,), stride_e = m.stencil(("verticesOnEdgeT",), (vort_adj,))
-        (cov, kite), stride_c = m.stencil(("cellsOnVertex", "c2vCoef"), (vort_adj,))
-        _KERNELS.launch("sw_adj_vertex", m.nVertices, verticesOnEdgeT=voe_t, cellsOnVertex=cov,
-                        c2vCoef=kite, pvEdgeAdj=pv_edge_adj,
+        _KERNELS.launch("sw_adj_vertex", m.nVertices, verticesOnEdgeT=voe_t, pvEdgeAdj=pv_edge_adj,
                         pvVertexExtra=pv_vertex if pv_vertex_extra is None else pv_vertex_extra,
-                        pvVertex=pv_vertex, h=h, vortAdj=vort_adj, hVertexAdj=h_vertex_adj,
-                        SE=trisk.width(voe_t, stride_e), strideE=stride_e, SC=trisk.width(cov, stride_c),
-                        strideC=stride_c, extra=int(pv_vertex_extra is not None))
+                        pvVertex=pv_vertex, hVertex=record["h_vertex"], vortAdj=vort_adj,
+                        hVertexAdj=h_vertex_adj, SE=trisk.width(voe_t, stride_e), strideE=stride_e,
+                        extra=int(pv_vertex_extra is not None))
 
         u_adj = u_part if rk is not None else xp.empty_like(u)
         (eov_t, curl_t), stride = m.stencil(("edgesOnVertexT", "curlCoefT"), (u_adj,))

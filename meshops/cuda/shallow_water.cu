@@ -107,14 +107,16 @@ __device__ __forceinline__ void edge_pass(
 }  // namespace shallow_water
 
 // pvVertex[v,k] = (fVertex[v,k] + sum_i curlCoef[v,i] * u[e_i,k]) / sum_i c2vCoef[v,i] * h[c_i,k],
-// e_i = edgesOnVertex[v,i], c_i = cellsOnVertex[v,i] (both tables in one layout, slotStride).
+// e_i = edgesOnVertex[v,i], c_i = cellsOnVertex[v,i] (both tables in one layout, slotStride); with
+// `record`, the denominator h_vertex is written to hVertexOut too (the adjoint reads it).
 template <typename T, int W>
 __global__ void sw_pv_vertex(const int* __restrict__ edgesOnVertex, const T* __restrict__ curlCoef,
                              const int* __restrict__ cellsOnVertex, const T* __restrict__ c2vCoef,
                              const Lanes<T, W>* __restrict__ u, const Lanes<T, W>* __restrict__ h,
                              const Lanes<T, W>* __restrict__ fVertex,
-                             Lanes<T, W>* __restrict__ pvVertex, int vertexDegree, int slotStride,
-                             int first, int last, int nlev)
+                             Lanes<T, W>* __restrict__ pvVertex, Lanes<T, W>* __restrict__ hVertexOut,
+                             int vertexDegree, int slotStride, int record, int first, int last,
+                             int nlev)
 {
     using shallow_water::VERTEX_BATCH;
     MESHOPS_ROWS(i, first, last, nlev) {
@@ -156,6 +158,7 @@ __global__ void sw_pv_vertex(const int* __restrict__ edgesOnVertex, const T* __r
 #pragma unroll
         for (int w = 0; w < W; ++w) pv.v[w] = pv.v[w] / hVertex.v[w];
         pvVertex[i] = pv;
+        if (record) hVertexOut[i] = hVertex;
     }
 }
 MESHOPS_INSTANTIATE(sw_pv_vertex)

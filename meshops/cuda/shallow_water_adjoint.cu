@@ -87,16 +87,16 @@ __global__ void sw_adj_edge(const int* __restrict__ edgesOnEdge, const T* __rest
 MESHOPS_INSTANTIATE(sw_adj_edge)
 
 // The vertex pass: verticesOnEdgeT (the edges of each vertex, SE slots, strideE; interp_v2e's
-// coefficient 1/2 applied to the sum), cellsOnVertex/c2vCoef (SC slots, strideC); with `extra`,
-// pvVertexExtra (the APVM part of pvVertexAdj) is added.
+// coefficient 1/2 applied to the sum); hVertex is the forward's; with `extra`, pvVertexExtra (the
+// APVM part of pvVertexAdj) is added.
 template <typename T, int W>
-__global__ void sw_adj_vertex(const int* __restrict__ verticesOnEdgeT, const int* __restrict__ cellsOnVertex,
-                              const T* __restrict__ c2vCoef, const Lanes<T, W>* __restrict__ pvEdgeAdj,
+__global__ void sw_adj_vertex(const int* __restrict__ verticesOnEdgeT,
+                              const Lanes<T, W>* __restrict__ pvEdgeAdj,
                               const Lanes<T, W>* __restrict__ pvVertexExtra,
-                              const Lanes<T, W>* __restrict__ pvVertex, const Lanes<T, W>* __restrict__ h,
-                              Lanes<T, W>* __restrict__ vortAdj, Lanes<T, W>* __restrict__ hVertexAdj,
-                              int SE, int strideE, int SC, int strideC, int extra, int first, int last,
-                              int nlev)
+                              const Lanes<T, W>* __restrict__ pvVertex,
+                              const Lanes<T, W>* __restrict__ hVertex, Lanes<T, W>* __restrict__ vortAdj,
+                              Lanes<T, W>* __restrict__ hVertexAdj, int SE, int strideE, int extra,
+                              int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(v, k, i, nlev);
@@ -106,10 +106,10 @@ __global__ void sw_adj_vertex(const int* __restrict__ verticesOnEdgeT, const int
         });
         pvAdj = (T)0.5 * pvAdj;
         if (extra) pvAdj += load(pvVertexExtra, i);
-        const Lanes<T, W> hVertex = stencil_gather(cellsOnVertex, c2vCoef, h, v, SC, nlev, k, strideC);
+        const Lanes<T, W> hv = load(hVertex, i);
         Lanes<T, W> va;
 #pragma unroll
-        for (int w = 0; w < W; ++w) va.v[w] = pvAdj.v[w] / hVertex.v[w];
+        for (int w = 0; w < W; ++w) va.v[w] = pvAdj.v[w] / hv.v[w];
         vortAdj[i] = va;
         hVertexAdj[i] = (T)-1 * (va * load(pvVertex, i));
     }
