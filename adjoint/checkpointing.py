@@ -36,6 +36,8 @@ from checkpoint_schedules import (Copy, EndForward, EndReverse, Forward, Move,
                                   SingleMemoryStorageSchedule, StorageType,
                                   TwoLevelCheckpointSchedule)
 
+from meshops.device.backend import to_host
+
 SCHEDULES = ("none", "revolve", "multistage", "two_level")
 
 
@@ -86,7 +88,7 @@ class _DiskStore:
 
     def put(self, n: int, state: Sequence) -> None:
         xp_names = [type(a).__module__.split(".")[0] for a in state]
-        host = [a.get() if hasattr(a, "get") else np.asarray(a) for a in state]
+        host = [to_host(a) for a in state]
         np.savez(self.folder / f"{n}.npz", *host, modules=np.array(xp_names))
         self.steps.add(n)
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 import meshops
-from meshops.device.backend import array_module
+from meshops.device.backend import array_module, to_host
+from meshops.parallel.comm import is_serial
 
 
 class CostError(ValueError):
@@ -47,7 +48,7 @@ class Context:
         self.exchange_adjoint, self.xp, self.dtype = exchange_adjoint, xp, np.dtype(dtype)
 
     def allreduce(self, value: float) -> float:
-        return self.comm.allreduce(value) if self.comm.Get_size() > 1 else value
+        return value if is_serial(self.comm) else self.comm.allreduce(value)
 
     def window_steps(self, window_hours, key: str) -> list[int]:
         """Steps whose times lie in window_hours = (start, end) (None: the final step)."""
@@ -152,7 +153,7 @@ class ObservationCost:
 
     def innovation(self, k, h):
         rows = self._rows(k)
-        host = h.get() if hasattr(h, "get") else np.asarray(h)
+        host = to_host(h)
         return rows, host[self.local_cell[rows]].astype(np.float64) - self.value_obs[rows]
 
     def value(self, k: int, state) -> float:

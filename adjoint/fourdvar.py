@@ -27,6 +27,9 @@ import time
 
 import numpy as np
 
+from meshops.device.backend import to_host
+from meshops.parallel.comm import is_serial
+
 from adjoint.costs import ObservationCost, write_observations
 from adjoint.gradient import advance, run_gradient, watchdog
 from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
@@ -67,8 +70,6 @@ def observation_steps(config: Config, dt: float, total: int) -> list[int]:
     return sorted(set(steps))
 
 
-def _host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def observations_path(output) -> pathlib.Path:
@@ -112,13 +113,13 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     nothing = f"no analysis written to fourdvar.output = {str(out)!r}"
 
     # Truth: its initial state (global, rank 0) and h at the observation times.
-    truth = {"h": dist.gather("cell", _host(model.h)), "u": dist.gather("edge", _host(model.u))}
+    truth = {"h": dist.gather("cell", to_host(model.h)), "u": dist.gather("edge", to_host(model.u))}
     state, truth_h = [model.h.copy(), model.u.copy()], {}
     try:
         for k in range(n_steps + 1):
             check(k, state)
             if k in obs_steps:
-                truth_h[k] = dist.gather("cell", _host(state[0]))
+                truth_h[k] = dist.gather("cell", to_host(state[0]))
             if k < n_steps:
                 state = advance(model, state)
     except WatchdogError as exc:
@@ -167,7 +168,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
             raise WatchdogError(f"{exc} (a forward run of the minimisation); {nothing}") from None
         require_finite(s, j_obs, [("dJo/dh0", "cell", gh), ("dJo/du0", "edge", gu)],
                        f"4D-Var: {nothing}")
-        gh, gu = dist.gather("cell", _host(gh)), dist.gather("edge", _host(gu))
+        gh, gu = dist.gather("cell", to_host(gh)), dist.gather("edge", to_host(gu))
         if rank != 0:
             return None
         return j_obs + 0.5 * float(v @ v), v + sigma * np.concatenate([gh, gu])
@@ -186,7 +187,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     last = {}
     if rank == 0:
         def fun(v):
-            if comm.Get_size() > 1:
+            if not is_serial(comm):
                 comm.bcast(("evaluate", v), root=0)
             j, grad = evaluate(v)
             last.update(v=v.copy(), j=j, grad=grad)
@@ -201,7 +202,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
 
         minimize(fun, v0, jac=True, method="L-BFGS-B", callback=callback,
                  options={"maxiter": fv.iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 1e-10})
-        if comm.Get_size() > 1:
+        if not is_serial(comm):
             comm.bcast(("stop", None), root=0)
     else:
         while True:
@@ -211,7 +212,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
             evaluate(v)
     on_root(comm, lambda: write_analysis(out, g, background, sigma, last["v"], history, truth,
                                          attributes=attributes, seconds=s.start * s.dt))
-    history = comm.bcast(history, root=0) if comm.Get_size() > 1 else history
+    history = history if is_serial(comm) else comm.bcast(history, root=0)
     first, final = history[0], history[-1]
     if rank == 0:
         log.info("4D-Var: J %.6e -> %.6e (x %.3g) in %d iterations; rms error of h0 %.4g -> %.4g "

@@ -19,6 +19,9 @@ import time
 import numpy as np
 import tqdm
 
+from meshops.device.backend import to_host
+from meshops.parallel.comm import is_serial
+
 from adjoint.costs import Context, CostError, make_cost
 from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangent, watchdog
 from adjoint.verification import taylor_test
@@ -152,7 +155,7 @@ def require_finite(s, value: float, fields, what: str) -> None:
     for _, location, field in fields:
         n = s.distribution.owned[location]
         flags.append(bool(s.xp.isfinite(field[:n]).all()))
-    if s.comm.Get_size() > 1:
+    if not is_serial(s.comm):
         flags = [all(column) for column in zip(*s.comm.allgather(flags))]
     bad = ([] if flags[0] else [f"J = {value}"]) + [name for (name, _, _), ok in
                                                     zip(fields, flags[1:]) if not ok]
@@ -171,7 +174,7 @@ def _checked(fn, comm):
         result = fn()
     except ConfigError as exc:
         error, result = str(exc), None
-    errors = comm.allgather(error) if comm.Get_size() > 1 else [error]
+    errors = [error] if is_serial(comm) else comm.allgather(error)
     found = [e for e in errors if e]
     if found:
         raise ConfigError(found[0])
@@ -191,7 +194,7 @@ def write_gradients(path, s, grads, value: float, controls, attributes=None) -> 
     gathered = {}
     for (name, location, control, _), g in zip(GRADIENTS, grads):
         if control in controls:
-            host = g.get() if hasattr(g, "get") else np.asarray(g)
+            host = to_host(g)
             gathered[name] = s.distribution.gather(location, host)
 
     def write():
@@ -362,15 +365,15 @@ def _directions(s, seed, h0, u0) -> dict:
 
 def owned_mean(s, a) -> float:
     n = s.distribution.owned["cell"]
-    total = s.comm.allreduce(float(a[:n].sum())) if s.comm.Get_size() > 1 else float(a[:n].sum())
-    count = s.comm.allreduce(n) if s.comm.Get_size() > 1 else n
+    total = float(a[:n].sum()) if is_serial(s.comm) else s.comm.allreduce(float(a[:n].sum()))
+    count = n if is_serial(s.comm) else s.comm.allreduce(n)
     return total / count
 
 
 def owned_max(s, a, location) -> float:
     n = s.distribution.owned[location]
     local = float(abs(a[:n]).max()) if n else 0.0
-    return s.comm.allreduce(local, op=_max()) if s.comm.Get_size() > 1 else local
+    return local if is_serial(s.comm) else s.comm.allreduce(local, op=_max())
 
 
 def _max():

@@ -28,7 +28,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-SIZES = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+from meshops.device.tables import SIZE_OF
+
 
 
 class VerificationInputError(ValueError):
@@ -47,8 +48,8 @@ def _describe(shape: tuple, mesh=None) -> str:
     """A shape, with the mesh location(s) whose size its first axis has."""
     text = f"shape {shape}"
     if mesh is not None and shape:
-        locs = [f"{loc} ({SIZES[loc]}={getattr(mesh, SIZES[loc])})" for loc in SIZES
-                if getattr(mesh, SIZES[loc], None) == shape[0]]
+        locs = [f"{loc} ({SIZE_OF[loc]}={getattr(mesh, SIZE_OF[loc])})" for loc in SIZE_OF
+                if getattr(mesh, SIZE_OF[loc], None) == shape[0]]
         if locs:
             text += ": a field at " + " or ".join(locs)
     return text
@@ -79,12 +80,12 @@ def check_locations(arrays, locations, mesh, *, argument: str, what: str) -> Non
             f"{argument}: {what} takes {len(locations)} field(s) at {', '.join(locations)}; "
             f"{len(arrays)} array(s) were given")
     for i, (a, loc) in enumerate(zip(arrays, locations)):
-        n = getattr(mesh, SIZES[loc])
+        n = getattr(mesh, SIZE_OF[loc])
         shape = _shape(a)
         if len(shape) not in (1, 2) or shape[0] != n:
             raise VerificationInputError(
                 f"{_label(argument, i, len(arrays))}: {what} needs a {loc} field of shape ({n},) or "
-                f"({n}, nlev) ({SIZES[loc]}={n}); given {_describe(shape, mesh)}")
+                f"({n}, nlev) ({SIZE_OF[loc]}={n}); given {_describe(shape, mesh)}")
 
 
 def _check_like(given, reference, *, argument: str, reference_name: str, mesh=None) -> None:

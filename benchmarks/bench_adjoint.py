@@ -7,7 +7,13 @@ stored and with binomial checkpointing (multistage, snapshots in GPU memory) (ti
         --snapshots 400] [--json out.json]
 
 The adjoint step recomputes its four stage states from the step's start state and then runs the
-stages' tendency adjoints in reverse. Peak memory is the CuPy memory pool's size after a run that
+stages' tendency adjoints in reverse. Its memory-traffic floor (`adjoint_floor_bytes`): the
+forward step's floor (`bench_model.floor_bytes`: the recompute) plus, per stage, the connectivity
+and geometry of the fused tendency once more (the transposed stencils hold the same information),
+the stage's record (h, u, pv_vertex, h_vertex, pv_edge, flux), the adjoint tendency and the end
+state's adjoint read, the start state's adjoint read and written, the next adjoint tendency written
+and b's adjoint read and written; `--traffic` also sums the least bytes of the adjoint step's
+launches (each array argument once) and reports both against the measured copy bandwidth. Peak memory is the CuPy memory pool's size after a run that
 started from an emptied pool (what the run needed at most, the mesh tables included), after an
 untimed two-step gradient that builds the tables and compiles the kernels.
 """
@@ -23,7 +29,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import CudaTimer, time_wall  # noqa: E402
+from bench_model import floor_bytes, launch_bytes, table_bytes  # noqa: E402
+from common import CudaTimer, copy_bandwidth, time_wall  # noqa: E402
 from meshes import icosahedral_mesh  # noqa: E402
 
 from adjoint.costs import Context, RegionCost  # noqa: E402
@@ -51,7 +58,27 @@ def timer(xp):
     return lambda fn, reps: t.time(fn, reps=reps, warmup=2).median
 
 
-def step_ratios(level, dtype, xp, reps, cache_dir) -> dict:
+def adjoint_floor_bytes(mesh, itemsize: int) -> int:
+    """Fewest bytes of one adjoint RK4 step (module doc)."""
+    C, E, V = mesh.nCells, mesh.nEdges, mesh.nVertices
+    forward = floor_bytes(mesh, itemsize)                     # the recompute, tables included
+    tables = table_bytes(mesh, itemsize)
+    per_stage = itemsize * ((C + E + 2 * V + 2 * E)            # the record
+                            + 2 * (C + E) + 2 * (C + E) + (C + E) + 2 * C)
+    return forward + 4 * (tables + per_stage)
+
+
+def adjoint_traffic(model, h, u, dh, du, mode) -> int:
+    """Least bytes of the launches of one adjoint step (each array argument once)."""
+    from meshops.device import kernels
+
+    launches = []
+    with kernels.observe_launches(launches.append):
+        rk4_step_adj(model, h, u, dh, du, mode=mode)
+    return sum(map(launch_bytes, launches))
+
+
+def step_ratios(level, dtype, xp, reps, cache_dir, traffic=False) -> dict:
     """ms per forward, tangent-linear and adjoint (both modes) RK4 step."""
     mesh, model = build(level, dtype, xp, cache_dir)
     measure = timer(xp)
@@ -67,6 +94,13 @@ def step_ratios(level, dtype, xp, reps, cache_dir) -> dict:
         adjoint = measure(lambda: rk4_step_adj(model, h, u, dh, du, mode=mode), reps)
         row[f"adj_{mode}_ms"] = adjoint * 1e3
         row[f"adj_{mode}_over_forward"] = adjoint / forward
+    if traffic and xp is not np:
+        bandwidth = copy_bandwidth(xp)
+        floor = adjoint_floor_bytes(mesh, np.dtype(dtype).itemsize) / bandwidth
+        row.update(copy_bandwidth_gbs=bandwidth / 1e9, adj_floor_ms=floor * 1e3,
+                   adj_x_floor=row["adj_deterministic_ms"] / 1e3 / floor,
+                   adj_launch_traffic_ms=adjoint_traffic(model, h, u, dh, du, "deterministic")
+                   / bandwidth * 1e3)
     return row
 
 
@@ -127,6 +161,8 @@ def main(argv=None) -> int:
     p.add_argument("--gradient-days", type=float, default=5.0)
     p.add_argument("--snapshots", type=int, default=400)
     p.add_argument("--cache-dir", default=None)
+    p.add_argument("--traffic", action="store_true",
+                   help="the adjoint step's traffic floor and its launches' least bytes (CuPy)")
     p.add_argument("--json", type=pathlib.Path)
     args = p.parse_args(argv)
     xp = np
@@ -136,12 +172,17 @@ def main(argv=None) -> int:
     print("| level | cells | forward ms | TLM ms (x fwd) | adjoint det. ms (x fwd) | adjoint atomic ms (x fwd) |")
     print("|---|---|---|---|---|---|")
     for level in args.levels:
-        r = step_ratios(level, args.dtype, xp, args.reps, args.cache_dir)
+        r = step_ratios(level, args.dtype, xp, args.reps, args.cache_dir, args.traffic)
         out["steps"].append(r)
         print(f"| {level} | {r['nCells']} | {r['forward_ms']:.3f} | {r['tl_ms']:.3f} "
               f"({r['tl_over_forward']:.2f}) | {r['adj_deterministic_ms']:.3f} "
               f"({r['adj_deterministic_over_forward']:.2f}) | {r['adj_atomic_ms']:.3f} "
               f"({r['adj_atomic_over_forward']:.2f}) |", flush=True)
+    for r in out["steps"]:
+        if "adj_floor_ms" in r:
+            print(f"level {r['level']}: deterministic adjoint step {r['adj_deterministic_ms']:.3f} ms, "
+                  f"traffic floor {r['adj_floor_ms']:.3f} ms ({r['adj_x_floor']:.2f}x), its launches' "
+                  f"least traffic {r['adj_launch_traffic_ms']:.3f} ms (copy {r['copy_bandwidth_gbs']:.0f} GB/s)")
     runs = []
     if args.levels and args.stored_steps:
         level = args.levels[-1]

@@ -42,7 +42,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.35")
 
 from benchmarks import common, meshes, peers  # noqa: E402
 
-SIZES = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+from meshops.device.tables import SIZE_OF as SIZES  # noqa: E402
 ADAPTERS = ("torch", "torch.compile", "jax", "jax.buffer")
 PASSES = ("fwd", "fwd_bwd")
 

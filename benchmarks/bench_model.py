@@ -38,15 +38,20 @@ from swm.model import Model  # noqa: E402
 from swm.tendencies import Physics  # noqa: E402
 
 
+def table_bytes(mesh, itemsize: int) -> int:
+    """Bytes of the connectivity and geometry a fused tendency reads (module doc)."""
+    C, E, V = mesh.nCells, mesh.nEdges, mesh.nVertices
+    eoe = int(np.max(mesh.nEdgesOnEdge))
+    return (4 * (C * mesh.maxEdges + 2 * E + 2 * E + 3 * V + 3 * V + E * eoe)
+            + itemsize * (E * eoe + 3 * V + 2 * E + C + V + C * mesh.maxEdges + 3 * V))
+
+
 def floor_bytes(mesh, itemsize: int) -> int:
     """Fewest bytes of one RK4 step (module doc)."""
     C, E, V = mesh.nCells, mesh.nEdges, mesh.nVertices
     state = C + E
     per_stage = itemsize * (state + C + V + 2 * state + state)
-    eoe = int(np.max(mesh.nEdgesOnEdge))
-    tables = (4 * (C * mesh.maxEdges + 2 * E + 2 * E + 3 * V + 3 * V + E * eoe)
-              + itemsize * (E * eoe + 3 * V + 2 * E + C + V + C * mesh.maxEdges + 3 * V))
-    return 4 * (per_stage + tables)
+    return 4 * (per_stage + table_bytes(mesh, itemsize))
 
 
 def _model(mesh, dtype, xp, path, level):

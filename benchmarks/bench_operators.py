@@ -56,7 +56,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.35")
 
 from benchmarks import common, meshes, peers  # noqa: E402
 
-SIZES = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+from meshops.device.tables import SIZE_OF as SIZES  # noqa: E402
 PASSES = ("fwd", "tl", "adj_atomic", "adj_det")
 MODES = {"adj_atomic": "atomic", "adj_det": "deterministic"}
 PEER_GUESS_S = {"jax": 6.0, "torch": 4.0, "torch.compile": 40.0}

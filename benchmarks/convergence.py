@@ -1,6 +1,6 @@
 """Convergence study of the meshops operators on refined icosahedral SCVT meshes.
 
-For every case of `tests.meshops.analytic.CASES` (inputs sampled from analytic fields, exact
+For every case of `meshops.analytic.CASES` (inputs sampled from analytic fields, exact
 outputs at the output location), prints the relative area-weighted l2 and the l_inf errors on
 levels `--levels` (default 2..7) of `grids.icosahedral.generate_icosahedral` after `--lloyd`
 Lloyd iterations, with observed orders log2(err_L / err_{L+1}); `--sweep` repeats the study for
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import meshops  # noqa: E402
 from grids.icosahedral import generate_icosahedral  # noqa: E402
-from tests.meshops.analytic import CASES, centroid_offset, measure, observed_orders  # noqa: E402
+from meshops.analytic import CASES, centroid_offset, measure, observed_orders  # noqa: E402
 
 
 def study(levels, lloyd: int, cases=CASES, log=print) -> dict:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .atomic import atomic_path
+from .reorder import sfc_order
 
 
 class PartitionError(ValueError):
@@ -100,55 +101,14 @@ def partition_metis(mesh, nparts: int, *, weights=None) -> np.ndarray:
 
 # -- space-filling curve --------------------------------------------------------------------------
 
-_HILBERT_BITS = 16
-
-
-def hilbert_keys(x, y, z, bits: int = _HILBERT_BITS) -> np.ndarray:
-    """3-D Hilbert curve index of points (x, y, z), each axis quantised to 2^bits cells.
-
-    Skilling's transpose algorithm (AIP Conf. Proc. 707, 2004), vectorised over points.
-    """
-    pts = np.stack([np.asarray(x, float), np.asarray(y, float), np.asarray(z, float)], axis=1)
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
-    span = np.where(hi > lo, hi - lo, 1.0)
-    top = (1 << bits) - 1
-    X = np.minimum(((pts - lo) / span * top).round().astype(np.int64), top)
-    n = 3
-    # inverse undo of excess work
-    q = 1 << (bits - 1)
-    while q > 1:
-        p = q - 1
-        for i in range(n):
-            hit = (X[:, i] & q) != 0
-            X[hit, 0] ^= p
-            t = (X[~hit, 0] ^ X[~hit, i]) & p
-            X[~hit, 0] ^= t
-            X[~hit, i] ^= t
-        q >>= 1
-    # Gray encode
-    for i in range(1, n):
-        X[:, i] ^= X[:, i - 1]
-    t = np.zeros(X.shape[0], dtype=np.int64)
-    q = 1 << (bits - 1)
-    while q > 1:
-        hit = (X[:, n - 1] & q) != 0
-        t[hit] ^= q - 1
-        q >>= 1
-    X ^= t[:, None]
-    # interleave the transposed bits into one key (most significant first)
-    key = np.zeros(X.shape[0], dtype=np.int64)
-    for b in range(bits - 1, -1, -1):
-        for i in range(n):
-            key = (key << 1) | ((X[:, i] >> b) & 1)
-    return key
-
-
 def partition_sfc(mesh, nparts: int, *, weights=None) -> np.ndarray:
-    """Cut the Hilbert order of the cell centres into `nparts` runs of equal total weight."""
+    """Cut the Hilbert order of the cell centres (`grids.reorder.sfc_order`) into `nparts` runs of
+    equal total weight."""
     nparts = _check_nparts(nparts, mesh.nCells)
     w = _check_weights(weights, mesh.nCells)
     w = np.ones(mesh.nCells, dtype=np.int64) if w is None else w
-    order = np.argsort(hilbert_keys(mesh.xCell, mesh.yCell, mesh.zCell), kind="stable")
+    centres = np.stack([mesh.xCell, mesh.yCell, mesh.zCell], axis=1)
+    order = sfc_order(centres / np.linalg.norm(centres, axis=1)[:, None], "hilbert")
     before = np.cumsum(w[order]) - w[order]          # weight of the cells before each in the order
     part = np.minimum(before * nparts // w.sum(), nparts - 1).astype(np.int32)
     owner = np.empty(mesh.nCells, dtype=np.int32)
@@ -373,11 +333,6 @@ def write_partition(path, owner) -> None:
     """Write `graph.info.part.N`: one 0-based rank id per line, line i for cell i."""
     owner = np.asarray(owner)
     _atomic_write(path, "\n".join(str(int(r)) for r in owner) + "\n")
-
-
-def partition_path(prefix, nparts: int) -> str:
-    """MPAS's name of the partition file: `{prefix}.part.{nparts}` (prefix e.g. 'x1.162.graph.info')."""
-    return f"{os.fspath(prefix)}.part.{nparts}"
 
 
 def read_partition(path, ncells: int, nparts: int | None = None) -> np.ndarray:

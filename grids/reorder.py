@@ -32,9 +32,9 @@ class MeshPermutation:
     vertices: np.ndarray
 
 
-def _quantise(p: np.ndarray) -> np.ndarray:
-    """(n, 3) coordinates in [-1, 1] -> (n, 3) uint64 integers in [0, 2^21)."""
-    scale = (1 << _BITS) - 1
+def _quantise(p: np.ndarray, bits: int = _BITS) -> np.ndarray:
+    """(n, 3) coordinates in [-1, 1] -> (n, 3) uint64 integers in [0, 2^bits)."""
+    scale = (1 << bits) - 1
     return np.clip(np.rint((p + 1.0) * 0.5 * scale), 0, scale).astype(np.uint64)
 
 
@@ -54,11 +54,13 @@ def morton_keys(p: np.ndarray) -> np.ndarray:
     return key
 
 
-def hilbert_keys(p: np.ndarray) -> np.ndarray:
-    """63-bit Hilbert keys of (n, 3) points in [-1, 1]^3 (Skilling's transpose algorithm, 2004)."""
-    x = [_quantise(p)[:, i].copy() for i in range(3)]
+def hilbert_keys(p: np.ndarray, bits: int = _BITS) -> np.ndarray:
+    """Hilbert keys (3 bits per level, 63 bits at the default 21) of (n, 3) points in [-1, 1]^3,
+    each axis quantised to 2^bits cells (Skilling's transpose algorithm, AIP Conf. Proc. 707,
+    2004). The one Hilbert curve of the package: mesh reordering and SFC partitioning use it."""
+    x = [_quantise(p, bits)[:, i].copy() for i in range(3)]
     one = np.uint64(1)
-    m = np.uint64(1 << (_BITS - 1))
+    m = np.uint64(1 << (bits - 1))
     # inverse undo of excess work
     q = m
     while q > one:
@@ -82,7 +84,7 @@ def hilbert_keys(p: np.ndarray) -> np.ndarray:
         x[i] ^= t
     # interleave the transposed bits: bit b of x[i] -> key bit 3 b + (2 - i)
     key = np.zeros(p.shape[0], dtype=np.uint64)
-    for b in range(_BITS):
+    for b in range(bits):
         for i in range(3):
             key |= ((x[i] >> np.uint64(b)) & one) << np.uint64(3 * b + 2 - i)
     return key

@@ -9,9 +9,9 @@ Each operator X has maps `forward` (X), `adjoint` (X_adj) and, when nonlinear, `
 from __future__ import annotations
 
 from meshops.device.mesh import check_mesh
+from meshops.device.tables import SIZE_OF
 from meshops.registry import OPERATORS
 
-SIZES = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 SUFFIX = {"forward": "", "adjoint": "_adj", "tangent": "_tl"}
 
 
@@ -47,7 +47,7 @@ def public_names(spec) -> dict:
 
 def rows(mesh, locations) -> tuple:
     """The row counts of fields at `locations` on `mesh`."""
-    return tuple(int(getattr(mesh, SIZES[loc])) for loc in locations)
+    return tuple(int(getattr(mesh, SIZE_OF[loc])) for loc in locations)
 
 
 def check_fields(where: str, mesh, locations, fields, *, is_array, float_dtypes, place=lambda x: "") -> None:

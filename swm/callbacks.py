@@ -12,7 +12,8 @@ import queue
 
 import numpy as np
 
-from meshops.device.backend import array_module
+from meshops.device.backend import array_module, to_host
+from meshops.parallel.comm import is_serial
 from swm.constants import DAY
 from swm.schedules import IterationInterval
 from swm.variables import FIELDS
@@ -23,7 +24,7 @@ log = logging.getLogger("swm")
 
 def host(a):
     """A NumPy array of `a` (a CuPy array is copied to the host)."""
-    return a.get() if hasattr(a, "get") else np.asarray(a)
+    return to_host(a)
 
 
 class Watchdog:
@@ -142,12 +143,12 @@ class HistoryOutput:
     def __call__(self, sim) -> None:
         model, dist = sim.model, self.distribution
         d = self.diagnostics()
-        if dist.comm.Get_size() > 1:
+        if not is_serial(dist.comm):
             # the step leaves the outer halo rows stale; the fields' stencils read them (as the
             # step's own first exchange would, so the trajectory does not change)
             dist.exchange(model.h, model.u)
         fields = {name: FIELDS[name].compute(model) for name in self.variables}
-        if dist.comm.Get_size() == 1:
+        if is_serial(dist.comm):
             fields, wait, release = self.copies.copy(fields)
         else:
             fields = {name: dist.gather(FIELDS[name].location, host(a)) for name, a in fields.items()}

@@ -146,7 +146,9 @@ def report(exc, comm, debug: bool) -> int:
         line, status = f"error: {_plain(exc)}", 2
     else:
         line, status = f"error: {_plain(exc)}" + ("" if debug else " (--debug shows where)"), 1
-    several = comm.Get_size() > 1
+    from meshops.parallel.comm import is_serial
+
+    several = not is_serial(comm)
     if comm.Get_rank() == 0 or not collective:
         prefix = f"{PROG}: rank {comm.Get_rank()}: " if several and not collective \
             else f"{PROG}: "

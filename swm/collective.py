@@ -2,6 +2,8 @@
 rank together (so nothing waits in a collective for a rank that failed)."""
 from __future__ import annotations
 
+from meshops.parallel.comm import is_serial
+
 from swm.config import ConfigError
 
 
@@ -15,10 +17,10 @@ def on_root(comm, fn):
             outcome = ("ok", fn())
         except Exception as exc:  # noqa: BLE001 - re-raised on every rank below
             exc.collective = True
-            if comm.Get_size() == 1:
+            if is_serial(comm):
                 raise
             outcome = ("error", exc)
-    if comm.Get_size() > 1:
+    if not is_serial(comm):
         if outcome is not None and outcome[0] == "error":
             exc = outcome[1]
             kind = ConfigError if isinstance(exc, ConfigError) else \

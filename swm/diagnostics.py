@@ -13,11 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 import meshops
-from meshops.device.backend import array_module
+from meshops.device.backend import array_module, to_host
+from meshops.parallel.comm import is_serial
 
 
 def _allreduce(comm, values: np.ndarray, op: str) -> np.ndarray:
-    if comm.Get_size() == 1:
+    if is_serial(comm):
         return values
     from mpi4py import MPI
 
@@ -69,7 +70,7 @@ class Diagnostics:
                      xp.sum(w * self.exact ** 2)]
             maxima += [xp.max(xp.abs(err)), xp.max(xp.abs(self.exact))]
         local = xp.stack(sums + maxima)
-        local = np.asarray(local.get() if hasattr(local, "get") else local, dtype=np.float64)
+        local = to_host(local).astype(np.float64, copy=False)
         s = _allreduce(self.comm, local[:len(sums)].copy(), "sum")
         m = _allreduce(self.comm, local[len(sums):].copy(), "max")
         out = {"mass": s[0], "energy": s[1], "potential_enstrophy": s[2], "max_cfl": m[0],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from meshops.parallel import StateExchange, gather_field, layers_needed, scatter_field
-from meshops.parallel.comm import allreduce_sum
+from meshops.parallel.comm import allreduce_sum, is_serial
 
 #: The operator chains of the tendencies (swm.tendencies) from the state to the owned tendencies.
 TENDENCY_CHAINS = (("interp_c2e", "pv_flux_e2e"), ("interp_c2v", "interp_v2e", "pv_flux_e2e"),
@@ -122,7 +122,7 @@ def owned_inner(distribution, pairs) -> float:
 
 def distribute(config, comm, global_mesh, physics, dtype):
     """Serial on one rank; else partition on rank 0 as the config says and distribute."""
-    if comm.Get_size() == 1:
+    if is_serial(comm):
         return Serial(global_mesh, comm)
     from grids.decompose import distribute_mesh
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import meshops
+from meshops.device.backend import to_host
+from meshops.parallel.comm import is_serial
 from swm import testcases
 from swm.callbacks import Files, HistoryOutput, Progress, RestartOutput, Watchdog
 from swm.collective import on_root
@@ -154,7 +156,7 @@ def setup(config: Config) -> Setup:
              *(global_mesh.nCells, global_mesh.nEdges, global_mesh.nVertices)
              if comm.Get_rank() == 0 else (0, 0, 0),
              distribution.describe(), config.backend, config.dtype, dt, total)
-    if config.backend == "cupy" and comm.Get_size() > 1:
+    if config.backend == "cupy" and not is_serial(comm):
         log.info("halo transport: %s", distribution.state_exchange.transport_summary(xp))
 
     def local(location, name):
@@ -220,7 +222,7 @@ def _history(config: Config, s: Setup, files: list, writer, attributes: dict):
     global `attributes`), or the resumed run's history."""
     made = {}
     b = s.model.b
-    topography = s.distribution.gather("cell", b.get() if hasattr(b, "get") else np.asarray(b))
+    topography = s.distribution.gather("cell", to_host(b))
 
     def make():
         diag = ("mass", "energy", "potential_enstrophy", "max_cfl", "h_min", "h_max")

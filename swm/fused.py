@@ -32,6 +32,7 @@ import numpy as np
 from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
+from meshops.device.tables import SIZE_OF
 from meshops.device.tables import register as table
 from meshops.operators import trisk
 
@@ -54,7 +55,6 @@ _KERNELS = Family("shallow_water", (
     Kernel("sw_edge_stage", _EDGE.format(extra="")),
     Kernel("sw_edge_stage_diss", _EDGE.format(extra="in:diss2 in:diss4 ")),
 ))
-_SIZE = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 
 
 @table("cellsAcrossOnCell", kind="int", location="cell")
@@ -108,7 +108,7 @@ class FusedRK4:
         key = (name + self._tag, like.dtype.str, like.shape[1:])
         field = self._scratch.get(key)
         if field is None:
-            n = getattr(for_fields(self.mesh, like), _SIZE[location])
+            n = getattr(for_fields(self.mesh, like), SIZE_OF[location])
             field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
         return field
 

@@ -27,6 +27,7 @@ from typing import NamedTuple
 from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
+from meshops.device.tables import SIZE_OF
 from meshops.operators import trisk
 
 import meshops
@@ -62,8 +63,7 @@ class FusedStageAdjoint:
         key = (name, like.dtype.str, like.shape[1:])
         field = self._scratch.get(key)
         if field is None:
-            n = getattr(for_fields(self.mesh, like), {"cell": "nCells", "edge": "nEdges",
-                                                      "vertex": "nVertices"}[location])
+            n = getattr(for_fields(self.mesh, like), SIZE_OF[location])
             field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
         return field
 

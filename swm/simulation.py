@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from meshops.parallel.comm import is_serial
+
 from swm.constants import DAY
 
 
@@ -129,7 +131,7 @@ class _StopFlag:
 
     def requested(self) -> int:
         """The signal that stops the run (0: none), the same on every rank."""
-        if self.comm.Get_size() == 1:
+        if is_serial(self.comm):
             return self.signum
         from mpi4py import MPI
 

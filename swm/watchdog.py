@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshops.device.backend import array_module
+from meshops.device.backend import array_module, to_host
+from meshops.parallel.comm import is_serial
 
 
 class WatchdogError(RuntimeError):
     """The state left the scheme's range (NaN/Inf, or a Courant number above the limit)."""
 
 
-def _host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 class StateCheck:
@@ -47,14 +46,14 @@ class StateCheck:
 
     def check(self, h, u, dt: float, step: int) -> None:
         """Raise WatchdogError (on every rank together) when (h, u) is out of range."""
-        local = float(_host(self.worst(h, u, dt)))
+        local = float(to_host(self.worst(h, u, dt)))
         comm = self.distribution.comm
-        worst = local if comm.Get_size() == 1 else comm.allreduce(local, op=_max_op())
+        worst = local if is_serial(comm) else comm.allreduce(local, op=_max_op())
         if worst <= self.cfl_limit:
             return
         problem = problem_of(self.distribution, h, u, dt, step, self.gravity, self.cfl_limit) \
             if not local <= self.cfl_limit else None
-        found = [(local, problem)] if comm.Get_size() == 1 else comm.allgather((local, problem))
+        found = [(local, problem)] if is_serial(comm) else comm.allgather((local, problem))
         # the rank with the worst value names it (the same entity on any number of ranks)
         raise WatchdogError(max((w, p) for w, p in found if p)[1])
 
@@ -76,14 +75,14 @@ def _first_problem(distribution, h, u, dt, step, gravity, cfl_limit) -> str | No
     owned, mesh = distribution.owned, distribution.mesh
     for name, field, loc, lat, lon in (("h", h, "cell", mesh.latCell, mesh.lonCell),
                                        ("u", u, "edge", mesh.latEdge, mesh.lonEdge)):
-        values = _host(field)[:owned[loc]]
+        values = to_host(field)[:owned[loc]]
         bad = np.flatnonzero(~np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1))
         if bad.size:
             i = int(bad[0])
             return (f"step {step}: {name} = {values[i]} at {loc} {distribution.global_index(loc, i)} "
                     f"(lat {np.degrees(lat[i]):.2f}, lon {np.degrees(lon[i]):.2f} deg): not finite")
-    hh, ne = _host(h), owned["edge"]
-    uu = _host(u)[:ne]
+    hh, ne = to_host(h), owned["edge"]
+    uu = to_host(u)[:ne]
     cells = mesh.cellsOnEdge[:ne]
     h_edge = 0.5 * (hh[cells[:, 0]] + hh[cells[:, 1]])
     speed = np.abs(uu) + np.sqrt(gravity * np.maximum(h_edge, 0.0))

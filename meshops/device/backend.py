@@ -40,30 +40,14 @@ def backend_name(xp) -> str:
     return "cupy" if xp is not np else "numpy"
 
 
-_SIZE_OF = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
+def to_host(a) -> np.ndarray:
+    """`a` as a NumPy array: a CuPy array copied to the host, anything else as np.asarray."""
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
 
 
 def article(word: str) -> str:
     """`word` with its indefinite article ("an edge field", "a cell field")."""
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
-
-
-def check_field(x, mesh, name: str, location: str):
-    """Check that `x` is a float32/float64 array of shape (n,) or (n, nlev), n the number of
-    `location` entities of `mesh`, and return it contiguous; a TypeError names a mesh or field
-    that is not one."""
-    from meshops.device.mesh import check_mesh
-
-    n = getattr(check_mesh(mesh), _SIZE_OF[location])
-    what = f"{article(location)} field of shape ({n},) or ({n}, nlev)"
-    if not (hasattr(x, "dtype") and hasattr(x, "shape") and hasattr(x, "ndim")):
-        raise TypeError(f"{name}: expected {what} (a NumPy or CuPy array), got {type(x).__name__}")
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: expected float32 or float64 {location} field, got dtype {x.dtype}")
-    if x.ndim not in (1, 2) or x.shape[0] != n:
-        raise ValueError(f"{name}: expected {what}, got shape {tuple(x.shape)}")
-    xp = array_module(x)
-    return xp.ascontiguousarray(x)
 
 
 @contextlib.contextmanager

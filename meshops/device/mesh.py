@@ -28,7 +28,7 @@ import weakref
 import numpy as np
 
 from meshops.device import tables as catalogue
-from meshops.device.backend import array_module, backend_name
+from meshops.device.backend import array_module, article, backend_name
 from meshops.device.kernels import slot_major
 
 POLICIES = ("fast", "lean")
@@ -195,3 +195,18 @@ def for_fields(mesh, *fields) -> DeviceMesh:
                          f"{backend_name(xp)} device {device}; expected the same (build one with "
                          f"meshops.DeviceMesh(mesh, xp=...) for their backend)")
     return mesh
+
+
+def check_field(x, mesh, name: str, location: str):
+    """Check that `x` is a float32/float64 array of shape (n,) or (n, nlev), n the number of
+    `location` entities of `mesh`, and return it contiguous; a TypeError names a mesh or field
+    that is not one."""
+    n = getattr(check_mesh(mesh), catalogue.SIZE_OF[location])
+    what = f"{article(location)} field of shape ({n},) or ({n}, nlev)"
+    if not (hasattr(x, "dtype") and hasattr(x, "shape") and hasattr(x, "ndim")):
+        raise TypeError(f"{name}: expected {what} (a NumPy or CuPy array), got {type(x).__name__}")
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name}: expected float32 or float64 {location} field, got dtype {x.dtype}")
+    if x.ndim not in (1, 2) or x.shape[0] != n:
+        raise ValueError(f"{name}: expected {what}, got shape {tuple(x.shape)}")
+    return array_module(x).ascontiguousarray(x)

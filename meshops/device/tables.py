@@ -18,6 +18,7 @@ import numpy as np
 from meshops.device import connectivity
 
 LOCATIONS = ("cell", "edge", "vertex")
+#: The MPAS dimension that counts each mesh location (the one such map of meshops).
 SIZE_OF = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 
 

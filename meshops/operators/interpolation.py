@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from meshops.device import connectivity, positions, stencil
-from meshops.device.backend import array_module, check_field
+from meshops.device.backend import array_module
 from meshops.device.kernels import GATHER, SCATTER, Family, Kernel
-from meshops.device.mesh import for_fields
+from meshops.device.mesh import check_field, for_fields
 from meshops.device.tables import register as table
 from meshops.modes import resolve_mode
 from meshops.registry import register

@@ -51,8 +51,8 @@ from __future__ import annotations
 import numpy as np
 
 from meshops.device import connectivity, stencil
-from meshops.device.backend import array_module, check_field
-from meshops.device.mesh import for_fields
+from meshops.device.backend import array_module
+from meshops.device.mesh import check_field, for_fields
 from meshops.device.tables import register as table
 from meshops.operators.curl import curl_e2v, curl_e2v_adj
 from meshops.operators.divergence import div_e2c, div_e2c_adj

@@ -32,9 +32,9 @@ import numpy as np
 
 from meshops.device import stencil
 from meshops.operators import trisk
-from meshops.device.backend import array_module, check_field
+from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
-from meshops.device.mesh import for_fields
+from meshops.device.mesh import check_field, for_fields
 from meshops.modes import resolve_mode
 from meshops.registry import register
 

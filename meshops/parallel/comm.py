@@ -86,6 +86,7 @@ def world():
 
 
 def is_serial(comm) -> bool:
+    """True on one process (a SerialComm or a communicator of size 1): no messages to send."""
     return isinstance(comm, SerialComm) or comm.Get_size() == 1
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from meshops.autodiff import SIZES
+from meshops.device.tables import SIZE_OF as SIZES
 
 
 @pytest.fixture(scope="session")

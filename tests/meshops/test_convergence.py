@@ -15,7 +15,7 @@ import pytest
 import meshops
 from grids.icosahedral import generate_icosahedral
 
-from . import analytic as A
+from meshops import analytic as A
 
 #: Lloyd iterations of every mesh here: the SCVT residual (`centroid_offset`) is 6e-7 at level 4,
 #: 2e-4 at level 5, 1e-3 at level 6, 1.5e-3 at level 7. Up to level 5 the orders with 200 and 1000

@@ -14,10 +14,10 @@ from meshops.operators.curl import curl_e2v
 from meshops.operators.divergence import div_e2c
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
+from meshops.analytic import (cell_points, dot, edge_normals, edge_points, mesh_spacing, orders,
+                              random_rotation, rel_l2, rel_linf, solid_body, spherical_harmonic)
 
 from .conftest import random_field
-from .analytic import (cell_points, dot, edge_normals, edge_points, mesh_spacing, orders, random_rotation,
-                       rel_l2, rel_linf, solid_body, spherical_harmonic)
 from .host_harness import HostArray, host, host_fixtures
 from .test_linear_operators import _close, any_mesh, rank_mesh  # noqa: F401
 

@@ -14,12 +14,12 @@ from grids.mesh import EARTH_RADIUS
 from grids.mpas_io import read_mesh
 from grids.partition import partition_sfc
 from meshops.registry import OPERATORS
+from meshops.analytic import (cell_points, dot, edge_normals, edge_points, edge_tangents,
+                              mesh_spacing, orders, random_rotation, rel_l2, rel_linf, solid_body)
 
 from .conftest import backend_pairs, random_field
 from .host_harness import HostArray, host, host_fixtures
 from .test_linear_operators import _close
-from .analytic import (cell_points, dot, edge_normals, edge_points, edge_tangents, mesh_spacing, orders,
-                       random_rotation, rel_l2, rel_linf, solid_body)
 
 LEVELS = (2, 3, 4, 5)
 
