@@ -104,22 +104,24 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
     the topography's adjoint (a run sums them over its steps). Recomputes the stage states from
     (h, u), then runs the stages in reverse (module doc). Inputs are not modified; on ranks their
     halo rows are taken as zero and the outputs' halo rows are zero. `mode`: the operators'
-    adjoint mode (None: the global default). A fused model (`Model.fused`, CuPy) in deterministic
-    mode runs each stage's adjoint in the fused kernels of `swm.fused_adjoint`, on the stage
-    records of its fused forward; otherwise the operators run it (`adjoint.tendencies`)."""
+    adjoint mode (None: the global default). A fused model (`Model.fused`, CuPy) runs each
+    stage's adjoint in the fused kernels of `swm.fused_adjoint` (gathers, or atomic scatters in
+    atomic mode), on the stage records of its fused forward; otherwise the operators run it
+    (`adjoint.tendencies`)."""
     exchange_adjoint = _exchange(model, "exchange_adjoint")
     dt = model.dt
-    if model.fused and resolve_mode(mode) == "deterministic":
+    if model.fused:
+        mode = resolve_mode(mode)
         records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
                                              model.physics, model.exchange)
         stage_adjoint = _fused_stage_adjoint(model)
         if model.exchange is None:
             from swm.fused_adjoint import step_adjoint
 
-            return step_adjoint(stage_adjoint, records, model.physics, dt, h_adj, u_adj)
+            return step_adjoint(stage_adjoint, records, model.physics, dt, h_adj, u_adj, mode)
 
         def adjoint_of(stage, k_adj, b_adj):
-            return stage_adjoint(records[stage], model.physics, *k_adj, b_adj=b_adj)
+            return stage_adjoint(records[stage], model.physics, *k_adj, b_adj=b_adj, mode=mode)
     else:
         stages = stage_states(model, h, u)
 

@@ -48,6 +48,19 @@ _KERNELS = Family("shallow_water_adjoint", (
     Kernel("sw_adj_h", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:phiAdj in:hEdgeAdj "
                        "in:hVertexAdj out:hAdj out:bAdj out:yAdj in:newAdj out:kAdj int:SE int:strideE "
                        "int:SV int:strideV real:gravity int:accumulate " + _RK),
+    # atomic mode
+    Kernel("sw_adj_edge_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
+                                 "in:uTendAdj in:flux in:pvEdge out:phiAdj out:fluxAcc out:pvAcc int:S2"),
+    Kernel("sw_adj_edge_finish_atomic", "idx:cellsOnEdge idx:verticesOnEdge coef:divAdjCoef coef:keAdjCoef "
+                                        "in:hTendAdj in:phiAdj in:fluxAcc in:pvAcc in:h in:u out:uAdjPart "
+                                        "out:hAcc out:pvVertexAcc"),
+    Kernel("sw_adj_vertex_atomic", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
+                                   "in:pvVertexAcc in:pvVertexExtra in:pvVertex in:hVertex out:uAcc out:hAcc "
+                                   "int:S int:extra"),
+    Kernel("sw_adj_u_sum", "in:uAdjPart in:uAcc in:uExtra out:uAdj out:yAdj in:newAdj out:kAdj int:extra "
+                           + _RK),
+    Kernel("sw_adj_h_sum", "in:phiAdj in:hAcc out:hAdj out:bAdj out:yAdj in:newAdj out:kAdj real:gravity "
+                           "int:accumulate " + _RK),
 ))
 
 
@@ -67,12 +80,16 @@ class FusedStageAdjoint:
             field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
         return field
 
-    def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None, rk=None):
+    def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None, rk=None,
+                 mode: str = "deterministic"):
         """(h_adj, u_adj, b_adj) of the stage whose forward is `record` (a `stage_records` entry),
         from its adjoint tendencies; b_adj is this stage's part added to `b_adj` in place when one
         is given, else a new array. h_adj and u_adj are new arrays; with `rk` (an `AdjointRK4`)
         they are not stored but applied to its y_adj and next k_adj (which are the tend_*_adj
-        arrays: overwritten), and None is returned for them."""
+        arrays: overwritten), and None is returned for them. `mode` "atomic": the transposed sums
+        as atomicAdd scatters through the forward tables (`_atomic`)."""
+        if mode == "atomic":
+            return self._atomic(record, physics, tend_h_adj, tend_u_adj, b_adj, rk)
         h, u = record["h"], record["u"]
         m = for_fields(self.mesh, h, u, tend_h_adj, tend_u_adj)
         xp = array_module(h, u)
@@ -125,6 +142,51 @@ class FusedStageAdjoint:
         return (None, None, b_adj) if rk is not None else (h_adj, u_adj, b_adj)
 
 
+    def _atomic(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj, rk):
+        """The stage's adjoint in atomic mode: scatter passes into zeroed accumulators, then the
+        sums (meshops/cuda/shallow_water_adjoint.cu, "atomic mode")."""
+        h, u = record["h"], record["u"]
+        m = for_fields(self.mesh, h, u, tend_h_adj, tend_u_adj)
+        xp = array_module(h, u)
+        phi_adj, h_acc = self._field("phiAdj", "cell", h), self._field("hAcc", "cell", h)
+        flux_acc, pv_acc = self._field("fluxAcc", "edge", u), self._field("pvAcc", "edge", u)
+        u_acc, u_part = self._field("uAcc", "edge", u), self._field("uAdjPart", "edge", u)
+        pv_vertex_acc = self._field("pvVertexAcc", "vertex", h)
+        for acc in (phi_adj, h_acc, flux_acc, pv_acc, u_acc, pv_vertex_acc):
+            acc.fill(0)
+        eoe = m.table("edgesOnEdge")
+        _KERNELS.launch("sw_adj_edge_atomic", m.nEdges, edgesOnEdge=eoe,
+                        weightsOnEdge=m.table("weightsOnEdge", u.dtype), cellsOnEdge=m.table("cellsOnEdge"),
+                        invDcEdge=m.table("invDcEdge", u.dtype), uTendAdj=tend_u_adj, flux=record["flux"],
+                        pvEdge=record["pv_edge"], phiAdj=phi_adj, fluxAcc=flux_acc, pvAcc=pv_acc,
+                        S2=eoe.shape[1])
+        _KERNELS.launch("sw_adj_edge_finish_atomic", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
+                        verticesOnEdge=m.table("verticesOnEdge"), divAdjCoef=m.table("divAdjCoef", u.dtype),
+                        keAdjCoef=m.table("keAdjCoef", u.dtype), hTendAdj=tend_h_adj, phiAdj=phi_adj,
+                        fluxAcc=flux_acc, pvAcc=pv_acc, h=h, u=u, uAdjPart=u_part, hAcc=h_acc,
+                        pvVertexAcc=pv_vertex_acc)
+        pv_vertex_extra, u_extra = _operator_parts(m, record, physics, pv_acc, tend_u_adj, "atomic")
+        pv_vertex = record["pv_vertex"]
+        eov = m.table("edgesOnVertex")
+        _KERNELS.launch("sw_adj_vertex_atomic", m.nVertices, edgesOnVertex=eov,
+                        curlCoef=m.table("curlCoef", u.dtype), cellsOnVertex=m.table("cellsOnVertex"),
+                        c2vCoef=m.table("c2vCoef", u.dtype), pvVertexAcc=pv_vertex_acc,
+                        pvVertexExtra=pv_vertex if pv_vertex_extra is None else pv_vertex_extra,
+                        pvVertex=pv_vertex, hVertex=record["h_vertex"], uAcc=u_acc, hAcc=h_acc,
+                        S=eov.shape[1], extra=int(pv_vertex_extra is not None))
+        u_adj = u_part if rk is not None else xp.empty_like(u)
+        _KERNELS.launch("sw_adj_u_sum", m.nEdges, uAdjPart=u_part, uAcc=u_acc,
+                        uExtra=u_part if u_extra is None else u_extra, uAdj=u_adj,
+                        **_rk_fields(rk, 1, u_adj, tend_u_adj), extra=int(u_extra is not None))
+        h_adj = phi_adj if rk is not None else xp.empty_like(h)
+        accumulate = b_adj is not None
+        b_adj = xp.empty_like(h) if b_adj is None else b_adj
+        _KERNELS.launch("sw_adj_h_sum", m.nCells, phiAdj=phi_adj, hAcc=h_acc, hAdj=h_adj, bAdj=b_adj,
+                        **_rk_fields(rk, 0, h_adj, tend_h_adj), gravity=physics.gravity,
+                        accumulate=int(accumulate))
+        return (None, None, b_adj) if rk is not None else (h_adj, u_adj, b_adj)
+
+
 class AdjointRK4(NamedTuple):
     """The RK4 bookkeeping of an adjoint step on one process, done by the last two passes of a
     stage: y_adj (h, u) += the stage's adjoint p, and with `next` the earlier stage's adjoint
@@ -146,7 +208,7 @@ def _rk_fields(rk, which: int, unused, k_adj) -> dict:
 
 
 def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physics, dt: float,
-                 h_adj, u_adj):
+                 h_adj, u_adj, mode: str = "deterministic"):
     """The adjoint of one RK4 step on one process from the adjoint (h_adj, u_adj) of its end state:
     (h_adj, u_adj, b_adj) of its start, from the stage records of its forward. The stages run in
     reverse (adjoint.model's doc), their RK4 bookkeeping inside the kernels."""
@@ -157,13 +219,13 @@ def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physi
     for stage in (3, 2, 1, 0):
         rk = AdjointRK4(tuple(y_adj), new_adj, RK4_B[stage - 1] * dt if stage else 0.0,
                         RK4_A[stage - 1] * dt if stage else 0.0, stage > 0)
-        _, _, b_adj = stage_adjoint(records[stage], physics, *k_adj, b_adj=b_adj, rk=rk)
+        _, _, b_adj = stage_adjoint(records[stage], physics, *k_adj, b_adj=b_adj, rk=rk, mode=mode)
     return y_adj[0], y_adj[1], b_adj
 
 
-def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj):
+def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj, mode="deterministic"):
     """(the APVM part of pv_vertex_adj or None, the APVM and viscosity part of u_adj or None),
-    through the operators as `adjoint.tendencies.tendencies_adj` adds them."""
+    through the operators (in adjoint `mode`) as `adjoint.tendencies.tendencies_adj` adds them."""
     pv_vertex_extra = u_extra = None
     if physics.apvm:
         u, pv_vertex = record["u"], record["pv_vertex"]
@@ -171,14 +233,13 @@ def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj):
         grad_pv_cell = meshops.grad_c2e(m, meshops.interp_v2c(m, pv_vertex))
         grad_pv_vertex = meshops.grad_v2e(m, pv_vertex)
         s = (-physics.apvm * physics.dt) * pv_edge_adj
-        u_extra = s * grad_pv_cell + meshops.tangential_e2e_adj(m, s * grad_pv_vertex, mode="deterministic")
-        pv_vertex_extra = (meshops.interp_v2c_adj(m, meshops.grad_c2e_adj(m, s * u, mode="deterministic"),
-                                                  mode="deterministic")
-                           + meshops.grad_v2e_adj(m, s * v, mode="deterministic"))
+        u_extra = s * grad_pv_cell + meshops.tangential_e2e_adj(m, s * grad_pv_vertex, mode=mode)
+        pv_vertex_extra = (meshops.interp_v2c_adj(m, meshops.grad_c2e_adj(m, s * u, mode=mode), mode=mode)
+                           + meshops.grad_v2e_adj(m, s * v, mode=mode))
     if physics.visc2:
-        part = physics.visc2 * meshops.vector_laplacian_e2e_adj(m, tend_u_adj, mode="deterministic")
+        part = physics.visc2 * meshops.vector_laplacian_e2e_adj(m, tend_u_adj, mode=mode)
         u_extra = part if u_extra is None else u_extra + part
     if physics.visc4:
-        part = physics.visc4 * meshops.del4_e2e_adj(m, tend_u_adj, mode="deterministic")
+        part = physics.visc4 * meshops.del4_e2e_adj(m, tend_u_adj, mode=mode)
         u_extra = -part if u_extra is None else u_extra - part
     return pv_vertex_extra, u_extra

@@ -184,3 +184,158 @@ __global__ void sw_adj_h(const int* __restrict__ cellsOnEdgeT, const int* __rest
     }
 }
 MESHOPS_INSTANTIATE(sw_adj_h)
+
+// -- atomic mode ----------------------------------------------------------------------------------
+// The same adjoint with every transposed sum done as atomicAdd scatters from the forward's rows
+// through the forward tables (no transposed tables): the edge pass scatters phi's adjoint to the
+// edge's cells and the PV-flux adjoint to its TRiSK stencil (fluxAcc, pvAcc); the finishing edge
+// pass adds the thickness-flux adjoint and scatters h_edge's and pv_edge's adjoints to cells and
+// vertices (hAcc, pvVertexAcc); the vertex pass scatters the vorticity and h_vertex adjoints to edges
+// and cells (uAcc, hAcc); the sum passes add what was scattered. The accumulators start at zero.
+
+// Edge pass (scatter): phiAdj[c1] -= g / dc, phiAdj[c0] += g / dc; for each stencil slot j,
+// fluxAcc[e_j] += w g (q + q_j) / 2 and pvAcc[e_j] += w g F_j / 2; pvAcc[e] += g sum_j w F_j / 2.
+template <typename T, int W>
+__global__ void sw_adj_edge_atomic(const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+                                   const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+                                   const Lanes<T, W>* __restrict__ uTendAdj,
+                                   const Lanes<T, W>* __restrict__ flux, const Lanes<T, W>* __restrict__ pvEdge,
+                                   Lanes<T, W>* __restrict__ phiAdj, Lanes<T, W>* __restrict__ fluxAcc,
+                                   Lanes<T, W>* __restrict__ pvAcc, int S2, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const Lanes<T, W> g = load(uTendAdj, i), q = load(pvEdge, i);
+        const Lanes<T, W> gHalf = (T)0.5 * g;
+        const Lanes<T, W> gDc = invDcEdge[e] * g;
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        if (c1 >= 0) meshops::atomic_add(&phiAdj[(meshops_offset)c1 * nlev + k], (T)-1 * gDc);
+        if (c0 >= 0) meshops::atomic_add(&phiAdj[(meshops_offset)c0 * nlev + k], gDc);
+        Lanes<T, W> fluxSum = meshops::splat<T, W>(0);
+        meshops::for_each_row_slot(edgesOnEdge, e, S2, [&](int p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
+            const Lanes<T, W> F2 = load(flux, e2k);
+            meshops::axpy(fluxSum, weightsOnEdge[p], F2);
+            const Lanes<T, W> wg = weightsOnEdge[p] * gHalf;
+            meshops::atomic_add(&fluxAcc[e2k], wg * (q + load(pvEdge, e2k)));
+            meshops::atomic_add(&pvAcc[e2k], wg * F2);
+        });
+        meshops::atomic_add(&pvAcc[i], gHalf * fluxSum);
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_edge_atomic)
+
+// Finishing edge pass: F_adj = fluxAcc - div_e2c_adj(hTendAdj); uAdjPart = h_edge F_adj +
+// ke_e2c_adj(u; phiAdj); hAcc[c] += u F_adj / 2 for the edge's cells; pvVertexAcc[v] += pvAcc / 2
+// for its vertices (interp_v2e's adjoint).
+template <typename T, int W>
+__global__ void sw_adj_edge_finish_atomic(const int* __restrict__ cellsOnEdge, const int* __restrict__ verticesOnEdge,
+                                          const T* __restrict__ divAdjCoef, const T* __restrict__ keAdjCoef,
+                                          const Lanes<T, W>* __restrict__ hTendAdj,
+                                          const Lanes<T, W>* __restrict__ phiAdj,
+                                          const Lanes<T, W>* __restrict__ fluxAcc,
+                                          const Lanes<T, W>* __restrict__ pvAcc, const Lanes<T, W>* __restrict__ h,
+                                          const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ uAdjPart,
+                                          Lanes<T, W>* __restrict__ hAcc, Lanes<T, W>* __restrict__ pvVertexAcc,
+                                          int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        Lanes<T, W> divAdj = meshops::splat<T, W>(0), keAdj = meshops::splat<T, W>(0);
+        Lanes<T, W> hEdge = meshops::splat<T, W>(0);
+        if (c0 >= 0) {
+            const meshops_offset ck = (meshops_offset)c0 * nlev + k;
+            meshops::axpy(divAdj, divAdjCoef[2 * e], load(hTendAdj, ck));
+            meshops::axpy(keAdj, keAdjCoef[2 * e], load(phiAdj, ck));
+            hEdge += load(h, ck);
+        }
+        if (c1 >= 0) {
+            const meshops_offset ck = (meshops_offset)c1 * nlev + k;
+            meshops::axpy(divAdj, divAdjCoef[2 * e + 1], load(hTendAdj, ck));
+            meshops::axpy(keAdj, keAdjCoef[2 * e + 1], load(phiAdj, ck));
+            hEdge += load(h, ck);
+        }
+        hEdge = (T)0.5 * hEdge;
+        const Lanes<T, W> ue = load(u, i);
+        const Lanes<T, W> fluxAdj = load(fluxAcc, i) - divAdj;
+        uAdjPart[i] = hEdge * fluxAdj + ue * keAdj;
+        const Lanes<T, W> hHalf = (T)0.5 * (ue * fluxAdj);
+        if (c0 >= 0) meshops::atomic_add(&hAcc[(meshops_offset)c0 * nlev + k], hHalf);
+        if (c1 >= 0) meshops::atomic_add(&hAcc[(meshops_offset)c1 * nlev + k], hHalf);
+        const Lanes<T, W> pvHalf = (T)0.5 * load(pvAcc, i);
+        const int v0 = verticesOnEdge[2 * e], v1 = verticesOnEdge[2 * e + 1];
+        if (v0 >= 0) meshops::atomic_add(&pvVertexAcc[(meshops_offset)v0 * nlev + k], pvHalf);
+        if (v1 >= 0) meshops::atomic_add(&pvVertexAcc[(meshops_offset)v1 * nlev + k], pvHalf);
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_edge_finish_atomic)
+
+// Vertex pass (scatter): vortAdj = (pvVertexAcc + pvVertexExtra) / hVertex; uAcc[e_i] += curlCoef[v, i]
+// vortAdj (curl_e2v's adjoint); hAcc[c_i] -= c2vCoef[v, i] vortAdj pvVertex (interp_c2v's). Row-major
+// edgesOnVertex/curlCoef and cellsOnVertex/c2vCoef (S slots).
+template <typename T, int W>
+__global__ void sw_adj_vertex_atomic(const int* __restrict__ edgesOnVertex, const T* __restrict__ curlCoef,
+                                     const int* __restrict__ cellsOnVertex, const T* __restrict__ c2vCoef,
+                                     const Lanes<T, W>* __restrict__ pvVertexAcc,
+                                     const Lanes<T, W>* __restrict__ pvVertexExtra,
+                                     const Lanes<T, W>* __restrict__ pvVertex,
+                                     const Lanes<T, W>* __restrict__ hVertex, Lanes<T, W>* __restrict__ uAcc,
+                                     Lanes<T, W>* __restrict__ hAcc, int S, int extra, int first, int last,
+                                     int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(v, k, i, nlev);
+        Lanes<T, W> pvAdj = load(pvVertexAcc, i);
+        if (extra) pvAdj += load(pvVertexExtra, i);
+        const Lanes<T, W> hv = load(hVertex, i);
+        Lanes<T, W> va;
+#pragma unroll
+        for (int w = 0; w < W; ++w) va.v[w] = pvAdj.v[w] / hv.v[w];
+        const Lanes<T, W> hva = (T)-1 * (va * load(pvVertex, i));
+        meshops::stencil_scatter(edgesOnVertex, curlCoef, va, uAcc, v, S, nlev, k);
+        meshops::stencil_scatter(cellsOnVertex, c2vCoef, hva, hAcc, v, S, nlev, k);
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_vertex_atomic)
+
+// u's adjoint: uAdjPart + uAcc (+ uExtra), stored or into the RK4 bookkeeping.
+template <typename T, int W>
+__global__ void sw_adj_u_sum(const Lanes<T, W>* __restrict__ uAdjPart, const Lanes<T, W>* __restrict__ uAcc,
+                             const Lanes<T, W>* __restrict__ uExtra, Lanes<T, W>* __restrict__ uAdj,
+                             Lanes<T, W>* __restrict__ yAdj, const Lanes<T, W>* __restrict__ newAdj,
+                             Lanes<T, W>* __restrict__ kAdj, int extra, int rk, T bCoef, T aCoef, int next,
+                             int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        Lanes<T, W> acc = load(uAdjPart, i) + load(uAcc, i);
+        if (extra) acc += load(uExtra, i);
+        if (rk) {
+            adjoint_rk4(acc, yAdj, newAdj, kAdj, bCoef, aCoef, next, i);
+        } else {
+            uAdj[i] = acc;
+        }
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_u_sum)
+
+// h's adjoint: gravity phiAdj + hAcc, stored or into the RK4 bookkeeping; bAdj as sw_adj_h.
+template <typename T, int W>
+__global__ void sw_adj_h_sum(const Lanes<T, W>* __restrict__ phiAdj, const Lanes<T, W>* __restrict__ hAcc,
+                             Lanes<T, W>* __restrict__ hAdj, Lanes<T, W>* __restrict__ bAdj,
+                             Lanes<T, W>* __restrict__ yAdj, const Lanes<T, W>* __restrict__ newAdj,
+                             Lanes<T, W>* __restrict__ kAdj, T gravity, int accumulate, int rk, T bCoef,
+                             T aCoef, int next, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        const Lanes<T, W> gPhi = gravity * load(phiAdj, i);
+        const Lanes<T, W> p = gPhi + load(hAcc, i);
+        if (rk) {
+            adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, i);
+        } else {
+            hAdj[i] = p;
+        }
+        bAdj[i] = accumulate ? load<T, W>(bAdj, i) + gPhi : gPhi;
+    }
+}
+MESHOPS_INSTANTIATE(sw_adj_h_sum)

@@ -112,11 +112,31 @@ def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
         assert _rel(b_, np.asarray(a)) <= 1e-13, name
 
 
-def test_atomic_mode_keeps_the_operator_path(ico, on_host, rng):
+@pytest.mark.parametrize("nlev", [None, 4])
+@pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
+def test_atomic_stage_adjoint_on_host(any_mesh, physics, nlev, on_host, rng):
+    """Atomic mode (scatters through the forward tables): the operator path's adjoint to 1e-12."""
+    physics = PHYSICS[physics]
+    state, adj = random_state(any_mesh, rng, nlev), adjoint_inputs(any_mesh, rng, nlev)
+    ref = tendencies_adj(any_mesh, *state, physics, *adj, mode="atomic")
+    h, u, b, f = map(host, state)
+    record = FusedRK4(any_mesh).stage_records(h, u, b, f, DT, physics)[0]
+    got = FusedStageAdjoint(any_mesh)(record, physics, *map(host, adj), mode="atomic")
+    assert on_host["shallow_water_adjoint"] == ["sw_adj_edge_atomic", "sw_adj_edge_finish_atomic",
+                                                "sw_adj_vertex_atomic", "sw_adj_u_sum", "sw_adj_h_sum"]
+    for name, r, g in zip(("h_adj", "u_adj", "b_adj"), ref, got):
+        assert _rel(g, r) <= 1e-12, name
+
+
+def test_atomic_step_adjoint_on_host(ico, on_host, rng):
+    """The atomic adjoint step of a fused model equals the deterministic one to round-off."""
     h, u, b, f = random_state(ico, rng)
-    fused = Model(ico, *map(host, (h, u, b, f)), DT, PHYSICS["plain"], fused=True)
-    rk4_step_adj(fused, host(h), host(u), *map(host, adjoint_inputs(ico, rng)), mode="atomic")
-    assert on_host["shallow_water_adjoint"] == [] and on_host["kinetic_energy"]
+    fused = Model(ico, *map(host, (h, u, b, f)), DT, PHYSICS["apvm_visc2_visc4"], fused=True)
+    adj = adjoint_inputs(ico, rng)
+    atomic, deterministic = (rk4_step_adj(fused, host(h), host(u), *map(host, adj), mode=mode)
+                             for mode in ("atomic", "deterministic"))
+    for name, a, d in zip(("h_adj", "u_adj", "b_adj"), atomic, deterministic):
+        assert _rel(a, np.asarray(d)) <= 1e-12, name
 
 
 # -- on a GPU -------------------------------------------------------------------------------------
@@ -151,4 +171,20 @@ def test_step_adjoint_on_gpu(ico4, physics, rng):
     ref = rk4_step_adj(numpy, h, u, h_adj, u_adj, mode="deterministic")
     for name, g, a, r in zip(("h_adj", "u_adj", "b_adj"), got, again, ref):
         assert bool((g == a).all()), name
+        assert _rel(cupy.asnumpy(g), r) <= 1e-12, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
+def test_atomic_step_adjoint_on_gpu(ico4, physics, rng):
+    import cupy
+
+    physics = PHYSICS[physics]
+    h, u, b, f = random_state(ico4, rng)
+    fused = Model(ico4, *map(cupy.asarray, (h, u, b, f)), DT, physics, fused=True)
+    numpy = Model(ico4, h, u, b, f, DT, physics)
+    h_adj, u_adj = adjoint_inputs(ico4, rng)
+    got = rk4_step_adj(fused, *map(cupy.asarray, (h, u, h_adj, u_adj)), mode="atomic")
+    ref = rk4_step_adj(numpy, h, u, h_adj, u_adj, mode="deterministic")
+    for name, g, r in zip(("h_adj", "u_adj", "b_adj"), got, ref):
         assert _rel(cupy.asnumpy(g), r) <= 1e-12, name
