@@ -1,6 +1,6 @@
 """The adjoint of the shallow-water RK4 stage in fused kernels (meshops/cuda/shallow_water_adjoint.cu),
-for CuPy fields, deterministic (gathers through transposed tables, no atomics; bitwise the same
-every run). The reference is the operator path, `adjoint.tendencies.tendencies_adj`.
+for CuPy fields; deterministic by default (gathers through transposed tables, no atomics; bitwise
+the same every run). The reference is the operator path, `adjoint.tendencies.tendencies_adj`.
 
 From the adjoint tendencies (tend_h_adj on cells, tend_u_adj on edges) of one stage, with the
 stage's record from the forward (`swm.fused.FusedRK4.stage_records`: its provisional state h, u and
@@ -19,6 +19,10 @@ passes where the operator path runs some 25 operator and 20 elementwise kernels:
 
 APVM and viscosity, which the forward also adds through the operators, add their adjoints through
 the operators too (`adjoint.tendencies`' lines), between the edge and vertex passes.
+
+In atomic mode the transposed sums are atomicAdd scatters through the forward tables instead
+(sw_adj_edge_atomic, sw_adj_edge_finish_atomic, sw_adj_vertex_atomic into zeroed accumulators,
+then sw_adj_u_sum and sw_adj_h_sum): no transposed tables, the sums' order left to the hardware.
 """
 from __future__ import annotations
 
