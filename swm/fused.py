@@ -1,4 +1,4 @@
-"""The shallow-water RK4 step in fused kernels (meshops/cuda/shallow_water.cu), for CuPy fields.
+"""The shallow-water RK4 step in fused kernels (swm/cuda/shallow_water.cu), for CuPy fields.
 
 Each RK4 stage, after the state exchange, runs four passes where the operator path
 (swm.tendencies, swm.timestepping) runs some twenty operator and elementwise kernels:
@@ -25,6 +25,7 @@ stencils of the operators they replace).
 """
 from __future__ import annotations
 
+import pathlib
 from typing import NamedTuple
 
 import numpy as np
@@ -39,11 +40,14 @@ from meshops.operators import trisk
 from swm.tendencies import Physics, apvm_correction, dissipation
 from swm.timestepping import RK4_A, RK4_B
 
+#: The model's CUDA sources, beside the model (meshops/cuda is on their include path).
+CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
+
 _RK = "in:{y}Old out:{y}New out:{y}Next"
 _RK_SCALARS = "real:newCoef real:nextCoef int:accumulate int:provisional"
 _EDGE = ("idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge in:flux in:pvEdge in:phi "
          "{extra}" + _RK.format(y="u") + " int:maxEdges2 int:slotStride " + _RK_SCALARS)
-_KERNELS = Family("shallow_water", (
+_KERNELS = Family("shallow_water", sources=CUDA_DIR, kernels=(
     Kernel("sw_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u in:h "
                            "in:fVertex out:pvVertex out:hVertexOut int:vertexDegree int:slotStride "
                            "int:record"),

@@ -1,4 +1,4 @@
-"""The adjoint of the shallow-water RK4 stage in fused kernels (meshops/cuda/shallow_water_adjoint.cu),
+"""The adjoint of the shallow-water RK4 stage in fused kernels (swm/cuda/shallow_water_adjoint.cu),
 for CuPy fields; deterministic by default (gathers through transposed tables, no atomics; bitwise
 the same every run). The reference is the operator path, `adjoint.tendencies.tendencies_adj`.
 
@@ -35,11 +35,12 @@ from meshops.device.tables import SIZE_OF
 from meshops.operators import trisk
 
 import meshops
+from swm.fused import CUDA_DIR
 from swm.tendencies import Physics
 from swm.timestepping import RK4_A, RK4_B
 
 _RK = "int:rk real:bCoef real:aCoef int:next"
-_KERNELS = Family("shallow_water_adjoint", (
+_KERNELS = Family("shallow_water_adjoint", sources=CUDA_DIR, kernels=(
     Kernel("sw_adj_phi", "idx:cellsOnEdgeT coef:gradCoefT in:uTendAdj out:phiAdj int:S int:slotStride"),
     Kernel("sw_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge idx:edgesOnEdgeT coef:weightsOnEdgeT "
                           "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef in:uTendAdj in:hTendAdj "
@@ -148,7 +149,7 @@ class FusedStageAdjoint:
 
     def _atomic(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj, rk):
         """The stage's adjoint in atomic mode: scatter passes into zeroed accumulators, then the
-        sums (meshops/cuda/shallow_water_adjoint.cu, "atomic mode")."""
+        sums (swm/cuda/shallow_water_adjoint.cu, "atomic mode")."""
         h, u = record["h"], record["u"]
         m = for_fields(self.mesh, h, u, tend_h_adj, tend_u_adj)
         xp = array_module(h, u)

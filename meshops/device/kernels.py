@@ -169,7 +169,8 @@ def nvrtc_compile(module: Module) -> dict:
 
     source = (module.sources / f"{module.family}.cu").read_text()
     expressions = [f"{name}<{module.ctype}, {module.width}>" for name in module.names]
-    options = ("-std=c++17", f"-I{module.sources}", f"-DMESHOPS_BLOCK_SIZE={module.block_size}",
+    options = ("-std=c++17", f"-I{module.sources}", f"-I{CUDA_DIR}",
+               f"-DMESHOPS_BLOCK_SIZE={module.block_size}",
                f"-DMESHOPS_THREADS_PER_SM={module.device.threads_per_sm}",
                f"-DMESHOPS_NLEV={module.lanes}") + (("-DMESHOPS_OFFSET32",) if module.offset32 else ())
     compiled = cupy.RawModule(code=source, options=options, name_expressions=expressions)
@@ -275,7 +276,7 @@ class Launcher:
                 break
         fixed_nlev = fixed_nlev and not (nlev == 1 and name in tuning.runtime_nlev)
         lanes = nlev if fixed_nlev else 0
-        module = Module(self.sources, family.family, family.names, _CTYPES[dtype], width, lanes,
+        module = Module(family.sources or self.sources, family.family, family.names, _CTYPES[dtype], width, lanes,
                         bool(offset32), device, self.block_size)
         for observe in _OBSERVERS:
             observe(Launch(family.family, name, dict(arguments), width, lanes, bool(offset32),
@@ -343,10 +344,13 @@ def slot_major(fields) -> bool:
 
 class Family:
     """The kernels of `meshops/cuda/{family}.cu`, each a `Kernel` or the name of a stencil.cuh one
-    (`GATHER`, `SCATTER`, `GATHER_POSITIONS`), launched over output rows."""
+    (`GATHER`, `SCATTER`, `GATHER_POSITIONS`), launched over output rows. `sources`: the directory
+    of a family kept outside meshops (a model's kernels beside the model), compiled with
+    meshops/cuda on the include path; None: the launcher's (meshops/cuda)."""
 
-    def __init__(self, family: str, kernels):
+    def __init__(self, family: str, kernels, *, sources: pathlib.Path | None = None):
         self.family = family
+        self.sources = None if sources is None else pathlib.Path(sources)
         self.kernels = {k.name: k for k in (_SHARED[k] if isinstance(k, str) else k for k in kernels)}
         self.names = tuple(self.kernels)
 

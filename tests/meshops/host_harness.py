@@ -86,6 +86,16 @@ def _base_type(param: str) -> str:
     return lanes.group(1) if lanes else param.replace("const", "").replace("*", "").strip()
 
 
+#: Directories of the package's CUDA sources: meshops's operator families and the model's kernels.
+SOURCE_DIRS = (CUDA_DIR, CUDA_DIR.parent.parent / "swm" / "cuda")
+
+
+def source_of(family: str):
+    """The .cu file of kernel family `family` (meshops/cuda or swm/cuda)."""
+    (path,) = [d / f"{family}.cu" for d in SOURCE_DIRS if (d / f"{family}.cu").exists()]
+    return path
+
+
 def compile_families(tmp, families) -> dict:
     """{(family, kernel, ctype, width, offset32): (function, parameter types)}: the kernels of
     `families`.cu compiled into shared libraries under `tmp`, with 64-bit and with 32-bit offsets
@@ -99,7 +109,7 @@ def compile_families(tmp, families) -> dict:
         subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-std=c++17", "-include", str(tmp / "prelude.h"),
                         "-DMESHOPS_NVCC_CHECK", *(["-DMESHOPS_OFFSET32"] if offset32 else []),
                         f"-I{CUDA_DIR}", "-x", "c++", "-o", str(lib),
-                        str(CUDA_DIR / f"{family}.cu")], check=True, capture_output=True)
+                        str(source_of(family))], check=True, capture_output=True)
         handle = ctypes.CDLL(str(lib))
         symbols = [line.split()[2] for line in subprocess.run(
             ["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True,

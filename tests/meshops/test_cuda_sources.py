@@ -10,6 +10,11 @@ import pytest
 
 from meshops.device.kernels import CUDA_DIR, cuda_sources
 
+from .host_harness import SOURCE_DIRS
+
+#: Every CUDA source of the package: meshops's operator families and the model's kernels (swm/cuda).
+SOURCES = cuda_sources() + sorted(SOURCE_DIRS[1].glob("*.cu"))
+
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 
@@ -19,7 +24,7 @@ def _ptxas_report(source, lanes, offset32) -> dict[str, tuple[int, int]]:
     compiled for `lanes` lanes per row (MESHOPS_NLEV), with 32-bit offsets if `offset32`."""
     options = ["-DMESHOPS_OFFSET32"] if offset32 else []
     run = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-DMESHOPS_NVCC_CHECK", f"-DMESHOPS_NLEV={lanes}",
-                          *options, "-Xptxas", "-v", "-o", "/dev/null", str(source)],
+                          *options, f"-I{CUDA_DIR}", "-Xptxas", "-v", "-o", "/dev/null", str(source)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     report, name, spills = {}, None, 0
@@ -38,7 +43,7 @@ def _ptxas_report(source, lanes, offset32) -> dict[str, tuple[int, int]]:
 # lanes of 4 float64 (8 lanes) or 8 float32 levels (4 lanes).
 @pytest.mark.parametrize("offset32", [False, True], ids=["offset64", "offset32"])
 @pytest.mark.parametrize("lanes", [0, 1, 4, 8, 16])
-@pytest.mark.parametrize("source", cuda_sources(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_kernels_do_not_spill(source, lanes, offset32):
     report = _ptxas_report(source, lanes, offset32)
     assert report, f"{source.name}: ptxas reported no kernels"

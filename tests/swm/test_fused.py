@@ -1,4 +1,4 @@
-"""The fused RK4 kernels of swm.fused (meshops/cuda/shallow_water.cu) against the operator path
+"""The fused RK4 kernels of swm.fused (swm/cuda/shallow_water.cu) against the operator path
 (swm.tendencies with swm.timestepping, the reference).
 
 On the host (the CUDA source compiled with g++, tests/meshops/host_harness.py), where neither path
@@ -79,7 +79,7 @@ def _rel(got, ref):
 def test_declarations_match_the_cuda_signatures():
     """Every declared kernel's arguments are its parameters in shallow_water.cu, in order, each of
     its role's C type; every kernel of the file is declared."""
-    source = (kernels.CUDA_DIR / "shallow_water.cu").read_text()
+    source = (fused.CUDA_DIR / "shallow_water.cu").read_text()
     for kernel in fused._KERNELS.kernels.values():
         _check_signature(kernel, [source])
     assert set(re.findall(r"__global__ void (\w+)\(", source)) == set(fused._KERNELS.names)

@@ -1,4 +1,4 @@
-"""The fused adjoint of the RK4 stage (swm.fused_adjoint, meshops/cuda/shallow_water_adjoint.cu)
+"""The fused adjoint of the RK4 stage (swm.fused_adjoint, swm/cuda/shallow_water_adjoint.cu)
 against the operator path's adjoint (adjoint.tendencies, the reference).
 
 On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py): one stage's
@@ -36,7 +36,7 @@ def adjoint_inputs(mesh, rng, nlev=None, dtype=np.float64):
 
 
 def test_declarations_match_the_cuda_signatures():
-    source = (kernels.CUDA_DIR / "shallow_water_adjoint.cu").read_text()
+    source = (fused_adjoint.CUDA_DIR / "shallow_water_adjoint.cu").read_text()
     for kernel in fused_adjoint._KERNELS.kernels.values():
         _check_signature(kernel, [source])
     assert set(re.findall(r"__global__ void (\w+)\(", source)) == set(fused_adjoint._KERNELS.names)

@@ -43,7 +43,7 @@ def _wheel_names(tmp_path) -> set[str]:
 def test_the_wheel_holds_every_shipped_config_and_the_console_script(tmp_path):
     names = _wheel_names(tmp_path)
     assert {f"swm/configs/{c}" for c in CONFIGS} <= names
-    assert "swm/cli.py" in names
+    assert "swm/cli.py" in names and {"swm/cuda/shallow_water.cu", "swm/cuda/shallow_water_adjoint.cu"} <= names
     entry_points = _installed().entry_points
     assert any(ep.name == "swm-run" and ep.value == "swm.cli:main" for ep in entry_points)
 

@@ -1,4 +1,4 @@
-// The adjoint of the TRiSK shallow-water RK4 stage (meshops/cuda/shallow_water.cu) in five fused
+// The adjoint of the TRiSK shallow-water RK4 stage (swm/cuda/shallow_water.cu) in five fused
 // gather passes, deterministic: each adjoint row sums its contributions in a fixed slot order
 // through the transposed tables, no atomics (swm/fused_adjoint.py; the reference is
 // adjoint/tendencies.py). From the stage's adjoint tendencies (hTendAdj on cells, uTendAdj on
