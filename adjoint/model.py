@@ -34,10 +34,8 @@ for the stage states and, on ranks, `model.exchange_tl` / `model.exchange_adjoin
 from __future__ import annotations
 
 from meshops.modes import resolve_mode
-from swm.tendencies import tendencies
+from swm.tendencies import tendencies, tendencies_adj, tendencies_tl
 from swm.timestepping import RK4_A, RK4_B
-
-from adjoint.tendencies import tendencies_adj, tendencies_tl
 
 
 def _exchange(model, name: str):
@@ -107,7 +105,7 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
     adjoint mode (None: the global default). A fused model (`Model.fused`, CuPy) runs each
     stage's adjoint in the fused kernels of `swm.fused_adjoint` (gathers, or atomic scatters in
     atomic mode), on the stage records of its fused forward; otherwise the operators run it
-    (`adjoint.tendencies`)."""
+    (`swm.tendencies.tendencies_adj`)."""
     exchange_adjoint = _exchange(model, "exchange_adjoint")
     dt = model.dt
     if model.fused:

@@ -3,28 +3,16 @@
 helpers the initial conditions, output and restarts use."""
 from __future__ import annotations
 
-
 from meshops.parallel import StateExchange, gather_field, layers_needed, scatter_field
 from meshops.parallel.comm import allreduce_sum, is_serial
 
-#: The operator chains of the tendencies (swm.tendencies) from the state to the owned tendencies.
-TENDENCY_CHAINS = (("interp_c2e", "pv_flux_e2e"), ("interp_c2v", "interp_v2e", "pv_flux_e2e"),
-                   ("curl_e2v", "interp_v2e", "pv_flux_e2e"), ("ke_e2c", "grad_c2e"),
-                   ("interp_c2e", "flux_div_e2c"))
-APVM_CHAINS = (("interp_c2v", "interp_v2c", "grad_c2e", "pv_flux_e2e"),
-               ("tangential_e2e", "pv_flux_e2e"))
+from swm import terms
 
 
 def halo_depth(physics) -> int:
-    """Cell layers of halo the tendencies need so that one exchange per stage is enough."""
-    chains = list(TENDENCY_CHAINS)
-    if physics.apvm:
-        chains += APVM_CHAINS
-    if physics.visc2:
-        chains.append(("vector_laplacian_e2e",))
-    if physics.visc4:
-        chains.append(("del4_e2e",))
-    return max(layers_needed(chain) for chain in chains)
+    """Cell layers of halo the tendencies need so that one exchange per stage is enough: the
+    deepest operator chain of the active terms (`swm.terms`)."""
+    return max(layers_needed(chain) for chain in terms.chains(physics))
 
 
 class Serial:

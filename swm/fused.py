@@ -12,9 +12,9 @@ Each RK4 stage, after the state exchange, runs four passes where the operator pa
 
 The RK4 update is MPAS's (swm.timestepping): the new state accumulates y_new += b_j dt k_j and the
 next provisional state is y_p = y_n + a_j dt k_j, written by the pass that computes k_j, so no
-tendency field is stored. With APVM the pv_edge pass subtracts `swm.tendencies.apvm_correction`
-(sw_pv_edge_apvm), with viscosity the edge pass adds `swm.tendencies.dissipation`'s terms
-(sw_edge_stage_diss); both are computed by meshops operators in between the passes. The split and
+tendency field is stored. The terms the kernels do not compute (`swm.terms`, `fused` False) are
+computed by meshops operators in between the passes: with APVM the pv_edge pass subtracts its
+correction (sw_pv_edge_apvm), with viscosity the edge pass adds their u part (sw_edge_stage_extra). The split and
 its measured traffic: docs/decisions/0010-fused-shallow-water-step.md.
 
 The arithmetic is the operator path's: the same stencil sums in the same slot order, and every
@@ -37,7 +37,8 @@ from meshops.device.tables import SIZE_OF
 from meshops.device.tables import register as table
 from meshops.operators import trisk
 
-from swm.tendencies import Physics, apvm_correction, dissipation
+from swm import terms
+from swm.tendencies import Physics
 from swm.timestepping import RK4_A, RK4_B
 
 #: The model's CUDA sources, beside the model (meshops/cuda is on their include path).
@@ -57,7 +58,7 @@ _KERNELS = Family("shallow_water", sources=CUDA_DIR, kernels=(
                             + _RK.format(y="h") + " out:phi put:flux int:maxEdges int:slotStride "
                             "real:gravity " + _RK_SCALARS),
     Kernel("sw_edge_stage", _EDGE.format(extra="")),
-    Kernel("sw_edge_stage_diss", _EDGE.format(extra="in:diss2 in:diss4 ")),
+    Kernel("sw_edge_stage_extra", _EDGE.format(extra="in:extra ")),
 ))
 
 
@@ -103,7 +104,6 @@ class FusedRK4:
     def __init__(self, mesh):
         self.mesh = mesh
         self._scratch: dict = {}
-        self._zero: dict = {}
         self._tag = ""      # "@j" while `stage_records` runs stage j: its own scratch fields
 
     def scratch(self, name: str, location: str, like):
@@ -188,13 +188,18 @@ class FusedRK4:
         return pv_vertex
 
     def pv_edge_pass(self, u, pv_vertex, physics: Physics):
-        """pv_edge (scratch) from pv_vertex, less the APVM correction of u when APVM is on."""
+        """pv_edge (scratch) from pv_vertex, less the pv_edge corrections of the active terms
+        (`swm.terms`: APVM)."""
         m = for_fields(self.mesh, u, pv_vertex)
         pv_edge = self.scratch("pvEdge", "edge", u)
-        if physics.apvm:
+        corrections = terms.active_terms(physics, target="pv_edge")
+        if corrections:
+            correction = None
+            for term in corrections:
+                part = term.forward(m, None, u, None, dict(pv_vertex=pv_vertex), physics)
+                correction = part if correction is None else correction + part
             _KERNELS.launch("sw_pv_edge_apvm", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
-                            pvVertex=pv_vertex, pvCorrection=apvm_correction(m, u, pv_vertex, physics),
-                            pvEdge=pv_edge)
+                            pvVertex=pv_vertex, pvCorrection=correction, pvEdge=pv_edge)
         else:
             _KERNELS.launch("sw_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
                             pvVertex=pv_vertex, pvEdge=pv_edge)
@@ -215,29 +220,20 @@ class FusedRK4:
 
     def edge_pass(self, u, flux, pv_edge, phi, physics: Physics, update: "Update", u_old, u_new,
                   u_next) -> None:
-        """The update of u from the cell pass's flux, pv_edge and phi (and, with viscosity, the
-        dissipation of the provisional u)."""
+        """The update of u from the cell pass's flux, pv_edge and phi, plus the u part of the
+        active terms the fused kernels do not compute (`swm.terms.extra_u`: viscosity) of the
+        provisional u."""
         m = for_fields(self.mesh, u)
         extra, name = {}, "sw_edge_stage"
-        if physics.visc2 or physics.visc4:
-            del2, del4 = dissipation(m, u, physics)
-            zero = None if del2 is not None and del4 is not None else self._zeros(u)
-            extra, name = dict(diss2=zero if del2 is None else del2,
-                               diss4=zero if del4 is None else del4), name + "_diss"
+        extra_u = terms.extra_u(m, None, u, None, {}, physics)
+        if extra_u is not None:
+            extra, name = dict(extra=extra_u), name + "_extra"
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (flux, pv_edge, u_old, u_new, u_next))
         _KERNELS.launch(name, m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
                         cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
                         flux=flux, pvEdge=pv_edge, phi=phi, uOld=u_old, uNew=u_new, uNext=u_next,
                         maxEdges2=trisk.width(eoe, stride), slotStride=stride, **extra,
                         **update.arguments())
-
-    def _zeros(self, like):
-        """An edge field of zeros (a dissipation term that is off: adding it is exact), kept."""
-        key = (like.dtype.str, like.shape[1:])
-        if key not in self._zero:
-            n = for_fields(self.mesh, like).nEdges
-            self._zero[key] = array_module(like).zeros((n,) + like.shape[1:], like.dtype)
-        return self._zero[key]
 
 
 def fused_tendencies(mesh, h, u, b, f_vertex, physics: Physics):

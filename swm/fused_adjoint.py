@@ -1,6 +1,6 @@
 """The adjoint of the shallow-water RK4 stage in fused kernels (swm/cuda/shallow_water_adjoint.cu),
 for CuPy fields; deterministic by default (gathers through transposed tables, no atomics; bitwise
-the same every run). The reference is the operator path, `adjoint.tendencies.tendencies_adj`.
+the same every run). The reference is the operator path, `swm.tendencies.tendencies_adj`.
 
 From the adjoint tendencies (tend_h_adj on cells, tend_u_adj on edges) of one stage, with the
 stage's record from the forward (`swm.fused.FusedRK4.stage_records`: its provisional state h, u and
@@ -18,7 +18,7 @@ passes where the operator path runs some 25 operator and 20 elementwise kernels:
                              + interp_c2v_adj(h_vertex_adj);  b_adj = g phi_adj
 
 APVM and viscosity, which the forward also adds through the operators, add their adjoints through
-the operators too (`adjoint.tendencies`' lines), between the edge and vertex passes.
+the operators too (their adjoints in `swm.terms`), between the edge and vertex passes.
 
 In atomic mode the transposed sums are atomicAdd scatters through the forward tables instead
 (sw_adj_edge_atomic, sw_adj_edge_finish_atomic, sw_adj_vertex_atomic into zeroed accumulators,
@@ -34,7 +34,7 @@ from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
 from meshops.operators import trisk
 
-import meshops
+from swm import terms
 from swm.fused import CUDA_DIR
 from swm.tendencies import Physics
 from swm.timestepping import RK4_A, RK4_B
@@ -229,22 +229,16 @@ def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physi
 
 
 def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj, mode="deterministic"):
-    """(the APVM part of pv_vertex_adj or None, the APVM and viscosity part of u_adj or None),
-    through the operators (in adjoint `mode`) as `adjoint.tendencies.tendencies_adj` adds them."""
-    pv_vertex_extra = u_extra = None
-    if physics.apvm:
-        u, pv_vertex = record["u"], record["pv_vertex"]
-        v = meshops.tangential_e2e(m, u)
-        grad_pv_cell = meshops.grad_c2e(m, meshops.interp_v2c(m, pv_vertex))
-        grad_pv_vertex = meshops.grad_v2e(m, pv_vertex)
-        s = (-physics.apvm * physics.dt) * pv_edge_adj
-        u_extra = s * grad_pv_cell + meshops.tangential_e2e_adj(m, s * grad_pv_vertex, mode=mode)
-        pv_vertex_extra = (meshops.interp_v2c_adj(m, meshops.grad_c2e_adj(m, s * u, mode=mode), mode=mode)
-                           + meshops.grad_v2e_adj(m, s * v, mode=mode))
-    if physics.visc2:
-        part = physics.visc2 * meshops.vector_laplacian_e2e_adj(m, tend_u_adj, mode=mode)
-        u_extra = part if u_extra is None else u_extra + part
-    if physics.visc4:
-        part = physics.visc4 * meshops.del4_e2e_adj(m, tend_u_adj, mode=mode)
-        u_extra = -part if u_extra is None else u_extra - part
-    return pv_vertex_extra, u_extra
+    """(the pv_vertex_adj part or None, the u_adj part or None) of the active terms the fused
+    kernels do not compute (`swm.terms`: APVM, viscosity), through their own adjoints."""
+    outside = (terms.active_terms(physics, target="tend_u", fused=False)
+               + terms.active_terms(physics, target="pv_edge"))
+    if not outside:
+        return None, None
+    base = dict(u=record["u"], pv_vertex=record["pv_vertex"])
+    if terms.active_terms(physics, target="pv_edge"):
+        base.update(terms.APVM.base(m, record["u"], record["pv_vertex"]))
+    a = dict(tend_u=tend_u_adj, pv_edge=pv_edge_adj, u=None, pv_vertex=None, h=None, b=None, h_edge=None)
+    for term in outside:
+        term.adjoint(m, base, a, physics, mode)
+    return a["pv_vertex"], a["u"]

@@ -11,11 +11,11 @@ Coriolis parameter f on vertices are fixed fields. Diagnostics (MPAS names):
     pv_edge     = interp_v2e(pv_vertex)               (APVM: - apvm * dt * u * grad_c2e... see below)
     ke          = ke_e2c(u)
 
-Tendencies:
+Tendencies, the sum of the terms of `swm.terms` (each with its tangent-linear and adjoint):
 
     tend_h = -flux_div_e2c(h_edge, u)
     tend_u = pv_flux_e2e(h_edge * u, pv_edge) - grad_c2e(ke + g * (h + b))
-             + visc2 * vector_laplacian_e2e(u) - visc4 * del4_e2e(u)
+             + (visc2 * vector_laplacian_e2e(u) - visc4 * del4_e2e(u))
 
 pv_flux_e2e is TRiSK's energy-conserving nonlinear Coriolis term, sum_j weightsOnEdge * F[eoe_j] *
 (pv_edge[e] + pv_edge[eoe_j]) / 2. With APVM (anticipated potential vorticity method, Sadourny and
@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import meshops
+from swm import terms
 from swm.constants import GRAVITY
 
 
@@ -42,42 +43,94 @@ class Physics:
 
 
 def diagnostics(mesh, h, u, f_vertex, physics: Physics) -> dict:
-    """The diagnostic fields of (h, u): h_edge, vorticity, pv_vertex, pv_edge and ke."""
+    """The diagnostic fields of (h, u): h_edge, vorticity, pv_vertex, pv_edge (with the active
+    pv_edge corrections of `swm.terms`, APVM) and ke."""
     h_edge = meshops.interp_c2e(mesh, h)
     vorticity = meshops.curl_e2v(mesh, u)
     pv_vertex = (f_vertex + vorticity) / meshops.interp_c2v(mesh, h)
-    pv_edge = meshops.interp_v2e(mesh, pv_vertex)
-    if physics.apvm:
-        pv_edge = pv_edge - apvm_correction(mesh, u, pv_vertex, physics)
-    return dict(h_edge=h_edge, vorticity=vorticity, pv_vertex=pv_vertex, pv_edge=pv_edge,
-                ke=meshops.ke_e2c(mesh, u))
-
-
-def apvm_correction(mesh, u, pv_vertex, physics: Physics):
-    """What APVM subtracts from pv_edge: apvm * dt * (u * grad_c2e(pv_cell) + v * grad_v2e(pv_vertex)),
-    v = tangential_e2e(u), pv_cell = interp_v2c(pv_vertex)."""
-    v = meshops.tangential_e2e(mesh, u)
-    pv_cell = meshops.interp_v2c(mesh, pv_vertex)
-    return physics.apvm * physics.dt * (
-        u * meshops.grad_c2e(mesh, pv_cell) + v * meshops.grad_v2e(mesh, pv_vertex))
-
-
-def dissipation(mesh, u, physics: Physics):
-    """(visc2 * vector_laplacian_e2e(u), visc4 * del4_e2e(u)), None for a term that is off: tend_u
-    adds the first and subtracts the second."""
-    return (physics.visc2 * meshops.vector_laplacian_e2e(mesh, u) if physics.visc2 else None,
-            physics.visc4 * meshops.del4_e2e(mesh, u) if physics.visc4 else None)
+    d = dict(h_edge=h_edge, vorticity=vorticity, pv_vertex=pv_vertex,
+             pv_edge=meshops.interp_v2e(mesh, pv_vertex))
+    for term in terms.active_terms(physics, target="pv_edge"):
+        d["pv_edge"] = d["pv_edge"] - term.forward(mesh, h, u, None, d, physics)
+    d["ke"] = meshops.ke_e2c(mesh, u)
+    return d
 
 
 def tendencies(mesh, h, u, b, f_vertex, physics: Physics):
-    """(tend_h, tend_u) of the state (h, u) with topography b and Coriolis f_vertex."""
+    """(tend_h, tend_u) of the state (h, u) with topography b and Coriolis f_vertex: the sum of the
+    active terms of `swm.terms`, those the fused kernels compute first, then the others (`extra_u`),
+    as the fused step sums them."""
     d = diagnostics(mesh, h, u, f_vertex, physics)
-    tend_h = -meshops.flux_div_e2c(mesh, d["h_edge"], u)
-    tend_u = (meshops.pv_flux_e2e(mesh, d["h_edge"] * u, d["pv_edge"])
-              - meshops.grad_c2e(mesh, d["ke"] + physics.gravity * (h + b)))
-    del2, del4 = dissipation(mesh, u, physics)
-    if del2 is not None:
-        tend_u = tend_u + del2
-    if del4 is not None:
-        tend_u = tend_u - del4
-    return tend_h, tend_u
+    tend = {"tend_h": None, "tend_u": None}
+    for term in terms.active_terms(physics, fused=True):
+        part = term.forward(mesh, h, u, b, d, physics)
+        tend[term.target] = part if tend[term.target] is None else tend[term.target] + part
+    extra = terms.extra_u(mesh, h, u, b, d, physics)
+    if extra is not None:
+        tend["tend_u"] = tend["tend_u"] + extra
+    return tend["tend_h"], tend["tend_u"]
+
+
+# -- tangent-linear and adjoint --------------------------------------------------------------------
+
+def linearisation(mesh, h, u, f_vertex, physics: Physics) -> dict:
+    """What the tangent-linear and adjoint read of the base state (h, u): u, h_edge, h_vertex,
+    pv_vertex, pv_edge (corrected) and, with APVM, its `swm.terms.APVM.base` fields."""
+    h_vertex = meshops.interp_c2v(mesh, h)
+    pv_vertex = (f_vertex + meshops.curl_e2v(mesh, u)) / h_vertex
+    base = dict(u=u, h_edge=meshops.interp_c2e(mesh, h), h_vertex=h_vertex, pv_vertex=pv_vertex,
+                pv_edge=meshops.interp_v2e(mesh, pv_vertex))
+    for term in terms.active_terms(physics, target="pv_edge"):
+        base.update(term.base(mesh, u, pv_vertex))
+        base["pv_edge"] = base["pv_edge"] - term.forward(mesh, h, u, None, base, physics)
+    return base
+
+
+def tendencies_tl(mesh, h, u, b, f_vertex, physics: Physics, dh, du, db):
+    """Tangent-linear of `tendencies` about (h, u, b): (dh, du, db) -> (dtend_h on cells, dtend_u
+    on edges), each term's tangent (`swm.terms`) summed as the forward sums the terms. `db` None:
+    no perturbation of the topography (b enters linearly, so the base b is not read)."""
+    base = linearisation(mesh, h, u, f_vertex, physics)
+    dpv_vertex = (meshops.curl_e2v(mesh, du) - base["pv_vertex"] * meshops.interp_c2v(mesh, dh)) / base["h_vertex"]
+    t = dict(dh=dh, du=du, db=db, dh_edge=meshops.interp_c2e(mesh, dh), dpv_vertex=dpv_vertex,
+             dpv_edge=meshops.interp_v2e(mesh, dpv_vertex))
+    for term in terms.active_terms(physics, target="pv_edge"):
+        t["dpv_edge"] = t["dpv_edge"] - term.tangent(mesh, base, t, physics)
+    tend = {"tend_h": None, "tend_u": None}
+    for term in terms.active_terms(physics, fused=True):
+        part = term.tangent(mesh, base, t, physics)
+        tend[term.target] = part if tend[term.target] is None else tend[term.target] + part
+    extra = None
+    for term in terms.active_terms(physics, target="tend_u", fused=False):
+        part = term.tangent(mesh, base, t, physics)
+        extra = part if extra is None else extra + part
+    if extra is not None:
+        tend["tend_u"] = tend["tend_u"] + extra
+    return tend["tend_h"], tend["tend_u"]
+
+
+def tendencies_adj(mesh, h, u, b, f_vertex, physics: Physics, tend_h_adj, tend_u_adj, *, mode=None):
+    """Adjoint of `tendencies_tl` about (h, u, b): (tend_h_adj on cells, tend_u_adj on edges) ->
+    (h_adj, u_adj, b_adj): the terms' adjoints (`swm.terms`), then the diagnostics' in reverse,
+
+        pv_vertex_adj += interp_v2e_adj(pv_edge_adj)  (+ APVM's part),  w = pv_vertex_adj / h_vertex
+        u_adj += curl_e2v_adj(w),  h_adj += interp_c2e_adj(h_edge_adj) - interp_c2v_adj(w pv_vertex)
+
+    so that <dtend_h, tend_h_adj> + <dtend_u, tend_u_adj> = <dh, h_adj> + <du, u_adj> +
+    <db, b_adj>. `mode`: the operators' adjoint mode (None: the meshops default). The fields are
+    NumPy or CuPy arrays, `mesh` a mesh or a `meshops.DeviceMesh`; on a rank's local mesh, rows
+    are valid where the forward's are."""
+    base = linearisation(mesh, h, u, f_vertex, physics)
+    a = dict(tend_h=tend_h_adj, tend_u=tend_u_adj, h=None, u=None, b=None, h_edge=None, pv_edge=None,
+             pv_vertex=None)
+    for term in terms.active_terms(physics, fused=True) + terms.active_terms(physics, target="tend_u",
+                                                                          fused=False):
+        term.adjoint(mesh, base, a, physics, mode)
+    a["pv_vertex"] = meshops.interp_v2e_adj(mesh, a["pv_edge"], mode=mode)
+    for term in terms.active_terms(physics, target="pv_edge"):
+        term.adjoint(mesh, base, a, physics, mode)
+    vorticity_adj = a["pv_vertex"] / base["h_vertex"]
+    u_adj = a["u"] + meshops.curl_e2v_adj(mesh, vorticity_adj, mode=mode)
+    h_adj = (a["h"] - meshops.interp_c2v_adj(mesh, vorticity_adj * base["pv_vertex"], mode=mode)
+             + meshops.interp_c2e_adj(mesh, a["h_edge"], mode=mode))
+    return h_adj, u_adj, a["b"]

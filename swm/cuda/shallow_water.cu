@@ -75,14 +75,14 @@ __device__ __forceinline__ Lanes<T, W> mean_of_ends(const Lanes<T, W>* __restric
     return (T)0.5 * acc;
 }
 
-// The edge pass; with Diss, tend_u + diss2 - diss4.
-template <typename T, int W, bool Diss>
+// The edge pass; with Extra, tend_u + extra (the terms computed outside the fused kernels).
+template <typename T, int W, bool Extra>
 __device__ __forceinline__ void edge_pass(
     const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
     const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
     const Lanes<T, W>* __restrict__ flux, const Lanes<T, W>* __restrict__ pvEdge,
-    const Lanes<T, W>* __restrict__ phi, const Lanes<T, W>* __restrict__ diss2,
-    const Lanes<T, W>* __restrict__ diss4, const Lanes<T, W>* __restrict__ uOld,
+    const Lanes<T, W>* __restrict__ phi, const Lanes<T, W>* __restrict__ extra,
+    const Lanes<T, W>* __restrict__ uOld,
     Lanes<T, W>* __restrict__ uNew, Lanes<T, W>* __restrict__ uNext, int maxEdges2, int slotStride,
     T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
@@ -99,7 +99,7 @@ __device__ __forceinline__ void edge_pass(
         if (c1 >= 0) dphi += load(phi, (meshops_offset)c1 * nlev + k);
         if (c0 >= 0) dphi -= load(phi, (meshops_offset)c0 * nlev + k);
         Lanes<T, W> tend = mul_rn((T)0.5, acc) - mul_rn(invDcEdge[e], dphi);
-        if constexpr (Diss) tend = (tend + load(diss2, i)) - load(diss4, i);
+        if constexpr (Extra) tend = tend + load(extra, i);
         rk4_update(tend, uOld, uNew, uNext, newCoef, nextCoef, accumulate, provisional, i);
     }
 }
@@ -177,7 +177,7 @@ __global__ void sw_pv_edge(const int* __restrict__ verticesOnEdge,
 }
 MESHOPS_INSTANTIATE(sw_pv_edge)
 
-// With APVM: pvEdge less pvCorrection (an edge field, swm.tendencies.apvm_correction).
+// With APVM: pvEdge less pvCorrection (an edge field, swm.terms.APVM.forward).
 template <typename T, int W>
 __global__ void sw_pv_edge_apvm(const int* __restrict__ verticesOnEdge,
                                 const Lanes<T, W>* __restrict__ pvVertex,
@@ -273,30 +273,29 @@ __global__ void sw_edge_stage(const int* __restrict__ edgesOnEdge, const T* __re
                               int provisional, int first, int last, int nlev)
 {
     shallow_water::edge_pass<T, W, false>(edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, flux,
-                                          pvEdge, phi, nullptr, nullptr, uOld, uNew, uNext,
+                                          pvEdge, phi, nullptr, uOld, uNew, uNext,
                                           maxEdges2, slotStride, newCoef, nextCoef, accumulate,
                                           provisional, first, last, nlev);
 }
 MESHOPS_INSTANTIATE(sw_edge_stage)
 
-// The edge pass with dissipation: tend_u + diss2 - diss4 (edge fields, swm.tendencies.dissipation).
+// The edge pass with the u part of the terms the fused kernels do not compute: tend_u + extra (an
+// edge field, swm.terms.extra_u: del2 and del4).
 template <typename T, int W>
-__global__ void sw_edge_stage_diss(const int* __restrict__ edgesOnEdge,
-                                   const T* __restrict__ weightsOnEdge,
-                                   const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
-                                   const Lanes<T, W>* __restrict__ flux,
-                                   const Lanes<T, W>* __restrict__ pvEdge,
-                                   const Lanes<T, W>* __restrict__ phi,
-                                   const Lanes<T, W>* __restrict__ diss2,
-                                   const Lanes<T, W>* __restrict__ diss4,
-                                   const Lanes<T, W>* __restrict__ uOld, Lanes<T, W>* __restrict__ uNew,
-                                   Lanes<T, W>* __restrict__ uNext, int maxEdges2, int slotStride,
-                                   T newCoef, T nextCoef, int accumulate, int provisional, int first,
-                                   int last, int nlev)
+__global__ void sw_edge_stage_extra(const int* __restrict__ edgesOnEdge,
+                                    const T* __restrict__ weightsOnEdge,
+                                    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+                                    const Lanes<T, W>* __restrict__ flux,
+                                    const Lanes<T, W>* __restrict__ pvEdge,
+                                    const Lanes<T, W>* __restrict__ phi,
+                                    const Lanes<T, W>* __restrict__ extra,
+                                    const Lanes<T, W>* __restrict__ uOld, Lanes<T, W>* __restrict__ uNew,
+                                    Lanes<T, W>* __restrict__ uNext, int maxEdges2, int slotStride,
+                                    T newCoef, T nextCoef, int accumulate, int provisional, int first,
+                                    int last, int nlev)
 {
     shallow_water::edge_pass<T, W, true>(edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, flux,
-                                         pvEdge, phi, diss2, diss4, uOld, uNew, uNext, maxEdges2,
-                                         slotStride, newCoef, nextCoef, accumulate, provisional,
-                                         first, last, nlev);
+                                         pvEdge, phi, extra, uOld, uNew, uNext, maxEdges2, slotStride,
+                                         newCoef, nextCoef, accumulate, provisional, first, last, nlev);
 }
-MESHOPS_INSTANTIATE(sw_edge_stage_diss)
+MESHOPS_INSTANTIATE(sw_edge_stage_extra)

@@ -1,6 +1,6 @@
-"""Tangent-linear and adjoint of the shallow-water tendencies (adjoint.tendencies): dot-product
-tests (the whole map, each physics term alone, each block of the Jacobian), Taylor tests against
-the forward, float32, and CuPy against NumPy."""
+"""Tangent-linear and adjoint of the shallow-water tendencies (swm.tendencies, composed from the
+terms of swm.terms): dot-product tests (the whole map, each physics term alone, each block of the
+Jacobian), Taylor tests against the forward, float32, and CuPy against NumPy."""
 from dataclasses import replace
 
 import numpy as np
@@ -8,11 +8,10 @@ import pytest
 
 import meshops
 from adjoint import dot_product_test, tangent_taylor_test
-from adjoint.tendencies import tendencies_adj, tendencies_tl
 from grids.icosahedral import generate_icosahedral
 from meshops.modes import ADJOINT_MODES
 from swm.constants import EARTH_RADIUS
-from swm.tendencies import tendencies
+from swm.tendencies import tendencies, tendencies_adj, tendencies_tl
 
 from .states import DT, PHYSICS, adjoint_inputs, directions, perturbed_state
 

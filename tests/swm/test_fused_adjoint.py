@@ -1,5 +1,5 @@
 """The fused adjoint of the RK4 stage (swm.fused_adjoint, swm/cuda/shallow_water_adjoint.cu)
-against the operator path's adjoint (adjoint.tendencies, the reference).
+against the operator path's adjoint (swm.tendencies.tendencies_adj, the reference).
 
 On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py): one stage's
 adjoint equals the operator path's to round-off with APVM and viscosity, nlev 1 and 4, on meshes
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from adjoint.model import rk4_step_adj, rk4_step_tl
-from adjoint.tendencies import tendencies_adj
+from swm.tendencies import tendencies_adj
 from meshops.device import kernels
 from swm import fused_adjoint
 from swm.fused import FusedRK4

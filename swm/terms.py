@@ -1,0 +1,234 @@
+"""The terms of the shallow-water tendencies, each in one place: its forward, tangent-linear and
+adjoint side by side, and the operator chains (hence the halo layers) it reads.
+
+The terms share the diagnostics of the state (`swm.tendencies.diagnostics`: h_edge, h_vertex,
+pv_vertex, pv_edge, ke, MPAS names). A term is active for some physics (`active`) and either adds
+to the tendencies (tend_h on cells, tend_u on edges) or, as APVM, corrects pv_edge, which the PV
+flux reads. Tangents and adjoints follow the forward line by line (c = apvm * dt, g = gravity):
+
+    ThicknessFlux  tend_h  = -flux_div_e2c(h_edge, u)
+    PVFlux         tend_u += pv_flux_e2e(h_edge * u, pv_edge)
+    Bernoulli      tend_u -= grad_c2e(ke + g (h + b))             (kinetic energy and topography)
+    Del2           tend_u += visc2 * vector_laplacian_e2e(u)
+    Del4           tend_u -= visc4 * del4_e2e(u)
+    APVM           pv_edge -= c (u grad_c2e(pv_cell) + v grad_v2e(pv_vertex)),
+                   v = tangential_e2e(u), pv_cell = interp_v2c(pv_vertex)
+
+The fused kernels (`swm.fused`, `swm.fused_adjoint`) compute the terms marked `fused`; the others
+they add through `forward` / `adjoint` here (the u part `extra` of the edge pass, APVM's pv_edge
+correction). A new term is a class here (and its physics setting): the tendencies, their tangent
+and adjoint, the fused paths and the halo depth pick it up from `TERMS`.
+
+`tangent(mesh, base, t)` reads the base state's diagnostics `base` (`adjoint.tendencies.
+linearisation`) and the tangents `t` (dh, du, db, dh_edge, dpv_vertex, dpv_edge); `adjoint(mesh,
+base, a, mode)` reads the adjoint tendencies a["tend_h"], a["tend_u"] and adds into the adjoints
+a["h"], a["u"], a["b"], a["h_edge"], a["pv_edge"], a["pv_vertex"] (None: zero so far).
+"""
+from __future__ import annotations
+
+import meshops
+
+
+def _add(total, part):
+    return part if total is None else total + part
+
+
+def _sub(total, part):
+    return -part if total is None else total - part
+
+
+class ThicknessFlux:
+    """tend_h = -flux_div_e2c(h_edge, u): the divergence of the thickness flux."""
+    name, fused, target = "thickness_flux", True, "tend_h"
+    chains = (("interp_c2e", "flux_div_e2c"),)
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def forward(mesh, h, u, b, d, physics):
+        return -meshops.flux_div_e2c(mesh, d["h_edge"], u)
+
+    @staticmethod
+    def tangent(mesh, base, t, physics):
+        return -meshops.flux_div_e2c_tl(mesh, base["h_edge"], base["u"], t["dh_edge"], t["du"])
+
+    @staticmethod
+    def adjoint(mesh, base, a, physics, mode):
+        h_edge_adj, u_adj = meshops.flux_div_e2c_adj(mesh, base["h_edge"], base["u"], -a["tend_h"],
+                                                     mode=mode)
+        a["h_edge"], a["u"] = _add(a["h_edge"], h_edge_adj), _add(a["u"], u_adj)
+
+
+class PVFlux:
+    """tend_u += pv_flux_e2e(h_edge * u, pv_edge): TRiSK's energy-conserving nonlinear Coriolis
+    term, sum_j weightsOnEdge F[eoe_j] (pv_edge[e] + pv_edge[eoe_j]) / 2."""
+    name, fused, target = "pv_flux", True, "tend_u"
+    chains = (("interp_c2e", "pv_flux_e2e"), ("interp_c2v", "interp_v2e", "pv_flux_e2e"),
+              ("curl_e2v", "interp_v2e", "pv_flux_e2e"))
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def forward(mesh, h, u, b, d, physics):
+        return meshops.pv_flux_e2e(mesh, d["h_edge"] * u, d["pv_edge"])
+
+    @staticmethod
+    def tangent(mesh, base, t, physics):
+        h_edge, u = base["h_edge"], base["u"]
+        return meshops.pv_flux_e2e_tl(mesh, h_edge * u, base["pv_edge"],
+                                      t["dh_edge"] * u + h_edge * t["du"], t["dpv_edge"])
+
+    @staticmethod
+    def adjoint(mesh, base, a, physics, mode):
+        h_edge, u = base["h_edge"], base["u"]
+        F_adj, pv_edge_adj = meshops.pv_flux_e2e_adj(mesh, h_edge * u, base["pv_edge"], a["tend_u"],
+                                                     mode=mode)
+        a["pv_edge"] = _add(a["pv_edge"], pv_edge_adj)
+        a["h_edge"] = _add(a["h_edge"], u * F_adj)
+        a["u"] = _add(a["u"], h_edge * F_adj)
+
+
+class Bernoulli:
+    """tend_u -= grad_c2e(ke + g (h + b)): the gradient of the Bernoulli function, kinetic energy
+    and the bottom topography b (which the tangent and adjoint treat as a control)."""
+    name, fused, target = "bernoulli", True, "tend_u"
+    chains = (("ke_e2c", "grad_c2e"),)
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def forward(mesh, h, u, b, d, physics):
+        return -meshops.grad_c2e(mesh, d["ke"] + physics.gravity * (h + b))
+
+    @staticmethod
+    def tangent(mesh, base, t, physics):
+        dh, db = t["dh"], t["db"]
+        dphi = meshops.ke_e2c_tl(mesh, base["u"], t["du"]) + physics.gravity * (dh if db is None else dh + db)
+        return -meshops.grad_c2e(mesh, dphi)
+
+    @staticmethod
+    def adjoint(mesh, base, a, physics, mode):
+        phi_adj = -meshops.grad_c2e_adj(mesh, a["tend_u"], mode=mode)
+        a["u"] = _add(a["u"], meshops.ke_e2c_adj(mesh, base["u"], phi_adj, mode=mode))
+        b_adj = physics.gravity * phi_adj
+        a["b"] = _add(a["b"], b_adj)
+        a["h"] = _add(a["h"], b_adj.copy())
+
+
+class Del2:
+    """tend_u += visc2 * vector_laplacian_e2e(u) (MPAS del2u), linear in u."""
+    name, fused, target = "del2", False, "tend_u"
+    chains = (("vector_laplacian_e2e",),)
+
+    @staticmethod
+    def active(physics) -> bool:
+        return bool(physics.visc2)
+
+    @staticmethod
+    def forward(mesh, h, u, b, d, physics):
+        return physics.visc2 * meshops.vector_laplacian_e2e(mesh, u)
+
+    @staticmethod
+    def tangent(mesh, base, t, physics):
+        return physics.visc2 * meshops.vector_laplacian_e2e(mesh, t["du"])
+
+    @staticmethod
+    def adjoint(mesh, base, a, physics, mode):
+        a["u"] = _add(a["u"], physics.visc2 * meshops.vector_laplacian_e2e_adj(mesh, a["tend_u"], mode=mode))
+
+
+class Del4:
+    """tend_u -= visc4 * del4_e2e(u) (MPAS del4u), linear in u."""
+    name, fused, target = "del4", False, "tend_u"
+    chains = (("del4_e2e",),)
+
+    @staticmethod
+    def active(physics) -> bool:
+        return bool(physics.visc4)
+
+    @staticmethod
+    def forward(mesh, h, u, b, d, physics):
+        return -(physics.visc4 * meshops.del4_e2e(mesh, u))
+
+    @staticmethod
+    def tangent(mesh, base, t, physics):
+        return -(physics.visc4 * meshops.del4_e2e(mesh, t["du"]))
+
+    @staticmethod
+    def adjoint(mesh, base, a, physics, mode):
+        a["u"] = _sub(a["u"], physics.visc4 * meshops.del4_e2e_adj(mesh, a["tend_u"], mode=mode))
+
+
+class APVM:
+    """The anticipated potential vorticity method (Sadourny and Basdevant 1985, as MPAS): pv_edge -=
+    c (u grad_c2e(pv_cell) + v grad_v2e(pv_vertex)), c = apvm * dt."""
+    name, fused, target = "apvm", False, "pv_edge"
+    chains = (("interp_c2v", "interp_v2c", "grad_c2e", "pv_flux_e2e"), ("tangential_e2e", "pv_flux_e2e"))
+
+    @staticmethod
+    def active(physics) -> bool:
+        return bool(physics.apvm)
+
+    @staticmethod
+    def forward(mesh, h, u, b, d, physics):
+        """The correction pv_edge loses (a positive quantity subtracted)."""
+        v = meshops.tangential_e2e(mesh, u)
+        pv_cell = meshops.interp_v2c(mesh, d["pv_vertex"])
+        return physics.apvm * physics.dt * (
+            u * meshops.grad_c2e(mesh, pv_cell) + v * meshops.grad_v2e(mesh, d["pv_vertex"]))
+
+    @staticmethod
+    def base(mesh, u, pv_vertex) -> dict:
+        """What the tangent and adjoint read of the base state: v, grad_pv_cell, grad_pv_vertex."""
+        return dict(v=meshops.tangential_e2e(mesh, u),
+                    grad_pv_cell=meshops.grad_c2e(mesh, meshops.interp_v2c(mesh, pv_vertex)),
+                    grad_pv_vertex=meshops.grad_v2e(mesh, pv_vertex))
+
+    @staticmethod
+    def tangent(mesh, base, t, physics):
+        """The tangent of the correction (subtracted from dpv_edge)."""
+        c = physics.apvm * physics.dt
+        du, dpv_vertex = t["du"], t["dpv_vertex"]
+        dv = meshops.tangential_e2e(mesh, du)
+        dpv_cell = meshops.interp_v2c(mesh, dpv_vertex)
+        return c * (du * base["grad_pv_cell"] + base["u"] * meshops.grad_c2e(mesh, dpv_cell)
+                    + dv * base["grad_pv_vertex"] + base["v"] * meshops.grad_v2e(mesh, dpv_vertex))
+
+    @staticmethod
+    def adjoint(mesh, base, a, physics, mode):
+        s = (-physics.apvm * physics.dt) * a["pv_edge"]
+        a["u"] = _add(a["u"], s * base["grad_pv_cell"]
+                      + meshops.tangential_e2e_adj(mesh, s * base["grad_pv_vertex"], mode=mode))
+        pv_cell_adj = meshops.grad_c2e_adj(mesh, s * base["u"], mode=mode)
+        a["pv_vertex"] = _add(a["pv_vertex"], meshops.interp_v2c_adj(mesh, pv_cell_adj, mode=mode)
+                              + meshops.grad_v2e_adj(mesh, s * base["v"], mode=mode))
+
+
+#: Every term, in the order the tendencies sum them (APVM, a pv_edge correction, before the PV flux
+#: reads pv_edge).
+TERMS = (APVM, ThicknessFlux, PVFlux, Bernoulli, Del2, Del4)
+
+
+def active_terms(physics, *, target=None, fused=None) -> tuple:
+    """The terms active for `physics`, in order; only those of `target` and/or `fused` if given."""
+    return tuple(t for t in TERMS if t.active(physics) and (target is None or t.target == target)
+                 and (fused is None or t.fused == fused))
+
+
+def chains(physics) -> list:
+    """The operator chains of the active terms, from the state to the owned tendencies."""
+    return [chain for term in active_terms(physics) for chain in term.chains]
+
+
+def extra_u(mesh, h, u, b, d, physics):
+    """The sum of the u parts of the active terms the fused kernels do not compute (None: none)."""
+    total = None
+    for term in active_terms(physics, target="tend_u", fused=False):
+        total = _add(total, term.forward(mesh, h, u, b, d, physics))
+    return total
