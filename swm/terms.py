@@ -19,10 +19,11 @@ they add through `forward` / `adjoint` here (the u part `extra` of the edge pass
 correction). A new term is a class here (and its physics setting): the tendencies, their tangent
 and adjoint, the fused paths and the halo depth pick it up from `TERMS`.
 
-`tangent(mesh, base, t)` reads the base state's diagnostics `base` (`adjoint.tendencies.
-linearisation`) and the tangents `t` (dh, du, db, dh_edge, dpv_vertex, dpv_edge); `adjoint(mesh,
-base, a, mode)` reads the adjoint tendencies a["tend_h"], a["tend_u"] and adds into the adjoints
-a["h"], a["u"], a["b"], a["h_edge"], a["pv_edge"], a["pv_vertex"] (None: zero so far).
+`tangent(mesh, base, t, physics)` reads the base state's diagnostics `base`
+(`swm.tendencies.linearisation`) and the tangents `t` (dh, du, db, dh_edge, dpv_vertex, dpv_edge);
+`adjoint(mesh, base, a, physics, mode)` reads the adjoint tendencies a["tend_h"], a["tend_u"] and
+adds into the adjoints a["h"], a["u"], a["b"], a["h_edge"], a["pv_edge"], a["pv_vertex"] (None:
+zero so far).
 """
 from __future__ import annotations
 
