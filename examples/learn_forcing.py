@@ -53,6 +53,8 @@ from grids.icosahedral import generate_icosahedral      # noqa: E402
 from swm import testcases                                # noqa: E402
 from swm.constants import DAY, EARTH_RADIUS, GRAVITY     # noqa: E402
 from swm.model import Model                              # noqa: E402
+from swm.tendencies import Physics                       # noqa: E402
+from swm.terms import Relaxation                         # noqa: E402
 
 #: The truth's jets and relaxation time, the loss's error scales, the network's scales.
 JET_SPEED, TAU = 30.0, 2.0 * DAY
@@ -65,18 +67,6 @@ CFL = 0.9
 def jet_normal_velocity(mesh):
     """U(latEdge) cos(angleEdge): the normal component of the zonal jets at each edge."""
     return JET_SPEED * np.sin(2.0 * mesh.latEdge) ** 2 * np.cos(mesh.angleEdge)
-
-
-class RelaxedModel(Model):
-    """The truth: the model's tendencies plus R(u) = -(u - u_jet) / tau on u."""
-
-    def __init__(self, *args, u_jet, tau: float, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.u_jet, self.tau = u_jet, float(tau)
-
-    def tendency(self, fields):
-        tend_h, tend_u = super().tendency(fields)
-        return tend_h, tend_u - (fields[1] - self.u_jet) / self.tau
 
 
 def initial_state(mesh):
@@ -171,9 +161,10 @@ def experiment(level: int = 4, backend: str = "numpy", epochs: int = 40, lr: flo
 
     fields = [xp.asarray(a) for a in (state.h, state.u, state.b, state.f_vertex)]
     model = Model(mesh, *fields, dt)
-    truth = RelaxedModel(mesh, *(f.copy() for f in fields), dt,
-                         u_jet=xp.asarray(jet_normal_velocity(mesh)),
-                         tau=TAU, device_mesh=model.device_mesh)
+    # The truth: the model plus a relaxation of u towards the jets, R(u) = -(u - u_jet) / tau.
+    relaxation = Relaxation(xp.asarray(jet_normal_velocity(mesh)), TAU)
+    truth = Model(mesh, *(f.copy() for f in fields), dt, Physics(extra_terms=(relaxation,)),
+                  device_mesh=model.device_mesh)
     model_step, truth_step = torch_step(model), torch_step(truth)
     h0, u0, b = tensor(state.h), tensor(state.u), tensor(state.b)
 

@@ -22,8 +22,9 @@ class Model:
     per stage). `exchange_tl(dh, du[, db])` and `exchange_adjoint(h_adj, u_adj[, b_adj])` are the
     exchanges of the tangent-linear and adjoint steps (`adjoint.model`; the distribution's methods
     of the same names); the forward step does not use them. `fused` steps through the fused kernels
-    of `swm.fused` (CuPy only; default: on CuPy fields unless a subclass overrides `tendency`),
-    otherwise through the operators (`swm.tendencies`, `swm.timestepping`): the same arithmetic."""
+    of `swm.fused` (CuPy only; default: on CuPy fields), otherwise through the operators
+    (`swm.tendencies`, `swm.timestepping`): the same arithmetic. A term of one's own goes into the
+    physics (`Physics(extra_terms=...)`, `swm.terms`), which every path then sums."""
 
     def __init__(self, mesh, h, u, b, f_vertex, dt: float, physics: Physics | None = None,
                  exchange=None, device_mesh=None, exchange_tl=None, exchange_adjoint=None,
@@ -40,12 +41,7 @@ class Model:
         self.exchange_tl, self.exchange_adjoint = exchange_tl, exchange_adjoint
         xp = array_module(h)
         self.device_mesh = device_mesh or meshops.device_mesh(mesh, xp)
-        # A subclass that changes the tendencies steps through them: the fused kernels would not.
-        custom_tendency = type(self).tendency is not Model.tendency
-        self.fused = (xp is not np and not custom_tendency) if fused is None else bool(fused)
-        if self.fused and custom_tendency:
-            raise ValueError(f"fused: {type(self).__name__} overrides Model.tendency, which the "
-                             "fused kernels do not call; expected fused=False or None")
+        self.fused = xp is not np if fused is None else bool(fused)
         if self.fused and xp is np:
             raise ValueError("fused: the fused RK4 kernels run on CuPy fields, got NumPy arrays; "
                              "expected fused=False or None on NumPy")

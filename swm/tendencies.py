@@ -33,13 +33,16 @@ from swm.constants import GRAVITY
 
 @dataclass(frozen=True)
 class Physics:
-    """Parameters of the tendencies: gravity, viscosities on u (m^2/s and m^4/s) and the APVM
-    factor (0: off; MPAS's default 0.5) with the time step it scales."""
+    """Parameters of the tendencies: gravity, viscosities on u (m^2/s and m^4/s), the APVM factor
+    (0: off; MPAS's default 0.5) with the time step it scales, and `extra_terms`: terms of one's
+    own added to `swm.terms.TERMS` (objects with a term's attributes and methods, e.g.
+    `swm.terms.Relaxation`)."""
     gravity: float = GRAVITY
     visc2: float = 0.0
     visc4: float = 0.0
     apvm: float = 0.0
     dt: float = 0.0
+    extra_terms: tuple = ()
 
 
 def diagnostics(mesh, h, u, f_vertex, physics: Physics) -> dict:

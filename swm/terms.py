@@ -216,9 +216,36 @@ class APVM:
 TERMS = (APVM, ThicknessFlux, PVFlux, Bernoulli, Del2, Del4)
 
 
+class Relaxation:
+    """tend_u -= (u - u_ref) / tau: relaxation of u towards an edge field u_ref (the rank's local
+    rows, on the model's backend) over the time scale tau (s); linear in u. A term to add through
+    `Physics(extra_terms=(Relaxation(u_ref, tau),))`."""
+    name, fused, target = "relaxation", False, "tend_u"
+    chains = ()
+
+    def __init__(self, u_ref, tau: float):
+        if not tau > 0:
+            raise ValueError(f"Relaxation: tau = {tau!r}: expected a positive time scale in seconds")
+        self.u_ref, self.tau = u_ref, float(tau)
+
+    def active(self, physics) -> bool:
+        return True
+
+    def forward(self, mesh, h, u, b, d, physics):
+        return -((u - self.u_ref) / self.tau)
+
+    def tangent(self, mesh, base, t, physics):
+        return -(t["du"] / self.tau)
+
+    def adjoint(self, mesh, base, a, physics, mode):
+        a["u"] = _sub(a["u"], a["tend_u"] / self.tau)
+
+
 def active_terms(physics, *, target=None, fused=None) -> tuple:
-    """The terms active for `physics`, in order; only those of `target` and/or `fused` if given."""
-    return tuple(t for t in TERMS if t.active(physics) and (target is None or t.target == target)
+    """The terms active for `physics` (`TERMS`, then the physics' own `extra_terms`), in order;
+    only those of `target` and/or `fused` if given."""
+    return tuple(t for t in TERMS + tuple(physics.extra_terms)
+                 if t.active(physics) and (target is None or t.target == target)
                  and (fused is None or t.fused == fused))
 
 

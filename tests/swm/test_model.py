@@ -119,26 +119,22 @@ def test_cupy_run_equals_numpy_to_round_off(scvt, case):
         assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max(), name
 
 
-def test_a_model_with_its_own_tendency_steps_through_it(scvt):
-    """A subclass that adds a term to the tendencies must not be stepped by the fused kernels
-    (which never call `tendency`): it steps through its tendency, and asking for fused is an error."""
+def test_a_term_of_one_s_own_is_summed_by_every_path(scvt):
+    """A term added through the physics (`swm.terms.Relaxation` in `Physics.extra_terms`) enters
+    the step: one step of relaxation towards u_ref changes u by about -dt (u - u_ref) / tau; a bad
+    time scale is refused, naming it."""
+    from swm.terms import Relaxation
+
     mesh = scvt[3]
     state = testcases.williamson5(mesh)
     rng = np.random.default_rng()
-    forcing = rng.standard_normal(mesh.nEdges) * 1e-4
-
-    class Forced(Model):
-        def tendency(self, fields):
-            tend_h, tend_u = super().tendency(fields)
-            return tend_h, tend_u + forcing
-
+    u_ref = state.u + rng.standard_normal(mesh.nEdges)
+    tau = 5 * DAY
     args = (mesh, state.h.copy(), state.u.copy(), state.b, state.f_vertex, 600.0)
-    plain, forced = Model(*args), Forced(*args)
-    assert not forced.fused
+    plain, relaxed = Model(*args), Model(*args, Physics(extra_terms=(Relaxation(u_ref, tau),)))
     plain.step()
-    forced.step()
-    # one step adds dt * forcing to u, up to its small coupling with the flow within the step
-    change = forced.u - plain.u
-    assert np.linalg.norm(change - 600.0 * forcing) < 0.05 * np.linalg.norm(600.0 * forcing)
-    with pytest.raises(ValueError, match="fused: Forced overrides Model.tendency"):
-        Forced(*args, fused=True)
+    relaxed.step()
+    change, expected = relaxed.u - plain.u, -600.0 * (state.u - u_ref) / tau
+    assert np.linalg.norm(change - expected) < 0.05 * np.linalg.norm(expected)
+    with pytest.raises(ValueError, match="Relaxation: tau = 0: expected a positive time scale"):
+        Relaxation(u_ref, 0)

@@ -94,3 +94,31 @@ def test_a_new_term_reaches_the_fused_step_and_adjoint_on_host(ico, with_drag, o
         got = FusedStageAdjoint(ico)(record, physics, *map(host, adj), mode=mode)
         for name, r, g in zip(("h_adj", "u_adj", "b_adj"), ref, got):
             assert _rel(g, r) <= 1e-12, (mode, name)
+
+
+def test_a_term_in_the_physics_reaches_every_path_on_host(ico, on_host, rng):
+    """`Physics(extra_terms=(Relaxation(u_ref, tau),))`: its tangent and adjoint pass the dot test,
+    the fused tendencies equal the operator path's bitwise, the fused adjoint its adjoint."""
+    from dataclasses import replace
+
+    from swm.terms import Relaxation
+
+    h, u, b, f = random_state(ico, rng)
+    u_ref = u + rng.standard_normal(ico.nEdges)
+    physics = replace(PHYSICS["apvm_visc2_visc4"], extra_terms=(Relaxation(u_ref, 86400.0),))
+    host_physics = replace(physics, extra_terms=(Relaxation(host(u_ref), 86400.0),))
+    dx = (10.0 * rng.standard_normal(ico.nCells), rng.standard_normal(ico.nEdges),
+          10.0 * rng.standard_normal(ico.nCells))
+    y = (rng.standard_normal(ico.nCells), rng.standard_normal(ico.nEdges))
+    result = dot_product_test(lambda *x: tendencies_tl(ico, h, u, b, f, physics, *x),
+                              lambda *g: tendencies_adj(ico, h, u, b, f, physics, *g), dx, y)
+    assert result.relative_error <= 1e-12
+    device = tendencies(ico, *map(host, (h, u, b, f)), host_physics)
+    got = fused_tendencies(ico, *map(host, (h, u, b, f)), host_physics)
+    for d, g in zip(device, got):
+        assert np.array_equal(g, d)
+    ref = tendencies_adj(ico, h, u, b, f, physics, *y, mode="deterministic")
+    record = FusedRK4(ico).stage_records(*map(host, (h, u, b, f)), 300.0, host_physics)[0]
+    got = FusedStageAdjoint(ico)(record, host_physics, *map(host, y))
+    for name, r, g in zip(("h_adj", "u_adj", "b_adj"), ref, got):
+        assert _rel(g, r) <= 1e-12, name
