@@ -161,10 +161,13 @@ def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
 
 
 def main(argv=None) -> int:
+    import grids
+
     p = argparse.ArgumentParser(prog="python -m swm.plot", description=__doc__.splitlines()[0])
     p.add_argument("file", help="a history file written by run_model.py")
     p.add_argument("--record", type=int, default=-1, help="output record (default: the last)")
     p.add_argument("--out", help="directory of the PNG files (default: beside the history file)")
+    p.add_argument("--version", action="version", version=f"%(prog)s (meshops {grids.__version__})")
     args = p.parse_args(argv)
     if not pathlib.Path(args.file).is_file():
         print(f"python -m swm.plot: error: {args.file}: no such file", file=sys.stderr)

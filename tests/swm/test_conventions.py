@@ -319,3 +319,5 @@ def test_plot_help_and_run_model_version(env):
     assert "PNG maps of a history file or of a gradient file written by run_model.py." in text
     out = run(env, ROOT / "run_model.py", "--version")
     assert out.returncode == 0 and out.stdout.strip() == f"run_model.py (meshops {meshops.__version__})"
+    out = plot(env, "--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"python -m swm.plot (meshops {meshops.__version__})"
