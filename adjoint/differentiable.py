@@ -1,5 +1,5 @@
 """The model's RK4 step and an n-step run as differentiable functions of PyTorch and JAX, their
-derivatives from the hand-written adjoint model (`adjoint.model`, `adjoint.gradient`).
+derivatives from the hand-written adjoint model (`swm.stepper`, `adjoint.gradient`).
 
     step = torch_step(model)             # (h, u, b) -> (h_next, u_next): one RK4 step
     run = torch_run(model, n_steps)      # (h0, u0, b) -> (h_N, u_N): n_steps RK4 steps
@@ -36,7 +36,7 @@ launched on torch's current stream. JAX on a GPU hands a CuPy model XLA's device
 dtype (float32 or float64) and have the shapes of the model's fields.
 
 Ranks. The fields are the rank's local arrays, with the adjoint model's conventions
-(`adjoint.model`): gradients have zero halo rows and are the transpose in the Euclidean inner
+(`swm.stepper`): gradients have zero halo rows and are the transpose in the Euclidean inner
 product over owned rows of every rank, so a loss must read owned rows only. On ranks, the forward
 works on copies of the inputs (the state exchange writes halo rows in place).
 
@@ -53,7 +53,7 @@ import numpy as np
 from meshops.modes import resolve_mode
 
 from adjoint.gradient import advance, run_gradient, topography
-from adjoint.model import rk4_step_adj
+from swm.stepper import rk4_step_adj
 from adjoint.sensitivity import FinalStateProjection
 from swm.config import CheckpointConfig
 
@@ -79,7 +79,7 @@ class _Core:
         """(h_N, u_N, kept): kept = [x_1, .., x_{N-1}] when `keep` and the trajectory is stored
         (no checkpointing), else None."""
         model = self.model
-        state = [h, u] if model.exchange is None else [h.copy(), u.copy()]
+        state = [h, u] if model.distribution is None else [h.copy(), u.copy()]
         kept = [] if keep and self.stores_trajectory else None
         with topography(self.model, b):
             for k in range(self.n_steps):
@@ -136,7 +136,7 @@ def _checkpoint_config(checkpointing):
 
 def torch_step(model, *, mode: str | None = None):
     """One RK4 step of `model` as a differentiable function (h, u, b) -> (h_next, u_next) of
-    tensors; its backward is `adjoint.model.rk4_step_adj` in adjoint mode `mode`."""
+    tensors; its backward is `swm.stepper.rk4_step_adj` in adjoint mode `mode`."""
     return torch_run(model, 1, mode=mode)
 
 
@@ -227,7 +227,7 @@ def _torch_arrays(core, tensors: dict, where: str):
 
 def jax_step(model, *, mode: str | None = None, callback: str | None = None):
     """One RK4 step of `model` as a `jax.custom_vjp` function (h, u, b) -> (h_next, u_next); its
-    VJP is `adjoint.model.rk4_step_adj` in adjoint mode `mode`."""
+    VJP is `swm.stepper.rk4_step_adj` in adjoint mode `mode`."""
     return jax_run(model, 1, mode=mode, callback=callback)
 
 

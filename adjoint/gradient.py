@@ -2,7 +2,7 @@
 
     J(h0, u0, b) = sum_k J_k(x_k),   x_{k+1} = M(x_k; b),   x = (h, u)
 
-`run_gradient` returns J and (dJ/dh0, dJ/du0, dJ/db) from the adjoint model (`adjoint.model`)
+`run_gradient` returns J and (dJ/dh0, dJ/du0, dJ/db) from the adjoint model (`swm.stepper`)
 through a checkpoint schedule (`adjoint.checkpointing`); `run_tangent` propagates a perturbation
 (dh0, du0, db) to the final state with the tangent-linear model; `run_cost` is J alone. All fields
 are local arrays of the run's model (owned rows first); gradients are zero on halo rows. Inner
@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 
 from adjoint.checkpointing import make_schedule, reverse_sweep
-from adjoint.model import rk4_step_adj, rk4_step_tl
+from swm.stepper import rk4_step_adj, rk4_step_tl
 
 
 def advance(model, state):

@@ -48,7 +48,7 @@ class Distributed:
     """Every rank of `comm` with its `grids.decompose.Decomposition`; the state (h, u) exchanged
     in one message per neighbour (`meshops.parallel.StateExchange`).
 
-    The tangent-linear and adjoint steps (`adjoint.model`) exchange perturbations and adjoints the
+    The tangent-linear and adjoint steps (`swm.stepper`) exchange perturbations and adjoints the
     same way: `exchange_tl` is the forward exchange, `exchange_adjoint` its transpose (halo rows
     added into their owners, neighbour by neighbour in increasing rank order, then zeroed). With a
     topography perturbation db (or adjoint b_adj) the three fields go in one message per neighbour
@@ -100,7 +100,7 @@ def owned_inner(distribution, pairs) -> float:
     """Global Euclidean inner product over owned rows: the sum over `pairs` of (location, x, y)
     of sum_i x[i] * y[i] over the first `distribution.owned[location]` rows (and every level), in
     float64, summed over the ranks of `distribution.comm` (the same value on every rank). The inner
-    product in which `adjoint.model`'s adjoint is the transpose of its tangent-linear model."""
+    product in which `swm.stepper`'s adjoint is the transpose of its tangent-linear model."""
     total = 0.0
     for location, x, y in pairs:
         n = distribution.owned[location]

@@ -165,9 +165,7 @@ def setup(config: Config) -> Setup:
         return xp.asarray(field)
 
     model = Model(mesh, local("cell", "h"), local("edge", "u"), local("cell", "b"),
-                  local("vertex", "f_vertex"), dt, physics, exchange=distribution.exchange,
-                  exchange_tl=distribution.exchange_tl,
-                  exchange_adjoint=distribution.exchange_adjoint)
+                  local("vertex", "f_vertex"), dt, physics, distribution=distribution)
     model.step_count = start
     return Setup(comm, xp, dtype, distribution, mesh, model, dt, per_output, total, global_mesh,
                  start, fingerprint)

@@ -216,7 +216,7 @@ def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physi
                  h_adj, u_adj, mode: str = "deterministic"):
     """The adjoint of one RK4 step on one process from the adjoint (h_adj, u_adj) of its end state:
     (h_adj, u_adj, b_adj) of its start, from the stage records of its forward. The stages run in
-    reverse (adjoint.model's doc), their RK4 bookkeeping inside the kernels."""
+    reverse (swm.stepper's doc), their RK4 bookkeeping inside the kernels."""
     new_adj = (h_adj, u_adj)
     y_adj = [h_adj.copy(), u_adj.copy()]
     k_adj = [(RK4_B[3] * dt) * a for a in new_adj]

@@ -1,4 +1,4 @@
-"""Tangent-linear and adjoint of the model's RK4 step (adjoint.model): the recomputed stage states
+"""Tangent-linear and adjoint of the model's RK4 step (swm.stepper): the recomputed stage states
 are the forward's, dot-product tests over one and three steps with controls (h0, u0, b), the
 tangent-linear and the gradient against the forward (Taylor), bitwise reproducibility of the
 deterministic adjoint, and CuPy against NumPy."""
@@ -7,7 +7,7 @@ import pytest
 
 import meshops
 from adjoint import dot_product_test, tangent_taylor_test, taylor_test
-from adjoint.model import rk4_step_adj, rk4_step_tl, stage_states
+from swm.stepper import rk4_step_adj, rk4_step_tl, stage_states
 from adjoint.verification import inner
 from grids.icosahedral import generate_icosahedral
 from meshops.modes import ADJOINT_MODES
@@ -144,12 +144,17 @@ def test_deterministic_adjoint_is_bitwise_reproducible(ico, dmesh, rng):
         assert np.abs(a - d).max() <= 1e-12 * np.abs(d).max()
 
 
-def test_exchanging_model_without_adjoint_exchange_is_an_error(ico, dmesh, rng):
+def test_a_distribution_without_the_adjoint_exchanges_is_named(ico, dmesh, rng):
+    class ForwardOnly:
+        def exchange(self, h, u):
+            pass
+
     h, u, b, f = perturbed_state(ico, "williamson5", rng)
-    model = Model(ico, h, u, b, f, DT, exchange=lambda h, u: None, device_mesh=dmesh)
-    with pytest.raises(ValueError, match="Model.exchange_adjoint is None"):
+    model = Model(ico, h, u, b, f, DT, distribution=ForwardOnly(), device_mesh=dmesh)
+    model.step()
+    with pytest.raises(ValueError, match="Model.distribution .ForwardOnly. has no exchange_adjoint"):
         rk4_step_adj(model, h, u, *adjoint_inputs(ico, rng))
-    with pytest.raises(ValueError, match="Model.exchange_tl is None"):
+    with pytest.raises(ValueError, match="has no exchange_tl: the model's tangent-linear step"):
         rk4_step_tl(model, h, u, *directions(ico, rng))
 
 
@@ -161,9 +166,7 @@ def test_one_process_distribution(ico, dmesh, rng):
     h, u, b, f = perturbed_state(ico, "williamson5", rng)
     serial = Serial(ico, SerialComm())
     plain = _model(ico, dmesh, h, u, b, f, "all")
-    model = Model(ico, h, u, b, f, DT, PHYSICS["all"], exchange=serial.exchange,
-                  exchange_tl=serial.exchange_tl, exchange_adjoint=serial.exchange_adjoint,
-                  device_mesh=dmesh)
+    model = Model(ico, h, u, b, f, DT, PHYSICS["all"], distribution=serial, device_mesh=dmesh)
     x, y = directions(ico, rng), adjoint_inputs(ico, rng)
     with_serial, without = (rk4_step_tl(m, h, u, *x) + rk4_step_adj(m, h, u, *y) for m in (model, plain))
     assert all(np.array_equal(a, c) for a, c in zip(with_serial, without))

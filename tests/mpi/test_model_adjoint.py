@@ -1,4 +1,4 @@
-"""The model's tangent-linear and adjoint steps on 1-4 ranks (adjoint.model with
+"""The model's tangent-linear and adjoint steps on 1-4 ranks (swm.stepper with
 swm.distribution.Distributed): dot-product tests over owned rows with global inner products, the
 gathered tangent-linear equals one process's bitwise, the gathered gradient equals one process's
 to round-off, the deterministic adjoint is bitwise reproducible run to run; halo rows of the
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from adjoint import dot_product_test
-from adjoint.model import rk4_step_adj, rk4_step_tl
+from swm.stepper import rk4_step_adj, rk4_step_tl
 from meshops.modes import ADJOINT_MODES
 from meshops.parallel.comm import allreduce_sum
 from swm.distribution import Distributed, halo_depth, owned_inner
@@ -30,14 +30,13 @@ def _setup(comm, mesh, rng, physics, case="williamson5"):
     dist = Distributed(d, comm, np.float64)
     local = [dist.scatter(loc, a if comm.Get_rank() == 0 else None)
              for loc, a in zip(("cell", "edge", "cell", "vertex"), (h, u, b, f))]
-    model = Model(d.mesh, *local, DT, p, exchange=dist.exchange, exchange_tl=dist.exchange_tl,
-                  exchange_adjoint=dist.exchange_adjoint)
+    model = Model(d.mesh, *local, DT, p, distribution=dist)
     return serial, model, dist
 
 
 def _starts(model, steps):
     run = Model(model.mesh, model.h.copy(), model.u.copy(), model.b, model.f_vertex, model.dt,
-                model.physics, exchange=model.exchange, device_mesh=model.device_mesh)
+                model.physics, distribution=model.distribution, device_mesh=model.device_mesh)
     starts = []
     for _ in range(steps):
         starts.append((run.h.copy(), run.u.copy()))

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from adjoint.model import rk4_step_adj, rk4_step_tl
+from swm.stepper import rk4_step_adj, rk4_step_tl
 from swm.tendencies import tendencies_adj
 from meshops.device import kernels
 from swm import fused_adjoint
@@ -95,7 +95,7 @@ def test_step_adjoint_on_host(ico, physics, on_host, rng):
 
 def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
     """A model that exchanges its state (here swm.distribution.Serial's no-op exchanges, as a
-    rank's model is built) runs the fused stages in adjoint.model's loop, with the exchanges
+    rank's model is built) runs the fused stages in swm.stepper's loop, with the exchanges
     between them: the same adjoint as the in-kernel bookkeeping of one process, to round-off."""
     from swm.distribution import Serial
 
@@ -103,8 +103,7 @@ def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
     h, u, b, f = random_state(ico, rng)
     physics = PHYSICS["apvm_visc2_visc4"]
     models = [Model(ico, *map(host, (h, u, b, f)), DT, physics, fused=True, **extra)
-              for extra in ({}, dict(exchange=serial.exchange, exchange_tl=serial.exchange_tl,
-                                     exchange_adjoint=serial.exchange_adjoint))]
+              for extra in ({}, dict(distribution=serial))]
     adj = adjoint_inputs(ico, rng)
     one, looped = (rk4_step_adj(m, host(h), host(u), *map(host, adj)) for m in models)
     assert on_host["shallow_water_adjoint"].count("sw_adj_h") == 8

@@ -1,5 +1,6 @@
-"""Tangent-linear and adjoint of the shallow-water model's RK4 step (`swm.timestepping.rk4_step`
-with `swm.model.Model.tendency`), line by line.
+"""The model's RK4 step, its tangent-linear and its adjoint, with the state exchange of each stage:
+the one place that steps the model and places its exchanges, on the operator path and through the
+fused kernels (`swm.fused`, `swm.fused_adjoint`).
 
 Forward step from y = (h, u), with E the state exchange (identity on one process) and T the
 tendencies with topography b (swm.tendencies):
@@ -27,26 +28,44 @@ The inner product of the adjoint is the Euclidean sum over owned rows of every r
 (`swm.distribution.owned_inner`).
 
 `model` gives the mesh (`model.device_mesh` for the operators, `model.mesh` for the owned
-counts nCellsSolve, nEdgesSolve), b, f_vertex, dt, physics and the exchanges: `model.exchange`
-for the stage states and, on ranks, `model.exchange_tl` / `model.exchange_adjoint` (the methods of
-`swm.distribution.Serial` / `Distributed`). A model without `exchange` runs on one process.
+counts nCellsSolve, nEdgesSolve), b, f_vertex, dt, physics, whether it is fused, and its
+`distribution` (`swm.distribution.Serial` / `Distributed`: `exchange`, `exchange_tl`,
+`exchange_adjoint`); a model without one runs on one process.
 """
 from __future__ import annotations
 
 from meshops.modes import resolve_mode
 from swm.tendencies import tendencies, tendencies_adj, tendencies_tl
+from swm import timestepping
 from swm.timestepping import RK4_A, RK4_B
 
 
-def _exchange(model, name: str):
-    """model.`name`, None on one process; an error when the model exchanges its state (runs on
-    ranks) but lacks it."""
-    fn = getattr(model, name, None)
-    if fn is None and model.exchange is not None:
-        raise ValueError(f"Model.{name} is None but Model.exchange is set: a model that exchanges "
-                         f"its state needs Model(..., {name}=distribution.{name}) for its "
-                         f"{'tangent-linear' if name == 'exchange_tl' else 'adjoint'} step")
-    return fn
+def _exchanges(model, *needed):
+    """(exchange, exchange_tl, exchange_adjoint) of the model's distribution (Nones without one);
+    an error naming the method when one of `needed` is missing."""
+    d = model.distribution
+    if d is None:
+        return None, None, None
+    missing = [name for name in needed if getattr(d, name, None) is None]
+    if missing:
+        raise ValueError(f"Model.distribution ({type(d).__name__}) has no {missing[0]}: the model's "
+                         f"{'tangent-linear' if missing[0] == 'exchange_tl' else 'adjoint'} step on "
+                         "ranks needs it (swm.distribution.Distributed has it)")
+    return tuple(getattr(d, name, None) for name in ("exchange", "exchange_tl", "exchange_adjoint"))
+
+
+def rk4_step(model, h, u):
+    """(h, u) one RK4 step later, as new arrays (the halo rows of (h, u) are exchanged in place):
+    the fused kernels on a fused model, else the operator path (`swm.timestepping.rk4_step`)."""
+    exchange = _exchanges(model)[0]
+    if model.fused:
+        return model._fused.step(h, u, model.b, model.f_vertex, model.dt, model.physics, exchange)
+
+    def tendency(fields):
+        if exchange is not None:
+            exchange(*fields)
+        return tendencies(model.device_mesh, *fields, model.b, model.f_vertex, model.physics)
+    return tuple(timestepping.rk4_step(tendency, (h, u), model.dt))
 
 
 def _zero_halo(model, h, u) -> None:
@@ -58,15 +77,16 @@ def _zero_halo(model, h, u) -> None:
 def stage_states(model, h, u) -> list:
     """The provisional states p_1..p_4 of the RK4 step from (h, u), halo rows exchanged, computed
     as `rk4_step` computes them (bitwise the forward's); (h, u) are not modified."""
+    exchange = _exchanges(model)[0]
     state = [h.copy(), u.copy()]
     provisional, stages = state, []
-    for stage in range(3):
-        k = model.tendency(provisional)              # exchanges `provisional` in place
+    for stage in range(4):
+        if exchange is not None:
+            exchange(*provisional)
         stages.append(provisional)
-        provisional = [y + (RK4_A[stage] * model.dt) * k_j for y, k_j in zip(state, k)]
-    if model.exchange is not None:
-        model.exchange(*provisional)
-    stages.append(provisional)
+        if stage < 3:
+            k = tendencies(model.device_mesh, *provisional, model.b, model.f_vertex, model.physics)
+            provisional = [y + (RK4_A[stage] * model.dt) * k_j for y, k_j in zip(state, k)]
     return stages
 
 
@@ -75,15 +95,15 @@ def rk4_step_tl(model, h, u, dh, du, db):
     (dh_next, du_next). `db` None: no topography perturbation. Inputs are not modified; on ranks
     their owned rows are read (halo rows come from the exchange) and the halo rows of the outputs
     are not valid."""
-    exchange_tl = _exchange(model, "exchange_tl")
+    exchange, exchange_tl, _ = _exchanges(model, "exchange_tl")
     m, dt = model.device_mesh, model.dt
     state, dstate = [h.copy(), u.copy()], [dh.copy(), du.copy()]
     db = None if db is None else db.copy()
     new = [d.copy() for d in dstate]
     provisional, dprovisional = state, dstate
     for stage in range(4):
-        if model.exchange is not None:
-            model.exchange(*provisional)
+        if exchange is not None:
+            exchange(*provisional)
             exchange_tl(*dprovisional, *(() if stage or db is None else (db,)))
         k = (tendencies(m, *provisional, model.b, model.f_vertex, model.physics)
              if stage < 3 else None)
@@ -106,14 +126,14 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
     stage's adjoint in the fused kernels of `swm.fused_adjoint` (gathers, or atomic scatters in
     atomic mode), on the stage records of its fused forward; otherwise the operators run it
     (`swm.tendencies.tendencies_adj`)."""
-    exchange_adjoint = _exchange(model, "exchange_adjoint")
+    exchange, _, exchange_adjoint = _exchanges(model, "exchange_adjoint")
     dt = model.dt
     if model.fused:
         mode = resolve_mode(mode)
         records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
-                                             model.physics, model.exchange)
+                                             model.physics, exchange)
         stage_adjoint = _fused_stage_adjoint(model)
-        if model.exchange is None:
+        if exchange is None:
             from swm.fused_adjoint import step_adjoint
 
             return step_adjoint(stage_adjoint, records, model.physics, dt, h_adj, u_adj, mode)
