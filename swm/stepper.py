@@ -94,9 +94,14 @@ def rk4_step_tl(model, h, u, dh, du, db):
     """Tangent-linear of one RK4 step about the state (h, u) at its start: (dh, du, db) ->
     (dh_next, du_next). `db` None: no topography perturbation. Inputs are not modified; on ranks
     their owned rows are read (halo rows come from the exchange) and the halo rows of the outputs
-    are not valid."""
+    are not valid. A fused model (`Model.fused`, CuPy) runs it in the fused kernels of
+    `swm.fused_tangent` on the stage records of its fused forward."""
     exchange, exchange_tl, _ = _exchanges(model, "exchange_tl")
     m, dt = model.device_mesh, model.dt
+    if model.fused:
+        records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
+                                             model.physics, exchange)
+        return tuple(_fused_tangent(model).step(records, model.physics, dt, dh, du, db, exchange_tl))
     state, dstate = [h.copy(), u.copy()], [dh.copy(), du.copy()]
     db = None if db is None else db.copy()
     new = [d.copy() for d in dstate]
@@ -174,3 +179,13 @@ def _fused_stage_adjoint(model):
     if stage_adjoint is None:
         stage_adjoint = model._fused_adjoint = FusedStageAdjoint(model.device_mesh)
     return stage_adjoint
+
+
+def _fused_tangent(model):
+    """The model's `swm.fused_tangent.FusedTangent` (made once, its scratch fields kept)."""
+    from swm.fused_tangent import FusedTangent
+
+    tangent = getattr(model, "_fused_tangent", None)
+    if tangent is None:
+        tangent = model._fused_tangent = FusedTangent(model.device_mesh)
+    return tangent

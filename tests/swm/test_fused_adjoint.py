@@ -15,7 +15,7 @@ import pytest
 from swm.stepper import rk4_step_adj, rk4_step_tl
 from swm.tendencies import tendencies_adj
 from meshops.device import kernels
-from swm import fused_adjoint
+from swm import fused_adjoint, fused_tangent
 from swm.fused import FusedRK4
 from swm.fused_adjoint import FusedStageAdjoint
 from swm.model import Model
@@ -25,7 +25,7 @@ from tests.meshops.test_kernel_launch import _check_signature
 from tests.swm.test_fused import (FAMILIES, PHYSICS, _rel, ico, ico4, mpas, padded,  # noqa: F401
                                   random_state, rank_mesh)
 
-host_kernels, on_host = host_fixtures(*FAMILIES, "shallow_water_adjoint")
+host_kernels, on_host = host_fixtures(*FAMILIES, "shallow_water_adjoint", "shallow_water_tl")
 DT = 300.0
 
 
@@ -35,11 +35,13 @@ def adjoint_inputs(mesh, rng, nlev=None, dtype=np.float64):
             rng.standard_normal(shape(mesh.nEdges)).astype(dtype))
 
 
-def test_declarations_match_the_cuda_signatures():
-    source = (fused_adjoint.CUDA_DIR / "shallow_water_adjoint.cu").read_text()
-    for kernel in fused_adjoint._KERNELS.kernels.values():
+@pytest.mark.parametrize("module, name", [(fused_adjoint, "shallow_water_adjoint"),
+                                          (fused_tangent, "shallow_water_tl")])
+def test_declarations_match_the_cuda_signatures(module, name):
+    source = (module.CUDA_DIR / f"{name}.cu").read_text()
+    for kernel in module._KERNELS.kernels.values():
         _check_signature(kernel, [source])
-    assert set(re.findall(r"__global__ void (\w+)\(", source)) == set(fused_adjoint._KERNELS.names)
+    assert set(re.findall(r"__global__ void (\w+)\(", source)) == set(module._KERNELS.names)
 
 
 @pytest.fixture(params=["ico", "mpas", "rank_mesh", "padded"])
@@ -96,7 +98,8 @@ def test_step_adjoint_on_host(ico, physics, on_host, rng):
 def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
     """A model that exchanges its state (here swm.distribution.Serial's no-op exchanges, as a
     rank's model is built) runs the fused stages in swm.stepper's loop, with the exchanges
-    between them: the same adjoint as the in-kernel bookkeeping of one process, to round-off."""
+    between them: the same adjoint as the in-kernel bookkeeping of one process, to round-off, and
+    the same tangent-linear bitwise."""
     from swm.distribution import Serial
 
     serial = Serial(ico, None)
@@ -109,6 +112,10 @@ def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
     assert on_host["shallow_water_adjoint"].count("sw_adj_h") == 8
     for name, a, b_ in zip(("h_adj", "u_adj", "b_adj"), one, looped):
         assert _rel(b_, np.asarray(a)) <= 1e-13, name
+    x = (host(10.0 * rng.standard_normal(ico.nCells)), host(rng.standard_normal(ico.nEdges)), None)
+    one, looped = (rk4_step_tl(m, host(h), host(u), *x) for m in models)
+    for name, a, b_ in zip(("dh", "du"), one, looped):
+        assert np.array_equal(a, b_), name
 
 
 @pytest.mark.parametrize("nlev", [None, 4])
@@ -136,6 +143,30 @@ def test_atomic_step_adjoint_on_host(ico, on_host, rng):
                              for mode in ("atomic", "deterministic"))
     for name, a, d in zip(("h_adj", "u_adj", "b_adj"), atomic, deterministic):
         assert _rel(a, np.asarray(d)) <= 1e-12, name
+
+
+@pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
+@pytest.mark.parametrize("with_db", [False, True])
+def test_tangent_step_on_host(ico, physics, with_db, on_host, rng):
+    """The fused tangent-linear step equals the operator path's (NumPy) to 1e-12 and passes the dot
+    test against the fused adjoint step (1e-12)."""
+    physics = PHYSICS[physics]
+    h, u, b, f = random_state(ico, rng)
+    fused = Model(ico, *map(host, (h, u, b, f)), DT, physics, fused=True)
+    numpy = Model(ico, h, u, b, f, DT, physics)
+    dh, du, db = (10.0 * rng.standard_normal(ico.nCells), rng.standard_normal(ico.nEdges),
+                  10.0 * rng.standard_normal(ico.nCells) if with_db else None)
+    got = rk4_step_tl(fused, host(h), host(u), host(dh), host(du), None if db is None else host(db))
+    assert on_host["shallow_water_tl"][:3] == ["sw_tl_vertex", "sw_tl_cell", "sw_tl_edge"]
+    ref = rk4_step_tl(numpy, h, u, dh, du, db)
+    for name, g, r in zip(("dh", "du"), got, ref):
+        assert _rel(g, r) <= 1e-12, name
+    h_adj, u_adj = adjoint_inputs(ico, rng)
+    adj = rk4_step_adj(fused, host(h), host(u), host(h_adj), host(u_adj))
+    left = np.vdot(np.asarray(got[0]), h_adj) + np.vdot(np.asarray(got[1]), u_adj)
+    right = np.vdot(dh, np.asarray(adj[0])) + np.vdot(du, np.asarray(adj[1])) + (
+        0.0 if db is None else np.vdot(db, np.asarray(adj[2])))
+    assert abs(left - right) <= 1e-12 * abs(left)
 
 
 # -- on a GPU -------------------------------------------------------------------------------------
@@ -186,4 +217,21 @@ def test_atomic_step_adjoint_on_gpu(ico4, physics, rng):
     got = rk4_step_adj(fused, *map(cupy.asarray, (h, u, h_adj, u_adj)), mode="atomic")
     ref = rk4_step_adj(numpy, h, u, h_adj, u_adj, mode="deterministic")
     for name, g, r in zip(("h_adj", "u_adj", "b_adj"), got, ref):
+        assert _rel(cupy.asnumpy(g), r) <= 1e-12, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
+def test_tangent_step_on_gpu(ico4, physics, rng):
+    import cupy
+
+    physics = PHYSICS[physics]
+    h, u, b, f = random_state(ico4, rng)
+    fused = Model(ico4, *map(cupy.asarray, (h, u, b, f)), DT, physics, fused=True)
+    numpy = Model(ico4, h, u, b, f, DT, physics)
+    dh, du, db = (10.0 * rng.standard_normal(ico4.nCells), rng.standard_normal(ico4.nEdges),
+                  10.0 * rng.standard_normal(ico4.nCells))
+    got = rk4_step_tl(fused, *map(cupy.asarray, (h, u, dh, du, db)))
+    ref = rk4_step_tl(numpy, h, u, dh, du, db)
+    for name, g, r in zip(("dh", "du"), got, ref):
         assert _rel(cupy.asnumpy(g), r) <= 1e-12, name

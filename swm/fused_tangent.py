@@ -1,0 +1,122 @@
+"""The tangent-linear of the shallow-water RK4 step in fused kernels (swm/cuda/shallow_water_tl.cu),
+for CuPy fields. The reference is the operator path, `swm.tendencies.tendencies_tl` in
+`swm.stepper.rk4_step_tl`.
+
+About the stage records of the step's forward (`swm.fused.FusedRK4.stage_records`: each stage's
+provisional state h, u and its pv_vertex, h_vertex, pv_edge and flux), each tangent stage runs four
+passes, as the forward's stage does:
+
+    sw_tl_vertex   vertices  dpv_vertex = (curl_e2v(du) - pv_vertex interp_c2v(dh)) / h_vertex
+    sw_pv_edge     edges     dpv_edge = interp_v2e(dpv_vertex), less the tangent of the pv_edge
+                             corrections (APVM, through its operators; the forward's kernels)
+    sw_tl_cell     cells     dF = dh_edge u + h_edge du (written by each edge's first cell),
+                             dtend_h = -div(dF), dphi = dke + g (dh + db); the RK4 update of dh
+    sw_tl_edge     edges     dtend_u = pv_flux_e2e's tangent - grad_c2e(dphi) + the tangent of the
+                             terms outside the fused kernels (`swm.terms`); the RK4 update of du
+
+with the RK4 update inside the cell and edge passes (dnew += b_j dt dk, dnext = d + a_j dt dk), so
+no tangent tendency is stored.
+"""
+from __future__ import annotations
+
+from meshops.device.backend import array_module
+from meshops.device.kernels import Family, Kernel
+from meshops.device.mesh import for_fields
+from meshops.operators import trisk
+
+from swm import fused, terms
+from swm.fused import CUDA_DIR, Update
+from swm.tendencies import Physics
+from swm.timestepping import RK4_A, RK4_B
+
+_RK = "real:newCoef real:nextCoef int:accumulate int:provisional"
+_KERNELS = Family("shallow_water_tl", sources=CUDA_DIR, kernels=(
+    Kernel("sw_tl_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:du in:dh "
+                           "in:pvVertex in:hVertex out:dPvVertex int:vertexDegree int:slotStride"),
+    Kernel("sw_tl_cell", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef in:h in:u in:dh in:du "
+                         "in:db in:dhOld out:dhNew out:dhNext out:dPhi put:dFlux int:maxEdges "
+                         "int:slotStride real:gravity int:hasDb " + _RK),
+    Kernel("sw_tl_edge", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge in:flux "
+                         "in:pvEdge in:dFlux in:dPvEdge in:dPhi in:extra in:duOld out:duNew out:duNext "
+                         "int:maxEdges2 int:slotStride int:hasExtra " + _RK),
+))
+
+
+class FusedTangent:
+    """The tangent-linear RK4 step through the fused kernels on `mesh` (a `meshops.DeviceMesh` on
+    CuPy, or a mesh), holding the scratch fields of a stage (those of a `FusedRK4`)."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self._scratch = fused.FusedRK4(mesh)
+
+    def step(self, records: list, physics: Physics, dt: float, dh, du, db=None, exchange_tl=None):
+        """(dh_next, du_next) of the step whose forward is `records`, for the tangent (dh, du, db)
+        at its start (not modified); `exchange_tl(dh_p, du_p[, db])`, when given, updates the halo
+        rows of each stage's tangent (and of db with the first) in place first."""
+        xp = array_module(dh, du)
+        state = [dh.copy(), du.copy()]
+        db = None if db is None else db.copy()
+        new = (xp.empty_like(dh), xp.empty_like(du))
+        scratch = self._scratch.scratch
+        h_next = (scratch("dhProvisional0", "cell", dh), scratch("dhProvisional1", "cell", dh))
+        u_next = scratch("duProvisional", "edge", du)      # the edge pass does not read du
+        dh_p, du_p = state
+        for j in range(4):
+            if exchange_tl is not None:
+                exchange_tl(dh_p, du_p, *((db,) if j == 0 and db is not None else ()))
+            last = j == 3
+            update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
+            self.stage(records[j], physics, dh_p, du_p, db, update, old=state, new=new,
+                       next=(h_next[j % 2], u_next))
+            dh_p, du_p = h_next[j % 2], u_next
+        return new
+
+    def stage(self, record: dict, physics: Physics, dh, du, db, update: Update, *, old, new, next):
+        """One tangent stage about `record` for the stage's tangent (dh, du): its tangent
+        tendencies applied by `update` to the pairs (cells, edges) `old`, `new` and `next`."""
+        m = for_fields(self.mesh, dh, du)
+        scratch = self._scratch.scratch
+        d_pv_vertex = scratch("dPvVertex", "vertex", dh)
+        (eov, curl, cov, kite), stride = m.stencil(("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"),
+                                                   (du, dh, d_pv_vertex))
+        _KERNELS.launch("sw_tl_vertex", m.nVertices, edgesOnVertex=eov, curlCoef=curl, cellsOnVertex=cov,
+                        c2vCoef=kite, du=du, dh=dh, pvVertex=record["pv_vertex"],
+                        hVertex=record["h_vertex"], dPvVertex=d_pv_vertex,
+                        vertexDegree=trisk.width(eov, stride), slotStride=stride)
+        base = dict(u=record["u"], pv_vertex=record["pv_vertex"])
+        t = dict(du=du, dh=dh, db=db, dpv_vertex=d_pv_vertex)
+        d_pv_edge = scratch("dPvEdge", "edge", du)
+        corrections = terms.active_terms(physics, target="pv_edge")
+        if corrections:
+            base.update(terms.APVM.base(m, record["u"], record["pv_vertex"]))
+            correction = None
+            for term in corrections:
+                part = term.tangent(m, base, t, physics)
+                correction = part if correction is None else correction + part
+            fused._KERNELS.launch("sw_pv_edge_apvm", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                                  pvVertex=d_pv_vertex, pvCorrection=correction, pvEdge=d_pv_edge)
+        else:
+            fused._KERNELS.launch("sw_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                                  pvVertex=d_pv_vertex, pvEdge=d_pv_edge)
+
+        d_phi, d_flux = scratch("dPhi", "cell", dh), scratch("dFlux", "edge", du)
+        (eoc, across, div, ke), stride = m.stencil(("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef"),
+                                                   (dh, du, old[0], new[0], next[0], d_phi, d_flux))
+        _KERNELS.launch("sw_tl_cell", m.nCells, edgesOnCell=eoc, cellsAcross=across, divCoef=div, keCoef=ke,
+                        h=record["h"], u=record["u"], dh=dh, du=du, db=dh if db is None else db,
+                        dhOld=old[0], dhNew=new[0], dhNext=next[0], dPhi=d_phi, dFlux=d_flux,
+                        maxEdges=trisk.width(eoc, stride), slotStride=stride, gravity=physics.gravity,
+                        hasDb=int(db is not None), **update.arguments())
+
+        extra = None
+        for term in terms.active_terms(physics, target="tend_u", fused=False):
+            part = term.tangent(m, base, t, physics)
+            extra = part if extra is None else extra + part
+        (eoe, weights), stride = m.stencil(trisk.FORWARD, (d_flux, d_pv_edge, old[1], new[1], next[1]))
+        _KERNELS.launch("sw_tl_edge", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+                        cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", du.dtype),
+                        flux=record["flux"], pvEdge=record["pv_edge"], dFlux=d_flux, dPvEdge=d_pv_edge,
+                        dPhi=d_phi, extra=d_flux if extra is None else extra, duOld=old[1], duNew=new[1],
+                        duNext=next[1], maxEdges2=trisk.width(eoe, stride), slotStride=stride,
+                        hasExtra=int(extra is not None), **update.arguments())
