@@ -12,10 +12,11 @@ Each RK4 stage, after the state exchange, runs four passes where the operator pa
 
 The RK4 update is MPAS's (swm.timestepping): the new state accumulates y_new += b_j dt k_j and the
 next provisional state is y_p = y_n + a_j dt k_j, written by the pass that computes k_j, so no
-tendency field is stored. The terms the kernels do not compute (`swm.terms`, `fused` False) are
-computed by meshops operators in between the passes: with APVM the pv_edge pass subtracts its
-correction (sw_pv_edge_apvm), with viscosity the edge pass adds their u part (sw_edge_stage_extra). The split and
-its measured traffic: docs/decisions/0010-fused-shallow-water-step.md.
+tendency field is stored. The terms the kernels do not compute (`swm.terms`, `fused` False)
+are computed by meshops operators in between the passes: with APVM the pv_edge pass subtracts its
+correction (sw_pv_edge_apvm), with viscosity the edge pass adds their u part
+(sw_edge_stage_extra). The split and its measured traffic:
+docs/decisions/0010-fused-shallow-water-step.md.
 
 The arithmetic is the operator path's: the same stencil sums in the same slot order, and every
 product that path forms as a separate elementwise operation rounded on its own. Each row's result

@@ -1,6 +1,6 @@
 """The model's RK4 step, its tangent-linear and its adjoint, with the state exchange of each stage:
 the one place that steps the model and places its exchanges, on the operator path and through the
-fused kernels (`swm.fused`, `swm.fused_adjoint`).
+fused kernels (`swm.fused`, `swm.fused_tangent`, `swm.fused_adjoint`).
 
 Forward step from y = (h, u), with E the state exchange (identity on one process) and T the
 tendencies with topography b (swm.tendencies):
