@@ -24,6 +24,40 @@ using meshops::Lanes;
 using meshops::load;
 using meshops::stencil_gather;
 
+namespace shallow_water_adjoint {
+
+// What both edge passes read at an edge's two cells (c0, c1) = cellsOnEdge[e] (absent: no term):
+// div_e2c_adj(hTendAdj), ke_e2c_adj's cell sum of phiAdj (times u outside) and h_edge.
+template <typename T, int W>
+struct EdgeCells {
+    Lanes<T, W> divAdj, keAdj, hEdge;
+};
+
+template <typename T, int W>
+__device__ __forceinline__ EdgeCells<T, W> edge_cells(const int* __restrict__ cellsOnEdge,
+                                                      const T* __restrict__ divAdjCoef,
+                                                      const T* __restrict__ keAdjCoef,
+                                                      const Lanes<T, W>* __restrict__ hTendAdj,
+                                                      const Lanes<T, W>* __restrict__ phiAdj,
+                                                      const Lanes<T, W>* __restrict__ h, int e, int nlev,
+                                                      int k)
+{
+    EdgeCells<T, W> out{meshops::splat<T, W>(0), meshops::splat<T, W>(0), meshops::splat<T, W>(0)};
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+        const int c = cellsOnEdge[2 * e + s];
+        if (c < 0) continue;
+        const meshops_offset ck = (meshops_offset)c * nlev + k;
+        meshops::axpy(out.divAdj, divAdjCoef[2 * e + s], load(hTendAdj, ck));
+        meshops::axpy(out.keAdj, keAdjCoef[2 * e + s], load(phiAdj, ck));
+        out.hEdge += load(h, ck);
+    }
+    out.hEdge = (T)0.5 * out.hEdge;
+    return out;
+}
+
+}  // namespace shallow_water_adjoint
+
 // phiAdj[c] = -sum_j gradCellCoefT[c, j] * uTendAdj[cellsOnEdgeT[c, j]].
 template <typename T, int W>
 __global__ void sw_adj_phi(const int* __restrict__ cellsOnEdgeT, const T* __restrict__ gradCoefT,
@@ -61,22 +95,11 @@ __global__ void sw_adj_edge(const int* __restrict__ edgesOnEdge, const T* __rest
             meshops::axpy(t2, weightsOnEdgeT[p], g * load(pvEdge, e2k));
         });
         const Lanes<T, W> fluxSum = stencil_gather(edgesOnEdge, weightsOnEdge, flux, e, S2, nlev, k, stride2);
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        Lanes<T, W> divAdj = meshops::splat<T, W>(0), keAdj = meshops::splat<T, W>(0);
-        Lanes<T, W> hEdge = meshops::splat<T, W>(0);
-        if (c0 >= 0) {
-            const meshops_offset ck = (meshops_offset)c0 * nlev + k;
-            meshops::axpy(divAdj, divAdjCoef[2 * e], load(hTendAdj, ck));
-            meshops::axpy(keAdj, keAdjCoef[2 * e], load(phiAdj, ck));
-            hEdge += load(h, ck);
-        }
-        if (c1 >= 0) {
-            const meshops_offset ck = (meshops_offset)c1 * nlev + k;
-            meshops::axpy(divAdj, divAdjCoef[2 * e + 1], load(hTendAdj, ck));
-            meshops::axpy(keAdj, keAdjCoef[2 * e + 1], load(phiAdj, ck));
-            hEdge += load(h, ck);
-        }
-        hEdge = (T)0.5 * hEdge;
+        const auto ends = shallow_water_adjoint::edge_cells(cellsOnEdge, divAdjCoef, keAdjCoef, hTendAdj,
+                                                            phiAdj, h, e, nlev, k);
+        const Lanes<T, W>& divAdj = ends.divAdj;
+        const Lanes<T, W>& keAdj = ends.keAdj;
+        const Lanes<T, W>& hEdge = ends.hEdge;
         const Lanes<T, W> q = load(pvEdge, i), F = load(flux, i), g = load(uTendAdj, i), ue = load(u, i);
         const Lanes<T, W> fluxAdj = (T)0.5 * (t2 + q * t1) - divAdj;
         pvEdgeAdj[i] = (T)0.5 * (g * fluxSum + F * t1);
@@ -241,28 +264,20 @@ __global__ void sw_adj_edge_finish_atomic(const int* __restrict__ cellsOnEdge, c
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        Lanes<T, W> divAdj = meshops::splat<T, W>(0), keAdj = meshops::splat<T, W>(0);
-        Lanes<T, W> hEdge = meshops::splat<T, W>(0);
-        if (c0 >= 0) {
-            const meshops_offset ck = (meshops_offset)c0 * nlev + k;
-            meshops::axpy(divAdj, divAdjCoef[2 * e], load(hTendAdj, ck));
-            meshops::axpy(keAdj, keAdjCoef[2 * e], load(phiAdj, ck));
-            hEdge += load(h, ck);
-        }
-        if (c1 >= 0) {
-            const meshops_offset ck = (meshops_offset)c1 * nlev + k;
-            meshops::axpy(divAdj, divAdjCoef[2 * e + 1], load(hTendAdj, ck));
-            meshops::axpy(keAdj, keAdjCoef[2 * e + 1], load(phiAdj, ck));
-            hEdge += load(h, ck);
-        }
-        hEdge = (T)0.5 * hEdge;
+        const auto ends = shallow_water_adjoint::edge_cells(cellsOnEdge, divAdjCoef, keAdjCoef, hTendAdj,
+                                                            phiAdj, h, e, nlev, k);
+        const Lanes<T, W>& divAdj = ends.divAdj;
+        const Lanes<T, W>& keAdj = ends.keAdj;
+        const Lanes<T, W>& hEdge = ends.hEdge;
         const Lanes<T, W> ue = load(u, i);
         const Lanes<T, W> fluxAdj = load(fluxAcc, i) - divAdj;
         uAdjPart[i] = hEdge * fluxAdj + ue * keAdj;
         const Lanes<T, W> hHalf = (T)0.5 * (ue * fluxAdj);
-        if (c0 >= 0) meshops::atomic_add(&hAcc[(meshops_offset)c0 * nlev + k], hHalf);
-        if (c1 >= 0) meshops::atomic_add(&hAcc[(meshops_offset)c1 * nlev + k], hHalf);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            const int c = cellsOnEdge[2 * e + s];
+            if (c >= 0) meshops::atomic_add(&hAcc[(meshops_offset)c * nlev + k], hHalf);
+        }
         const Lanes<T, W> pvHalf = (T)0.5 * load(pvAcc, i);
         const int v0 = verticesOnEdge[2 * e], v1 = verticesOnEdge[2 * e + 1];
         if (v0 >= 0) meshops::atomic_add(&pvVertexAcc[(meshops_offset)v0 * nlev + k], pvHalf);
