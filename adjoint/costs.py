@@ -5,14 +5,16 @@ and summed over ranks. Gradients dJ_k/dh_k, dJ_k/du_k are local arrays that are 
 (the convention of the adjoint model's state).
 
 Region statistics, with w_i the area (areaCell for h, areaTriangle for vorticity) of the owned
-entities whose centres lie in a latitude-longitude box, W = sum_i w_i over all ranks, and the
-window's n_w steps (one step, the final one, by default):
+entities whose centres lie in a latitude-longitude box, W = sum_i w_i over all ranks (correctly
+rounded, so the same on any number of ranks), and the window's n_w steps (one step, the final one,
+by default):
 
     mean      J_k = (1 / n_w) sum_i w_i phi_i / W
     energy    J_k = (1 / n_w) sum_i w_i phi_i^2 / (2 W)
 
-phi = h, or the relative vorticity curl_e2v(u), whose gradient is curl_e2v_adj(w (.) / W) on the
-local edges, folded onto their owners by the adjoint halo exchange.
+phi = h, or the relative vorticity curl_e2v(u), whose gradient on the owned edges is
+curl_e2v_adj(w (.) / W) with w (.) taken on the owned and halo vertices (the state exchanged
+first), so that each owned edge gathers both its vertices as on one process.
 
 Observation misfit: observed thickness y_o at cells c_o and steps k_o, with errors sigma_o,
 
@@ -23,6 +25,8 @@ indexToCellID), `time` (seconds since the start of the run), `h` (m) and `error`
 dimension nObs.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -38,17 +42,25 @@ class CostError(ValueError):
 class Context:
     """What a cost needs of the run: the local mesh and its device tables, the owned row counts,
     the global ids of the owned cells, the communicator, the time step and the run's length, and
-    `exchange_adjoint(h_adj, u_adj)` (the adjoint halo exchange; a no-op on one process)."""
+    `exchange(h, u)` (the state's halo exchange, in place; a no-op on one process)."""
 
     def __init__(self, mesh, device_mesh, owned: dict, global_cells, comm, dt: float, n_steps: int,
-                 exchange_adjoint, xp, dtype):
+                 exchange, xp, dtype):
         self.mesh, self.device_mesh, self.owned = mesh, device_mesh, owned
         self.global_cells = np.asarray(global_cells)
         self.comm, self.dt, self.n_steps = comm, float(dt), int(n_steps)
-        self.exchange_adjoint, self.xp, self.dtype = exchange_adjoint, xp, np.dtype(dtype)
+        self.exchange, self.xp, self.dtype = exchange, xp, np.dtype(dtype)
 
     def allreduce(self, value: float) -> float:
         return value if is_serial(self.comm) else self.comm.allreduce(value)
+
+    def exact_sum(self, values) -> float:
+        """The correctly rounded sum of `values` over every rank (math.fsum of all of them): the
+        same whatever the ranks and their order."""
+        values = [float(v) for v in np.asarray(values).ravel()]
+        if not is_serial(self.comm):
+            values = [v for part in self.comm.allgather(values) for v in part]
+        return math.fsum(values)
 
     def window_steps(self, window_hours, key: str) -> list[int]:
         """Steps whose times lie in window_hours = (start, end) (None: the final step)."""
@@ -93,17 +105,18 @@ class RegionCost:
             n, lat, lon, area = owned["cell"], mesh.latCell, mesh.lonCell, mesh.areaCell
         else:
             n, lat, lon, area = owned["vertex"], mesh.latVertex, mesh.lonVertex, mesh.areaTriangle
-        size = mesh.nCells if field == "h" else mesh.nVertices
-        weights = np.zeros(size)
-        weights[:n] = np.where(in_box(lat[:n], lon[:n], box), area[:n], 0.0)
-        total = context.allreduce(float(weights.sum()))
+        local = np.where(in_box(lat, lon, box), area, 0.0)        # owned and halo rows
+        total = context.exact_sum(local[:n][local[:n] != 0.0])
         if total == 0.0:
             where = "cell centre" if field == "h" else "vertex"
             raise CostError(f"{key}.box = lat {list(box[0])}, lon {list(box[1])} deg: contains no "
                             f"{where} of the mesh (expected a box around at least one {where})")
         steps = context.window_steps(window_hours, f"{key}.window_hours")
         self.steps = frozenset(steps)
-        self.weights = context.xp.asarray(weights / (total * len(steps)), dtype=context.dtype)
+        local = local / (total * len(steps))
+        owned = np.where(np.arange(local.size) < n, local, 0.0)
+        self.local_weights = context.xp.asarray(local, dtype=context.dtype)
+        self.weights = context.xp.asarray(owned, dtype=context.dtype)
 
     def _phi(self, h, u):
         return h if self.field == "h" else meshops.curl_e2v(self.context.device_mesh, u)
@@ -120,14 +133,17 @@ class RegionCost:
         if k not in self.steps:
             return None
         h, u = state
-        phi = self._phi(h, u)
-        g = self.weights if self.statistic == "mean" else self.weights * phi
         if self.field == "h":
+            g = self.weights if self.statistic == "mean" else self.weights * h
             return [g.astype(h.dtype, copy=True), array_module(u).zeros_like(u)]
+        g = self.local_weights
+        if self.statistic == "energy":
+            h, u = h.copy(), u.copy()
+            self.context.exchange(h, u)
+            g = g * self._phi(h, u)
         u_adj = meshops.curl_e2v_adj(self.context.device_mesh, g)
-        h_adj = array_module(h).zeros_like(h)
-        self.context.exchange_adjoint(h_adj, u_adj)
-        return [h_adj, u_adj]
+        u_adj[self.context.owned["edge"]:] = 0
+        return [array_module(h).zeros_like(h), u_adj]
 
 
 class ObservationCost:

@@ -48,7 +48,7 @@ def cost_context(s, n_steps: int | None = None) -> Context:
     decomposition = getattr(distribution, "decomposition", None)
     global_cells = np.arange(n) if decomposition is None else decomposition.local.l2g["cell"][:n]
     return Context(s.mesh, s.model.device_mesh, distribution.owned, global_cells, s.comm, s.dt,
-                   s.total if n_steps is None else n_steps, distribution.exchange_adjoint, s.xp,
+                   s.total if n_steps is None else n_steps, distribution.exchange, s.xp,
                    s.dtype)
 
 

@@ -304,6 +304,21 @@ def _local_touched(gids, cells_of, cell_layer, cells, cell_L, owner_rows, rank, 
     return _order_by_layer(gids, layer, L, depth)
 
 
+_GLOBAL_ID = {"cell": ("nCells", "indexToCellID"), "edge": ("nEdges", "indexToEdgeID"),
+              "vertex": ("nVertices", "indexToVertexID")}
+
+
+def _global_ids(mesh: Mesh, l2g: dict) -> dict:
+    """indexToCellID / indexToEdgeID / indexToVertexID of a local mesh, as MPAS gives a block: the
+    whole mesh's ids of the local entities (index + 1 where the whole mesh has none)."""
+    extra = {}
+    for loc, (dim, name) in _GLOBAL_ID.items():
+        held = mesh.extra.get(name)
+        ids = l2g[loc] + 1 if held is None else np.asarray(held[1])[l2g[loc]]
+        extra[name] = ((dim,), ids.astype(np.int64 if ids.max(initial=0) > 2**31 - 1 else np.int32))
+    return extra
+
+
 def local_mesh(mesh: Mesh, cell_owner, rank: int, halo_depth: int = 2, *,
                owners: dict | None = None) -> LocalMesh:
     """Rank `rank`'s local mesh with `halo_depth` cell layers of halo (owned first, interior first
@@ -346,7 +361,8 @@ def local_mesh(mesh: Mesh, cell_owner, rank: int, halo_depth: int = 2, *,
         fields[name] = rows
     local = Mesh(sphere_radius=mesh.sphere_radius, **fields,
                  nCellsSolve=int(cell_offsets[1]), nEdgesSolve=int(edge_offsets[1]),
-                 nVerticesSolve=int(vertex_offsets[1]), attributes=dict(mesh.attributes))
+                 nVerticesSolve=int(vertex_offsets[1]), attributes=dict(mesh.attributes),
+                 extra=_global_ids(mesh, l2g))
     owner = {loc: owners[loc][l2g[loc]].astype(np.int32) for loc in LOCATIONS}
     offsets = {"cell": cell_offsets, "edge": edge_offsets, "vertex": vertex_offsets}
     distance = {"cell": cell_L, "edge": edge_L, "vertex": vertex_L}
@@ -406,6 +422,7 @@ _MAPS = ("l2g", "owner", "layer_offsets", "boundary_distance")
 
 def _send_local(comm, local: LocalMesh, dest: int) -> None:
     arrays = {f"mesh.{name}": getattr(local.mesh, name) for name in FIELD_DIMS}
+    arrays.update({f"extra.{name}": local.mesh.extra[name][1] for _, name in _GLOBAL_ID.values()})
     for kind in _MAPS:
         arrays.update({f"{kind}.{loc}": getattr(local, kind)[loc] for loc in LOCATIONS})
     arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
@@ -428,7 +445,8 @@ def _recv_local(comm, source: int) -> LocalMesh:
     nc, ne, nv = header["solve"]
     mesh = Mesh(sphere_radius=header["sphere_radius"],
                 **{name: arrays[f"mesh.{name}"] for name in FIELD_DIMS},
-                nCellsSolve=nc, nEdgesSolve=ne, nVerticesSolve=nv, attributes=header["attributes"])
+                nCellsSolve=nc, nEdgesSolve=ne, nVerticesSolve=nv, attributes=header["attributes"],
+                extra={name: ((dim,), arrays[f"extra.{name}"]) for dim, name in _GLOBAL_ID.values()})
     maps = {kind: {loc: arrays[f"{kind}.{loc}"] for loc in LOCATIONS} for kind in _MAPS}
     return LocalMesh(mesh, header["rank"], header["nranks"], header["halo_depth"],
                      *(maps[kind] for kind in _MAPS))

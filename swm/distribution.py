@@ -34,9 +34,6 @@ class Serial:
     def exchange_tl(self, dh, du, db=None) -> None:
         pass
 
-    def exchange_adjoint(self, h_adj, u_adj, b_adj=None) -> None:
-        pass
-
     def global_index(self, location, i) -> int:
         return int(i)
 
@@ -48,11 +45,9 @@ class Distributed:
     """Every rank of `comm` with its `grids.decompose.Decomposition`; the state (h, u) exchanged
     in one message per neighbour (`meshops.parallel.StateExchange`).
 
-    The tangent-linear and adjoint steps (`swm.stepper`) exchange perturbations and adjoints the
-    same way: `exchange_tl` is the forward exchange, `exchange_adjoint` its transpose (halo rows
-    added into their owners, neighbour by neighbour in increasing rank order, then zeroed). With a
-    topography perturbation db (or adjoint b_adj) the three fields go in one message per neighbour
-    through a second exchange, `control_exchange` {h, u, b}."""
+    The tangent-linear and adjoint steps (`swm.stepper`) exchange perturbations and adjoint
+    tendencies the same way (`exchange_tl`); with a topography perturbation db the three fields go
+    in one message per neighbour through a second exchange, `control_exchange` {h, u, b}."""
 
     def __init__(self, decomposition, comm, dtype, *, transport=None):
         self.decomposition, self.comm = decomposition, comm
@@ -78,14 +73,6 @@ class Distributed:
             self.state_exchange.exchange({"h": dh, "u": du})
         else:
             self.control_exchange.exchange({"h": dh, "u": du, "b": db})
-
-    def exchange_adjoint(self, h_adj, u_adj, b_adj=None) -> None:
-        """The adjoint exchange of (h_adj, u_adj[, b_adj]), in place: every halo row is added
-        into its owner's row, then zeroed."""
-        if b_adj is None:
-            self.state_exchange.exchange_adjoint({"h": h_adj, "u": u_adj})
-        else:
-            self.control_exchange.exchange_adjoint({"h": h_adj, "u": u_adj, "b": b_adj})
 
     def global_index(self, location, i) -> int:
         return int(self.decomposition.local.l2g[location][i])

@@ -213,19 +213,23 @@ def _rk_fields(rk, which: int, unused, k_adj) -> dict:
 
 
 def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physics, dt: float,
-                 h_adj, u_adj, mode: str = "deterministic"):
-    """The adjoint of one RK4 step on one process from the adjoint (h_adj, u_adj) of its end state:
-    (h_adj, u_adj, b_adj) of its start, from the stage records of its forward. The stages run in
-    reverse (swm.stepper's doc), their RK4 bookkeeping inside the kernels."""
+                 h_adj, u_adj, mode: str = "deterministic", exchange=None):
+    """The adjoint of one RK4 step from the adjoint (h_adj, u_adj) of its end state: [h_adj, u_adj,
+    b_adj] of its start, from the stage records of its forward. The stages run in reverse
+    (swm.stepper's doc), their RK4 bookkeeping inside the kernels; on ranks `exchange` (the forward
+    exchange of (h, u) perturbations) brings each stage's adjoint tendencies up to date on halo
+    rows before the stage reads them."""
     new_adj = (h_adj, u_adj)
     y_adj = [h_adj.copy(), u_adj.copy()]
     k_adj = [(RK4_B[3] * dt) * a for a in new_adj]
     b_adj = None
     for stage in (3, 2, 1, 0):
+        if exchange is not None:
+            exchange(*k_adj)
         rk = AdjointRK4(tuple(y_adj), new_adj, RK4_B[stage - 1] * dt if stage else 0.0,
                         RK4_A[stage - 1] * dt if stage else 0.0, stage > 0)
         _, _, b_adj = stage_adjoint(records[stage], physics, *k_adj, b_adj=b_adj, rk=rk, mode=mode)
-    return y_adj[0], y_adj[1], b_adj
+    return [y_adj[0], y_adj[1], b_adj]
 
 
 def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj, mode="deterministic"):

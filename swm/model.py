@@ -18,8 +18,8 @@ class Model:
     """State and stepping. `mesh` is the (local, in a distributed run) mesh; the fields are NumPy
     or CuPy arrays, and the operators run on `device_mesh` (default: the `meshops.DeviceMesh` of
     the mesh on the fields' backend), held beside the state. `distribution` (a rank's
-    `swm.distribution.Distributed`, or anything with its `exchange`, `exchange_tl` and
-    `exchange_adjoint`) brings halo rows up to date before each RK stage of the step, its
+    `swm.distribution.Distributed`, or anything with its `exchange` and `exchange_tl`) brings
+    halo rows up to date before each RK stage of the step, its
     tangent-linear and its adjoint (`swm.stepper`); None: one process. `fused` steps through the
     fused kernels of `swm.fused` (CuPy only; default: on CuPy fields), otherwise through the
     operators (`swm.tendencies`, `swm.timestepping`): the same arithmetic. A term of one's own

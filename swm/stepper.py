@@ -15,22 +15,22 @@ Tangent-linear about y (the stage states p_j are recomputed alongside):
 
 Adjoint: the stage states p_j are recomputed from y, then, for j = 4, 3, 2, 1,
 
-    k_j_adj  = b_j dt y_next_adj + a_j dt p_{j+1}_adj            (no second term for j = 4)
-    (p_j_local_adj, b_j_adj) = T'(p_j, b)^T k_j_adj
-    p_j_adj  = E^T(p_j_local_adj);   y_adj += p_j_adj            (y_adj starts at y_next_adj)
+    k_j_adj  = E(b_j dt y_next_adj + a_j dt p_{j+1}_adj)         (no second term for j = 4)
+    (p_j_adj, b_j_adj) = T'(p_j, b)^T k_j_adj;   y_adj += p_j_adj   (y_adj starts at y_next_adj)
 
-and b_adj = E_b^T(sum_j b_j_adj). On a rank, adjoints live on owned rows with halo rows zero, in
-and out; halo rows of the tangent-linear's output are not valid (as the forward's). E^T adds each
-halo row into its owner's row and zeroes it (`StateExchange.exchange_adjoint`); the tendency
-adjoint is fed with zero halo rows (its halo outputs are not valid forward outputs). db is
-exchanged with the first stage's (dh, du), b_adj with the last adjoint stage's, in one message.
-The inner product of the adjoint is the Euclidean sum over owned rows of every rank
-(`swm.distribution.owned_inner`).
+and b_adj = sum_j b_j_adj. On ranks the adjoint tendencies k_j_adj are exchanged forward, as the
+tangent-linear's perturbations are, so that every rank holds its owned rows' inputs out to the
+forward's halo depth (the adjoint's dependencies of an owned row are the transpose of the
+forward's, so the same depth suffices); each owned row of the outputs is then a gather over the
+transposed stencils in the whole mesh's order (`meshops.device.connectivity.transpose` with global
+ids), so a deterministic gradient on ranks is bitwise one process's. Adjoint inputs are read on
+owned rows, outputs have zero halo rows. The inner product of the adjoint is the Euclidean sum over
+owned rows of every rank (`swm.distribution.owned_inner`).
 
 `model` gives the mesh (`model.device_mesh` for the operators, `model.mesh` for the owned
 counts nCellsSolve, nEdgesSolve), b, f_vertex, dt, physics, whether it is fused, and its
-`distribution` (`swm.distribution.Serial` / `Distributed`: `exchange`, `exchange_tl`,
-`exchange_adjoint`); a model without one runs on one process.
+`distribution` (`swm.distribution.Serial` / `Distributed`: `exchange`, `exchange_tl`); a model
+without one runs on one process.
 """
 from __future__ import annotations
 
@@ -41,17 +41,17 @@ from swm.timestepping import RK4_A, RK4_B
 
 
 def _exchanges(model, *needed):
-    """(exchange, exchange_tl, exchange_adjoint) of the model's distribution (Nones without one);
-    an error naming the method when one of `needed` is missing."""
+    """(exchange, exchange_tl) of the model's distribution (Nones without one); an error naming
+    the method when one of `needed` is missing."""
     d = model.distribution
     if d is None:
-        return None, None, None
+        return None, None
     missing = [name for name in needed if getattr(d, name, None) is None]
     if missing:
         raise ValueError(f"Model.distribution ({type(d).__name__}) has no {missing[0]}: the model's "
-                         f"{'tangent-linear' if missing[0] == 'exchange_tl' else 'adjoint'} step on "
-                         "ranks needs it (swm.distribution.Distributed has it)")
-    return tuple(getattr(d, name, None) for name in ("exchange", "exchange_tl", "exchange_adjoint"))
+                         "tangent-linear and adjoint steps on ranks need it "
+                         "(swm.distribution.Distributed has it)")
+    return tuple(getattr(d, name, None) for name in ("exchange", "exchange_tl"))
 
 
 def rk4_step(model, h, u):
@@ -96,7 +96,7 @@ def rk4_step_tl(model, h, u, dh, du, db):
     their owned rows are read (halo rows come from the exchange) and the halo rows of the outputs
     are not valid. A fused model (`Model.fused`, CuPy) runs it in the fused kernels of
     `swm.fused_tangent` on the stage records of its fused forward."""
-    exchange, exchange_tl, _ = _exchanges(model, "exchange_tl")
+    exchange, exchange_tl = _exchanges(model, "exchange_tl")
     m, dt = model.device_mesh, model.dt
     if model.fused:
         records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
@@ -126,34 +126,35 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
     the step's end state -> (h_adj_prev, u_adj_prev, b_adj_step), b_adj_step this step's part of
     the topography's adjoint (a run sums them over its steps). Recomputes the stage states from
     (h, u), then runs the stages in reverse (module doc). Inputs are not modified; on ranks their
-    halo rows are taken as zero and the outputs' halo rows are zero. `mode`: the operators'
-    adjoint mode (None: the global default). A fused model (`Model.fused`, CuPy) runs each
-    stage's adjoint in the fused kernels of `swm.fused_adjoint` (gathers, or atomic scatters in
-    atomic mode), on the stage records of its fused forward; otherwise the operators run it
+    owned rows are read and the outputs' halo rows are zero. `mode`: the operators' adjoint mode
+    (None: the global default). A fused model (`Model.fused`, CuPy) runs each stage's adjoint in
+    the fused kernels of `swm.fused_adjoint` (gathers, or atomic scatters in atomic mode), on the
+    stage records of its fused forward; otherwise the operators run it
     (`swm.tendencies.tendencies_adj`)."""
-    exchange, _, exchange_adjoint = _exchanges(model, "exchange_adjoint")
+    exchange, exchange_tl = _exchanges(model, "exchange_tl")
+    mode = resolve_mode(mode)
     dt = model.dt
+    new_adj = [h_adj.copy(), u_adj.copy()]
     if model.fused:
-        mode = resolve_mode(mode)
         records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
                                              model.physics, exchange)
-        stage_adjoint = _fused_stage_adjoint(model)
-        if exchange is None:
-            from swm.fused_adjoint import step_adjoint
+        from swm.fused_adjoint import step_adjoint
 
-            return step_adjoint(stage_adjoint, records, model.physics, dt, h_adj, u_adj, mode)
-
-        def adjoint_of(stage, k_adj, b_adj):
-            return stage_adjoint(records[stage], model.physics, *k_adj, b_adj=b_adj, mode=mode)
+        y_adj = step_adjoint(_fused_stage_adjoint(model), records, model.physics, dt, *new_adj,
+                             mode, exchange=exchange_tl)
     else:
-        stages = stage_states(model, h, u)
+        y_adj = _step_adjoint(model, stage_states(model, h, u), new_adj, mode, exchange_tl)
+    if exchange is not None:
+        _zero_halo(model, *y_adj[:2])
+        y_adj[2][model.mesh.nCellsSolve:] = 0
+    return tuple(y_adj)
 
-        def adjoint_of(stage, k_adj, b_adj):
-            ph_adj, pu_adj, pb_adj = tendencies_adj(model.device_mesh, *stages[stage], model.b,
-                                                    model.f_vertex, model.physics, *k_adj, mode=mode)
-            return ph_adj, pu_adj, pb_adj if b_adj is None else b_adj + pb_adj
-    new_adj = [h_adj.copy(), u_adj.copy()]
-    _zero_halo(model, *new_adj)
+
+def _step_adjoint(model, stages, new_adj, mode, exchange_tl) -> list:
+    """[h_adj, u_adj, b_adj] of the step's start through the operators' adjoints (module doc), each
+    stage's adjoint tendency brought up to date on halo rows by `exchange_tl` (None: one
+    process)."""
+    dt = model.dt
     y_adj = [a.copy() for a in new_adj]
     b_adj, p_adj = None, None
     for stage in (3, 2, 1, 0):
@@ -161,14 +162,14 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
         if p_adj is not None:
             for k_a, p_a in zip(k_adj, p_adj):
                 k_a += (RK4_A[stage] * dt) * p_a
-        _zero_halo(model, *k_adj)
-        ph_adj, pu_adj, b_adj = adjoint_of(stage, k_adj, b_adj)
-        if exchange_adjoint is not None:
-            exchange_adjoint(ph_adj, pu_adj, *((b_adj,) if stage == 0 else ()))
-        p_adj = [ph_adj, pu_adj]
+        if exchange_tl is not None:
+            exchange_tl(*k_adj)
+        *p_adj, pb_adj = tendencies_adj(model.device_mesh, *stages[stage], model.b, model.f_vertex,
+                                        model.physics, *k_adj, mode=mode)
+        b_adj = pb_adj if b_adj is None else b_adj + pb_adj
         for y_a, p_a in zip(y_adj, p_adj):
             y_a += p_a
-    return y_adj[0], y_adj[1], b_adj
+    return [*y_adj, b_adj]
 
 
 def _fused_stage_adjoint(model):

@@ -29,12 +29,15 @@ def _check_range(idx, n_in: int, name: str) -> None:
                          "or -1 for a missing neighbour")
 
 
-def transpose(idx, n_in: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+def transpose(idx, n_in: int, name: str, row_keys=None) -> tuple[np.ndarray, np.ndarray]:
     """Transposed stencil of a masked `idx` (n_out, K) over `n_in` input entities.
 
     Returns (rows, slots), both (n_in, W) with W the largest number of entries naming one input:
     rows[t, m], slots[t, m] is the m-th pair with idx[rows, slots] == t in increasing (row, slot)
-    order; -1 pads. `name` (the MPAS field) is used in the error for an index >= n_in.
+    order, or in increasing (row_keys[row], slot) order when `row_keys` (n_out, distinct) is given;
+    -1 pads. With the rows' global ids as keys, the order (and so every gather's summation order)
+    is the same on a rank's local mesh as on the whole mesh. `name` (the MPAS field) is used in
+    the error for an index >= n_in.
     The valid entries form a CSR matrix (row-major, so in (row, slot) order) whose values are their
     flat positions; SciPy's CSR -> CSC conversion is a stable counting sort, which lists each
     input's entries in that order.
@@ -42,16 +45,18 @@ def transpose(idx, n_in: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     idx = np.asarray(idx)
     _check_range(idx, n_in, name)
     n_out, K = idx.shape
-    valid = idx >= 0
+    order = np.arange(n_out) if row_keys is None else np.argsort(np.asarray(row_keys), kind="stable")
+    ordered = idx[order]
+    valid = ordered >= 0
     pos = np.flatnonzero(valid)
     indptr = np.zeros(n_out + 1, dtype=np.int64)
     np.cumsum(valid.sum(axis=1), out=indptr[1:])
-    by_input = scipy.sparse.csr_array((pos, idx.ravel()[pos], indptr), shape=(n_out, n_in)).tocsc()
+    by_input = scipy.sparse.csr_array((pos, ordered.ravel()[pos], indptr), shape=(n_out, n_in)).tocsc()
     counts = np.diff(by_input.indptr)
     inside = np.arange(int(counts.max(initial=0)))[None, :] < counts[:, None]
     rows = np.full(inside.shape, -1, dtype=np.int64)
     slots = np.full(inside.shape, -1, dtype=np.int64)
-    rows[inside] = by_input.indices
+    rows[inside] = order[by_input.indices]
     slots[inside] = by_input.data % K
     return rows, slots
 

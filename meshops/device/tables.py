@@ -128,20 +128,38 @@ def _edges_on_edge(h):
     return np.ascontiguousarray(connectivity.masked(h.mesh.edgesOnEdge, count)[:, :width])
 
 
-def _transposed(forward: str, n_in: str, field: str):
-    """Builder of the transposed stencil of `forward` over `n_in` inputs: `forward`T (rows) and
-    `forward`TSlot (slots), see `connectivity.transpose`."""
+#: The MPAS variable holding each location's global ids (1-based; a rank's local mesh holds the
+#: whole mesh's ids of its entities).
+GLOBAL_ID = {"cell": "indexToCellID", "edge": "indexToEdgeID", "vertex": "indexToVertexID"}
+
+
+def global_ids(mesh, location: str):
+    """The mesh's global ids of its entities at `location` (`GLOBAL_ID`), or None when the mesh
+    has none (then an entity's index is its id)."""
+    held = getattr(mesh, "extra", {}).get(GLOBAL_ID[location])
+    return None if held is None else np.asarray(held[1])
+
+
+def _transposed(forward: str, n_in: str, field: str, rows_at: str):
+    """Builder of the transposed stencil of `forward` (rows at location `rows_at`) over `n_in`
+    inputs: `forward`T (rows) and `forward`TSlot (slots), see `connectivity.transpose`; each
+    input's entries in increasing (global id of the row, slot) order, so that a rank's local
+    tables sum in the whole mesh's order."""
     def build(h):
-        rows, slots = connectivity.transpose(h[forward], getattr(h.mesh, n_in), field)
+        rows, slots = connectivity.transpose(h[forward], getattr(h.mesh, n_in), field,
+                                             row_keys=global_ids(h.mesh, rows_at))
         return {f"{forward}T": rows, f"{forward}TSlot": slots}
-    build.__doc__ = f"Transpose of {forward}: for each input, its (row, slot) pairs in increasing order."
+    build.__doc__ = (f"Transpose of {forward}: for each input, its (row, slot) pairs in increasing "
+                     "(global row id, slot) order.")
     return build
 
 
-for _forward, _n_in, _loc in (("cellsOnEdge", "nCells", "cell"), ("verticesOnEdge", "nVertices", "vertex"),
-                              ("edgesOnVertex", "nEdges", "edge"), ("edgesOnEdge", "nEdges", "edge")):
+for _forward, _n_in, _loc, _rows_at in (("cellsOnEdge", "nCells", "cell", "edge"),
+                                        ("verticesOnEdge", "nVertices", "vertex", "edge"),
+                                        ("edgesOnVertex", "nEdges", "edge", "vertex"),
+                                        ("edgesOnEdge", "nEdges", "edge", "edge")):
     register(f"{_forward}T", f"{_forward}TSlot", kind="int", location=_loc)(
-        _transposed(_forward, _n_in, _forward))
+        _transposed(_forward, _n_in, _forward, _rows_at))
 
 
 # -- geometry shared by the families --------------------------------------------------------------

@@ -152,9 +152,10 @@ def test_a_distribution_without_the_adjoint_exchanges_is_named(ico, dmesh, rng):
     h, u, b, f = perturbed_state(ico, "williamson5", rng)
     model = Model(ico, h, u, b, f, DT, distribution=ForwardOnly(), device_mesh=dmesh)
     model.step()
-    with pytest.raises(ValueError, match="Model.distribution .ForwardOnly. has no exchange_adjoint"):
+    with pytest.raises(ValueError, match="Model.distribution .ForwardOnly. has no exchange_tl: "
+                                         "the model's tangent-linear and adjoint steps"):
         rk4_step_adj(model, h, u, *adjoint_inputs(ico, rng))
-    with pytest.raises(ValueError, match="has no exchange_tl: the model's tangent-linear step"):
+    with pytest.raises(ValueError, match="has no exchange_tl: the model's tangent-linear"):
         rk4_step_tl(model, h, u, *directions(ico, rng))
 
 
