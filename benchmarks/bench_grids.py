@@ -1,42 +1,100 @@
-"""Wall time and peak memory of icosahedral mesh generation, one fresh process per level.
+"""Mesh generation at scale: time per stage, peak memory, file size and load time, per level.
 
-    python benchmarks/bench_grids.py --levels 6 7 8 9 [--lloyd 0] [--order morton] [--stages]
+    python benchmarks/bench_grids.py --levels 8 9 10 11 [--lloyd 0] [--order morton]
+                                     [--dir DIR] [--keep] [--compress yes|no|connectivity]
+                                     [--stages] [--json out.json]
 
-Each level runs in its own subprocess so its peak RSS (ru_maxrss of the child) is its own.
+Per level, two fresh processes, so that each peak RSS (ru_maxrss of the child) is its own:
+
+1. generate: `grids.icosahedral.write_icosahedral` writes the MPAS grid file (NETCDF4, counts, signs
+   and ids zlib-compressed) field by field, as `python -m grids generate` and a mesh-cache miss
+   do; the time and the peak RSS after each stage are recorded;
+2. load: `grids.mpas_io.read_trusted_mesh` reads it back, as a mesh-cache hit does (the load time,
+   its peak RSS, and the bytes per cell of the loaded `Mesh`, every MPAS field: the floor of any
+   in-memory mesh).
+
+The file is written in --dir (default: a temporary directory) and removed after loading unless
+--keep (a level-11 file is ~43 GB). Threads: $MESHOPS_THREADS (default: every CPU of the process).
+Lloyd seconds per iteration per million cells are reported when --lloyd > 0.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
+import platform
 import subprocess
 import sys
+import tempfile
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-CHILD = r"""
+GENERATE = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-from grids.icosahedral import generate_icosahedral
+from grids.geometry import threads
+from grids.icosahedral import write_icosahedral
+stages = []
+def progress(name, wall, cpu):
+    stages.append({{"stage": name, "wall_s": wall, "cpu_s": cpu,
+                    "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}})
+    print(json.dumps(stages[-1]), file=sys.stderr, flush=True)
 t = time.perf_counter()
-mesh = generate_icosahedral({level}, lloyd_iterations={lloyd}, order={order!r}, progress={stages})
+sizes = write_icosahedral({level}, {path!r}, lloyd_iterations={lloyd}, order={order!r},
+                          compress={compress}, progress=progress)
 wall = time.perf_counter() - t
 ru = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({{"level": {level}, "nCells": mesh.nCells, "lloyd": {lloyd}, "wall_s": wall,
-                  "cpu_s": ru.ru_utime + ru.ru_stime,
-                  "peak_rss_gib": ru.ru_maxrss / 2**20}}))
+print(json.dumps({{"nCells": sizes["nCells"], "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
+                  "peak_rss_gib": ru.ru_maxrss / 2**20, "threads": threads(), "stages": stages}}))
+"""
+
+LOAD = r"""
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+from grids.mpas_io import read_trusted_mesh
+t = time.perf_counter()
+mesh = read_trusted_mesh({path!r})
+wall = time.perf_counter() - t
+nbytes = sum(a.nbytes for a in mesh.fields().values()) + sum(a.nbytes for _, a in mesh.extra.values())
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"load_s": wall, "load_peak_rss_gib": ru.ru_maxrss / 2**20,
+                  "mesh_bytes_per_cell": nbytes / mesh.nCells}}))
 """
 
 
-def run_level(level: int, lloyd: int, order: str, stages: bool) -> dict:
-    code = CHILD.format(root=str(ROOT), level=level, lloyd=lloyd, order=order, stages=stages)
+def _child(code: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"level {level} failed:\n{proc.stderr}")
-    lines = proc.stdout.strip().splitlines()
-    if stages:
-        print("\n".join(lines[:-1]))
-    return json.loads(lines[-1])
+        raise RuntimeError(f"benchmark child failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_level(level: int, lloyd: int, order: str, compress, directory: str, keep: bool) -> dict:
+    """One level: generate (write) in one process, load in another; the file removed unless keep."""
+    path = os.path.join(directory, f"x1.{10 * 4**level + 2}.l{level}.lloyd{lloyd}.grid.nc")
+    gen = _child(GENERATE.format(root=str(ROOT), level=level, path=path, lloyd=lloyd, order=order,
+                                 compress=repr(compress)))
+    size = os.path.getsize(path)
+    load = _child(LOAD.format(root=str(ROOT), path=path))
+    if not keep:
+        os.remove(path)
+    n = gen["nCells"]
+    row = {"level": level, "lloyd": lloyd, **gen, **load, "file_bytes": size,
+           "bytes_per_cell": gen["peak_rss_gib"] * 2**30 / n}
+    lloyd_stage = [s for s in gen["stages"] if s["stage"].endswith("Lloyd iterations")]
+    if lloyd and lloyd_stage:
+        row["lloyd_s_per_iter_per_mcell"] = lloyd_stage[0]["wall_s"] / lloyd / (n / 1e6)
+    return row
+
+
+def _print_row(r: dict) -> None:
+    per_iter = r.get("lloyd_s_per_iter_per_mcell")
+    print(f"{r['level']:>5} {r['nCells']:>10} {r['lloyd']:>5} {r['wall_s']:>9.1f} {r['cpu_s']:>9.1f} "
+          f"{r['peak_rss_gib']:>9.2f} {r['bytes_per_cell']:>7.0f} {r['file_bytes'] / 1e9:>8.2f} "
+          f"{r['load_s']:>7.2f} {r['load_peak_rss_gib']:>9.2f} {r['mesh_bytes_per_cell']:>7.0f} "
+          f"{'' if per_iter is None else f'{per_iter:.2f}':>8}", flush=True)
 
 
 def main(argv=None) -> int:
@@ -44,13 +102,35 @@ def main(argv=None) -> int:
     parser.add_argument("--levels", type=int, nargs="+", default=[6, 7, 8, 9])
     parser.add_argument("--lloyd", type=int, default=0, help="Lloyd iterations per mesh")
     parser.add_argument("--order", default="morton", choices=["morton", "hilbert", "none"])
-    parser.add_argument("--stages", action="store_true", help="print each stage's wall time")
+    parser.add_argument("--dir", default=None, help="where the files are written (default: a "
+                        "temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the written files")
+    parser.add_argument("--compress", default="yes", choices=["yes", "no", "connectivity"],
+                        help="zlib for counts/signs/ids (yes), none, or the index fields too")
+    parser.add_argument("--stages", action="store_true", help="print each stage's time and RSS")
+    parser.add_argument("--json", default=None, help="write the rows (with the stages) to this file")
     args = parser.parse_args(argv)
-    print(f"{'level':>5} {'nCells':>10} {'lloyd':>5} {'wall s':>8} {'cpu s':>8} {'peak RSS GiB':>13}")
-    for level in args.levels:
-        r = run_level(level, args.lloyd, args.order, args.stages)
-        print(f"{r['level']:>5} {r['nCells']:>10} {r['lloyd']:>5} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} "
-              f"{r['peak_rss_gib']:>13.2f}", flush=True)
+    rows = []
+    if args.dir:
+        os.makedirs(args.dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        directory = args.dir if (args.dir and args.keep) else tmp
+        print(f"{'level':>5} {'nCells':>10} {'lloyd':>5} {'gen s':>9} {'cpu s':>9} {'peak GiB':>9} "
+              f"{'B/cell':>7} {'file GB':>8} {'load s':>7} {'load GiB':>9} {'mesh B/c':>8} "
+              f"{'s/it/Mc':>8}")
+        for level in args.levels:
+            compress = {"yes": True, "no": False}.get(args.compress, args.compress)
+            r = run_level(level, args.lloyd, args.order, compress, directory, args.keep)
+            rows.append(r)
+            _print_row(r)
+            if args.stages:
+                for s in r["stages"]:
+                    print(f"        {s['stage']:<40} {s['wall_s']:>8.2f} s wall {s['cpu_s']:>8.2f} s cpu "
+                          f"peak {s['peak_rss_gib']:.2f} GiB", flush=True)
+    if args.json:
+        meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
+                "cpus": os.cpu_count(), "python": platform.python_version()}
+        pathlib.Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 
 

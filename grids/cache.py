@@ -33,7 +33,7 @@ Failure: when the cache directory cannot be created or written, the mesh is gene
 a warning is logged, and the run goes on.
 
 Logs (logger "grids", info): "mesh: cache hit <path> (x.x s)" and
-"mesh: generated level N in x.x s, cached to <path> (write x.x s)".
+"mesh: generated level N in x.x s, cached to <path> (load x.x s)".
 """
 from __future__ import annotations
 
@@ -174,12 +174,15 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
     directory (default: `default_cache_dir()`). A cache hit reads the file back without re-checking
     topology or geometry (`read_trusted_mesh`); a miss generates the mesh, validates it once
     (`validate`, topology/orientation/signs, see `generate_icosahedral`) and writes it atomically
-    (NETCDF4). The returned mesh is the same on a hit and on a miss, arrays and attributes, with
-    the generation parameters in `mesh.attributes["meshops_cache_*"]`. A bad, truncated or
+    (NETCDF4). A miss writes the file field by field while generating
+    (`grids.icosahedral.write_icosahedral`: the whole mesh is never in memory twice), then loads
+    it as a hit does, so the returned mesh is the same on a hit and on a miss, arrays and
+    attributes, with the generation parameters in `mesh.attributes["meshops_cache_*"]`; a mesh
+    that fails validation is removed from the cache and the error raised. A bad, truncated or
     mismatching cache file is regenerated with a warning; a cache directory that cannot be
     written gives a warning and the mesh generated in memory. Bad parameters raise ValueError.
     """
-    from .icosahedral import generate_icosahedral
+    from .icosahedral import generate_icosahedral, write_icosahedral
 
     params = _parameters(level, lloyd_iterations, order, sphere_radius, omega)
     directory = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
@@ -196,28 +199,37 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
             return mesh
 
     start = time.perf_counter()
-    mesh = generate_icosahedral(params["level"], lloyd_iterations=params["lloyd_iterations"],
-                                sphere_radius=params["sphere_radius"], order=params["order"],
-                                omega=params["omega"], validate=validate)
-    mesh = mesh.replace(attributes={**mesh.attributes, "sphere_radius": np.float64(mesh.sphere_radius),
-                                    **cache_attributes(params)})
-    generated = time.perf_counter() - start
     try:
-        from .mpas_io import append_history, history_line, write_mesh
-
         directory.mkdir(parents=True, exist_ok=True)
         _remove_stale_temporaries(path)
-        start = time.perf_counter()
-        # The history line goes into the mesh before writing, so that this (miss) mesh and the
-        # file read back later (hit) have the same attributes.
-        written = mesh.replace(attributes=append_history(
-            mesh.attributes, history_line("written", f"cache {path.name}")))
-        write_mesh(written, path, format="NETCDF4", history=False, cache_key=True)
-    except Exception as exc:          # noqa: BLE001 - the cache never fails the run
+        write_icosahedral(params["level"], path, lloyd_iterations=params["lloyd_iterations"],
+                          sphere_radius=params["sphere_radius"], order=params["order"],
+                          omega=params["omega"], format="NETCDF4", compress=True,
+                          attributes=cache_attributes(params), cache_key=True,
+                          history=f"cache {path.name}")
+    except OSError as exc:            # the cache never fails the run: generate in memory instead
+        mesh = generate_icosahedral(params["level"], lloyd_iterations=params["lloyd_iterations"],
+                                    sphere_radius=params["sphere_radius"], order=params["order"],
+                                    omega=params["omega"], validate=validate)
+        mesh = mesh.replace(attributes={**mesh.attributes,
+                                        "sphere_radius": np.float64(mesh.sphere_radius),
+                                        **cache_attributes(params)})
         log.warning("mesh: cannot write the mesh cache %s (%s); generated level %d in %.1f s, "
                     "kept in memory only (set %s to a writable directory)", path, exc,
-                    params["level"], generated, CACHE_ENV)
+                    params["level"], time.perf_counter() - start, CACHE_ENV)
         return mesh
-    log.info("mesh: generated level %d in %.1f s, cached to %s (write %.1f s)", params["level"],
-             generated, path, time.perf_counter() - start)
-    return written
+    written = time.perf_counter() - start
+    start = time.perf_counter()
+    mesh = _read(path, params)
+    loaded = time.perf_counter() - start
+    if validate:
+        from .validate import validate_mesh
+
+        try:
+            validate_mesh(mesh, source=f"{path} (just generated)", geometry=False)
+        except Exception:
+            path.unlink(missing_ok=True)
+            raise
+    log.info("mesh: generated level %d in %.1f s, cached to %s (load %.1f s)", params["level"],
+             written, path, loaded)
+    return mesh

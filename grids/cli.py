@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--order", default="morton", help="cell order: morton, hilbert or none "
                    "(default %(default)s)")
     g.add_argument("--progress", action="store_true", help="print each stage's wall time")
+    g.add_argument("--compress", default="yes", choices=["yes", "no", "connectivity"],
+                   help="netCDF-4 formats: zlib level 1 for the counts, signs and ids (yes, the "
+                   "default), for none (no), or for the index fields too (connectivity: a third "
+                   "smaller, slower to load)")
     c = sub.add_parser("check", help="sizes, spacing, quality and validity of a mesh file",
                        description="Read an MPAS mesh file and check it: complete (not truncated), "
                        "no fill values, MPAS dimensions and shapes, 1-based indices in range, "
@@ -94,6 +98,9 @@ def _output_problem(path: str) -> str | None:
     return None
 
 
+#: --compress choices -> write_icosahedral's `compress`.
+COMPRESS_CHOICES = {"yes": True, "no": False, "connectivity": "connectivity"}
+
 #: The command line of this run, recorded in the history of each written file (set by `main`).
 _COMMAND_LINE: list = []
 
@@ -128,29 +135,44 @@ def _sizes(mesh) -> str:
 
 
 def generate(args) -> int:
-    from .icosahedral import generate_icosahedral
+    from .icosahedral import write_icosahedral
 
     problem = _output_problem(args.output)
     if problem:
         _error("generate", problem)
         return 2
     start = time.perf_counter()
+    what = "python -m grids " + shlex.join(_COMMAND_LINE) if _COMMAND_LINE else "python -m grids generate"
     try:
-        mesh = generate_icosahedral(args.level, lloyd_iterations=args.lloyd,
-                                    sphere_radius=args.radius, order=args.order,
-                                    progress=args.progress)
-    except ValueError as exc:
+        write_icosahedral(args.level, args.output, lloyd_iterations=args.lloyd,
+                          sphere_radius=args.radius, order=args.order, format=args.format,
+                          compress=COMPRESS_CHOICES[args.compress], history=what,
+                          progress=args.progress)
+    except (ValueError, MeshError) as exc:
         _error("generate", exc)
         return 2
-    if not _write(mesh, args.output, args.format, "generate"):
+    except OSError as exc:
+        _error("generate", f"cannot write {args.output}: {exc.strerror or exc}")
         return 2
-    scale, note = _display_scale(mesh, args.radius)
+    sizes, dc_min, dc_max = _written_summary(args.output)
     print(f"wrote {args.output} ({args.format}): icosahedral level {args.level}, "
           f"{args.lloyd} Lloyd iterations, order {args.order}, radius {args.radius:g} m")
-    print(f"  {_sizes(mesh)}")
-    print(f"  {_spacing_km(mesh, scale)}")
+    print(f"  nCells {sizes['nCells']}, nEdges {sizes['nEdges']}, nVertices {sizes['nVertices']}, "
+          f"maxEdges {sizes['maxEdges']}")
+    print(f"  dcEdge min {dc_min / 1e3:.4g} km, max {dc_max / 1e3:.4g} km, "
+          f"max/min {dc_max / dc_min:.4f}")
     print(f"  wall time {time.perf_counter() - start:.2f} s")
     return 0
+
+
+def _written_summary(path: str):
+    """(dimension sizes, dcEdge min, dcEdge max) of a mesh file just written."""
+    import netCDF4
+
+    with netCDF4.Dataset(path) as ds:
+        sizes = {name: len(d) for name, d in ds.dimensions.items()}
+        dc = ds["dcEdge"][...]
+    return sizes, float(dc.min()), float(dc.max())
 
 
 #: mesh_quality keys holding lengths (shown in km); the other rows are ratios or counts.

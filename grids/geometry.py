@@ -33,6 +33,10 @@ evaluated on unit vectors and scaled by `sphere_radius` (lengths) or its square 
 """
 from __future__ import annotations
 
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from grids.mesh import (COUNT_FIELDS, EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, REQUIRED_FIELDS, Mesh)
@@ -103,6 +107,57 @@ def lat_lon(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _chunks(n: int):
     for start in range(0, n, CHUNK):
         yield slice(start, min(start + CHUNK, n))
+
+
+#: Environment variable giving the number of threads of the blockwise kernels.
+THREADS_ENV = "MESHOPS_THREADS"
+
+
+def threads() -> int:
+    """Threads for blockwise kernels: $MESHOPS_THREADS, else the CPUs this process may run on."""
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"{THREADS_ENV}={env!r}: expected a positive integer") from None
+        if n < 1:
+            raise ValueError(f"{THREADS_ENV}={env!r}: expected a positive integer")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # not on Linux
+        return os.cpu_count() or 1
+
+
+def blocks(fn, n: int):
+    """Yield (s, fn(s)) for the blocks s of range(n) (`_chunks`), in order, computed on `threads()`
+    threads (NumPy releases the GIL in its large loops). At most 2 * threads() blocks are in flight,
+    so results consumed one by one (e.g. written to a file) never pile up in memory. Each block's
+    result depends on its block alone, so the output is the same for any thread count."""
+    slices = list(_chunks(n))
+    k = min(threads(), len(slices))
+    if k <= 1:
+        for s in slices:
+            yield s, fn(s)
+        return
+    with ThreadPoolExecutor(k) as pool:
+        pending = deque()
+        for s in slices:
+            pending.append((s, pool.submit(fn, s)))
+            if len(pending) >= 2 * k:
+                done, future = pending.popleft()
+                yield done, future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, future.result()
+
+
+def for_blocks(fn, n: int) -> None:
+    """fn(s) for every block s of range(n), in parallel (`blocks`); fn writes its own slice of a
+    preallocated output. The first failing block (in order) raises."""
+    for _ in blocks(fn, n):
+        pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,17 +235,21 @@ def _check_fields(fields: dict, sphere_radius: float) -> None:
 def pair_arcs(p: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """arc_length(p[pairs[:, 0]], p[pairs[:, 1]]), blockwise."""
     out = np.empty(pairs.shape[0])
-    for s in _chunks(pairs.shape[0]):
+
+    def block(s):
         out[s] = arc_length(p[pairs[s, 0]], p[pairs[s, 1]])
+    for_blocks(block, pairs.shape[0])
     return out
 
 
 def vertex_triangle_areas(pc: np.ndarray, cellsOnVertex: np.ndarray) -> np.ndarray:
     """T(cellsOnVertex[v, 0], [v, 1], [v, 2]) on the unit sphere, blockwise."""
     out = np.empty(cellsOnVertex.shape[0])
-    for s in _chunks(cellsOnVertex.shape[0]):
+
+    def block(s):
         cov = cellsOnVertex[s]
         out[s] = triangle_area(pc[cov[:, 0]], pc[cov[:, 1]], pc[cov[:, 2]])
+    for_blocks(block, cellsOnVertex.shape[0])
     return out
 
 
@@ -214,7 +273,8 @@ def cell_areas(pc, pv, verticesOnCell, nEdgesOnCell) -> np.ndarray:
     n, m = verticesOnCell.shape
     area = np.zeros(n)
     cols = np.arange(m)
-    for s in _chunks(n):
+
+    def block(s):
         voc, ne = verticesOnCell[s], nEdgesOnCell[s]
         prev = voc[np.arange(voc.shape[0])[:, None], (cols[None, :] - 1) % ne[:, None]]
         inside = cols[None, :] < ne[:, None]
@@ -222,6 +282,7 @@ def cell_areas(pc, pv, verticesOnCell, nEdgesOnCell) -> np.ndarray:
         t = triangle_area(c, pv[np.where(inside, prev, 0).ravel()],
                           pv[np.where(inside, voc, 0).ravel()]).reshape(-1, m)
         area[s] = np.where(inside, t, 0.0).sum(axis=1)
+    for_blocks(block, n)
     return area
 
 
@@ -229,12 +290,14 @@ def kite_areas(pc, pe, pv, cellsOnVertex, edgesOnVertex) -> np.ndarray:
     """kiteAreasOnVertex on the unit sphere (MPAS: T(v, e_j, c_j) + T(v, c_j, e_{j+1}))."""
     n, deg = cellsOnVertex.shape
     kites = np.empty((n, deg))
-    for s in _chunks(n):
+
+    def block(s):
         v = np.repeat(pv[s], deg, axis=0)
         c = pc[cellsOnVertex[s].ravel()]
         e1 = pe[edgesOnVertex[s].ravel()]
         e2 = pe[np.roll(edgesOnVertex[s], -1, axis=1).ravel()]
         kites[s] = (triangle_area(v, e1, c) + triangle_area(v, c, e2)).reshape(-1, deg)
+    for_blocks(block, n)
     return kites
 
 
@@ -242,7 +305,8 @@ def edge_angles(pc, pe, cellsOnEdge) -> np.ndarray:
     """angleEdge: atan2(n . north, n . east) at the edge point, n along cellsOnEdge[e,0] -> [e,1]."""
     n = pe.shape[0]
     angle = np.empty(n)
-    for s in _chunks(n):
+
+    def block(s):
         p = pe[s]
         d = pc[cellsOnEdge[s, 1]] - pc[cellsOnEdge[s, 0]]
         east = np.stack([-p[:, 1], p[:, 0], np.zeros(p.shape[0])], axis=1)
@@ -250,26 +314,31 @@ def edge_angles(pc, pe, cellsOnEdge) -> np.ndarray:
         east /= np.where(norm_east > 0, norm_east, 1.0)[:, None]
         north = cross(p, east)
         angle[s] = np.arctan2(_dot(d, north), _dot(d, east))
+    for_blocks(block, n)
     return angle
 
 
-def trisk_weights(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge, cellsOnVertex,
-                  edgeSignOnCell, areaCell, kiteAreasOnVertex, dcEdge, dvEdge):
-    """nEdgesOnEdge, edgesOnEdge and weightsOnEdge in MPAS's order and sign convention.
+def trisk_rings(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge, cellsOnVertex,
+                edgeSignOnCell, areaCell, kiteAreasOnVertex, dvEdge):
+    """Per-cell rings that `trisk_rows` reads: (ring_edge, ring_sdv, ring_kite, slot).
 
-    Each cell's edge ring is stored twice over (cyclically) with the running sum of kite/areaCell,
-    so the edges following e counter-clockwise around c are a contiguous window of that ring.
-    Works for any radius: kite/areaCell and dvEdge/dcEdge are dimensionless.
+    Each cell's edge ring is stored twice over (cyclically): ring_edge[c, j] = edgesOnCell[c, j mod n],
+    ring_sdv[c, j] = edgeSignOnCell[c, j mod n] * dvEdge[ring_edge[c, j]], and ring_kite[c, j] =
+    sum_{i<j} kite(c, verticesOnCell[c, i mod n]) / areaCell[c] (exclusive running sum), so the edges
+    following e counter-clockwise around c are a contiguous window. slot[e, side] is the j of edge e
+    in edgesOnCell[cellsOnEdge[e, side]]. Blockwise over cells, in parallel (blocks write disjoint
+    rows and slots).
     """
     nCells, m = edgesOnCell.shape
     nEdges = cellsOnEdge.shape[0]
     m2 = 2 * m
-    ring_edge = np.empty((nCells, m2), dtype=INDEX_DTYPE)     # edgesOnCell[c, j mod n]
-    ring_sdv = np.empty((nCells, m2))                          # edgeSignOnCell * dvEdge, same order
-    ring_kite = np.empty((nCells, m2 + 1))                     # exclusive cumsum of kite/areaCell
-    slot = np.full((nEdges, 2), -1, dtype=np.int64)            # j of edge e in edgesOnCell[c_side]
+    ring_edge = np.empty((nCells, m2), dtype=INDEX_DTYPE)
+    ring_sdv = np.empty((nCells, m2))
+    ring_kite = np.empty((nCells, m2 + 1))
+    slot = np.full((nEdges, 2), -1, dtype=INDEX_DTYPE)
     cols = np.arange(m)
-    for s in _chunks(nCells):
+
+    def block(s):
         c = np.arange(s.start, s.stop)
         ne = nEdgesOnCell[s].astype(np.int64)
         inside = cols[None, :] < ne[:, None]
@@ -294,39 +363,169 @@ def trisk_weights(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge, cellsO
         ee = eoc[inside]
         side = (cellsOnEdge[ee, 0] != np.broadcast_to(c[:, None], inside.shape)[inside])
         slot[ee, side.astype(np.int64)] = np.broadcast_to(cols, inside.shape)[inside]
+    for_blocks(block, nCells)
     bad = np.argwhere(slot < 0)
     if bad.size:
         e, side = bad[0]
         raise ValueError(f"complete_mesh: edge {e} is not in edgesOnCell[{cellsOnEdge[e, side]}] "
                          f"although cellsOnEdge[{e}, {side}] = {cellsOnEdge[e, side]}")
+    return ring_edge, ring_sdv, ring_kite, slot
 
+
+def trisk_rows(rings, s: slice, nEdgesOnCell, cellsOnEdge, dcEdge):
+    """(nEdgesOnEdge, edgesOnEdge, weightsOnEdge) of the edges in slice `s`, from `trisk_rings`.
+
+    weightsOnEdge[e, i] = s_side * edgeSignOnCell[c, e_i] * (1/2 - R_i) * dvEdge[e_i] / dcEdge[e]
+    over the edges e_i following e counter-clockwise around c = cellsOnEdge[e, 0] (s_side = +1), then
+    around cellsOnEdge[e, 1] (s_side = -1); R_i the running kite/areaCell sum (module docstring).
+    """
+    ring_edge, ring_sdv, ring_kite, slot = rings
+    m2 = ring_edge.shape[1]
+    steps = np.arange(1, m2 // 2)
     flat_edge, flat_sdv, flat_kite = ring_edge.ravel(), ring_sdv.ravel(), ring_kite.ravel()
-    steps = np.arange(1, m)
+    n_rows = s.stop - s.start
+    out_e = np.full((n_rows, m2), -1, dtype=INDEX_DTYPE)
+    out_w = np.zeros((n_rows, m2))
+    offset = np.zeros(n_rows, dtype=np.int64)
+    for side, sign in ((0, 1.0), (1, -1.0)):
+        c = cellsOnEdge[s, side].astype(np.int64)
+        k = slot[s, side].astype(np.int64)
+        ne = nEdgesOnCell[c].astype(np.int64)
+        at = (c * m2 + k)[:, None] + steps[None, :]
+        base = (c * (m2 + 1) + k)[:, None]
+        running = flat_kite[base + steps[None, :]] - flat_kite[base]
+        w = (sign / dcEdge[s])[:, None] * flat_sdv[at] * (0.5 - running)
+        live = steps[None, :] < ne[:, None]
+        pos = (np.arange(n_rows) * m2 + offset)[:, None] + (steps - 1)[None, :]
+        out_e.ravel()[pos[live]] = flat_edge[at[live]]
+        out_w.ravel()[pos[live]] = w[live]
+        offset += ne - 1
+    return offset.astype(INDEX_DTYPE), out_e, out_w
+
+
+def trisk_weight_blocks(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge, cellsOnVertex,
+                        edgeSignOnCell, areaCell, kiteAreasOnVertex, dcEdge, dvEdge):
+    """Yield (s, (nEdgesOnEdge, edgesOnEdge, weightsOnEdge) of rows s) over blocks of edges, in
+    order, computed in parallel (`blocks`): the TRiSK fields without holding them whole."""
+    rings = trisk_rings(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge, cellsOnVertex,
+                        edgeSignOnCell, areaCell, kiteAreasOnVertex, dvEdge)
+    yield from blocks(lambda s: trisk_rows(rings, s, nEdgesOnCell, cellsOnEdge, dcEdge),
+                      cellsOnEdge.shape[0])
+
+
+def trisk_weights(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge, cellsOnVertex,
+                  edgeSignOnCell, areaCell, kiteAreasOnVertex, dcEdge, dvEdge):
+    """nEdgesOnEdge, edgesOnEdge and weightsOnEdge in MPAS's order and sign convention
+    (`trisk_rings`, `trisk_rows`). Works for any radius: kite/areaCell and dvEdge/dcEdge are
+    dimensionless.
+    """
+    nEdges, m2 = cellsOnEdge.shape[0], 2 * edgesOnCell.shape[1]
     nEdgesOnEdge = np.empty(nEdges, dtype=INDEX_DTYPE)
     edgesOnEdge = np.empty((nEdges, m2), dtype=INDEX_DTYPE)
     weightsOnEdge = np.empty((nEdges, m2))
-    for s in _chunks(nEdges):
-        n_rows = s.stop - s.start
-        out_e = np.full((n_rows, m2), -1, dtype=INDEX_DTYPE)
-        out_w = np.zeros((n_rows, m2))
-        offset = np.zeros(n_rows, dtype=np.int64)
-        for side, sign in ((0, 1.0), (1, -1.0)):
-            c = cellsOnEdge[s, side].astype(np.int64)
-            k = slot[s, side]
-            ne = nEdgesOnCell[c].astype(np.int64)
-            at = (c * m2 + k)[:, None] + steps[None, :]
-            base = (c * (m2 + 1) + k)[:, None]
-            running = flat_kite[base + steps[None, :]] - flat_kite[base]
-            w = (sign / dcEdge[s])[:, None] * flat_sdv[at] * (0.5 - running)
-            live = steps[None, :] < ne[:, None]
-            pos = (np.arange(n_rows) * m2 + offset)[:, None] + (steps - 1)[None, :]
-            out_e.ravel()[pos[live]] = flat_edge[at[live]]
-            out_w.ravel()[pos[live]] = w[live]
-            offset += ne - 1
-        edgesOnEdge[s] = out_e
-        weightsOnEdge[s] = out_w
-        nEdgesOnEdge[s] = offset
+    for s, (n, e, w) in trisk_weight_blocks(edgesOnCell, nEdgesOnCell, verticesOnCell, cellsOnEdge,
+                                            cellsOnVertex, edgeSignOnCell, areaCell,
+                                            kiteAreasOnVertex, dcEdge, dvEdge):
+        nEdgesOnEdge[s], edgesOnEdge[s], weightsOnEdge[s] = n, e, w
     return nEdgesOnEdge, edgesOnEdge, weightsOnEdge
+
+
+class FieldCollector:
+    """A field sink (`derive_fields`) that keeps every field in `self.fields`, for an in-memory Mesh."""
+
+    def __init__(self):
+        self.fields: dict[str, np.ndarray] = {}
+
+    def put(self, name: str, array: np.ndarray) -> None:
+        """Keep the whole field `name`."""
+        self.fields[name] = array
+
+    def put_rows(self, name: str, rows: slice, block: np.ndarray, n: int) -> None:
+        """Rows `rows` of the field `name` of `n` rows (allocated at the first block)."""
+        if name not in self.fields:
+            self.fields[name] = np.empty((n,) + block.shape[1:], dtype=block.dtype)
+        self.fields[name][rows] = block
+
+
+def derive_fields(fields: dict, sphere_radius: float, *, omega: float = EARTH_OMEGA, sink) -> None:
+    """Every MPAS field of a closed spherical Voronoi mesh, handed to `sink` as soon as it is final.
+
+    Input: `fields` holds exactly what `complete_mesh` needs (`REQUIRED_FIELDS`: positions in m on
+    the sphere of radius `sphere_radius`, 0-based connectivity); it is emptied, so the caller keeps
+    no reference and each field is freed once the sink has it and no later formula reads it.
+    Output: sink.put(name, array) for whole fields, sink.put_rows(name, rows, block, n) for the
+    TRiSK fields (blocks of edges), every field of `grids.mesh.FIELD_DIMS` once. The values are
+    those of `complete_mesh` (same kernels, same formulas: module docstring). A sink that writes
+    to a file (`grids.mpas_io.MeshFileWriter`) makes the peak memory that of the inputs of the
+    TRiSK weights, not that of the whole mesh.
+    """
+    _check_fields(fields, sphere_radius)
+    a = float(sphere_radius)
+    f = {}
+    for name in REQUIRED_FIELDS:
+        f[name] = np.asarray(fields.pop(name), dtype=INDEX_DTYPE
+                             if (name in INDEX_FIELDS or name in COUNT_FIELDS) else np.float64)
+    fields.clear()
+    pc, pe, pv = (_put_positions(f, loc, omega, sink) for loc in ("Cell", "Edge", "Vertex"))
+    noc, coe = f.pop("nEdgesOnCell"), f.pop("cellsOnEdge")
+    eoc, voc, cov = f.pop("edgesOnCell"), f.pop("verticesOnCell"), f.pop("cellsOnVertex")
+    sink.put("cellsOnCell", f.pop("cellsOnCell"))
+    sign_cell = edge_signs_on_cell(eoc, noc, coe)
+    sink.put("edgeSignOnCell", sign_cell)
+    voe, eov = f.pop("verticesOnEdge"), f.pop("edgesOnVertex")
+    sink.put("edgeSignOnVertex", edge_signs_on_vertex(eov, voe))
+    dc = a * pair_arcs(pc, coe)
+    sink.put("dcEdge", dc)
+    dv = a * pair_arcs(pv, voe)
+    sink.put("dvEdge", dv)
+    sink.put("verticesOnEdge", voe)
+    del voe
+    area = a * a * cell_areas(pc, pv, voc, noc)
+    sink.put("areaCell", area)
+    kite = a * a * kite_areas(pc, pe, pv, cov, eov)
+    sink.put("kiteAreasOnVertex", kite)
+    sink.put("edgesOnVertex", eov)
+    del eov
+    if cov.shape[1] == 3:
+        sink.put("areaTriangle", a * a * vertex_triangle_areas(pc, cov))
+    else:
+        sink.put("areaTriangle", kite.sum(axis=1))
+    sink.put("angleEdge", edge_angles(pc, pe, coe))
+    del pc, pe, pv
+    rings = trisk_rings(eoc, noc, voc, coe, cov, sign_cell, area, kite, dv)
+    del sign_cell, area, kite, dv
+    for name, arr in (("edgesOnCell", eoc), ("verticesOnCell", voc), ("cellsOnVertex", cov)):
+        sink.put(name, arr)
+    del eoc, voc, cov, arr
+    n = coe.shape[0]
+    for rows, (ne, e, w) in blocks(lambda s: trisk_rows(rings, s, noc, coe, dc), n):
+        sink.put_rows("nEdgesOnEdge", rows, ne, n)
+        sink.put_rows("edgesOnEdge", rows, e, n)
+        sink.put_rows("weightsOnEdge", rows, w, n)
+    del rings, dc
+    sink.put("nEdgesOnCell", noc)
+    sink.put("cellsOnEdge", coe)
+
+
+def _put_positions(f: dict, loc: str, omega: float, sink) -> np.ndarray:
+    """Hand x{loc}, y{loc}, z{loc} (popped from f), lat{loc}, lon{loc} and f{loc} = 2 omega
+    sin(lat{loc}) to the sink; return the (n, 3) unit vectors (`unit_vectors`, `lat_lon`,
+    blockwise in parallel)."""
+    x, y, z = (f.pop(f"{c}{loc}") for c in "xyz")
+    n = x.shape[0]
+    p, lat, lon, cor = np.empty((n, 3)), np.empty(n), np.empty(n), np.empty(n)
+
+    def block(s):
+        p[s] = unit_vectors(x[s], y[s], z[s])
+        lat[s], lon[s] = lat_lon(p[s])
+        cor[s] = 2.0 * omega * np.sin(lat[s])
+    for_blocks(block, n)
+    for c, arr in zip("xyz", (x, y, z)):
+        sink.put(f"{c}{loc}", arr)
+    sink.put(f"lat{loc}", lat)
+    sink.put(f"lon{loc}", lon)
+    sink.put(f"f{loc}", cor)
+    return p
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ millions of points per iteration. If some edge ever fails the test, the triangul
 with scipy.spatial.ConvexHull.
 
 Cells are then ordered along a space-filling curve, edges and vertices following their cells
-(`grids.reorder`), and every metric field is derived with `grids.geometry.complete_mesh`.
+(`grids.reorder`), and every metric field is derived with `grids.geometry.derive_fields` (the
+formulas of `complete_mesh`), kept in a `Mesh` (`generate_icosahedral`) or written to an MPAS file
+field by field (`write_icosahedral`, which never holds the whole mesh).
 
 A generated mesh carries what MPAS-Model needs to start from it (`grids.mpas_io.mpas_metadata`):
 extra variables indexToCellID, indexToEdgeID, indexToVertexID (1..n, int32) and meshDensity (1.0),
@@ -22,12 +24,14 @@ Conventions, source, file_id (random, new for each generated mesh), parent_id ("
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 from scipy.spatial import ConvexHull
 
-from grids.geometry import INDEX_DTYPE, _chunks, complete_mesh, cross, triangle_area
+from grids.geometry import (INDEX_DTYPE, FieldCollector, blocks, cross, derive_fields, for_blocks,
+                            triangle_area)
 from grids.mesh import EARTH_OMEGA, EARTH_RADIUS, Mesh
 from grids.mpas_io import mpas_metadata
 from grids.reorder import METHODS, following_order, sfc_order
@@ -85,8 +89,10 @@ def bisect(pts, tris, eid, edges):
     """
     n, n_edges, n_tris = pts.shape[0], edges.shape[0], tris.shape[0]
     mid = np.empty((n_edges, 3))
-    for s in _chunks(n_edges):
+
+    def block(s):
         mid[s] = _normalise(pts[edges[s, 0]] + pts[edges[s, 1]])
+    for_blocks(block, n_edges)
     t0, t1, t2 = tris[:, 0], tris[:, 1], tris[:, 2]
     k0, k1, k2 = eid[:, 0], eid[:, 1], eid[:, 2]
     m01, m12, m20 = n + k0, n + k1, n + k2
@@ -109,19 +115,22 @@ def bisect(pts, tris, eid, edges):
 def circumcentres(pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
     """Unit circumcentres of counter-clockwise spherical triangles (Voronoi vertices), blockwise."""
     out = np.empty((tris.shape[0], 3))
-    for s in _chunks(tris.shape[0]):
+
+    def block(s):
         a, b, c = pts[tris[s, 0]], pts[tris[s, 1]], pts[tris[s, 2]]
         out[s] = _normalise(cross(b - a, c - a))
+    for_blocks(block, tris.shape[0])
     return out
 
 
 def half_edge_twins(tris: np.ndarray, eid: np.ndarray, n_edges: int) -> np.ndarray:
-    """twin[h] for half-edges h = 3 t + p (node tris[t, p] -> tris[t, (p+1) % 3]), from edge ids."""
-    h = np.arange(eid.size, dtype=np.int64)
+    """twin[h] for half-edges h = 3 t + p (node tris[t, p] -> tris[t, (p+1) % 3]), from edge ids
+    (int32: 3 * 20 * 4**MAX_LEVEL half-edges fit)."""
+    h = np.arange(eid.size, dtype=IDX)
     e = eid.ravel()
-    first = np.full(n_edges, -1, dtype=np.int64)
+    first = np.full(n_edges, -1, dtype=IDX)
     first[e] = h
-    second = np.full(n_edges, -1, dtype=np.int64)
+    second = np.full(n_edges, -1, dtype=IDX)
     other = first[e] != h
     second[e[other]] = h[other]
     src, dst = tris.ravel(), np.roll(tris, -1, axis=1).ravel()
@@ -131,7 +140,8 @@ def half_edge_twins(tris: np.ndarray, eid: np.ndarray, n_edges: int) -> np.ndarr
         k = int(np.flatnonzero(bad)[0])
         raise ValueError(f"triangulation: edge {k} is not shared by exactly two opposite half-edges "
                          "(expected a closed, consistently oriented surface)")
-    twin = np.empty(eid.size, dtype=np.int64)
+    del bad, other, src, dst
+    twin = np.empty(eid.size, dtype=IDX)
     twin[first], twin[second] = second, first
     return twin
 
@@ -139,16 +149,15 @@ def half_edge_twins(tris: np.ndarray, eid: np.ndarray, n_edges: int) -> np.ndarr
 def is_delaunay(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> bool:
     """True if no node opposite an edge lies inside the circumcircle of the triangle across it
     (blockwise over triangles; the local test is global on a convex hull)."""
-    for s in _chunks(tris.shape[0]):
+    def block(s):
         a, b, c = pts[tris[s, 0]], pts[tris[s, 1]], pts[tris[s, 2]]
         normal = cross(b - a, c - a)
         tw = twin[3 * s.start:3 * s.stop]
         # node opposite the twin half-edge, in the neighbouring triangle
         opp = tris.ravel()[3 * (tw // 3) + (tw % 3 + 2) % 3]
         d = pts[opp].reshape(-1, 3, 3) - a[:, None, :]
-        if np.any(np.einsum("ij,ikj->ik", normal, d) > 1e-15):
-            return False
-    return True
+        return not np.any(np.einsum("ij,ikj->ik", normal, d) > 1e-15)
+    return all(ok for _, ok in blocks(block, tris.shape[0]))
 
 
 def lloyd_step(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> np.ndarray:
@@ -160,10 +169,13 @@ def lloyd_step(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> np.ndarra
     vc = circumcentres(pts, tris)
     src = tris.ravel()
     moment = np.empty((3, src.size))
-    for s in _chunks(src.size):
+
+    def block(s):
         t = np.arange(s.start, s.stop) // 3
         c, p, q = pts[src[s]], vc[twin[s] // 3], vc[t]
         moment[:, s] = ((c + p + q) * triangle_area(c, p, q)[:, None]).T
+    for_blocks(block, src.size)
+    del vc
     out = np.stack([np.bincount(src, weights=moment[k], minlength=pts.shape[0]) for k in range(3)],
                    axis=1)
     return _normalise(out)
@@ -182,13 +194,17 @@ def connectivity(tris: np.ndarray, eid: np.ndarray, n_edges: int, n_cells: int,
     src = tris.ravel()
     dst = np.roll(tris, -1, axis=1).ravel()
     twin = half_edge_twins(tris, eid, n_edges)
-    h = np.arange(src.size)
+    h = np.arange(src.size, dtype=IDX)
     # counter-clockwise walk around each cell: next(h) = twin(previous half-edge of h's triangle)
-    nxt = twin[3 * (h // 3) + (h % 3 + 2) % 3]
-    start = np.empty(n_cells, dtype=np.int64)
+    nxt = np.empty(src.size, dtype=IDX)
+
+    def next_block(s):
+        nxt[s] = twin[3 * (h[s] // 3) + (h[s] % 3 + 2) % 3]
+    for_blocks(next_block, src.size)
+    start = np.empty(n_cells, dtype=IDX)
     start[src] = h
     walk, cur = [start], start
-    nEdgesOnCell = np.zeros(n_cells, dtype=np.int64)
+    nEdgesOnCell = np.zeros(n_cells, dtype=INDEX_DTYPE)
     for j in range(1, 13):
         cur = nxt[cur]
         nEdgesOnCell[(cur == start) & (nEdgesOnCell == 0)] = j
@@ -201,7 +217,7 @@ def connectivity(tris: np.ndarray, eid: np.ndarray, n_edges: int, n_cells: int,
         raise ValueError(f"triangulation: the fan around node {c} does not close within 12 edges")
     maxEdges = int(nEdgesOnCell.max())
     hs = np.stack(walk[:maxEdges], axis=1)
-    del walk
+    del walk, start
     inside = np.arange(maxEdges)[None, :] < nEdgesOnCell[:, None]
     hs[~inside] = 0
     tri_of, edge_of = hs // 3, eid.ravel()[hs]
@@ -215,69 +231,86 @@ def connectivity(tris: np.ndarray, eid: np.ndarray, n_edges: int, n_cells: int,
     inv_v[vorder] = np.arange(n_tris, dtype=INDEX_DTYPE)
     inv_e = np.empty(n_edges, dtype=INDEX_DTYPE)
     inv_e[eorder] = np.arange(n_edges, dtype=INDEX_DTYPE)
-    lead = np.empty(n_edges, dtype=np.int64)     # per edge id, its half-edge from the lower cell
+    lead = np.empty(n_edges, dtype=IDX)          # per edge id, its half-edge from the lower cell
     low = src < dst
     lead[eid.ravel()[low]] = h[low]
+    del h, low
     lead = lead[eorder]
-    pad = lambda x: np.where(inside, x, -1).astype(INDEX_DTYPE)
-    return {
-        "nEdgesOnCell": nEdgesOnCell.astype(INDEX_DTYPE),
-        "edgesOnCell": pad(inv_e[edge_of]),
-        "cellsOnCell": pad(dst[hs]),
-        "verticesOnCell": pad(inv_v[tri_of]),
-        "cellsOnEdge": np.stack([src[lead], dst[lead]], axis=1).astype(INDEX_DTYPE),
-        "verticesOnEdge": np.stack([inv_v[twin[lead] // 3], inv_v[lead // 3]], axis=1),
-        "cellsOnVertex": tris[vorder].astype(INDEX_DTYPE),
+    del eorder
+    out = {"nEdgesOnCell": nEdgesOnCell}
+    for name, n, m in (("edgesOnCell", n_cells, maxEdges), ("cellsOnCell", n_cells, maxEdges),
+                       ("verticesOnCell", n_cells, maxEdges), ("cellsOnEdge", n_edges, 2),
+                       ("verticesOnEdge", n_edges, 2), ("cellsOnVertex", n_tris, 3),
+                       ("edgesOnVertex", n_tris, 3)):
+        out[name] = np.empty((n, m), dtype=INDEX_DTYPE)
+
+    def cell_block(s):
+        ins = inside[s]
+        out["edgesOnCell"][s] = np.where(ins, inv_e[edge_of[s]], -1)
+        out["cellsOnCell"][s] = np.where(ins, dst[hs[s]], -1)
+        out["verticesOnCell"][s] = np.where(ins, inv_v[tri_of[s]], -1)
+
+    def edge_block(s):
+        ld = lead[s]
+        out["cellsOnEdge"][s] = np.stack([src[ld], dst[ld]], axis=1)
+        out["verticesOnEdge"][s] = np.stack([inv_v[twin[ld] // 3], inv_v[ld // 3]], axis=1)
+
+    def vertex_block(s):
+        v = vorder[s]
+        out["cellsOnVertex"][s] = tris[v]
         # cellsOnVertex[v, j] lies between edgesOnVertex[v, j] and [v, j+1]: edges (c,a), (a,b), (b,c)
-        "edgesOnVertex": inv_e[eid[vorder][:, [2, 0, 1]]],
-    }
+        out["edgesOnVertex"][s] = inv_e[eid[v][:, [2, 0, 1]]]
+    for_blocks(cell_block, n_cells)
+    for_blocks(edge_block, n_edges)
+    for_blocks(vertex_block, n_tris)
+    return out
 
 
 def edge_points(pc: np.ndarray, pv: np.ndarray, cellsOnEdge, verticesOnEdge) -> np.ndarray:
     """Unit edge points: great circle (c0, c1) meets great circle (v0, v1), on the side of c0 + c1."""
     out = np.empty((cellsOnEdge.shape[0], 3))
-    for s in _chunks(cellsOnEdge.shape[0]):
+
+    def block(s):
         c0, c1 = pc[cellsOnEdge[s, 0]], pc[cellsOnEdge[s, 1]]
         v0, v1 = pv[verticesOnEdge[s, 0]], pv[verticesOnEdge[s, 1]]
         # p x (q - p) = p x q, accurate in direction when p and q are close
         p = cross(cross(c0, c1 - c0), cross(v0, v1 - v0))
         sign = np.sign(np.einsum("ij,ij->i", p, c0 + c1))
         out[s] = _normalise(p * np.where(sign == 0, 1.0, sign)[:, None])
+    for_blocks(block, cellsOnEdge.shape[0])
     return out
 
 
-def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: float = EARTH_RADIUS,
-                         order: str = "morton", omega: float = EARTH_OMEGA,
-                         progress: bool = False, validate: bool = False) -> Mesh:
-    """Icosahedral Voronoi mesh of level `level` (10 * 4**level + 2 cells) on a sphere of radius
-    `sphere_radius` (m), after `lloyd_iterations` Lloyd steps, cells ordered along the space-filling
-    curve `order` ("morton", "hilbert" or "none"), edges and vertices following their cells; every
-    MPAS field derived by `grids.geometry.complete_mesh`. `progress` prints each stage's wall and CPU
-    time.
-
-    `validate` (default False, as before: the generator never ran `validate_mesh` on its output;
-    `complete_mesh` checks index ranges and the vertex order it relies on) runs
-    `validate_mesh(mesh, geometry=False)` on the result: topology, orientation, signs, positions
-    on the sphere, positive lengths and areas. The geometry comparison is left out: it would derive
-    the geometry again with the very `complete_mesh` that produced it, which checks nothing. The
-    mesh cache (`grids.cache`) validates once, when it generates a mesh, never when it reads one.
-    """
+def _check_arguments(caller: str, level, lloyd_iterations, order) -> None:
     if not (isinstance(level, (int, np.integer)) and 0 <= level <= MAX_LEVEL):
-        raise ValueError(f"generate_icosahedral: level={level!r}, expected an integer in 0..{MAX_LEVEL}")
+        raise ValueError(f"{caller}: level={level!r}, expected an integer in 0..{MAX_LEVEL}")
     if not (isinstance(lloyd_iterations, (int, np.integer)) and lloyd_iterations >= 0):
-        raise ValueError(f"generate_icosahedral: lloyd_iterations={lloyd_iterations!r}, "
+        raise ValueError(f"{caller}: lloyd_iterations={lloyd_iterations!r}, "
                          "expected an integer >= 0")
     if order not in METHODS + ("none",):
-        raise ValueError(f"generate_icosahedral: order={order!r}, expected one of {METHODS + ('none',)}")
+        raise ValueError(f"{caller}: order={order!r}, expected one of {METHODS + ('none',)}")
+
+
+def _stage_clock(level: int, progress):
+    """stage(name): the wall and CPU seconds since the previous stage, printed when `progress` is
+    True, passed to progress(name, wall_s, cpu_s) when it is a callable."""
     clock = [time.perf_counter(), time.process_time()]
 
     def stage(name):
-        if progress:
-            now = [time.perf_counter(), time.process_time()]
-            print(f"  [level {level}] {name}: {now[0] - clock[0]:.2f} s wall, "
-                  f"{now[1] - clock[1]:.2f} s cpu", flush=True)
-            clock[:] = now
+        now = [time.perf_counter(), time.process_time()]
+        wall, cpu = now[0] - clock[0], now[1] - clock[1]
+        if callable(progress):
+            progress(name, wall, cpu)
+        elif progress:
+            print(f"  [level {level}] {name}: {wall:.2f} s wall, {cpu:.2f} s cpu", flush=True)
+        clock[:] = [time.perf_counter(), time.process_time()]
+    return stage
 
+
+def icosahedral_triangulation(level: int, lloyd_iterations: int = 0,
+                              stage=lambda name: None) -> dict:
+    """{"pts", "tris", "eid", "n_edges"}: the level-`level` bisected icosahedron (unit nodes,
+    counter-clockwise triangles, edge id of each half-edge), after `lloyd_iterations` Lloyd steps."""
     pts, tris = icosahedron()
     eid, edges = edge_ids(tris)
     for _ in range(level):
@@ -296,9 +329,34 @@ def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius
                 twin = half_edge_twins(tris, eid, n_edges)
         del twin
         stage(f"{lloyd_iterations} Lloyd iterations")
+    return {"pts": pts, "tris": tris, "eid": eid, "n_edges": n_edges}
+
+
+def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: float = EARTH_RADIUS,
+                         order: str = "morton", omega: float = EARTH_OMEGA,
+                         progress=False, validate: bool = False) -> Mesh:
+    """Icosahedral Voronoi mesh of level `level` (10 * 4**level + 2 cells) on a sphere of radius
+    `sphere_radius` (m), after `lloyd_iterations` Lloyd steps, cells ordered along the space-filling
+    curve `order` ("morton", "hilbert" or "none"), edges and vertices following their cells; every
+    MPAS field derived by `grids.geometry.derive_fields` (the formulas of `complete_mesh`).
+    `progress` prints each stage's wall and CPU time (or, a callable, gets (stage, wall_s, cpu_s)).
+
+    The whole mesh is held in memory (all MPAS fields: about 1.18 kB per cell); to write a large
+    mesh to a file without holding it, use `write_icosahedral` (same arrays).
+
+    `validate` (default False, as before: the generator never ran `validate_mesh` on its output;
+    `complete_mesh` checks index ranges and the vertex order it relies on) runs
+    `validate_mesh(mesh, geometry=False)` on the result: topology, orientation, signs, positions
+    on the sphere, positive lengths and areas. The geometry comparison is left out: it would derive
+    the geometry again with the very `complete_mesh` that produced it, which checks nothing. The
+    mesh cache (`grids.cache`) validates once, when it generates a mesh, never when it reads one.
+    """
+    _check_arguments("generate_icosahedral", level, lloyd_iterations, order)
+    stage = _stage_clock(level, progress)
+    triangulation = icosahedral_triangulation(level, lloyd_iterations, stage)
     source = f"meshops grids.icosahedral level={level} lloyd={lloyd_iterations} order={order}"
-    mesh = _mesh_from_triangulation(pts, tris, eid, n_edges, sphere_radius=sphere_radius,
-                                    order=order, omega=omega, source=source, stage=stage)
+    mesh = _mesh_from_triangulation(triangulation, sphere_radius=sphere_radius, order=order,
+                                    omega=omega, source=source, stage=stage)
     if validate:
         from grids.validate import validate_mesh
 
@@ -306,6 +364,58 @@ def generate_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius
                       f"{lloyd_iterations}, order={order!r})", geometry=False)
         stage("validation (topology, orientation, signs)")
     return mesh
+
+
+def write_icosahedral(level: int, path, *, lloyd_iterations: int = 0,
+                      sphere_radius: float = EARTH_RADIUS, order: str = "morton",
+                      omega: float = EARTH_OMEGA, format: str = "NETCDF4", compress: bool | str = True,
+                      attributes: dict | None = None, history: str | bool = True,
+                      cache_key: bool = False, progress=False) -> dict:
+    """`generate_icosahedral(level, ...)` written as an MPAS grid file at `path`, field by field.
+
+    The file holds the arrays `write_mesh(generate_icosahedral(level, ...), path)` writes, but the
+    whole mesh is never in memory: each field goes to the file (`grids.mpas_io.MeshFileWriter`) as
+    soon as `grids.geometry.derive_fields` has it (on a writer thread, overlapping the computation
+    of the next fields), the TRiSK fields block by block, so the peak is
+    that of the triangulation, the connectivity and the inputs of the TRiSK weights (about half the
+    mesh). `attributes` are added to the generated ones (`mpas_metadata`); `history`, `cache_key`
+    and `compress` as for `write_mesh`; `format` one of `grids.mpas_io.FORMATS` (NETCDF4 default:
+    NETCDF3_64BIT_OFFSET holds at most 4 GiB per variable, too little for weightsOnEdge from
+    level 10). Written atomically (temporary name, then rename). Returns the dimension sizes.
+    """
+    from grids.atomic import atomic_path
+    from grids.mpas_io import (FORMATS, MeshFileWriter, _check_format_limits, _file_attributes,
+                               written_attributes)
+
+    _check_arguments("write_icosahedral", level, lloyd_iterations, order)
+    path = os.fspath(path)
+    if format not in FORMATS:
+        raise ValueError(f"{path}: netCDF format {format!r} not supported; expected one of {FORMATS}")
+    _check_format_limits(format, _predicted_shapes(level), path)
+    stage = _stage_clock(level, progress)
+    source = f"meshops grids.icosahedral level={level} lloyd={lloyd_iterations} order={order}"
+    opened = []
+
+    def open_writer(sizes, generated, extra):
+        attrs = written_attributes({**generated, **(attributes or {})}, path, history=history,
+                                   cache_key=cache_key)
+        opened.append(MeshFileWriter(tmp, format=format, sizes=sizes, compress=compress,
+                                     attributes=_file_attributes(attrs, sphere_radius), extra=extra,
+                                     background=True))
+        return opened[-1]
+
+    with atomic_path(path) as tmp:
+        triangulation = icosahedral_triangulation(level, lloyd_iterations, stage)
+        try:
+            sizes = _emit_mesh(triangulation, sphere_radius=sphere_radius, order=order, omega=omega,
+                               source=source, open_sink=open_writer, stage=stage)
+        except BaseException:
+            if opened:
+                opened[0].abort()
+            raise
+        opened[0].close()
+        stage("file closed")
+    return sizes
 
 
 def voronoi_mesh(generators: np.ndarray, *, sphere_radius: float = EARTH_RADIUS, order: str = "morton",
@@ -327,19 +437,59 @@ def voronoi_mesh(generators: np.ndarray, *, sphere_radius: float = EARTH_RADIUS,
     p = p / norm[:, None]
     tris = _orient_ccw(p, ConvexHull(p).simplices.astype(IDX))
     eid, edges = edge_ids(tris)
-    return _mesh_from_triangulation(p, tris, eid, edges.shape[0], sphere_radius=sphere_radius,
+    triangulation = {"pts": p, "tris": tris, "eid": eid, "n_edges": edges.shape[0]}
+    del p, tris, eid
+    return _mesh_from_triangulation(triangulation, sphere_radius=sphere_radius,
                                     order=order, omega=omega,
                                     source=f"meshops grids.icosahedral.voronoi_mesh order={order}")
 
 
-def _mesh_from_triangulation(pts, tris, eid, n_edges, *, sphere_radius, order, omega, source,
+def icosahedral_sizes(level: int) -> dict:
+    """MPAS dimension sizes of the level-`level` mesh: 10 * 4**L + 2 cells, 30 * 4**L edges,
+    20 * 4**L vertices, maxEdges 6 (5 at level 0, the dodecahedron), vertexDegree 3."""
+    max_edges = 5 if level == 0 else 6
+    return {"nCells": 10 * 4**level + 2, "nEdges": 30 * 4**level, "nVertices": 20 * 4**level,
+            "maxEdges": max_edges, "maxEdges2": 2 * max_edges, "vertexDegree": 3, "TWO": 2}
+
+
+def _predicted_shapes(level: int) -> dict:
+    """{field: (shape, itemsize)} of the level's mesh, for the format limits checked up front."""
+    from grids.mesh import COUNT_FIELDS, FIELD_DIMS, INDEX_FIELDS
+
+    sizes = icosahedral_sizes(level)
+    return {name: (tuple(sizes[d] for d in dims),
+                   4 if (name in INDEX_FIELDS or name in COUNT_FIELDS) else 8)
+            for name, dims in FIELD_DIMS.items()}
+
+
+def _mesh_from_triangulation(triangulation: dict, *, sphere_radius, order, omega, source,
                              stage=lambda name: None) -> Mesh:
-    """Ordered connectivity, positions and derived geometry of the Voronoi dual of (pts, tris)."""
+    """The Mesh (in memory) of the Voronoi dual of a triangulation (`_emit_mesh`)."""
+    kept = {}
+
+    def collect(sizes, attributes, extra):
+        kept.update(attributes=attributes, extra=extra, sink=FieldCollector())
+        return kept["sink"]
+
+    _emit_mesh(triangulation, sphere_radius=sphere_radius, order=order, omega=omega, source=source,
+               open_sink=collect, stage=stage)
+    return Mesh(sphere_radius=float(sphere_radius), attributes=dict(kept["attributes"]),
+                extra=dict(kept["extra"]), **kept["sink"].fields)
+
+
+def _emit_mesh(triangulation: dict, *, sphere_radius, order, omega, source, open_sink,
+               stage=lambda name: None) -> dict:
+    """Ordered connectivity, positions and derived geometry of the Voronoi dual of a triangulation
+    {"pts", "tris", "eid", "n_edges"} (emptied as it is used), handed field by field to the sink
+    open_sink(sizes, attributes, extra) returns (`derive_fields`); returns the dimension sizes."""
+    pts, tris = triangulation.pop("pts"), triangulation.pop("tris")
+    eid, n_edges = triangulation.pop("eid"), triangulation.pop("n_edges")
     if order != "none":
         cells = sfc_order(pts, order)
         rank = np.empty(cells.size, dtype=IDX)
         rank[cells] = np.arange(cells.size, dtype=IDX)
         pts, tris = pts[cells], rank[tris]
+        del cells, rank
     conn = connectivity(tris, eid, n_edges, pts.shape[0], follow_cells=order != "none")
     del tris, eid
     stage("connectivity and edge/vertex order")
@@ -349,11 +499,15 @@ def _mesh_from_triangulation(pts, tris, eid, n_edges, *, sphere_radius, order, o
     for loc, p in (("Cell", pts), ("Edge", pe), ("Vertex", pv)):
         for k, c in enumerate("xyz"):
             conn[f"{c}{loc}"] = a * p[:, k]
-    del pts, pe, pv
+    del pts, pe, pv, p
     stage("positions")
+    maxEdges = conn["edgesOnCell"].shape[1]
     sizes = {"nCells": conn["xCell"].shape[0], "nEdges": conn["xEdge"].shape[0],
-             "nVertices": conn["xVertex"].shape[0]}
+             "nVertices": conn["xVertex"].shape[0], "maxEdges": maxEdges, "maxEdges2": 2 * maxEdges,
+             "vertexDegree": conn["cellsOnVertex"].shape[1], "TWO": 2}
     attributes, extra = mpas_metadata(sizes, a, source=source)
-    mesh = complete_mesh(conn, a, omega=omega, attributes=attributes, extra=extra)
+    sink = open_sink(sizes, attributes, extra)
+    del extra
+    derive_fields(conn, a, omega=omega, sink=sink)
     stage("geometry")
-    return mesh
+    return sizes
