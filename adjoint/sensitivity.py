@@ -129,7 +129,8 @@ def _sensitivity(config: Config, progress: bool) -> dict:
              stats.recomputed, stats.max_states_in_memory, stats.max_states_on_disk)
     log.info("gradient norms: %s", ", ".join(f"|{k}| {v:.6g}" for k, v in norms.items()))
     write_gradients(sens.output, s, grads, value, [c for c in sens.controls],
-                    attributes={**provenance(config), **mpas_namelist(config, s.dt, s.total)})
+                    attributes={**provenance(config), **mpas_namelist(config, s.dt, s.total)},
+                    config=config)
     if s.comm.Get_rank() == 0:
         log.info("gradients written to %s", sens.output)
     if sens.plot:
@@ -181,15 +182,17 @@ def _checked(fn, comm):
     return result
 
 
-def write_gradients(path, s, grads, value: float, controls, attributes=None) -> None:
+def write_gradients(path, s, grads, value: float, controls, attributes=None, config=None) -> None:
     """The gradient file (written on rank 0, atomically; an error there raised on every rank): the
-    mesh, the chosen controls' gradients (one record, at the run's start: Time, xtime), J and the
+    mesh, or with `config`'s output.mesh a reference to its grid file (`swm.driver.grid_reference`),
+    the chosen controls' gradients (one record, at the run's start: Time, xtime), J and the
     global `attributes` (`swm.output.provenance`; model_name only when None)."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from swm.collective import on_root
-    from swm.output import create_time, set_time, stamp
+    from swm.driver import grid_reference
+    from swm.output import create_mesh_part, create_time, set_time, stamp
 
     gathered = {}
     for (name, location, control, _), g in zip(GRADIENTS, grads):
@@ -199,10 +202,16 @@ def write_gradients(path, s, grads, value: float, controls, attributes=None) -> 
 
     def write():
         dims = {"cell": "nCells", "edge": "nEdges"}
+        grid = None if config is None else grid_reference(config, s.global_mesh, path,
+                                                          "sensitivity.output")
         with atomic_path(path) as tmp:
-            write_mesh(s.global_mesh, tmp)
-            with netCDF4.Dataset(tmp, "a") as ds:
+            if grid is None:
+                write_mesh(s.global_mesh, tmp)
+                ds = netCDF4.Dataset(tmp, "a")
                 stamp(ds, attributes)
+            else:
+                ds = create_mesh_part(tmp, s.global_mesh, grid, attributes, output=path)
+            with ds:
                 create_time(ds)
                 set_time(ds, 0, s.start * s.dt)
                 if "nVertLevels" not in ds.dimensions:

@@ -31,17 +31,17 @@ JET_BAND = (np.radians(20.0), np.radians(70.0))
 
 
 def load(path):
-    """The history file's mesh and fields as NumPy arrays (level 0), with its record times (days)."""
-    import netCDF4
+    """The history file's mesh and fields as NumPy arrays (level 0), with its record times (days);
+    a history that references its grid file is read with it (`swm.output.open_history`)."""
+    from swm.output import open_history
 
-    with netCDF4.Dataset(path) as ds:
-        ds.set_auto_mask(False)
-        out = {name: ds[name][:] for name in ("latCell", "lonCell", "areaCell", "dcEdge", "dvEdge")}
+    with open_history(path, decode_times=False) as ds:
+        out = {name: ds[name].values for name in ("latCell", "lonCell", "areaCell", "dcEdge", "dvEdge")}
         for name in ("h", "u", "vorticity"):
             if name in ds.variables:
-                out[name] = ds[name][:, :, 0]
-        out["h_s"] = ds["h_s"][:] if "h_s" in ds.variables else np.zeros(out["areaCell"].size)
-        stamps = ["".join(c.decode() for c in row).strip() for row in ds["xtime"][:]]
+                out[name] = ds[name].values[:, :, 0]
+        out["h_s"] = ds["h_s"].values if "h_s" in ds.variables else np.zeros(out["areaCell"].size)
+        stamps = [bytes(row).decode().strip() for row in ds["xtime"].values]
     out["days"] = np.array([_days(s) for s in stamps])
     return out
 
@@ -83,12 +83,10 @@ _POLYGONS = {}
 def _polygons(d):
     """Cell polygons of the history file (swm.plot.cell_polygons), once per file."""
     if d["path"] not in _POLYGONS:
-        import netCDF4
-
+        from swm.output import open_history
         from swm.plot import cell_polygons
 
-        with netCDF4.Dataset(d["path"]) as ds:
-            ds.set_auto_mask(False)
+        with open_history(d["path"], decode_times=False) as ds:
             _POLYGONS[d["path"]] = cell_polygons(ds)
     return _POLYGONS[d["path"]]
 
@@ -198,10 +196,9 @@ def jet(d, args):
     for r in range(len(days)):
         v = d["vorticity"][r]
         print(f"| {days[r]:g} | {v.min():.3e} | {v.max():.3e} | {d['h'][r].min():.1f} | {d['h'][r].max():.1f} |")
-    import netCDF4
+    from swm.output import open_history
 
-    with netCDF4.Dataset(d["path"]) as ds:
-        ds.set_auto_mask(False)
+    with open_history(d["path"], decode_times=False) as ds:
         record = _record(d, args.day)
         zeta = cell_vorticity(ds, d["vorticity"][record])
     fig, ax = _figure()
@@ -216,9 +213,9 @@ def jet(d, args):
 
 def difference(coarse, fine, day):
     """Normalised l1, l2, linf of h (coarse) - h (fine, interpolated to the coarse cells) at `day`."""
-    from grids.mpas_io import read_mesh
+    from swm.output import history_mesh
 
-    fine_mesh = read_mesh(fine["path"])
+    fine_mesh = history_mesh(fine["path"])
     rc, rf = (int(np.argmin(np.abs(d["days"] - day))) for d in (coarse, fine))
     if abs(coarse["days"][rc] - day) > 1e-6 or abs(fine["days"][rf] - day) > 1e-6:
         raise ValueError(f"--day {day}: both files need a record at that day "

@@ -7,11 +7,11 @@
 
 def run(config, *overrides, progress: bool = False):
     """Run a config (a YAML path or a `swm.config.Config`, with `overrides` such as "time.days=1")
-    and return its history as an `xarray.Dataset` (loaded into memory; on every rank of an MPI job
-    the same). Errors are raised as exceptions (`swm.config.ConfigError` for a bad config)."""
+    and return its history as an `xarray.Dataset` with the mesh (loaded into memory; on every rank
+    of an MPI job the same; a history that references its grid file is read with it:
+    `swm.output.open_history`). Errors are raised as exceptions (`swm.config.ConfigError` for a
+    bad config)."""
     import pathlib
-
-    import xarray
 
     from swm.config import Config, load_config, with_overrides
     from swm.driver import run as run_config
@@ -21,5 +21,7 @@ def run(config, *overrides, progress: bool = False):
     elif overrides:
         config = with_overrides(config, overrides)
     run_config(config, progress=progress)
-    with xarray.open_dataset(config.output.path) as ds:
+    from swm.output import open_history
+
+    with open_history(config.output.path) as ds:
         return ds.load()

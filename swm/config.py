@@ -29,6 +29,9 @@ from swm.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 #: 2 sqrt(2) over the TRiSK wave operator's largest frequency, about 2 (|u| + c) / dcEdge (Williamson
 #: case 6, level 4: stable for 10 days at 1.41, unstable at 1.70).
 CFL_LIMIT = 1.4
+#: `output.mesh: auto` keeps the mesh inside files of at most this many cells (level 6, 40962 cells,
+#: about 50 MB of mesh) and references a grid file above it (level 7, 163842 cells: 200 MB).
+MESH_INSIDE_MAX_CELLS = 100_000
 
 
 class Strict(BaseModel):
@@ -114,6 +117,10 @@ class OutputConfig(Strict):
     interval_hours: float = Field(24.0, gt=0, description="output interval (hours)")
     variables: list[Literal[OUTPUT_VARIABLES]] = Field(
         list(DEFAULT_VARIABLES), description="fields written at each output time (swm.variables)")
+    mesh: Literal["auto", "inside", "reference"] = Field(
+        "auto", description="the mesh in the history and gradient files (MPAS's mesh stream), or "
+        "a reference to an MPAS grid file (the mesh cache's, mesh.file, or NAME.grid.nc beside "
+        f"the file); auto: reference above {MESH_INSIDE_MAX_CELLS} cells (level 7 and up)")
 
 
 class RestartConfig(Strict):

@@ -22,8 +22,8 @@ from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.model import Model
-from swm.output import (AsyncWriter, History, claim, mesh_fingerprint, mpas_namelist, provenance,
-                        read_restart, trajectory_settings)
+from swm.output import (AsyncWriter, History, claim, mesh_fingerprint, mesh_form, mpas_namelist,
+                        provenance, read_restart, reference_grid, trajectory_settings)
 from swm.schedules import IterationInterval, TimeInterval
 from swm.simulation import Simulation
 from swm.tendencies import Physics
@@ -47,6 +47,29 @@ def build_mesh(config: Config):
     from grids.mpas_io import read_mesh
 
     return read_mesh(m.file, sphere_radius=m.radius, recompute_geometry=m.recompute_geometry)
+
+
+def grid_reference(config: Config, mesh, output, key: str):
+    """The grid file that output file `output` (config key `key`) references, or None when
+    `output.mesh` keeps the mesh inside it (rank 0; `swm.output.mesh_form`). A generated mesh is
+    referenced in the mesh cache, a mesh.file as given (its geometry recomputed: not that file);
+    otherwise, or when the cache holds no file of this mesh, NAME.grid.nc is written beside
+    `output` (`swm.output.reference_grid`)."""
+    m = config.mesh
+    if mesh_form(config.output.mesh, mesh.nCells) == "inside":
+        return None
+    candidate, trusted = None, False
+    if m.generate is not None:
+        from grids.cache import cache_path
+
+        candidate = cache_path(m.generate.level, lloyd_iterations=m.generate.lloyd,
+                               sphere_radius=m.radius, order=m.generate.order)
+    elif not m.recompute_geometry:
+        candidate, trusted = m.file, True
+    grid = reference_grid(mesh, output, candidate, trusted=trusted, key=key)
+    log.info("%s references the grid file %s (the mesh is not copied: output.mesh = %s)", output,
+             grid.path, config.output.mesh)
+    return grid
 
 
 def initial_state(config: Config, mesh) -> testcases.InitialState:
@@ -216,8 +239,9 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
 
 
 def _history(config: Config, s: Setup, files: list, writer, attributes: dict):
-    """The History on rank 0 (None elsewhere): a new file (with the topography h_s and the
-    global `attributes`), or the resumed run's history."""
+    """The History on rank 0 (None elsewhere): a new file (with the topography h_s, the global
+    `attributes`, and the mesh or its grid file's reference: `grid_reference`), or the resumed
+    run's history."""
     made = {}
     b = s.model.b
     topography = s.distribution.gather("cell", to_host(b))
@@ -229,10 +253,12 @@ def _history(config: Config, s: Setup, files: list, writer, attributes: dict):
         resume_time = None
         if s.start:
             resume_time = (s.start // s.per_output) * s.per_output * s.dt
+        grid = None if resume_time is not None else grid_reference(
+            config, s.global_mesh, config.output.path, "output.path")
         made["history"] = History(files[0], writer, s.global_mesh, s.dtype,
                                   config.output.variables, diag, fingerprint=s.fingerprint,
                                   resume_time=resume_time, topography=topography,
-                                  attributes=attributes)
+                                  attributes=attributes, grid=grid)
     on_root(s.comm, make)
     return made.get("history")
 

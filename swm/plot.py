@@ -2,9 +2,10 @@
 
 Of a history file: the surface height h + h_s (h where there is no topography) and the vorticity
 on the cells' polygons (longitude-latitude), and for Williamson case 2 the error of h against the
-analytic solution; of a gradient file (a sensitivity run), the gradients' maps.
+analytic solution; of a gradient file (a sensitivity run), the gradients' maps. A file that
+references its grid file (`output.mesh`) is read with it (`swm.output.open_history`).
 
-    python -m swm.plot williamson5.nc [--record -1] [--out DIR]
+    python -m swm.plot williamson5.nc [--record -1] [--out DIR] [--grid GRID]
 """
 from __future__ import annotations
 
@@ -15,17 +16,18 @@ import sys
 import numpy as np
 
 from grids.atomic import atomic_path
-from swm.output import MODEL_NAME
+from swm.output import MODEL_NAME, OutputError, open_history
 from swm.variables import FIELDS
 
 
 def cell_polygons(ds):
     """Per cell, its Voronoi polygon in (lon, lat) degrees, unwrapped around the cell centre;
-    cells that cross lon = +-180 are drawn twice (shifted by 360)."""
-    n = ds["nEdgesOnCell"][:].astype(int)
-    voc = ds["verticesOnCell"][:].astype(int) - 1
-    lon_v, lat_v = np.degrees(ds["lonVertex"][:]), np.degrees(ds["latVertex"][:])
-    lon_c = np.degrees(np.angle(np.exp(1j * ds["lonCell"][:])))
+    cells that cross lon = +-180 are drawn twice (shifted by 360). `ds`: an xarray or netCDF4
+    Dataset with the mesh."""
+    n = np.asarray(ds["nEdgesOnCell"]).astype(int)
+    voc = np.asarray(ds["verticesOnCell"]).astype(int) - 1
+    lon_v, lat_v = np.degrees(np.asarray(ds["lonVertex"])), np.degrees(np.asarray(ds["latVertex"]))
+    lon_c = np.degrees(np.angle(np.exp(1j * np.asarray(ds["lonCell"]))))
     polygons, owners = [], []
     for c in range(n.size):
         v = voc[c, :n[c]]
@@ -42,13 +44,15 @@ def cell_polygons(ds):
 
 def cell_vorticity(ds, vorticity_vertex):
     """Kite-area weighted mean of the vertex vorticity on each cell (interp_v2c)."""
-    cov = ds["cellsOnVertex"][:].astype(int) - 1
-    kites = ds["kiteAreasOnVertex"][:]
-    out = np.zeros(ds.dimensions["nCells"].size)
+    cov = np.asarray(ds["cellsOnVertex"]).astype(int) - 1
+    kites = np.asarray(ds["kiteAreasOnVertex"])
+    area = np.asarray(ds["areaCell"])
+    vorticity_vertex = np.asarray(vorticity_vertex)
+    out = np.zeros(area.size)
     for j in range(cov.shape[1]):
         valid = cov[:, j] >= 0
         np.add.at(out, cov[valid, j], kites[valid, j] * vorticity_vertex[valid])
-    return out / ds["areaCell"][:]
+    return out / area
 
 
 def draw_map(polygons, owners, values, cmap: str, title: str, target) -> None:
@@ -79,30 +83,30 @@ def draw_map(polygons, owners, values, cmap: str, title: str, target) -> None:
         plt.close(fig)
 
 
-def plot_gradients(path, out_dir=None) -> list[pathlib.Path]:
+def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
     """PNG maps of a gradient file (`run_model.py` with a sensitivity section): dJ/dh0 and dJ/db
-    on cells, and for dJ/du0 the mean of |dJ/du0| over each cell's edges."""
-    import netCDF4
-
+    on cells, and for dJ/du0 the mean of |dJ/du0| over each cell's edges; `grid`: its grid file
+    where it references one elsewhere than recorded."""
     path = pathlib.Path(path)
     out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
     written = []
-    with netCDF4.Dataset(path) as ds:
-        ds.set_auto_mask(False)
+    with open_history(path, grid, decode_times=False) as ds:
         polygons, owners = cell_polygons(ds)
         maps = {}
         for name in ("dJdh0", "dJdb"):
             if name in ds.variables:
-                maps[name] = (ds[name][0, :, 0], f"{ds[name].long_name} ({ds[name].units})", "RdBu_r")
+                var = ds[name]
+                maps[name] = (var.values[0, :, 0], f"{var.attrs['long_name']} ({var.attrs['units']})",
+                              "RdBu_r")
         if "dJdu0" in ds.variables:
-            n = ds["nEdgesOnCell"][:].astype(int)
-            eoc = ds["edgesOnCell"][:].astype(int) - 1
-            magnitude = np.abs(ds["dJdu0"][0, :, 0])
+            n = ds["nEdgesOnCell"].values.astype(int)
+            eoc = ds["edgesOnCell"].values.astype(int) - 1
+            magnitude = np.abs(ds["dJdu0"].values[0, :, 0])
             slots = np.arange(eoc.shape[1]) < n[:, None]
             mean = np.where(slots, magnitude[np.maximum(eoc, 0)], 0.0).sum(axis=1) / n
-            maps["dJdu0"] = (mean, f"|dJ/du0|, mean over the cell's edges ({ds['dJdu0'].units})",
-                             "viridis")
-        cost = float(ds["J"][0])
+            maps["dJdu0"] = (mean, f"|dJ/du0|, mean over the cell's edges "
+                             f"({ds['dJdu0'].attrs['units']})", "viridis")
+        cost = float(ds["J"].values[0])
         for name, (values, label, cmap) in maps.items():
             target = out_dir / f"{path.stem}.{name}.png"
             draw_map(polygons, owners, values, cmap, f"{path.name} (J = {cost:.6g}): {label}", target)
@@ -114,45 +118,47 @@ class PlotError(ValueError):
     """A file or option `swm.plot` cannot use; `main` prints it as one line (exit status 2)."""
 
 
-def plot_file(path, record: int = -1, out_dir=None) -> list[pathlib.Path]:
-    """Write PNG maps of `record` of history file `path`; returns their paths. PlotError names
-    an output directory that is missing, a record past the end, or a file with no model output."""
-    import netCDF4
-
+def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.Path]:
+    """Write PNG maps of `record` of history file `path`; returns their paths. `grid`: the grid
+    file of a history that references one elsewhere than recorded. PlotError names an output
+    directory that is missing, a record past the end, a file with no model output, or a
+    referenced grid file that is missing or another mesh."""
     path = pathlib.Path(path)
     out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
     if not out_dir.is_dir():
         raise PlotError(f"--out {out_dir}: no such directory")
     written = []
     try:
-        ds = netCDF4.Dataset(path)
-    except OSError as exc:
+        ds = open_history(path, grid, decode_times=False)
+    except OutputError as exc:
+        raise PlotError(str(exc)) from None
+    except (OSError, ValueError) as exc:
         raise PlotError(f"{path}: not a readable netCDF file ({exc})") from None
     with ds:
-        ds.set_auto_mask(False)
         if "J" in ds.variables:            # a gradient file (it has Time and xtime too)
-            return plot_gradients(path, out_dir)
+            return plot_gradients(path, out_dir, grid)
         if "xtime" not in ds.variables or "h" not in ds.variables:
             raise PlotError(f"{path}: no xtime or no h (a mesh file?); expected a history file "
                             "written by run_model.py, or a gradient file")
-        n = ds.dimensions["Time"].size if "Time" in ds.dimensions else 0
+        n = ds.sizes.get("Time", 0)
         if not -n <= record < n:
             raise PlotError(f"--record {record}: {path} has {n} record(s); expected -{n} to {n - 1}")
-        stamp = b"".join(ds["xtime"][record]).decode().strip()
+        stamp = np.asarray(ds["xtime"].values[record]).tobytes().decode().strip()
         polygons, owners = cell_polygons(ds)
-        if "h_s" in ds.variables and np.any(ds["h_s"][:]):
-            maps = {"h": (ds["h"][record, :, 0] + ds["h_s"][:],
-                          f"surface height h + h_s ({FIELDS['h'].units})", "viridis")}
+        h = ds["h"].values[:, :, 0]
+        h_s = ds["h_s"].values if "h_s" in ds.variables else None
+        if h_s is not None and np.any(h_s):
+            maps = {"h": (h[record] + h_s, f"surface height h + h_s ({FIELDS['h'].units})",
+                          "viridis")}
         else:
-            maps = {"h": (ds["h"][record, :, 0], FIELDS["h"].label, "viridis")}
+            maps = {"h": (h[record], FIELDS["h"].label, "viridis")}
         if "vorticity" in ds.variables:
-            maps["vorticity"] = (cell_vorticity(ds, ds["vorticity"][record, :, 0]),
+            maps["vorticity"] = (cell_vorticity(ds, ds["vorticity"].values[record, :, 0]),
                                  f"relative vorticity, kite mean on cells "
                                  f"({FIELDS['vorticity'].units})", "RdBu_r")
-        if "h_l2" in ds.variables and "h" in ds.variables:
+        if "h_l2" in ds.variables:
             # case 2 is steady: its exact solution is the initial state
-            maps["h_error"] = (ds["h"][record, :, 0] - ds["h"][0, :, 0],
-                               f"h - h_exact ({FIELDS['h'].units})", "RdBu_r")
+            maps["h_error"] = (h[record] - h[0], f"h - h_exact ({FIELDS['h'].units})", "RdBu_r")
         for name, (values, label, cmap) in maps.items():
             target = out_dir / f"{path.stem}.{name}.png"
             draw_map(polygons, owners, values, cmap, f"{path.name}: {label} at {stamp}", target)
@@ -167,13 +173,15 @@ def main(argv=None) -> int:
     p.add_argument("file", help="a history file written by run_model.py")
     p.add_argument("--record", type=int, default=-1, help="output record (default: the last)")
     p.add_argument("--out", help="directory of the PNG files (default: beside the history file)")
+    p.add_argument("--grid", help="the MPAS grid file of a history that references one "
+                   "(default: the path the history records)")
     p.add_argument("--version", action="version", version=f"%(prog)s (meshops {grids.__version__})")
     args = p.parse_args(argv)
     if not pathlib.Path(args.file).is_file():
         print(f"python -m swm.plot: error: {args.file}: no such file", file=sys.stderr)
         return 2
     try:
-        written = plot_file(args.file, args.record, args.out)
+        written = plot_file(args.file, args.record, args.out, args.grid)
     except PlotError as exc:
         print(f"python -m swm.plot: error: {exc}", file=sys.stderr)
         return 2

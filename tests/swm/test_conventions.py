@@ -56,6 +56,29 @@ def history(tmp_path_factory, env):
     return tmp / "w5.nc", tmp / "w5.restart.nc", config
 
 
+@pytest.fixture(scope="module")
+def referenced_history(tmp_path_factory, env):
+    """The `history` run with output.mesh = reference: (history, its grid file in the cache)."""
+    from swm.variables import OUTPUT_VARIABLES
+
+    tmp = tmp_path_factory.mktemp("referenced")
+    config = write_config(tmp, "w5", output={"path": str(tmp / "w5.nc"), "interval_hours": 3,
+                                             "variables": list(OUTPUT_VARIABLES),
+                                             "mesh": "reference"})
+    out = run(env, ROOT / "run_model.py", config, "--no-progress")
+    assert out.returncode == 0, out.stderr
+    with netCDF4_dataset(tmp / "w5.nc") as ds:
+        return tmp / "w5.nc", pathlib.Path(ds.mesh_file)
+
+
+def history_and_grid(form, request):
+    """(history, grid file) of the `history` run with the mesh inside or referenced."""
+    if form == "inside":
+        path = request.getfixturevalue("history")[0]
+        return path, path
+    return request.getfixturevalue("referenced_history")
+
+
 def check_provenance(attrs, config):
     from swm.config import dump, load_config
     from swm.output import MODEL_NAME
@@ -90,7 +113,8 @@ def test_history_decodes_with_units_and_long_names(history):
 #: bootstrapping's mesh attributes) and the few this model adds (its provenance, the restart keys).
 MPAS_ATTRIBUTES = {"model_name", "core_name", "source", "Conventions", "on_a_sphere", "sphere_radius",
                    "is_periodic", "x_period", "y_period", "history", "file_id", "parent_id", "mesh_spec"}
-OWN_ATTRIBUTES = {"model_version", "config", "mesh_fingerprint", "trajectory_settings"}
+OWN_ATTRIBUTES = {"model_version", "config", "mesh_fingerprint", "trajectory_settings",
+                  "mesh_file", "mesh_file_relative", "mesh_file_fingerprint"}
 #: The sw core's Registry: mesh fields of its input stream, fields of its output stream.
 MPAS_SW_VARIABLES = {
     "latCell", "lonCell", "xCell", "yCell", "zCell", "latEdge", "lonEdge", "xEdge", "yEdge", "zEdge",
@@ -106,12 +130,13 @@ OWN_VARIABLES = {"Time", "edgeSignOnCell", "edgeSignOnVertex", "mass", "energy",
                  "max_cfl", "h_min", "h_max"}
 
 
-def test_an_mpas_user_finds_nothing_foreign(history):
+@pytest.mark.parametrize("form", ["inside", "reference"])
+def test_an_mpas_user_finds_nothing_foreign(form, request):
     """Every global attribute and variable of a history is MPAS's (sw Registry, output attributes,
     ``config_*`` namelist options) or one of the few the model adds; nothing from the mesh cache."""
     import netCDF4
 
-    path, _, _ = history
+    path, _ = history_and_grid(form, request)
     with netCDF4.Dataset(path) as ds:
         attrs = set(ds.ncattrs())
         assert attrs - MPAS_ATTRIBUTES - OWN_ATTRIBUTES == {a for a in attrs if a.startswith("config_")}
@@ -228,21 +253,26 @@ def test_sensitivity_and_fourdvar_files_have_time_and_provenance(tmp_path, env):
     assert out.returncode == 0 and "gradients.dJdh0.png" in out.stdout, out.stderr
 
 
-def test_uxarray_reads_the_history_and_its_means_are_the_model_s(history):
+@pytest.mark.parametrize("form", ["inside", "reference"])
+def test_uxarray_reads_the_history_and_its_means_are_the_model_s(form, request):
     """UXarray's MPAS reader validates the history's grid (its face areas cover the sphere), and its
-    area-weighted mean of h at every record is the model's mass diagnostic over the sphere's area."""
+    area-weighted mean of h at every record is the model's mass diagnostic over the sphere's area;
+    a history with its mesh opens as ``open_dataset(history, history)``, one that references its
+    grid file as ``open_dataset(grid, history)``."""
     import uxarray
 
-    path, _, _ = history
-    uxds = uxarray.open_dataset(path, path)
+    from swm.output import open_history
+
+    path, grid_file = history_and_grid(form, request)
+    uxds = uxarray.open_dataset(grid_file, path)
     grid = uxds.uxgrid
     assert grid.validate() and uxds["h"].sizes["n_face"] == grid.n_face
     assert float(grid.face_areas.sum()) == pytest.approx(4 * np.pi, rel=1e-12)
     mean_h = uxds["h"].isel(nVertLevels=0).weighted_mean().values
-    with netCDF4_dataset(path) as ds:
-        area = ds["areaCell"][:].sum()
-        mass = ds["mass"][:]
-        assert ds["mass"].units == "m3"
+    with open_history(path) as ds:
+        area = ds["areaCell"].values.sum()
+        mass = ds["mass"].values
+        assert ds["mass"].attrs["units"] == "m3"
     np.testing.assert_allclose(mean_h * area, mass, rtol=1e-13)
     assert np.ptp(mean_h) > 0 or mean_h.size == 1             # a real series, one value per record
 
