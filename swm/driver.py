@@ -282,4 +282,17 @@ def run(config: Config, *, progress: bool = True) -> dict:
     log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output %s (files "
              "finished in %.2f s)", steps, wall, steps / max(wall, 1e-9),
              steps * s.dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path, sim.finish_seconds)
+    if s.xp is not np:
+        log.info("%s", device_memory(s))
     return sim.callbacks["history"].last
+
+
+def device_memory(s: Setup) -> str:
+    """This rank's GPU memory: what CuPy's pool holds (the state, the scratch fields and the
+    tables) and the mesh tables among it, also per million local cells."""
+    pool = s.xp.get_default_memory_pool().total_bytes()
+    tables = s.model.device_mesh.nbytes()
+    per = 1e6 / s.mesh.nCells / 2**30
+    return (f"device memory: {pool / 2**30:.2f} GiB held ({pool * per:.3f} GiB per million cells), "
+            f"of which mesh tables {tables / 2**30:.2f} GiB ({len(s.model.device_mesh.tables())} "
+            f"tables, {tables * per:.3f} GiB per million cells)")
