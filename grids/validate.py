@@ -236,6 +236,28 @@ def used_slots(fields: dict, name: str) -> np.ndarray | None:
     return np.arange(arr.shape[1])[None, :] < fields[count][:, None]
 
 
+def _indices_in_range(fields: dict, name: str, n: int) -> bool:
+    """True when index field `name` holds 0 <= i < n in its used slots and -1 in its pads (any of
+    -1..n-1 anywhere when its count is missing); blockwise over rows, in parallel, so the check
+    of a large mesh needs no mesh-sized temporaries."""
+    from .geometry import blocks
+
+    arr = fields[name]
+    count = PAD_COUNT.get(name)
+    counts = None if count is None else fields.get(count)
+    cols = np.arange(arr.shape[1]) if arr.ndim == 2 else None
+
+    def block(s):
+        a = arr[s]
+        if count is not None and counts is None:
+            return not np.any((a < -1) | (a >= n))
+        if count is None:
+            return not np.any((a < 0) | (a >= n))
+        used = cols[None, :] < counts[s][:, None]
+        return not np.any(np.where(used, (a < 0) | (a >= n), a != -1))
+    return all(ok for _, ok in blocks(block, arr.shape[0]))
+
+
 def check_indices(fields: dict, sizes: dict, source: str) -> None:
     """Used slots hold 0 <= i < n of the target entity; pad slots hold -1."""
     for name in INDEX_FIELDS:
@@ -243,6 +265,8 @@ def check_indices(fields: dict, sizes: dict, source: str) -> None:
         if arr is None:
             continue
         n = sizes[INDEX_TARGET[name]]
+        if _indices_in_range(fields, name, n):
+            continue
         used = used_slots(fields, name)
         if used is None:    # count missing: pads allowed anywhere
             _raise_first((arr < -1) | (arr >= n), arr, source, name, "index out of range",
@@ -256,97 +280,147 @@ def check_indices(fields: dict, sizes: dict, source: str) -> None:
 
 
 # -- topology ------------------------------------------------------------------------------------
+def _raise_first_rows(bad_rows, n: int, arr: np.ndarray, source: str, field: str, message: str,
+                      expected: str, **kwargs) -> None:
+    """`_raise_first` of the mask bad_rows(s), rows s of range(n), evaluated blockwise in parallel
+    (`grids.geometry.blocks`): a valid mesh is checked without mesh-sized temporaries, and the
+    full mask is built only when a block fails (its first bad entry is the first of all)."""
+    from .geometry import blocks
+
+    for s, bad in blocks(bad_rows, n):
+        if bad.any():
+            full = np.zeros((n,) + bad.shape[1:], dtype=bool)
+            full[s] = bad
+            _raise_first(full, arr, source, field, message, expected, **kwargs)
+
+
+def _rows(s: slice) -> np.ndarray:
+    return np.arange(s.start, s.stop)[:, None]
+
+
 def check_topology(fields: dict, sizes: dict, source: str) -> None:
-    """Edges join two distinct cells/vertices; cell, edge and vertex connectivity agree."""
+    """Edges join two distinct cells/vertices; cell, edge and vertex connectivity agree
+    (row checks blockwise, `_raise_first_rows`)."""
     f = fields
     coe, voe = f.get("cellsOnEdge"), f.get("verticesOnEdge")
     if coe is not None:
-        _raise_first(coe[:, 0] == coe[:, 1], coe, source, "cellsOnEdge",
-                     "edge joins a cell to itself", "two distinct cells",
-                     value_of=lambda e: coe[e].tolist(), value_is_index=True)
+        _raise_first_rows(lambda s: coe[s, 0] == coe[s, 1], coe.shape[0], coe, source,
+                          "cellsOnEdge", "edge joins a cell to itself", "two distinct cells",
+                          value_of=lambda e: coe[e].tolist(), value_is_index=True)
     if voe is not None:
-        _raise_first(voe[:, 0] == voe[:, 1], voe, source, "verticesOnEdge",
-                     "edge joins a vertex to itself", "two distinct vertices",
-                     value_of=lambda e: voe[e].tolist(), value_is_index=True)
+        _raise_first_rows(lambda s: voe[s, 0] == voe[s, 1], voe.shape[0], voe, source,
+                          "verticesOnEdge", "edge joins a vertex to itself", "two distinct vertices",
+                          value_of=lambda e: voe[e].tolist(), value_is_index=True)
     eoc, noc = f.get("edgesOnCell"), f.get("nEdgesOnCell")
     if eoc is not None and noc is not None:
-        used = used_slots(f, "edgesOnCell")
-        uses = np.bincount(eoc[used], minlength=sizes["nEdges"])
-        _raise_first(uses != 2, uses, source, "edgesOnCell",
-                     "edge {idx} appears in edgesOnCell a wrong number of times",
-                     "every edge on exactly two cells", value_of=lambda e: int(uses[e]))
-        if coe is not None:
-            cell = np.broadcast_to(np.arange(eoc.shape[0])[:, None], eoc.shape)
-            ends = coe[np.where(used, eoc, 0)]                       # (nCells, maxEdges, 2)
-            on_edge = (ends == cell[..., None]).any(-1)
-            _raise_first(used & ~on_edge, eoc, source, "edgesOnCell",
-                         "cell {idx[0]} lists an edge whose cellsOnEdge does not hold it",
-                         "edges whose cellsOnEdge include the cell")
-            coc = f.get("cellsOnCell")
-            if coc is not None:
-                other = np.where(ends[..., 0] == cell, ends[..., 1], ends[..., 0])
-                _raise_first(used & (coc != other), coc, source, "cellsOnCell",
-                             "neighbour differs from the cell across edgesOnCell",
-                             "cellsOnCell[c, j] = the other cell of edgesOnCell[c, j]")
-        voc = f.get("verticesOnCell")
-        if voc is not None and voe is not None:
-            nxt = np.arange(eoc.shape[1])[None, :] + 1
-            nxt = np.where(nxt >= noc[:, None], 0, nxt)
-            e_next = np.take_along_axis(eoc, nxt, axis=1)
-            v = voc[..., None]
-            ok = ((voe[np.where(used, eoc, 0)] == v).any(-1)
-                  & (voe[np.where(used, e_next, 0)] == v).any(-1))
-            _raise_first(used & ~ok, voc, source, "verticesOnCell",
-                         "vertex is not shared by edgesOnCell[c, j] and edgesOnCell[c, j+1]",
-                         "verticesOnCell[c, j] between edgesOnCell[c, j] and [c, j+1] (MPAS order)")
+        _check_cell_edges(f, sizes, source)
     eov = f.get("edgesOnVertex")
     if eov is not None:
         uses = np.bincount(eov.ravel(), minlength=sizes["nEdges"])
         _raise_first(uses != 2, uses, source, "edgesOnVertex",
                      "edge {idx} appears in edgesOnVertex a wrong number of times",
                      "every edge on exactly two vertices", value_of=lambda e: int(uses[e]))
+        del uses
         if voe is not None:
-            vert = np.arange(eov.shape[0])[:, None, None]
-            _raise_first(~(voe[eov] == vert).any(-1), eov, source, "edgesOnVertex",
-                         "vertex {idx[0]} lists an edge whose verticesOnEdge does not hold it",
-                         "edges whose verticesOnEdge include the vertex")
+            _raise_first_rows(lambda s: ~(voe[eov[s]] == _rows(s)[..., None]).any(-1),
+                              eov.shape[0], eov, source, "edgesOnVertex",
+                              "vertex {idx[0]} lists an edge whose verticesOnEdge does not hold it",
+                              "edges whose verticesOnEdge include the vertex")
     cov, voc = f.get("cellsOnVertex"), f.get("verticesOnCell")
     if cov is not None and voc is not None:
-        vert = np.arange(cov.shape[0])[:, None, None]
-        _raise_first(~(voc[cov] == vert).any(-1), cov, source, "cellsOnVertex",
-                     "vertex {idx[0]} lists a cell whose verticesOnCell does not hold it",
-                     "cells whose verticesOnCell include the vertex")
+        _raise_first_rows(lambda s: ~(voc[cov[s]] == _rows(s)[..., None]).any(-1), cov.shape[0],
+                          cov, source, "cellsOnVertex",
+                          "vertex {idx[0]} lists a cell whose verticesOnCell does not hold it",
+                          "cells whose verticesOnCell include the vertex")
     if cov is not None and eov is not None and coe is not None:
         for shift in (0, 1):
-            e = np.roll(eov, -shift, axis=1)
-            between = (coe[e, 0] == cov) | (coe[e, 1] == cov)
-            _raise_first(~between, cov, source, "cellsOnVertex",
-                         f"cell is not on edgesOnVertex[v, j{' + 1' if shift else ''}]",
-                         "cellsOnVertex[v, j] between edgesOnVertex[v, j] and [v, j+1] (MPAS order)")
+            def not_between(s, shift=shift):
+                e = np.roll(eov[s], -shift, axis=1)
+                return ~((coe[e, 0] == cov[s]) | (coe[e, 1] == cov[s]))
+            _raise_first_rows(not_between, cov.shape[0], cov, source, "cellsOnVertex",
+                              f"cell is not on edgesOnVertex[v, j{' + 1' if shift else ''}]",
+                              "cellsOnVertex[v, j] between edgesOnVertex[v, j] and [v, j+1] "
+                              "(MPAS order)")
     eoe, neoe = f.get("edgesOnEdge"), f.get("nEdgesOnEdge")
     if neoe is not None and noc is not None and coe is not None:
-        want = noc[coe[:, 0]] + noc[coe[:, 1]] - 2
-        _raise_first(neoe != want, neoe, source, "nEdgesOnEdge",
-                     "count differs from the two cells' edges", "nEdgesOnCell[c0] + nEdgesOnCell[c1] - 2",
-                     value_of=lambda e: f"{int(neoe[e])} (expected {int(want[e])})")
+        want = lambda e: noc[coe[e, 0]] + noc[coe[e, 1]] - 2
+        _raise_first_rows(lambda s: neoe[s] != want(s), neoe.shape[0], neoe, source,
+                          "nEdgesOnEdge", "count differs from the two cells' edges",
+                          "nEdgesOnCell[c0] + nEdgesOnCell[c1] - 2",
+                          value_of=lambda e: f"{int(neoe[e])} (expected {int(want(e))})")
     if eoe is not None and neoe is not None and coe is not None:
-        used = used_slots(f, "edgesOnEdge")
-        ends = coe[np.where(used, eoe, 0)]                           # (nEdges, maxEdges2, 2)
-        c0, c1 = coe[:, 0:1], coe[:, 1:2]
+        _check_edge_edges(f, source)
+
+
+def _check_cell_edges(f: dict, sizes: dict, source: str) -> None:
+    """Every edge on two cells' edgesOnCell; edgesOnCell, cellsOnCell and verticesOnCell agree
+    with cellsOnEdge / verticesOnEdge."""
+    eoc, noc, coe, voe = f["edgesOnCell"], f["nEdgesOnCell"], f.get("cellsOnEdge"), f.get("verticesOnEdge")
+    used = used_slots(f, "edgesOnCell")
+    uses = np.bincount(eoc[used], minlength=sizes["nEdges"])
+    _raise_first(uses != 2, uses, source, "edgesOnCell",
+                 "edge {idx} appears in edgesOnCell a wrong number of times",
+                 "every edge on exactly two cells", value_of=lambda e: int(uses[e]))
+    del uses
+    n = eoc.shape[0]
+    if coe is not None:
+        ends = lambda s: coe[np.where(used[s], eoc[s], 0)]                # (rows, maxEdges, 2)
+        _raise_first_rows(lambda s: used[s] & ~(ends(s) == _rows(s)[..., None]).any(-1), n, eoc,
+                          source, "edgesOnCell",
+                          "cell {idx[0]} lists an edge whose cellsOnEdge does not hold it",
+                          "edges whose cellsOnEdge include the cell")
+        coc = f.get("cellsOnCell")
+        if coc is not None:
+            def wrong_neighbour(s):
+                e, cell = ends(s), _rows(s)
+                return used[s] & (coc[s] != np.where(e[..., 0] == cell, e[..., 1], e[..., 0]))
+            _raise_first_rows(wrong_neighbour, n, coc, source, "cellsOnCell",
+                              "neighbour differs from the cell across edgesOnCell",
+                              "cellsOnCell[c, j] = the other cell of edgesOnCell[c, j]")
+    voc = f.get("verticesOnCell")
+    if voc is not None and voe is not None:
+        cols = np.arange(eoc.shape[1])[None, :] + 1
+
+        def vertex_not_between(s):
+            u, e = used[s], eoc[s]
+            e_next = np.take_along_axis(e, np.where(cols >= noc[s][:, None], 0, cols), axis=1)
+            v = voc[s][..., None]
+            ok = (voe[np.where(u, e, 0)] == v).any(-1) & (voe[np.where(u, e_next, 0)] == v).any(-1)
+            return u & ~ok
+        _raise_first_rows(vertex_not_between, n, voc, source, "verticesOnCell",
+                          "vertex is not shared by edgesOnCell[c, j] and edgesOnCell[c, j+1]",
+                          "verticesOnCell[c, j] between edgesOnCell[c, j] and [c, j+1] (MPAS order)")
+
+
+def _check_edge_edges(f: dict, source: str) -> None:
+    """edgesOnEdge lists other edges of the edge's two cells, each once."""
+    from .geometry import blocks
+
+    eoe, coe = f["edgesOnEdge"], f["cellsOnEdge"]
+    used = used_slots(f, "edgesOnEdge")
+
+    def not_shared(s):
+        ends = coe[np.where(used[s], eoe[s], 0)]                         # (rows, maxEdges2, 2)
+        c0, c1 = coe[s, 0:1], coe[s, 1:2]
         e0, e1 = ends[..., 0], ends[..., 1]
         shares = (e0 == c0) | (e0 == c1) | (e1 == c0) | (e1 == c1)
-        _raise_first(used & (~shares | (eoe == np.arange(eoe.shape[0])[:, None])), eoe, source,
-                     "edgesOnEdge", "not an edge of either cell of edge {idx[0]}",
-                     "the other edges of cellsOnEdge[e, 0] and cellsOnEdge[e, 1]")
-        key = np.where(used, eoe, -1 - np.arange(eoe.shape[1])[None, :])   # pads never repeat
-        ranked = np.sort(key, axis=1)            # fast test first; locate only on failure
-        if (ranked[:, 1:] == ranked[:, :-1]).any():
-            order = np.argsort(key, axis=1, kind="stable")
-            ranked = np.take_along_axis(key, order, axis=1)
-            repeat = np.zeros(eoe.shape, dtype=bool)
-            np.put_along_axis(repeat, order[:, 1:], ranked[:, 1:] == ranked[:, :-1], axis=1)
-            _raise_first(repeat, eoe, source, "edgesOnEdge", "edge listed twice",
-                         "each other edge of the two cells once")
+        return used[s] & (~shares | (eoe[s] == _rows(s)))
+    _raise_first_rows(not_shared, eoe.shape[0], eoe, source,
+                      "edgesOnEdge", "not an edge of either cell of edge {idx[0]}",
+                      "the other edges of cellsOnEdge[e, 0] and cellsOnEdge[e, 1]")
+    pads = -1 - np.arange(eoe.shape[1])[None, :]                         # pads never repeat
+
+    def repeats(s):
+        ranked = np.sort(np.where(used[s], eoe[s], pads), axis=1)
+        return bool((ranked[:, 1:] == ranked[:, :-1]).any())
+    if any(r for _, r in blocks(repeats, eoe.shape[0])):                 # locate only on failure
+        key = np.where(used, eoe, pads)
+        order = np.argsort(key, axis=1, kind="stable")
+        ranked = np.take_along_axis(key, order, axis=1)
+        repeat = np.zeros(eoe.shape, dtype=bool)
+        np.put_along_axis(repeat, order[:, 1:], ranked[:, 1:] == ranked[:, :-1], axis=1)
+        _raise_first(repeat, eoe, source, "edgesOnEdge", "edge listed twice",
+                     "each other edge of the two cells once")
 
 
 # -- geometry ------------------------------------------------------------------------------------
@@ -356,7 +430,7 @@ def _xyz(fields: dict, kind: str) -> np.ndarray | None:
 
 
 def check_sphere(fields: dict, sphere_radius: float, source: str) -> None:
-    """Positions lie on the sphere; lat/lon agree with x, y, z."""
+    """Positions lie on the sphere; lat/lon agree with x, y, z (blockwise, `_raise_first_rows`)."""
     if not (np.isfinite(sphere_radius) and sphere_radius > 0):
         raise MeshError("bad sphere radius", file=source, field="sphere_radius",
                         value=sphere_radius, expected="a finite positive radius (m)")
@@ -364,17 +438,20 @@ def check_sphere(fields: dict, sphere_radius: float, source: str) -> None:
         p = _xyz(fields, kind)
         if p is None:
             continue
-        r = np.sqrt(np.einsum("ij,ij->i", p, p))
-        _raise_first(np.abs(r - sphere_radius) > SPHERE_RTOL * sphere_radius, r, source,
-                     f"x{kind}", "position off the sphere (value is |x|)",
-                     f"|x| = sphere_radius = {sphere_radius!r} to relative {SPHERE_RTOL:g}")
+        radius = lambda s, p=p: np.sqrt(np.einsum("ij,ij->i", p[s], p[s]))
+        _raise_first_rows(lambda s: np.abs(radius(s) - sphere_radius) > SPHERE_RTOL * sphere_radius,
+                          p.shape[0], p, source, f"x{kind}", "position off the sphere (value is |x|)",
+                          f"|x| = sphere_radius = {sphere_radius!r} to relative {SPHERE_RTOL:g}",
+                          value_of=lambda i: float(radius(slice(i, i + 1))[0]))
         lat, lon = fields.get(f"lat{kind}"), fields.get(f"lon{kind}")
         if lat is not None and lon is not None:
-            unit = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], -1)
-            err = np.linalg.norm(unit - p / r[:, None], axis=1)
-            _raise_first(err > ANGLE_TOL, lat, source, f"lat{kind}",
-                         "lat/lon point elsewhere than x, y, z",
-                         f"lat{kind}, lon{kind} of the point x{kind}, y{kind}, z{kind}")
+            def elsewhere(s, p=p, lat=lat, lon=lon, radius=radius):
+                la, lo = lat[s], lon[s]
+                unit = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
+                return np.linalg.norm(unit - p[s] / radius(s)[:, None], axis=1) > ANGLE_TOL
+            _raise_first_rows(elsewhere, p.shape[0], lat, source, f"lat{kind}",
+                              "lat/lon point elsewhere than x, y, z",
+                              f"lat{kind}, lon{kind} of the point x{kind}, y{kind}, z{kind}")
 
 
 def _triple(a, b, c) -> np.ndarray:
@@ -385,42 +462,48 @@ def _triple(a, b, c) -> np.ndarray:
 def check_orientation(fields: dict, source: str) -> None:
     """edgesOnCell counter-clockwise; normal from cellsOnEdge[:, 0] to [:, 1]; tangent k x n from
     verticesOnEdge[:, 0] to [:, 1]. The normal test uses angleEdge; it skips edges within 1e-10
-    of a pole, where local east is undefined."""
+    of a pole, where local east is undefined. Blockwise over rows (`_raise_first_rows`)."""
     f = fields
     pc, pe, pv = _xyz(f, "Cell"), _xyz(f, "Edge"), _xyz(f, "Vertex")
     eoc, noc = f.get("edgesOnCell"), f.get("nEdgesOnCell")
     if pc is not None and pe is not None and eoc is not None and noc is not None:
         used = used_slots(f, "edgesOnCell")
-        nxt = np.arange(eoc.shape[1])[None, :] + 1
-        nxt = np.where(nxt >= noc[:, None], 0, nxt)
-        m0 = pe[np.where(used, eoc, 0)] - pc[:, None, :]
-        m1 = pe[np.where(used, np.take_along_axis(eoc, nxt, axis=1), 0)] - pc[:, None, :]
-        turn = _triple(np.broadcast_to(pc[:, None, :], m0.shape), m0, m1)
-        bad = (used & ~(turn > 0)).any(axis=1)
-        _raise_first(bad, eoc, source, "edgesOnCell",
-                     "edges of cell {idx} are not counter-clockwise seen from outside the sphere",
-                     "edgesOnCell ordered counter-clockwise",
-                     value_of=lambda c: eoc[c, :noc[c]].tolist(), value_is_index=True)
+        cols = np.arange(eoc.shape[1])[None, :] + 1
+
+        def clockwise(s):
+            u, e = used[s], eoc[s]
+            nxt = np.where(cols >= noc[s][:, None], 0, cols)
+            c = pc[s][:, None, :]
+            m0 = pe[np.where(u, e, 0)] - c
+            m1 = pe[np.where(u, np.take_along_axis(e, nxt, axis=1), 0)] - c
+            turn = _triple(np.broadcast_to(c, m0.shape), m0, m1)
+            return (u & ~(turn > 0)).any(axis=1)
+        _raise_first_rows(clockwise, eoc.shape[0], eoc, source, "edgesOnCell",
+                          "edges of cell {idx} are not counter-clockwise seen from outside the sphere",
+                          "edgesOnCell ordered counter-clockwise",
+                          value_of=lambda c: eoc[c, :noc[c]].tolist(), value_is_index=True)
     coe, voe = f.get("cellsOnEdge"), f.get("verticesOnEdge")
     if pc is not None and pe is not None and coe is not None:
-        d = pc[coe[:, 1]] - pc[coe[:, 0]]
+        d = lambda s: pc[coe[s, 1]] - pc[coe[s, 0]]
         ang, lat, lon = f.get("angleEdge"), f.get("latEdge"), f.get("lonEdge")
         if ang is not None and lat is not None and lon is not None:
-            east = np.stack([-np.sin(lon), np.cos(lon), np.zeros_like(lon)], -1)
-            north = np.stack([-np.sin(lat) * np.cos(lon), -np.sin(lat) * np.sin(lon), np.cos(lat)], -1)
-            normal = np.cos(ang)[:, None] * east + np.sin(ang)[:, None] * north
-            dot = np.einsum("ij,ij->i", normal, d)
-            defined = np.abs(np.cos(lat)) > 1e-10
-            _raise_first(defined & ~(dot > 0), coe, source, "cellsOnEdge",
-                         "normal of edge {idx} (angleEdge) points from cellsOnEdge[e, 1] to [e, 0]",
-                         "the normal from cellsOnEdge[e, 0] to cellsOnEdge[e, 1]",
-                         value_of=lambda e: coe[e].tolist(), value_is_index=True)
+            def backwards(s):
+                la, lo, an = lat[s], lon[s], ang[s]
+                east = np.stack([-np.sin(lo), np.cos(lo), np.zeros_like(lo)], -1)
+                north = np.stack([-np.sin(la) * np.cos(lo), -np.sin(la) * np.sin(lo), np.cos(la)], -1)
+                normal = np.cos(an)[:, None] * east + np.sin(an)[:, None] * north
+                dot = np.einsum("ij,ij->i", normal, d(s))
+                return (np.abs(np.cos(la)) > 1e-10) & ~(dot > 0)
+            _raise_first_rows(backwards, coe.shape[0], coe, source, "cellsOnEdge",
+                              "normal of edge {idx} (angleEdge) points from cellsOnEdge[e, 1] to [e, 0]",
+                              "the normal from cellsOnEdge[e, 0] to cellsOnEdge[e, 1]",
+                              value_of=lambda e: coe[e].tolist(), value_is_index=True)
         if pv is not None and voe is not None:
-            t = pv[voe[:, 1]] - pv[voe[:, 0]]
-            _raise_first(~(_triple(pe, d, t) > 0), voe, source, "verticesOnEdge",
-                         "tangent of edge {idx} points from verticesOnEdge[e, 1] to [e, 0]",
-                         "the tangent k x n from verticesOnEdge[e, 0] to verticesOnEdge[e, 1]",
-                         value_of=lambda e: voe[e].tolist(), value_is_index=True)
+            _raise_first_rows(lambda s: ~(_triple(pe[s], d(s), pv[voe[s, 1]] - pv[voe[s, 0]]) > 0),
+                              coe.shape[0], voe, source, "verticesOnEdge",
+                              "tangent of edge {idx} points from verticesOnEdge[e, 1] to [e, 0]",
+                              "the tangent k x n from verticesOnEdge[e, 0] to verticesOnEdge[e, 1]",
+                              value_of=lambda e: voe[e].tolist(), value_is_index=True)
 
 
 def check_signs(fields: dict, source: str) -> None:
