@@ -2,7 +2,7 @@
 
     python benchmarks/bench_grids.py --levels 8 9 10 11 [--lloyd 0] [--order morton]
                                      [--dir DIR] [--keep] [--compress yes|no|connectivity]
-                                     [--stages] [--json out.json]
+                                     [--stages] [--cache] [--json out.json]
 
 Per level, two fresh processes, so that each peak RSS (ru_maxrss of the child) is its own:
 
@@ -11,7 +11,9 @@ Per level, two fresh processes, so that each peak RSS (ru_maxrss of the child) i
    do; the time and the peak RSS after each stage are recorded;
 2. load: `grids.mpas_io.read_trusted_mesh` reads it back, as a mesh-cache hit does (the load time,
    its peak RSS, and the bytes per cell of the loaded `Mesh`, every MPAS field: the floor of any
-   in-memory mesh).
+   in-memory mesh);
+3. with --cache: `grids.cache.cached_icosahedral` in a fresh cache, a miss (generate, write, load,
+   validate) and a hit, each in its own process.
 
 The file is written in --dir (default: a temporary directory) and removed after loading unless
 --keep (a level-11 file is ~43 GB). Threads: $MESHOPS_THREADS (default: every CPU of the process).
@@ -24,6 +26,7 @@ import json
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +67,17 @@ print(json.dumps({{"load_s": wall, "load_peak_rss_gib": ru.ru_maxrss / 2**20,
 """
 
 
+CACHE = r"""
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+from grids.cache import cached_icosahedral
+t = time.perf_counter()
+mesh = cached_icosahedral({level}, lloyd_iterations={lloyd}, order={order!r}, cache_dir={directory!r})
+wall = time.perf_counter() - t
+print(json.dumps({{"wall_s": wall, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}}))
+"""
+
+
 def _child(code: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -71,8 +85,11 @@ def _child(code: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_level(level: int, lloyd: int, order: str, compress, directory: str, keep: bool) -> dict:
-    """One level: generate (write) in one process, load in another; the file removed unless keep."""
+def run_level(level: int, lloyd: int, order: str, compress, directory: str, keep: bool,
+              cache: bool = False) -> dict:
+    """One level: generate (write) in one process, load in another; the file removed unless keep.
+    With `cache`, also `cached_icosahedral` twice in fresh processes (a miss: generate, write,
+    load and validate; then a hit: load)."""
     path = os.path.join(directory, f"x1.{10 * 4**level + 2}.l{level}.lloyd{lloyd}.grid.nc")
     gen = _child(GENERATE.format(root=str(ROOT), level=level, path=path, lloyd=lloyd, order=order,
                                  compress=repr(compress)))
@@ -83,6 +100,14 @@ def run_level(level: int, lloyd: int, order: str, compress, directory: str, keep
     n = gen["nCells"]
     row = {"level": level, "lloyd": lloyd, **gen, **load, "file_bytes": size,
            "bytes_per_cell": gen["peak_rss_gib"] * 2**30 / n}
+    if cache:
+        cache_dir = os.path.join(directory, f"cache-l{level}")
+        code = CACHE.format(root=str(ROOT), level=level, lloyd=lloyd, order=order, directory=cache_dir)
+        miss, hit = _child(code), _child(code)
+        row.update(cache_miss_s=miss["wall_s"], cache_miss_peak_rss_gib=miss["peak_rss_gib"],
+                   cache_hit_s=hit["wall_s"], cache_hit_peak_rss_gib=hit["peak_rss_gib"])
+        if not keep:
+            shutil.rmtree(cache_dir)
     lloyd_stage = [s for s in gen["stages"] if s["stage"].endswith("Lloyd iterations")]
     if lloyd and lloyd_stage:
         row["lloyd_s_per_iter_per_mcell"] = lloyd_stage[0]["wall_s"] / lloyd / (n / 1e6)
@@ -108,6 +133,8 @@ def main(argv=None) -> int:
     parser.add_argument("--compress", default="yes", choices=["yes", "no", "connectivity"],
                         help="zlib for counts/signs/ids (yes), none, or the index fields too")
     parser.add_argument("--stages", action="store_true", help="print each stage's time and RSS")
+    parser.add_argument("--cache", action="store_true", help="also time grids.cache."
+                        "cached_icosahedral: a miss (generate, load, validate) and a hit")
     parser.add_argument("--json", default=None, help="write the rows (with the stages) to this file")
     args = parser.parse_args(argv)
     rows = []
@@ -120,9 +147,13 @@ def main(argv=None) -> int:
               f"{'s/it/Mc':>8}")
         for level in args.levels:
             compress = {"yes": True, "no": False}.get(args.compress, args.compress)
-            r = run_level(level, args.lloyd, args.order, compress, directory, args.keep)
+            r = run_level(level, args.lloyd, args.order, compress, directory, args.keep, args.cache)
             rows.append(r)
             _print_row(r)
+            if args.cache:
+                print(f"        cache miss {r['cache_miss_s']:.1f} s, peak {r['cache_miss_peak_rss_gib']:.2f} "
+                      f"GiB; hit {r['cache_hit_s']:.1f} s, peak {r['cache_hit_peak_rss_gib']:.2f} GiB",
+                      flush=True)
             if args.stages:
                 for s in r["stages"]:
                     print(f"        {s['stage']:<40} {s['wall_s']:>8.2f} s wall {s['cpu_s']:>8.2f} s cpu "
