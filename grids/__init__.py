@@ -1,8 +1,8 @@
 """Meshes: MPAS netCDF I/O, validation, geometry, icosahedral generation, reordering.
 
 Public names: Mesh, read_mesh, write_mesh, validate_mesh, MeshError, generate_icosahedral,
-cached_icosahedral, complete_mesh, reorder_mesh, to_xarray, from_xarray. The last six are imported
-from their modules on first use (xarray is only imported by to_xarray / from_xarray). `grids.mesh`
+write_icosahedral, cached_icosahedral, complete_mesh, reorder_mesh, to_xarray, from_xarray. The last
+seven are imported from their modules on first use (xarray is only imported by to_xarray / from_xarray). `grids.mesh`
 imports no other module of the package, so the modules form no import cycle.
 """
 import importlib.metadata as _metadata
@@ -16,13 +16,14 @@ try:
 except _metadata.PackageNotFoundError:  # a source tree that is not installed
     __version__ = "unknown"
 
-_LAZY = {"generate_icosahedral": "icosahedral", "cached_icosahedral": "cache",
+_LAZY = {"generate_icosahedral": "icosahedral", "write_icosahedral": "icosahedral",
+         "cached_icosahedral": "cache",
          "complete_mesh": "geometry",
          "reorder_mesh": "reorder", "to_xarray": "xarray_io", "from_xarray": "xarray_io"}
 
 __all__ = ["Mesh", "read_mesh", "write_mesh", "validate_mesh", "MeshError",
-           "generate_icosahedral", "cached_icosahedral", "complete_mesh", "reorder_mesh", "to_xarray",
-           "from_xarray", "EARTH_RADIUS", "EARTH_OMEGA"]
+           "generate_icosahedral", "write_icosahedral", "cached_icosahedral", "complete_mesh",
+           "reorder_mesh", "to_xarray", "from_xarray", "EARTH_RADIUS", "EARTH_OMEGA"]
 
 
 def __getattr__(name):

@@ -376,12 +376,13 @@ def write_icosahedral(level: int, path, *, lloyd_iterations: int = 0,
     The file holds the arrays `write_mesh(generate_icosahedral(level, ...), path)` writes, but the
     whole mesh is never in memory: each field goes to the file (`grids.mpas_io.MeshFileWriter`) as
     soon as `grids.geometry.derive_fields` has it (on a writer thread, overlapping the computation
-    of the next fields), the TRiSK fields block by block, so the peak is
-    that of the triangulation, the connectivity and the inputs of the TRiSK weights (about half the
-    mesh). `attributes` are added to the generated ones (`mpas_metadata`); `history`, `cache_key`
-    and `compress` as for `write_mesh`; `format` one of `grids.mpas_io.FORMATS` (NETCDF4 default:
-    NETCDF3_64BIT_OFFSET holds at most 4 GiB per variable, too little for weightsOnEdge from
-    level 10). Written atomically (temporary name, then rename). Returns the dimension sizes.
+    of the next fields), the TRiSK fields block by block, so the peak is that of the triangulation,
+    the connectivity and the inputs of the TRiSK weights (about half the mesh). `attributes` are
+    added to the generated ones (`mpas_metadata`); `history`, `cache_key` and `compress` as for
+    `write_mesh`; `format` one of `grids.mpas_io.FORMATS` (NETCDF4 default: NETCDF3_64BIT_OFFSET
+    holds at most 4 GiB per variable, too little for edgesOnEdge and weightsOnEdge at level 11; the
+    arguments and this limit are checked before any work). Written atomically (temporary name, then
+    rename). Returns the dimension sizes.
     """
     from grids.atomic import atomic_path
     from grids.mpas_io import (FORMATS, MeshFileWriter, _check_format_limits, _file_attributes,
@@ -391,6 +392,8 @@ def write_icosahedral(level: int, path, *, lloyd_iterations: int = 0,
     path = os.fspath(path)
     if format not in FORMATS:
         raise ValueError(f"{path}: netCDF format {format!r} not supported; expected one of {FORMATS}")
+    if compress not in (False, True, "connectivity"):
+        raise ValueError(f"{path}: compress={compress!r}, expected False, True or 'connectivity'")
     _check_format_limits(format, _predicted_shapes(level), path)
     stage = _stage_clock(level, progress)
     source = f"meshops grids.icosahedral level={level} lloyd={lloyd_iterations} order={order}"

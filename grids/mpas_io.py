@@ -968,7 +968,7 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET",
     and uncompressed by default; with compress=True (the mesh cache and `python -m grids generate`)
     the counts, signs and ids are zlib-compressed (level 1, shuffle; `COMPRESSED_VARIABLES`),
     with compress="connectivity" the index fields as well; the float geometry stays contiguous. Classic formats hold at most 4 GiB per variable
-    (NETCDF3_64BIT_OFFSET: weightsOnEdge of level 10 and finer exceeds that): MeshError names the
+    (NETCDF3_64BIT_OFFSET: edgesOnEdge and weightsOnEdge of level 11 exceed that): MeshError names the
     field; NETCDF3_64BIT_DATA and NETCDF4 have no such limit.
     """
     path = os.fspath(path)
