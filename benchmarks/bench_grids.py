@@ -2,7 +2,7 @@
 
     python benchmarks/bench_grids.py --levels 8 9 10 11 [--lloyd 0] [--order morton]
                                      [--dir DIR] [--keep] [--compress yes|no|connectivity]
-                                     [--stages] [--cache] [--json out.json]
+                                     [--stages] [--cache] [--no-load] [--json out.json]
 
 Per level, two fresh processes, so that each peak RSS (ru_maxrss of the child) is its own:
 
@@ -16,7 +16,8 @@ Per level, two fresh processes, so that each peak RSS (ru_maxrss of the child) i
    validate) and a hit, each in its own process.
 
 The file is written in --dir (default: a temporary directory) and removed after loading unless
---keep (a level-11 file is ~43 GB). Threads: $MESHOPS_THREADS (default: every CPU of the process).
+--keep (a level-11 file is ~43 GB). --stages shows each stage's time and peak RSS as it ends; the
+JSON file is rewritten after each level, so a run stopped at level 11 keeps levels 8-10. Threads: $MESHOPS_THREADS (default: every CPU of the process).
 Lloyd seconds per iteration per million cells are reported when --lloyd > 0.
 """
 from __future__ import annotations
@@ -43,7 +44,8 @@ stages = []
 def progress(name, wall, cpu):
     stages.append({{"stage": name, "wall_s": wall, "cpu_s": cpu,
                     "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}})
-    print(json.dumps(stages[-1]), file=sys.stderr, flush=True)
+    print(f"    [level {level}] {{name}}: {{wall:.2f}} s wall, {{cpu:.2f}} s cpu, "
+          f"peak {{stages[-1]['peak_rss_gib']:.2f}} GiB", file=sys.stderr, flush=True)
 t = time.perf_counter()
 sizes = write_icosahedral({level}, {path!r}, lloyd_iterations={lloyd}, order={order!r},
                           compress={compress}, progress=progress)
@@ -78,28 +80,34 @@ print(json.dumps({{"wall_s": wall, "peak_rss_gib": resource.getrusage(resource.R
 """
 
 
-def _child(code: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+def _child(code: str, live: bool = False) -> dict:
+    """Run `code` in a fresh Python; its last stdout line is the JSON result. `live`: its stderr
+    (the stage lines) goes straight to ours, as it happens."""
+    proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                          stderr=None if live else subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"benchmark child failed:\n{proc.stderr}")
+        raise RuntimeError(f"benchmark child failed (status {proc.returncode}):\n"
+                           f"{proc.stderr or 'see its output above'}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run_level(level: int, lloyd: int, order: str, compress, directory: str, keep: bool,
-              cache: bool = False) -> dict:
-    """One level: generate (write) in one process, load in another; the file removed unless keep.
-    With `cache`, also `cached_icosahedral` twice in fresh processes (a miss: generate, write,
-    load and validate; then a hit: load)."""
+              cache: bool = False, load: bool = True, live: bool = False) -> dict:
+    """One level: generate (write) in one process, load in another (unless not `load`); the file
+    removed unless keep. With `cache`, also `cached_icosahedral` twice in fresh processes (a miss:
+    generate, write, load and validate; then a hit: load). `live` shows the stages as they end."""
     path = os.path.join(directory, f"x1.{10 * 4**level + 2}.l{level}.lloyd{lloyd}.grid.nc")
     gen = _child(GENERATE.format(root=str(ROOT), level=level, path=path, lloyd=lloyd, order=order,
-                                 compress=repr(compress)))
-    size = os.path.getsize(path)
-    load = _child(LOAD.format(root=str(ROOT), path=path))
+                                 compress=repr(compress)), live)
+    n = gen["nCells"]
+    row = {"level": level, "lloyd": lloyd, **gen, "file_bytes": os.path.getsize(path),
+           "bytes_per_cell": gen["peak_rss_gib"] * 2**30 / n}
+    print(f"  level {level}: generated in {gen['wall_s']:.1f} s, peak {gen['peak_rss_gib']:.2f} GiB "
+          f"({row['bytes_per_cell']:.0f} B/cell), file {row['file_bytes'] / 1e9:.2f} GB", flush=True)
+    if load:
+        row.update(_child(LOAD.format(root=str(ROOT), path=path)))
     if not keep:
         os.remove(path)
-    n = gen["nCells"]
-    row = {"level": level, "lloyd": lloyd, **gen, **load, "file_bytes": size,
-           "bytes_per_cell": gen["peak_rss_gib"] * 2**30 / n}
     if cache:
         cache_dir = os.path.join(directory, f"cache-l{level}")
         code = CACHE.format(root=str(ROOT), level=level, lloyd=lloyd, order=order, directory=cache_dir)
@@ -116,10 +124,17 @@ def run_level(level: int, lloyd: int, order: str, compress, directory: str, keep
 
 def _print_row(r: dict) -> None:
     per_iter = r.get("lloyd_s_per_iter_per_mcell")
+    load = (f"{r['load_s']:>7.2f} {r['load_peak_rss_gib']:>9.2f} {r['mesh_bytes_per_cell']:>8.0f}"
+            if "load_s" in r else f"{'-':>7} {'-':>9} {'-':>8}")
     print(f"{r['level']:>5} {r['nCells']:>10} {r['lloyd']:>5} {r['wall_s']:>9.1f} {r['cpu_s']:>9.1f} "
           f"{r['peak_rss_gib']:>9.2f} {r['bytes_per_cell']:>7.0f} {r['file_bytes'] / 1e9:>8.2f} "
-          f"{r['load_s']:>7.2f} {r['load_peak_rss_gib']:>9.2f} {r['mesh_bytes_per_cell']:>7.0f} "
-          f"{'' if per_iter is None else f'{per_iter:.2f}':>8}", flush=True)
+          f"{load} {'' if per_iter is None else f'{per_iter:.2f}':>8}", flush=True)
+
+
+def _write_json(path: str, rows: list) -> None:
+    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
+            "cpus": os.cpu_count(), "python": platform.python_version()}
+    pathlib.Path(path).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 
 
 def main(argv=None) -> int:
@@ -135,7 +150,9 @@ def main(argv=None) -> int:
     parser.add_argument("--stages", action="store_true", help="print each stage's time and RSS")
     parser.add_argument("--cache", action="store_true", help="also time grids.cache."
                         "cached_icosahedral: a miss (generate, load, validate) and a hit")
-    parser.add_argument("--json", default=None, help="write the rows (with the stages) to this file")
+    parser.add_argument("--no-load", action="store_true", help="generate only (no load of the file)")
+    parser.add_argument("--json", default=None, help="write the rows (with the stages) to this file, "
+                        "rewritten after each level")
     args = parser.parse_args(argv)
     rows = []
     if args.dir:
@@ -147,8 +164,11 @@ def main(argv=None) -> int:
               f"{'s/it/Mc':>8}")
         for level in args.levels:
             compress = {"yes": True, "no": False}.get(args.compress, args.compress)
-            r = run_level(level, args.lloyd, args.order, compress, directory, args.keep, args.cache)
+            r = run_level(level, args.lloyd, args.order, compress, directory, args.keep, args.cache,
+                          load=not args.no_load, live=args.stages)
             rows.append(r)
+            if args.json:
+                _write_json(args.json, rows)
             _print_row(r)
             if args.cache:
                 print(f"        cache miss {r['cache_miss_s']:.1f} s, peak {r['cache_miss_peak_rss_gib']:.2f} "
@@ -158,10 +178,6 @@ def main(argv=None) -> int:
                 for s in r["stages"]:
                     print(f"        {s['stage']:<40} {s['wall_s']:>8.2f} s wall {s['cpu_s']:>8.2f} s cpu "
                           f"peak {s['peak_rss_gib']:.2f} GiB", flush=True)
-    if args.json:
-        meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
-                "cpus": os.cpu_count(), "python": platform.python_version()}
-        pathlib.Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 
 
