@@ -207,7 +207,7 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
                           omega=params["omega"], format="NETCDF4", compress=True,
                           attributes=cache_attributes(params), cache_key=True,
                           history=f"cache {path.name}")
-    except OSError as exc:            # the cache never fails the run: generate in memory instead
+    except (OSError, RuntimeError) as exc:   # netCDF/HDF5 write errors: generate in memory instead
         mesh = generate_icosahedral(params["level"], lloyd_iterations=params["lloyd_iterations"],
                                     sphere_radius=params["sphere_radius"], order=params["order"],
                                     omega=params["omega"], validate=validate)
