@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .mesh import FIELD_DIMS, INDEX_FIELDS, Mesh
+from .mpas_io import ID_NAMES
 from .partition import check_partition
 
 LOCATIONS = ("cell", "edge", "vertex")
@@ -304,8 +305,7 @@ def _local_touched(gids, cells_of, cell_layer, cells, cell_L, owner_rows, rank, 
     return _order_by_layer(gids, layer, L, depth)
 
 
-_GLOBAL_ID = {"cell": ("nCells", "indexToCellID"), "edge": ("nEdges", "indexToEdgeID"),
-              "vertex": ("nVertices", "indexToVertexID")}
+_GLOBAL_ID = {loc: (dim, ID_NAMES[dim]) for loc, dim in DIM_OF.items()}
 
 
 def _global_ids(mesh: Mesh, l2g: dict) -> dict:
