@@ -11,7 +11,8 @@ benchmarks/common.py `time_wall`):
 - `meshops`: meshops called directly on NumPy / CuPy arrays (fwd_bwd: forward, then adjoint);
 - per framework, the adapter: `torch` (eager: the autograd Functions), `torch.compile`
   (fullgraph, the custom ops), `jax` (jax.jit; fwd_bwd: one jitted jax.vjp) with the default callback
-  (`pure` on the CPU, `buffer` on a GPU) and on the CPU also `jax.buffer`;
+  (`pure` on the CPU, `ffi` on a GPU: the launch plans as XLA custom calls) and `jax.buffer` (the
+  CuPy buffer callback);
 - per framework, the native peer (benchmarks/peers.py: gathers through the padded connectivity,
   derivatives by the framework's own autodiff), where the operator has one output;
 - `overhead`: the adapter minus meshops, per call: what the adapter adds (conversions, autograd
@@ -316,8 +317,6 @@ def available(frameworks, xp):
         if importlib.util.find_spec(module) is None:
             log(f"# {fw}: {module} is not installed, skipped")
             continue
-        if fw == "jax.buffer" and xp is not np:
-            continue  # on a GPU the default callback already is "buffer"
         out.append(fw)
     return out
 

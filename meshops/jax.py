@@ -24,11 +24,18 @@ supported (`linear_call` has no batching rule).
 How the maps run (`callback`, per call or `set_callback`):
 - "pure": `jax.pure_callback` into the NumPy path (CPU; on a GPU, JAX copies through the host);
 - "buffer": `jax.experimental.buffer_callback` on the device buffers, in place: NumPy on the CPU,
-  CuPy on the GPU (DLPack, on XLA's compute stream), one device copy into the output buffer.
-The default is "buffer" where JAX's default backend is a GPU, "pure" elsewhere.
+  CuPy on the GPU (DLPack, on XLA's compute stream), one device copy into the output buffer;
+- "ffi" (GPU): a typed XLA FFI custom call that replays the map's launch plan
+  (`meshops.device.plans`: its kernels, recorded once per map, mesh, dtype and levels on JAX's
+  default GPU) on XLA's stream into XLA's buffers: no Python and no copy when the program runs.
+  A map with no plan runs as "buffer".
+The default is "ffi" where JAX's default backend is a GPU and the runner builds (`meshops.native`:
+a C++ compiler, once), else "buffer" there, and "pure" elsewhere.
 """
 from __future__ import annotations
 
+import functools
+import warnings
 import weakref
 
 import numpy as np
@@ -40,16 +47,19 @@ try:
 except ModuleNotFoundError as exc:  # the optional extra
     raise ModuleNotFoundError("meshops.jax needs JAX: pip install 'meshops[jax]'", name="jax") from exc
 
-from meshops import autodiff
+from meshops import autodiff, native
+from meshops.device import plans
 from meshops.modes import resolve_mode
 from meshops.registry import OPERATORS
 
-CALLBACKS = ("pure", "buffer")
+CALLBACKS = ("pure", "buffer", "ffi")
+FFI_TARGET = "meshops_run_plan"
 _settings: dict = {"callback": None}
 
 
 def set_callback(callback: str | None) -> None:
-    """How the maps run: "pure", "buffer", or None (by JAX's default backend; module docstring)."""
+    """How the maps run: "pure", "buffer", "ffi", or None (by JAX's default backend; module
+    docstring)."""
     if callback is not None and callback not in CALLBACKS:
         raise ValueError(f"meshops.jax callback: expected one of {CALLBACKS} or None, got {callback!r}")
     _settings["callback"] = callback
@@ -58,10 +68,19 @@ def set_callback(callback: str | None) -> None:
 def resolve_callback(callback: str | None) -> str:
     callback = callback if callback is not None else _settings["callback"]
     if callback is None:
-        return "buffer" if jax.default_backend() == "gpu" and buffer_callback_available() else "pure"
+        if jax.default_backend() != "gpu":
+            return "pure"
+        if plans.enabled() and ffi_available():
+            return "ffi"
+        return "buffer" if buffer_callback_available() else "pure"
     if callback not in CALLBACKS:
         raise ValueError(f"meshops.jax callback: expected one of {CALLBACKS} or None, got {callback!r}")
-    if callback == "buffer" and not buffer_callback_available():
+    if callback == "ffi":
+        if jax.default_backend() != "gpu":
+            raise RuntimeError(f"meshops.jax callback 'ffi': runs on a GPU; JAX's default backend is "
+                               f"{jax.default_backend()}")
+        _ffi_target()   # the runner's build error, if any
+    if callback in ("buffer", "ffi") and not buffer_callback_available():
         raise RuntimeError(f"meshops.jax callback 'buffer': jax.experimental.buffer_callback is not in "
                            f"JAX {jax.__version__}; use callback='pure' or a newer JAX")
     return callback
@@ -73,6 +92,34 @@ def buffer_callback_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+@functools.lru_cache(maxsize=None)
+def _ffi_target() -> str:
+    """FFI_TARGET, registered with XLA for CUDA (the runner built on first use)."""
+    lib = native.library(xla=True)
+    jax.ffi.register_ffi_target(FFI_TARGET, jax.ffi.pycapsule(lib.MeshopsRunPlan), platform="CUDA")
+    return FFI_TARGET
+
+
+@functools.lru_cache(maxsize=None)
+def ffi_available() -> bool:
+    """Whether the "ffi" callback can run here (the runner builds and loads; a warning says why not)."""
+    try:
+        _ffi_target()
+    except (native.NativeUnavailable, OSError) as exc:
+        warnings.warn(f"meshops.jax: the 'ffi' callback is unavailable, maps run as 'buffer': {exc}",
+                      RuntimeWarning, stacklevel=3)
+        return False
+    return True
+
+
+def _default_gpu() -> int:
+    """The CUDA ordinal of JAX's default GPU (where "ffi" plans are recorded)."""
+    device = jax.config.jax_default_device
+    if device is None or isinstance(device, str) or getattr(device, "platform", "gpu") != "gpu":
+        device = jax.local_devices(backend="gpu")[0]
+    return int(device.local_hardware_id)
 
 
 # -- host calls ---------------------------------------------------------------------------------------
@@ -130,7 +177,7 @@ class _Operator:
     the adjoint mode and the callback fixed."""
 
     def __init__(self, spec, mesh, mode: str, callback: str):
-        self.spec, self._mesh, self.mode = spec, weakref.ref(mesh), mode
+        self.spec, self._mesh, self.mode, self.callback = spec, weakref.ref(mesh), mode, callback
         self.call = _pure if callback == "pure" else _buffer
         self.io = autodiff.maps(spec)
         self.k = len(spec.domain)
@@ -151,6 +198,11 @@ class _Operator:
         shapes = tuple(jax.ShapeDtypeStruct((n,) + tuple(like.shape[1:]), like.dtype)
                        for n in autodiff.rows(self.mesh, outs))
         spec, mesh, mode = self.spec, self.mesh, self.mode
+        if self.callback == "ffi":
+            plan = plans.plan(spec, kind, mesh, mode, like.dtype, tuple(like.shape[1:]), _default_gpu())
+            if plan is not None:
+                return tuple(jax.ffi.ffi_call(_ffi_target(), shapes, vmap_method="sequential")(
+                    *arrays, plan=plan.words))
         return tuple(self.call(lambda *a: autodiff.compute(spec, kind, mesh, a, mode), shapes, arrays))
 
     def _linear(self, kind, transpose, residuals, linear):
@@ -250,7 +302,7 @@ def _public(name: str, kind: str):
     op.__name__ = op.__qualname__ = f"{name}{autodiff.SUFFIX[kind]}"
     op.__doc__ = (f"`meshops.{op.__name__}` on JAX arrays, differentiable ({', '.join(ins)} -> "
                   f"{', '.join(outs)}); `mode`: the adjoint mode of its derivatives; `callback`: "
-                  f"\"pure\" or \"buffer\". See `meshops.{op.__name__}` for the formula.")
+                  f"\"pure\", \"buffer\" or \"ffi\". See `meshops.{op.__name__}` for the formula.")
     return op
 
 

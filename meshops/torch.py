@@ -8,9 +8,12 @@ adjoint `X_adj` and, for a nonlinear operator, its tangent-linear model `X_tl`, 
 
 `mesh` is a mesh (`meshops.contracts.MeshLike`) or a `meshops.DeviceMesh`, held by the caller; the
 tables are those meshops keeps per mesh, backend and device (`meshops.device_mesh`). CPU tensors are
-shared with NumPy without copies (`Tensor.numpy`, `torch.from_numpy`), CUDA tensors with CuPy through
-DLPack, the kernels launching on torch's current stream of the tensors' device. Fields are float32 or
-float64 of shape (n,) or (n, nlev), every input of one call on one device with one dtype and nlev.
+shared with NumPy without copies (`Tensor.numpy`, `torch.from_numpy`). On CUDA a map replays its
+launch plan (`meshops.device.plans`: its kernels, recorded once per map, mesh, dtype, levels and
+device) through the native runner on torch's current stream, into tensors from torch's allocator;
+a map without a plan runs meshops on CuPy views of the tensors (DLPack), on the same stream. Fields
+are float32 or float64 of shape (n,) or (n, nlev), every input of one call on one device with one
+dtype and nlev.
 
 Derivatives are meshops's own: the backward of a linear operator A is its adjoint A^T (in `mode`,
 default the meshops default, `deterministic`), the backward of A^T is A, so every order works. The
@@ -33,6 +36,7 @@ Two forms of every map, one set of derivative rules (`_Rules`):
 from __future__ import annotations
 
 import ctypes
+import warnings
 import weakref
 
 import numpy as np
@@ -43,8 +47,9 @@ try:
 except ModuleNotFoundError as exc:  # the optional extra
     raise ModuleNotFoundError("meshops.torch needs PyTorch: pip install 'meshops[torch]'", name="torch") from exc
 
-from meshops import autodiff
+from meshops import autodiff, native
 from meshops.autodiff import SUFFIX as _SUFFIX
+from meshops.device import plans
 from meshops.modes import resolve_mode
 
 _MESHES: dict[int, tuple] = {}   # id(mesh) -> (weak reference to it, the call signatures checked on it)
@@ -151,7 +156,41 @@ class _Maps:
         self.spec, self.io = spec, autodiff.maps(spec)
 
     def compute(self, kind: str, key: int, mode: str, tensors) -> tuple:
+        if tensors[0].is_cuda and _PLANS["on"]:
+            out = _replay(self.spec, kind, key, mode, tensors)
+            if out is not None:
+                return out
         return _run(lambda mesh, *arrays: autodiff.compute(self.spec, kind, mesh, arrays, mode), key, tensors)
+
+
+_PLANS = {"on": plans.enabled()}
+_NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _replay(spec, kind: str, key: int, mode: str, tensors):
+    """The map's outputs by its launch plan on torch's current stream, or None (no plan; a
+    misaligned input)."""
+    t = tensors[0]
+    index = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    try:
+        plan = plans.plan(spec, kind, _mesh(key), mode, _NUMPY_DTYPES[t.dtype], tuple(t.shape[1:]), index)
+    except native.NativeUnavailable as exc:
+        _PLANS["on"] = False
+        warnings.warn(f"meshops.torch: launch plans are unavailable, maps run through CuPy: {exc}",
+                      RuntimeWarning, stacklevel=4)
+        return None
+    if plan is None:
+        return None
+    buffers = [x.detach().contiguous() for x in tensors]
+    outs = [torch.empty(shape, dtype=t.dtype, device=t.device) for shape, _ in plan.outputs]
+    buffers += outs
+    pointers, sizes = [b.data_ptr() for b in buffers], [b.nbytes for b in buffers]
+    if index == torch.cuda.current_device():
+        done = plan.run(pointers, sizes, _raw_stream(index))
+    else:
+        with torch.cuda.device(index):
+            done = plan.run(pointers, sizes, _raw_stream(index))
+    return tuple(outs) if done else None
 
 
 class _Rules:

@@ -120,23 +120,27 @@ def test_bad_inputs_name_the_input(mesh, rng):
     with pytest.raises(TypeError, match="float32 or float64 edge field, got dtype int32"):
         mj.div_e2c(mesh, jnp.zeros(mesh.nEdges, dtype=jnp.int32))
     with pytest.raises(ValueError, match="meshops.jax callback: expected one of"):
-        mj.div_e2c(mesh, e, callback="ffi")
+        mj.div_e2c(mesh, e, callback="cuda")
+    if jax.default_backend() != "gpu":
+        with pytest.raises(RuntimeError, match="callback 'ffi': runs on a GPU"):
+            mj.div_e2c(mesh, e, callback="ffi")
     with pytest.raises(ValueError, match="adjoint mode"):
         mj.div_e2c(mesh, e, mode="fast")
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("callback", ["buffer", "ffi"])
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
 @pytest.mark.parametrize("name", NAMES)
-def test_gpu_buffer_callback_matches_numpy(name, mode, mesh, rng):
-    """On a GPU through CuPy on XLA's stream: value, vjp and jvp equal meshops's NumPy results to
-    round-off; check_grads passes."""
+def test_gpu_callbacks_match_numpy(name, mode, callback, mesh, rng):
+    """On a GPU (CuPy on XLA's stream, or the map's launch plan as an XLA FFI custom call): value,
+    vjp and jvp equal meshops's NumPy results to round-off; check_grads passes."""
     if jax.default_backend() != "gpu":
         pytest.skip("needs a CUDA build of jaxlib and a GPU")
     spec = OPERATORS[name]
     x = _inputs(mesh, name, "forward", rng, nlev=8)
     g = tuple(jnp.asarray(a) for a in fields(mesh, spec.range, rng, nlev=8))
-    f = lambda *a: _as_tuple(getattr(mj, name)(mesh, *a, mode=mode, callback="buffer"))  # noqa: E731
+    f = lambda *a: _as_tuple(getattr(mj, name)(mesh, *a, mode=mode, callback=callback))  # noqa: E731
     y, pullback = jax.vjp(f, *x)
     x_adj = jax.jit(pullback)(g)
     xn, gn = [np.asarray(a) for a in x], [np.asarray(a) for a in g]
@@ -145,3 +149,30 @@ def test_gpu_buffer_callback_matches_numpy(name, mode, mesh, rng):
         for a, b in zip(_as_tuple(got), _as_tuple(want), strict=True):
             assert np.abs(np.asarray(a) - b).max() <= 1e-13 * np.abs(b).max()
     check_grads(jax.jit(_scaled(f, x)), x, order=1, modes=("fwd", "rev"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_gpu_ffi_replays_every_map_bitwise(name, mesh, rng):
+    """Every map of every operator has a launch plan (none falls back to a Python callback), and in
+    the deterministic mode its custom call equals the CuPy path bit for bit, in float32 and float64,
+    with and without levels."""
+    if jax.default_backend() != "gpu":
+        pytest.skip("needs a CUDA build of jaxlib and a GPU")
+    import cupy
+
+    from meshops.autodiff import compute
+    from meshops.device import plans
+
+    spec = OPERATORS[name]
+    for kind, (ins, _) in maps(spec).items():
+        for dtype in (np.float32, np.float64):
+            for nlev in (None, 5):
+                x = fields(mesh, ins, rng, nlev, dtype)
+                assert plans.plan(spec, kind, mesh, "deterministic", dtype, x[0].shape[1:],
+                                  mj._default_gpu()) is not None, (kind, dtype, nlev)
+                got = _as_tuple(jax.jit(lambda *a, kind=kind: mj.apply(name, kind, mesh, *a, callback="ffi"))(
+                    *(jnp.asarray(a) for a in x)))
+                want = compute(spec, kind, mesh, [cupy.asarray(a) for a in x], "deterministic")
+                for a, b in zip(got, want, strict=True):
+                    assert np.array_equal(np.asarray(a), cupy.asnumpy(b)), (kind, dtype, nlev)
