@@ -10,7 +10,8 @@ microseconds (wall clock over batches of back-to-back calls ended by a synchroni
 benchmarks/common.py `time_wall`):
 - `meshops`: meshops called directly on NumPy / CuPy arrays (fwd_bwd: forward, then adjoint);
 - per framework, the adapter: `torch` (eager: the autograd Functions), `torch.compile`
-  (fullgraph, the custom ops), `jax` (jax.jit; fwd_bwd: one jitted jax.vjp) with the default callback
+  (fullgraph, the custom ops), `torch.cudagraphs` (on a GPU: the same compiled with
+  mode="reduce-overhead", replayed as CUDA graphs, inputs marked static), `jax` (jax.jit; fwd_bwd: one jitted jax.vjp) with the default callback
   (`pure` on the CPU, `ffi` on a GPU: the launch plans as XLA custom calls) and `jax.buffer` (the
   CuPy buffer callback);
 - per framework, the native peer (benchmarks/peers.py: gathers through the padded connectivity,
@@ -44,7 +45,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.35")
 from benchmarks import common, meshes, peers  # noqa: E402
 
 from meshops.device.tables import SIZE_OF as SIZES  # noqa: E402
-ADAPTERS = ("torch", "torch.compile", "jax", "jax.buffer")
+ADAPTERS = ("torch", "torch.compile", "torch.cudagraphs", "jax", "jax.buffer")
+NO_PEER = ("torch.cudagraphs", "jax.buffer")   # adapter variants: their peer is the plain one's
 PASSES = ("fwd", "fwd_bwd")
 
 
@@ -96,20 +98,21 @@ class Meshops:
 
 
 class TorchAdapter:
-    """meshops.torch, eager or compiled (fullgraph)."""
+    """meshops.torch, eager or compiled (fullgraph; `mode` "reduce-overhead": replayed as CUDA
+    graphs, the inputs marked as static addresses)."""
 
-    def __init__(self, spec, mesh, xp, compiled: bool):
+    def __init__(self, spec, mesh, xp, compiled: bool, mode: str | None = None):
         import torch
 
         import meshops.torch as mt
 
-        self.torch, self.spec, self.mesh = torch, spec, mesh
+        self.torch, self.spec, self.mesh, self.mode = torch, spec, mesh, mode
         self.device = "cpu" if xp is np else "cuda"
         op = getattr(mt, spec.name)
         fn = lambda *x: op(mesh, *x)  # noqa: E731
         if compiled:
             torch._dynamo.reset()
-            fn = torch.compile(fn, fullgraph=True, dynamic=False)
+            fn = torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
         self.fn = fn
 
     def prepare(self, x, g):
@@ -117,12 +120,19 @@ class TorchAdapter:
         xt = tuple(torch.from_numpy(a).to(self.device) for a in x)
         gt = tuple(torch.from_numpy(a).to(self.device) for a in g)
         leaves = tuple(t.detach().requires_grad_(True) for t in xt)
+        graphs = self.mode == "reduce-overhead"
+        if graphs:
+            for t in xt + gt + leaves:
+                torch._dynamo.mark_static_address(t)
+        step = torch.compiler.cudagraph_mark_step_begin if graphs else (lambda: None)
 
         def fwd():
+            step()
             with torch.no_grad():
                 return self.fn(*xt)
 
         def fwd_bwd():
+            step()
             y = as_tuple(self.fn(*leaves))
             return y, torch.autograd.grad(y, leaves, gt)
         return fwd, fwd_bwd
@@ -167,6 +177,8 @@ class JaxAdapter:
 def make_adapter(name, spec, mesh, xp):
     if name in ("torch", "torch.compile"):
         return TorchAdapter(spec, mesh, xp, compiled=name == "torch.compile")
+    if name == "torch.cudagraphs":
+        return TorchAdapter(spec, mesh, xp, compiled=True, mode="reduce-overhead")
     if name == "jax":
         return JaxAdapter(spec, mesh, xp)
     if name == "jax.buffer":
@@ -223,7 +235,7 @@ def bench_one(spec, mesh, dtype, nlev, xp, frameworks, args, rng):
             if args.verbose:
                 traceback.print_exc()
         peer_name = fw.split(".buffer")[0]
-        if fw == "jax.buffer" or spec.name not in peers.PEERS or len(spec.range) != 1:
+        if fw in NO_PEER or spec.name not in peers.PEERS or len(spec.range) != 1:
             continue
         key = f"native {peer_name}"
         try:
@@ -260,7 +272,7 @@ def columns(frameworks):
     cols = ["meshops"]
     for fw in frameworks:
         cols.append(fw)
-        if fw != "jax.buffer":
+        if fw not in NO_PEER:
             cols.append(f"native {fw}")
     return cols
 
@@ -317,6 +329,8 @@ def available(frameworks, xp):
         if importlib.util.find_spec(module) is None:
             log(f"# {fw}: {module} is not installed, skipped")
             continue
+        if fw == "torch.cudagraphs" and xp is np:
+            continue  # CUDA graphs: on a GPU only
         out.append(fw)
     return out
 
@@ -414,8 +428,19 @@ def main(argv=None):
         f"frameworks: {', '.join(frameworks) or 'none'}")
     rng = np.random.default_rng()
     rows, docs = [], []
+
+    def write():
+        if not args.json:
+            return
+        doc = dict(date=today, device=device, backend=args.backend, mesh=", ".join(docs),
+                   frameworks=frameworks, argv=sys.argv[1:] if argv is None else list(argv), rows=rows)
+        tmp = args.json.with_name(args.json.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, default=str))
+        os.replace(tmp, args.json)
+
     for label, load in sources:
         mesh = load()
+        docs.append(label)
         log(f"# mesh {label}: {mesh.nCells} cells, {mesh.nEdges} edges; microseconds per call "
             f"(adapter: time (+ overhead over meshops))")
         log(header(frameworks))
@@ -435,14 +460,10 @@ def main(argv=None):
                         log(format_row(r, frameworks))
                     for col, err in result["fwd"]["errors"].items():
                         log(f"  {name} {col}: {err}")
-        docs.append(label)
+                    write()   # after every operator: a run stopped early keeps its rows
     log(f"# elapsed {time.perf_counter() - t0:.0f} s")
     if args.json:
-        doc = dict(date=today, device=device, backend=args.backend, mesh=", ".join(docs),
-                   frameworks=frameworks, argv=sys.argv[1:] if argv is None else list(argv), rows=rows)
-        tmp = args.json.with_name(args.json.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1, default=str))
-        os.replace(tmp, args.json)
+        write()
         log(f"# wrote {args.json}")
     return 0
 
