@@ -42,6 +42,34 @@ def cell_polygons(ds):
     return polygons, np.array(owners)
 
 
+#: Above this many cells maps are rasters of the cells (`cell_raster`) instead of their polygons.
+RASTER_CELLS = 200_000
+
+
+def cell_raster(ds, width: int = 3600):
+    """Per pixel of a (width / 2) x width longitude-latitude image, the cell whose Voronoi region
+    holds the pixel's centre: the nearest cell centre on the sphere (a k-d tree on unit vectors)."""
+    from scipy.spatial import cKDTree
+
+    lon_c, lat_c = (np.asarray(ds[name][:]).astype(np.float64) for name in ("lonCell", "latCell"))
+    tree = cKDTree(np.column_stack([np.cos(lat_c) * np.cos(lon_c), np.cos(lat_c) * np.sin(lon_c), np.sin(lat_c)]))
+    height = width // 2
+    lon = np.radians(-180.0 + (np.arange(width) + 0.5) * 360.0 / width)
+    lat = np.radians(-90.0 + (np.arange(height) + 0.5) * 180.0 / height)
+    lon, lat = np.meshgrid(lon, lat)
+    points = np.column_stack([(np.cos(lat) * np.cos(lon)).ravel(), (np.cos(lat) * np.sin(lon)).ravel(),
+                              np.sin(lat).ravel()])
+    return tree.query(points, workers=-1)[1].reshape(height, width)
+
+
+def map_geometry(ds):
+    """How maps of `ds`'s cells are drawn: ("polygons", (polygons, owners)) or, above RASTER_CELLS
+    cells, ("raster", cell index per pixel)."""
+    if ds.sizes["nCells"] > RASTER_CELLS:
+        return "raster", cell_raster(ds)
+    return "polygons", cell_polygons(ds)
+
+
 def cell_vorticity(ds, vorticity_vertex):
     """Kite-area weighted mean of the vertex vorticity on each cell (interp_v2c)."""
     cov = np.asarray(ds["cellsOnVertex"]).astype(int) - 1
@@ -55,23 +83,32 @@ def cell_vorticity(ds, vorticity_vertex):
     return out / area
 
 
-def draw_map(polygons, owners, values, cmap: str, title: str, target) -> None:
-    """One longitude-latitude PNG map of cell values (diverging maps centred on zero), written
-    atomically to `target` with the text chunk model_name = MODEL_NAME (this model's PNG:
-    `swm.output.png_written_by_model`)."""
+def draw_map(geometry, values, cmap: str, title: str, target) -> None:
+    """One longitude-latitude PNG map of cell values (diverging maps centred on zero) drawn by
+    `geometry` (`map_geometry`), written atomically to `target` with the text chunk model_name =
+    MODEL_NAME (this model's PNG: `swm.output.png_written_by_model`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
 
-    fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
-    collection = PolyCollection(polygons, array=values[owners], cmap=cmap, edgecolors="face",
-                                linewidths=0.2)
+    kind, shape = geometry
+    values = np.asarray(values)
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=120 if kind == "polygons" else 200)
+    limits = (None, None)
     if cmap == "RdBu_r":
         limit = float(np.abs(values).max()) or 1.0
-        collection.set_clim(-limit, limit)
-    ax.add_collection(collection)
+        limits = (-limit, limit)
+    if kind == "raster":
+        collection = ax.imshow(values[shape], extent=(-180, 180, -90, 90), origin="lower", cmap=cmap,
+                               vmin=limits[0], vmax=limits[1], interpolation="nearest")
+    else:
+        polygons, owners = shape
+        collection = PolyCollection(polygons, array=values[owners], cmap=cmap, edgecolors="face",
+                                    linewidths=0.2)
+        collection.set_clim(*limits)
+        ax.add_collection(collection)
     ax.set(xlim=(-180, 180), ylim=(-90, 90), xlabel="longitude (deg)", ylabel="latitude (deg)",
            title=title)
     ax.set_aspect("equal")
@@ -91,7 +128,7 @@ def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
     out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
     written = []
     with open_history(path, grid, decode_times=False) as ds:
-        polygons, owners = cell_polygons(ds)
+        geometry = map_geometry(ds)
         maps = {}
         for name in ("dJdh0", "dJdb"):
             if name in ds.variables:
@@ -109,7 +146,7 @@ def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
         cost = float(ds["J"].values[0])
         for name, (values, label, cmap) in maps.items():
             target = out_dir / f"{path.stem}.{name}.png"
-            draw_map(polygons, owners, values, cmap, f"{path.name} (J = {cost:.6g}): {label}", target)
+            draw_map(geometry, values, cmap, f"{path.name} (J = {cost:.6g}): {label}", target)
             written.append(target)
     return written
 
@@ -144,24 +181,23 @@ def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.P
         if not -n <= record < n:
             raise PlotError(f"--record {record}: {path} has {n} record(s); expected -{n} to {n - 1}")
         stamp = np.asarray(ds["xtime"].values[record]).tobytes().decode().strip()
-        polygons, owners = cell_polygons(ds)
-        h = ds["h"].values[:, :, 0]
+        geometry = map_geometry(ds)
+        h = ds["h"][record, :, 0].values
         h_s = ds["h_s"].values if "h_s" in ds.variables else None
         if h_s is not None and np.any(h_s):
-            maps = {"h": (h[record] + h_s, f"surface height h + h_s ({FIELDS['h'].units})",
-                          "viridis")}
+            maps = {"h": (h + h_s, f"surface height h + h_s ({FIELDS['h'].units})", "viridis")}
         else:
-            maps = {"h": (h[record], FIELDS["h"].label, "viridis")}
+            maps = {"h": (h, FIELDS["h"].label, "viridis")}
         if "vorticity" in ds.variables:
             maps["vorticity"] = (cell_vorticity(ds, ds["vorticity"].values[record, :, 0]),
                                  f"relative vorticity, kite mean on cells "
                                  f"({FIELDS['vorticity'].units})", "RdBu_r")
         if "h_l2" in ds.variables:
             # case 2 is steady: its exact solution is the initial state
-            maps["h_error"] = (h[record] - h[0], f"h - h_exact ({FIELDS['h'].units})", "RdBu_r")
+            maps["h_error"] = (h - ds["h"][0, :, 0].values, f"h - h_exact ({FIELDS['h'].units})", "RdBu_r")
         for name, (values, label, cmap) in maps.items():
             target = out_dir / f"{path.stem}.{name}.png"
-            draw_map(polygons, owners, values, cmap, f"{path.name}: {label} at {stamp}", target)
+            draw_map(geometry, values, cmap, f"{path.name}: {label} at {stamp}", target)
             written.append(target)
     return written
 

@@ -101,6 +101,30 @@ def test_plot_writes_maps(tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20000, name
 
 
+def test_large_meshes_are_drawn_as_rasters_of_their_cells(tmp_path, monkeypatch, rng):
+    """Above RASTER_CELLS cells a map is a raster whose every pixel shows the cell whose Voronoi
+    region holds its centre (the nearest cell centre, checked by brute force on random pixels)."""
+    from swm import plot
+
+    path = config(tmp_path, "w5", time={"days": 0.5})
+    run(path)
+    with netCDF4.Dataset(tmp_path / "w5.nc") as ds:
+        index = plot.cell_raster(ds, width=360)
+        lon, lat = ds["lonCell"][:], ds["latCell"][:]
+    centres = np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+    for row, col in zip(rng.integers(0, 180, 50), rng.integers(0, 360, 50)):
+        plon, plat = np.radians(-179.5 + col), np.radians(-89.5 + row)
+        p = np.array([np.cos(plat) * np.cos(plon), np.cos(plat) * np.sin(plon), np.sin(plat)])
+        distance = np.linalg.norm(centres - p, axis=1)
+        assert distance[index[row, col]] == distance.min()
+    assert set(np.unique(index)) == set(range(len(lon)))   # at 1 degree every level-3 cell shows
+    monkeypatch.setattr(plot, "RASTER_CELLS", 0)
+    assert plot.main([str(tmp_path / "w5.nc"), "--out", str(tmp_path)]) == 0
+    for name in ("h", "vorticity"):
+        png = tmp_path / f"w5.{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20000, name
+
+
 @pytest.mark.mpi
 def test_run_model_under_mpiexec_writes_the_one_process_history(tmp_path):
     from tests.test_mpi_ranks import _mpiexec
