@@ -69,6 +69,15 @@ _KERNELS = Family("shallow_water_adjoint", sources=CUDA_DIR, kernels=(
 ))
 
 
+#: The mesh tables the adjoint passes read, per mode (built together, on threads, before the
+#: first adjoint stage of that mode).
+TABLES = {"deterministic": ("cellsOnEdgeT", "gradCellCoefT", *trisk.FORWARD, *trisk.TRANSPOSED,
+                            "cellsOnEdge", "divAdjCoef", "keAdjCoef", "verticesOnEdgeT",
+                            "edgesOnVertexT", "curlCoefT", "verticesOnCell", "c2vCoefT"),
+          "atomic": (*trisk.FORWARD, "cellsOnEdge", "invDcEdge", "verticesOnEdge", "divAdjCoef",
+                     "keAdjCoef", "edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef")}
+
+
 class FusedStageAdjoint:
     """The adjoint of one fused RK4 stage on `mesh` (a `meshops.DeviceMesh` on CuPy, or a mesh),
     holding the scratch fields of the passes."""
@@ -93,6 +102,7 @@ class FusedStageAdjoint:
         they are not stored but applied to its y_adj and next k_adj (which are the tend_*_adj
         arrays: overwritten), and None is returned for them. `mode` "atomic": the transposed sums
         as atomicAdd scatters through the forward tables (`_atomic`)."""
+        for_fields(self.mesh, record["h"]).prebuild(TABLES[mode])
         if mode == "atomic":
             return self._atomic(record, physics, tend_h_adj, tend_u_adj, b_adj, rk)
         h, u = record["h"], record["u"]

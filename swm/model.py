@@ -9,6 +9,7 @@ import numpy as np
 import meshops
 from meshops.device.backend import array_module
 
+from swm.fused import TABLES as FUSED_TABLES
 from swm.fused import FusedRK4
 from swm.stepper import rk4_step
 from swm.tendencies import Physics
@@ -43,6 +44,8 @@ class Model:
             raise ValueError("fused: the fused RK4 kernels run on CuPy fields, got NumPy arrays; "
                              "expected fused=False or None on NumPy")
         self._fused = FusedRK4(self.device_mesh) if self.fused else None
+        if self.fused:
+            self.device_mesh.prebuild(FUSED_TABLES)
 
     def advance(self, h, u):
         """(h, u) one RK4 step later, as new arrays (the halo rows of (h, u) are exchanged in

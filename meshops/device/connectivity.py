@@ -4,60 +4,88 @@ A stencil `idx` of shape (n_out, K) lists, for each output entity, the input ent
 (-1 for a missing neighbour or a pad). The gather adjoints read the transposed stencil: for each
 input entity t, the (row, slot) pairs with idx[row, slot] == t, in increasing (row, slot) order,
 so their summation order is fixed. Everything here is vectorised and runs once per mesh (the
-tables of `meshops.device.tables`).
+tables of `meshops.device.tables`); the tables are int32 (`INDEX`, what the backends hold), so
+no int64 copy of a mesh-sized table is made.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse
 
+#: The dtype of connectivity tables (entity indices, -1 pads), as the backends hold them.
+INDEX = np.dtype(np.int32)
+_INDEX_MAX = np.iinfo(INDEX).max
 
-def masked(idx, count=None) -> np.ndarray:
-    """Copy of `idx` (int64) with -1 in every slot j >= count[row] (MPAS pads may repeat entries)."""
-    idx = np.asarray(idx).astype(np.int64)
-    if count is None:
+
+def as_index(idx, name: str = "idx") -> np.ndarray:
+    """`idx` as an INDEX array (no copy when it is one); ValueError naming `name` for a value
+    that does not fit."""
+    idx = np.asarray(idx)
+    if idx.dtype == INDEX:
         return idx
+    lo, hi = np.iinfo(INDEX).min, _INDEX_MAX
+    if idx.size and (idx.max() > hi or idx.min() < lo):
+        i = tuple(int(b) for b in np.argwhere((idx > hi) | (idx < lo))[0])
+        raise ValueError(f"mesh field {name}{list(i)} = {idx[i]}, expected an index in [-1, {hi}]")
+    return idx.astype(INDEX)
+
+
+def masked(idx, count=None, name: str = "idx") -> np.ndarray:
+    """Copy of `idx` (int32) with -1 in every slot j >= count[row] (MPAS pads may repeat entries)."""
+    idx = np.asarray(idx)
+    if count is None:
+        out = as_index(idx, name)
+        return out.copy() if out is idx else out
     inside = np.arange(idx.shape[1])[None, :] < np.asarray(count)[:, None]
-    return np.where(inside, idx, -1)
+    return as_index(np.where(inside, idx, idx.dtype.type(-1)), name)
 
 
 def _check_range(idx, n_in: int, name: str) -> None:
+    if not idx.size or idx.max() < n_in:
+        return
     bad = np.argwhere(idx >= n_in)
-    if bad.size:
-        i = tuple(int(b) for b in bad[0])
-        raise ValueError(f"mesh field {name}{list(i)} = {idx[i]}, expected an index in [0, {n_in}) "
-                         "or -1 for a missing neighbour")
+    i = tuple(int(b) for b in bad[0])
+    raise ValueError(f"mesh field {name}{list(i)} = {idx[i]}, expected an index in [0, {n_in}) "
+                     "or -1 for a missing neighbour")
 
 
 def transpose(idx, n_in: int, name: str, row_keys=None) -> tuple[np.ndarray, np.ndarray]:
     """Transposed stencil of a masked `idx` (n_out, K) over `n_in` input entities.
 
-    Returns (rows, slots), both (n_in, W) with W the largest number of entries naming one input:
-    rows[t, m], slots[t, m] is the m-th pair with idx[rows, slots] == t in increasing (row, slot)
-    order, or in increasing (row_keys[row], slot) order when `row_keys` (n_out, distinct) is given;
-    -1 pads. With the rows' global ids as keys, the order (and so every gather's summation order)
-    is the same on a rank's local mesh as on the whole mesh. `name` (the MPAS field) is used in
-    the error for an index >= n_in.
+    Returns (rows, slots), both int32 (n_in, W) with W the largest number of entries naming one
+    input: rows[t, m], slots[t, m] is the m-th pair with idx[rows, slots] == t in increasing
+    (row, slot) order, or in increasing (row_keys[row], slot) order when `row_keys` (n_out,
+    distinct) is given; -1 pads. With the rows' global ids as keys, the order (and so every
+    gather's summation order) is the same on a rank's local mesh as on the whole mesh; keys
+    already increasing (the whole mesh) leave the rows in place. `name` (the MPAS field) is used
+    in the error for an index >= n_in.
     The valid entries form a CSR matrix (row-major, so in (row, slot) order) whose values are their
-    flat positions; SciPy's CSR -> CSC conversion is a stable counting sort, which lists each
-    input's entries in that order.
+    flat positions; SciPy's CSR -> CSC conversion is a stable counting sort (O(entries), int32
+    indices), which lists each input's entries in that order.
     """
-    idx = np.asarray(idx)
+    idx = as_index(idx, name)
     _check_range(idx, n_in, name)
     n_out, K = idx.shape
-    order = np.arange(n_out) if row_keys is None else np.argsort(np.asarray(row_keys), kind="stable")
-    ordered = idx[order]
+    order = None
+    if row_keys is not None:
+        keys = np.asarray(row_keys)
+        if not (keys[1:] > keys[:-1]).all():
+            order = np.argsort(keys, kind="stable").astype(INDEX)
+    ordered = idx if order is None else idx[order]
+    flat = INDEX if n_out * K <= _INDEX_MAX else np.dtype(np.int64)     # positions r * K + j
     valid = ordered >= 0
-    pos = np.flatnonzero(valid)
-    indptr = np.zeros(n_out + 1, dtype=np.int64)
-    np.cumsum(valid.sum(axis=1), out=indptr[1:])
+    pos = np.flatnonzero(valid).astype(flat)
+    indptr = np.zeros(n_out + 1, dtype=flat)
+    np.cumsum(valid.sum(axis=1, dtype=flat), out=indptr[1:])
     by_input = scipy.sparse.csr_array((pos, ordered.ravel()[pos], indptr), shape=(n_out, n_in)).tocsc()
     counts = np.diff(by_input.indptr)
     inside = np.arange(int(counts.max(initial=0)))[None, :] < counts[:, None]
-    rows = np.full(inside.shape, -1, dtype=np.int64)
-    slots = np.full(inside.shape, -1, dtype=np.int64)
-    rows[inside] = order[by_input.indices]
-    slots[inside] = by_input.data % K
+    row = by_input.data // flat.type(K)
+    slot = by_input.data - row * flat.type(K)
+    rows = np.full(inside.shape, -1, dtype=INDEX)
+    slots = np.full(inside.shape, -1, dtype=INDEX)
+    rows[inside] = row if order is None else order[row]
+    slots[inside] = slot
     return rows, slots
 
 
@@ -78,7 +106,7 @@ def slot_map(outer, inner, name_outer: str, name_inner: str) -> np.ndarray:
     inner = np.asarray(inner)
     _check_range(outer, inner.shape[0], name_outer)
     valid = outer >= 0
-    rows = np.broadcast_to(np.arange(outer.shape[0])[:, None], outer.shape)
+    rows = np.broadcast_to(np.arange(outer.shape[0], dtype=inner.dtype)[:, None], outer.shape)
     hit = inner[np.where(valid, outer, 0)] == rows[..., None]      # (n, K, K_inner)
     slot = hit.argmax(axis=-1)
     found = np.take_along_axis(hit, slot[..., None], axis=-1)[..., 0]
@@ -88,4 +116,4 @@ def slot_map(outer, inner, name_outer: str, name_inner: str) -> np.ndarray:
         raise ValueError(f"mesh fields {name_outer}[{r}, {j}] = {outer[r, j]} but {r} is not in "
                          f"{name_inner}[{outer[r, j]}] = {inner[outer[r, j]].tolist()}; expected "
                          "mutually consistent connectivity")
-    return np.where(valid, slot, -1)
+    return np.where(valid, slot, -1).astype(INDEX)

@@ -23,6 +23,7 @@ levels.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -101,6 +102,11 @@ class DeviceMesh:
             self._arrays[key] = array
         return array
 
+    def prebuild(self, names, threads: int | None = None) -> None:
+        """Build the host tables `names` now, side by side on threads (`HostTables.build`), so
+        that `table` then only converts and copies them to the backend."""
+        self.host.build(names, threads)
+
     def stencil(self, names, fields, dtype=None):
         """Tables `names` for a gather kernel on `fields`, slot-major where `slot_major(fields)`
         says so and the policy holds that layout, and the kernel's slotStride argument (1, or
@@ -135,6 +141,7 @@ class _WeakHostTables(catalogue.HostTables):
     def __init__(self, ref):
         self._ref = ref
         self._built = {}
+        self._locks, self._guard = {}, threading.Lock()
 
     @property
     def mesh(self):

@@ -51,9 +51,12 @@ def stencil_matrix(idx, count, coef, n_in: int):
     valid = idx >= 0
     if count is not None:
         valid &= np.arange(idx.shape[1])[None, :] < np.asarray(count)[:, None]
-    indptr = np.zeros(idx.shape[0] + 1, dtype=np.int64)
-    np.cumsum(valid.sum(axis=1), out=indptr[1:])
-    matrix = scipy.sparse.csr_array((coef[valid], idx[valid], indptr), shape=(idx.shape[0], n_in))
+    # int32 index arrays (those of the tables) when they fit: SciPy then keeps them as they are
+    index = np.int32 if max(idx.size, n_in) <= np.iinfo(np.int32).max else np.int64
+    indptr = np.zeros(idx.shape[0] + 1, dtype=index)
+    np.cumsum(valid.sum(axis=1, dtype=index), out=indptr[1:])
+    matrix = scipy.sparse.csr_array((coef[valid], idx[valid].astype(index, copy=False), indptr),
+                                    shape=(idx.shape[0], n_in))
     _MATRICES[key] = (tuple(weakref.ref(a) if a is not None else (lambda: None) for a in owners),
                       matrix)
     for a in owners:

@@ -1,15 +1,18 @@
 """The catalogue of named mesh tables: each table is built by one function, once per mesh.
 
 A table is a NumPy array with one row per cell, edge or vertex (its `location`): integer
-connectivity (`kind` "int", -1 for a missing neighbour or a pad; held as int32 on a backend and
-shared by every dtype) or floating coefficients (`kind` "float", built in float64 and held per
-dtype). A builder takes the `HostTables` of a mesh, reads the mesh's MPAS fields (`h.mesh`) and
-other tables (`h[name]`), and returns the table, or a dict of several tables it builds together.
-The connectivity every family shares is registered here; each operator family registers its
-coefficient tables in its own module (`meshops.operators.*`), beside the formulas that use them.
+connectivity (`kind` "int", -1 for a missing neighbour or a pad; built as int32, held so on a
+backend and shared by every dtype) or floating coefficients (`kind` "float", built in float64 and
+held per dtype). A builder takes the `HostTables` of a mesh, reads the mesh's MPAS fields
+(`h.mesh`) and other tables (`h[name]`), and returns the table, or a dict of several tables it
+builds together. The connectivity every family shares is registered here; each operator family
+registers its coefficient tables in its own module (`meshops.operators.*`), beside the formulas
+that use them.
 """
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -64,18 +67,47 @@ def entry(name: str) -> Table:
 
 
 class HostTables:
-    """The tables of one mesh as built (NumPy, int64 / float64), each built once on first use."""
+    """The tables of one mesh as built (NumPy, int32 / float64), each built once on first use.
+    Tables may be asked for from several threads (`build`): each builder runs once, under its own
+    lock, and a table that needs another one waits for it."""
 
     def __init__(self, mesh):
         self.mesh = mesh
         self._built: dict[str, np.ndarray] = {}
+        self._locks: dict[Callable, threading.Lock] = {}
+        self._guard = threading.Lock()
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._built:
             table = entry(name)
-            result = table.build(self)
-            self._built.update(result if isinstance(result, dict) else {name: result})
+            with self._guard:
+                lock = self._locks.setdefault(table.build, threading.Lock())
+            with lock:
+                if name not in self._built:
+                    result = table.build(self)
+                    self._built.update(result if isinstance(result, dict) else {name: result})
         return self._built[name]
+
+    def build(self, names, threads: int | None = None) -> None:
+        """Build the tables `names` (and the tables they read) now, on `threads` threads (default:
+        `grids.geometry.threads()`, i.e. $MESHOPS_THREADS or every CPU): NumPy releases the GIL in
+        the builders' array operations, so independent tables build side by side. Each table is
+        the one a single thread builds, bitwise."""
+        names = [n for n in dict.fromkeys(names) if n not in self._built]
+        if not names:
+            return
+        if threads is None:
+            from grids.geometry import threads as default_threads
+
+            threads = default_threads()
+        threads = max(1, min(int(threads), len(names)))
+        if threads == 1:
+            for name in names:
+                self[name]
+            return
+        with ThreadPoolExecutor(threads) as pool:
+            for future in [pool.submit(self.__getitem__, name) for name in names]:
+                future.result()
 
     def names(self) -> list[str]:
         return list(self._built)
@@ -86,37 +118,37 @@ class HostTables:
 @register("edgesOnCell", kind="int", location="cell")
 def _edges_on_cell(h):
     """edgesOnCell with -1 beyond nEdgesOnCell."""
-    return connectivity.masked(h.mesh.edgesOnCell, h.mesh.nEdgesOnCell)
+    return connectivity.masked(h.mesh.edgesOnCell, h.mesh.nEdgesOnCell, "edgesOnCell")
 
 
 @register("verticesOnCell", kind="int", location="cell")
 def _vertices_on_cell(h):
     """verticesOnCell with -1 beyond nEdgesOnCell."""
-    return connectivity.masked(h.mesh.verticesOnCell, h.mesh.nEdgesOnCell)
+    return connectivity.masked(h.mesh.verticesOnCell, h.mesh.nEdgesOnCell, "verticesOnCell")
 
 
 @register("cellsOnEdge", kind="int", location="edge")
 def _cells_on_edge(h):
     """cellsOnEdge (-1: no cell on that side)."""
-    return connectivity.masked(h.mesh.cellsOnEdge)
+    return connectivity.masked(h.mesh.cellsOnEdge, name="cellsOnEdge")
 
 
 @register("verticesOnEdge", kind="int", location="edge")
 def _vertices_on_edge(h):
     """verticesOnEdge (-1: no vertex at that end)."""
-    return connectivity.masked(h.mesh.verticesOnEdge)
+    return connectivity.masked(h.mesh.verticesOnEdge, name="verticesOnEdge")
 
 
 @register("edgesOnVertex", kind="int", location="vertex")
 def _edges_on_vertex(h):
     """edgesOnVertex (-1: missing edge)."""
-    return connectivity.masked(h.mesh.edgesOnVertex)
+    return connectivity.masked(h.mesh.edgesOnVertex, name="edgesOnVertex")
 
 
 @register("cellsOnVertex", kind="int", location="vertex")
 def _cells_on_vertex(h):
     """cellsOnVertex (-1: missing cell)."""
-    return connectivity.masked(h.mesh.cellsOnVertex)
+    return connectivity.masked(h.mesh.cellsOnVertex, name="cellsOnVertex")
 
 
 @register("edgesOnEdge", kind="int", location="edge")
@@ -125,7 +157,7 @@ def _edges_on_edge(h):
     beyond it hold only pads)."""
     count = np.asarray(h.mesh.nEdgesOnEdge)
     width = int(count.max(initial=0))
-    return np.ascontiguousarray(connectivity.masked(h.mesh.edgesOnEdge, count)[:, :width])
+    return connectivity.masked(np.asarray(h.mesh.edgesOnEdge)[:, :width], count, "edgesOnEdge")
 
 
 #: The MPAS variable holding each location's global ids (1-based; a rank's local mesh holds the

@@ -53,6 +53,24 @@ def test_every_table_is_held_once_and_integers_once_for_both_dtypes(ico_mesh, rn
     assert trisk.shape == (ico_mesh.nEdges, int(ico_mesh.nEdgesOnEdge.max()))
 
 
+def test_tables_built_on_threads_equal_the_serial_ones(mesh):
+    """HostTables.build on several threads (each table once, dependencies waited for) gives every
+    catalogue table bitwise as one thread does, int tables as int32."""
+    from meshops.device.tables import HostTables
+
+    names = list(CATALOGUE)
+    serial, threaded = HostTables(mesh), HostTables(mesh)
+    for name in names:
+        serial[name]
+    threaded.build(names[::-1], threads=4)
+    assert sorted(threaded.names()) == sorted(serial.names())
+    for name in serial.names():
+        a, b = serial[name], threaded[name]
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+        if CATALOGUE[name].kind == "int":
+            assert a.dtype == np.int32, name
+
+
 def test_device_mesh_equals_the_plain_mesh_bitwise(mesh, rng):
     seed = int(rng.integers(1 << 30))
     plain = _run_all(mesh, np.random.default_rng(seed))

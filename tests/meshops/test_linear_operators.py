@@ -273,6 +273,37 @@ def test_transpose_lists_every_entry_once_in_order(rng):
     assert (rows >= 0).sum() == (idx >= 0).sum()
 
 
+def test_transpose_orders_by_row_keys_in_int32(rng):
+    """With distinct row keys each input lists its (row, slot) pairs in increasing (key, slot)
+    order; increasing keys give the rows' own order; the tables are int32, also from int64 input."""
+    n_out, K, n_in = 300, 4, 50
+    idx = rng.integers(-1, n_in, size=(n_out, K))
+    keys = rng.permutation(10 * n_out)[:n_out]
+    rows, slots = connectivity.transpose(idx, n_in, "idx", row_keys=keys)
+    assert rows.dtype == slots.dtype == np.int32
+    for t in range(n_in):
+        r, j = np.nonzero(idx == t)
+        order = np.lexsort((j, keys[r]))
+        m = len(r)
+        np.testing.assert_array_equal(rows[t, :m], r[order])
+        np.testing.assert_array_equal(slots[t, :m], j[order])
+        assert (rows[t, m:] == -1).all() and (slots[t, m:] == -1).all()
+    plain = connectivity.transpose(idx, n_in, "idx")
+    for a, b in zip(plain, connectivity.transpose(idx, n_in, "idx", row_keys=np.arange(n_out) + 7)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_masked_is_int32_and_names_an_index_too_large(rng):
+    idx = rng.integers(0, 100, size=(20, 6))
+    count = rng.integers(0, 7, size=20)
+    got = connectivity.masked(idx, count, "edgesOnCell")
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, np.where(np.arange(6) < count[:, None], idx, -1))
+    idx[3, 2] = 1 << 40
+    with pytest.raises(ValueError, match=r"edgesOnCell\[3, 2\] = 1099511627776"):
+        connectivity.masked(idx, name="edgesOnCell")
+
+
 def test_bad_connectivity_is_named(mpas_mesh, rng):
     eoe = mpas_mesh.edgesOnEdge.copy()
     eoe[7, 2] = mpas_mesh.nEdges + 3

@@ -166,6 +166,17 @@ def test_steps_on_host(ico, physics, dtype, on_host, rng):
         assert _rel(got, getattr(models["numpy"], name)) <= tol, name
 
 
+def test_model_builds_the_step_tables_before_the_first_step(ico, on_host, rng):
+    """A fused Model builds every host table its step reads when it is made (`fused.TABLES`, on
+    threads): the first step builds none."""
+    mesh = ico.replace()                                            # its own DeviceMesh
+    model = Model(mesh, *map(host, random_state(mesh, rng)), 300.0, PHYSICS["plain"])
+    built = set(model.device_mesh.host.names())
+    assert set(fused.TABLES) <= built
+    model.step()
+    assert set(model.device_mesh.host.names()) == built
+
+
 @pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
 def test_local_rows_equal_one_process_on_host(mpas, physics, on_host, rng):
     """On every rank's local mesh (3 ranks, the halo depth of the physics) the owned rows of the

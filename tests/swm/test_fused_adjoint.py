@@ -118,6 +118,22 @@ def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
         assert np.array_equal(a, b_), name
 
 
+@pytest.mark.parametrize("mode", ["deterministic", "atomic"])
+def test_stage_adjoint_builds_the_tables_it_reads_first(ico, mode, on_host, rng):
+    """The first stage adjoint of a mode builds `fused_adjoint.TABLES[mode]` together (on
+    threads); its passes read no other table."""
+    from meshops.device.mesh import for_fields
+
+    mesh = ico.replace()                                            # its own DeviceMesh
+    h, u, b, f = map(host, random_state(mesh, rng))
+    record = FusedRK4(mesh).stage_records(h, u, b, f, DT, PHYSICS["plain"])[0]
+    m = for_fields(mesh, h)
+    before = {key[0] for key in m._arrays}
+    FusedStageAdjoint(mesh)(record, PHYSICS["plain"], *map(host, adjoint_inputs(mesh, rng)), mode=mode)
+    assert set(fused_adjoint.TABLES[mode]) <= set(m.host.names())
+    assert {key[0] for key in m._arrays} - before <= set(fused_adjoint.TABLES[mode])
+
+
 @pytest.mark.parametrize("nlev", [None, 4])
 @pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
 def test_atomic_stage_adjoint_on_host(any_mesh, physics, nlev, on_host, rng):
