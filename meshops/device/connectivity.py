@@ -59,33 +59,34 @@ def transpose(idx, n_in: int, name: str, row_keys=None) -> tuple[np.ndarray, np.
     gather's summation order) is the same on a rank's local mesh as on the whole mesh; keys
     already increasing (the whole mesh) leave the rows in place. `name` (the MPAS field) is used
     in the error for an index >= n_in.
-    The valid entries form a CSR matrix (row-major, so in (row, slot) order) whose values are their
-    flat positions; SciPy's CSR -> CSC conversion is a stable counting sort (O(entries), int32
-    indices), which lists each input's entries in that order.
+    The entries form a CSR matrix (row-major, so in (row, slot) order) whose values are their
+    slots, pads going to a dummy input n_in; SciPy's CSR -> CSC conversion is a stable counting
+    sort (O(entries), int32 indices), which lists each input's rows and slots in that order.
     """
     idx = as_index(idx, name)
     _check_range(idx, n_in, name)
     n_out, K = idx.shape
+    if K == 0:
+        return np.full((n_in, 0), -1, INDEX), np.full((n_in, 0), -1, INDEX)
     order = None
     if row_keys is not None:
         keys = np.asarray(row_keys)
         if not (keys[1:] > keys[:-1]).all():
             order = np.argsort(keys, kind="stable").astype(INDEX)
-    ordered = idx if order is None else idx[order]
-    flat = INDEX if n_out * K <= _INDEX_MAX else np.dtype(np.int64)     # positions r * K + j
-    valid = ordered >= 0
-    pos = np.flatnonzero(valid).astype(flat)
-    indptr = np.zeros(n_out + 1, dtype=flat)
-    np.cumsum(valid.sum(axis=1, dtype=flat), out=indptr[1:])
-    by_input = scipy.sparse.csr_array((pos, ordered.ravel()[pos], indptr), shape=(n_out, n_in)).tocsc()
-    counts = np.diff(by_input.indptr)
+    ordered = (idx if order is None else idx[order]).ravel()
+    if ordered.size and ordered.min() < 0:
+        ordered = np.where(ordered < 0, INDEX.type(n_in), ordered)
+    flat = INDEX if n_out * K <= _INDEX_MAX else np.dtype(np.int64)
+    indptr = np.arange(0, n_out * K + 1, K, dtype=flat)
+    slot = np.tile(np.arange(K, dtype=np.int8 if K <= np.iinfo(np.int8).max else INDEX), n_out)
+    by_input = scipy.sparse.csr_array((slot, ordered, indptr), shape=(n_out, n_in + 1)).tocsc()
+    counts = np.diff(by_input.indptr[:n_in + 1])
+    n = int(by_input.indptr[n_in])
     inside = np.arange(int(counts.max(initial=0)))[None, :] < counts[:, None]
-    row = by_input.data // flat.type(K)
-    slot = by_input.data - row * flat.type(K)
     rows = np.full(inside.shape, -1, dtype=INDEX)
     slots = np.full(inside.shape, -1, dtype=INDEX)
-    rows[inside] = row if order is None else order[row]
-    slots[inside] = slot
+    rows[inside] = by_input.indices[:n] if order is None else order[by_input.indices[:n]]
+    slots[inside] = by_input.data[:n]
     return rows, slots
 
 

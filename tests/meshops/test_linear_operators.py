@@ -273,10 +273,11 @@ def test_transpose_lists_every_entry_once_in_order(rng):
     assert (rows >= 0).sum() == (idx >= 0).sum()
 
 
-def test_transpose_orders_by_row_keys_in_int32(rng):
+@pytest.mark.parametrize("K", [4, 130])
+def test_transpose_orders_by_row_keys_in_int32(rng, K):
     """With distinct row keys each input lists its (row, slot) pairs in increasing (key, slot)
     order; increasing keys give the rows' own order; the tables are int32, also from int64 input."""
-    n_out, K, n_in = 300, 4, 50
+    n_out, n_in = 300, 50
     idx = rng.integers(-1, n_in, size=(n_out, K))
     keys = rng.permutation(10 * n_out)[:n_out]
     rows, slots = connectivity.transpose(idx, n_in, "idx", row_keys=keys)
