@@ -129,7 +129,8 @@ def test_stage_adjoint_builds_the_tables_it_reads_first(ico, mode, on_host, rng)
     record = FusedRK4(mesh).stage_records(h, u, b, f, DT, PHYSICS["plain"])[0]
     m = for_fields(mesh, h)
     before = {key[0] for key in m._arrays}
-    FusedStageAdjoint(mesh)(record, PHYSICS["plain"], *map(host, adjoint_inputs(mesh, rng)), mode=mode)
+    adj = map(host, adjoint_inputs(mesh, rng))
+    FusedStageAdjoint(mesh)(record, PHYSICS["plain"], *adj, mode=mode)
     assert set(fused_adjoint.TABLES[mode]) <= set(m.host.names())
     assert {key[0] for key in m._arrays} - before <= set(fused_adjoint.TABLES[mode])
 
