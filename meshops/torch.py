@@ -35,6 +35,7 @@ Two forms of every map, one set of derivative rules (`_Rules`):
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import warnings
 import weakref
@@ -110,14 +111,14 @@ def _cupy_view(cupy, t, index: int):
     """The memory of contiguous CUDA tensor `t` as a CuPy array, kept alive by the array. Cheaper
     than DLPack (torch's `__dlpack__` queries the current stream in Python): the caller already
     runs on torch's current stream, so there is nothing to order."""
-    dtype = _CUPY_DTYPES.get(t.dtype)
+    dtype = _NUMPY_DTYPES.get(t.dtype)
     if dtype is None or t.numel() == 0:
         return cupy.from_dlpack(t)
     memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, index)
     return cupy.ndarray(tuple(t.shape), dtype, cupy.cuda.MemoryPointer(memory, 0))
 
 
-_CUPY_DTYPES = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
+_NUMPY_DTYPES = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
 _STREAMS: dict = {}
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda index: torch.cuda.current_stream(index).cuda_stream)
@@ -164,7 +165,6 @@ class _Maps:
 
 
 _PLANS = {"on": plans.enabled()}
-_NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 
 
 def _replay(spec, kind: str, key: int, mode: str, tensors):
@@ -185,11 +185,8 @@ def _replay(spec, kind: str, key: int, mode: str, tensors):
     outs = [torch.empty(shape, dtype=t.dtype, device=t.device) for shape, _ in plan.outputs]
     buffers += outs
     pointers, sizes = [b.data_ptr() for b in buffers], [b.nbytes for b in buffers]
-    if index == torch.cuda.current_device():
+    with torch.cuda.device(index) if index != torch.cuda.current_device() else contextlib.nullcontext():
         done = plan.run(pointers, sizes, _raw_stream(index))
-    else:
-        with torch.cuda.device(index):
-            done = plan.run(pointers, sizes, _raw_stream(index))
     return tuple(outs) if done else None
 
 

@@ -51,15 +51,15 @@ def cell_raster(ds, width: int = 3600):
     holds the pixel's centre: the nearest cell centre on the sphere (a k-d tree on unit vectors)."""
     from scipy.spatial import cKDTree
 
-    lon_c, lat_c = (np.asarray(ds[name][:]).astype(np.float64) for name in ("lonCell", "latCell"))
-    tree = cKDTree(np.column_stack([np.cos(lat_c) * np.cos(lon_c), np.cos(lat_c) * np.sin(lon_c), np.sin(lat_c)]))
+    def unit(lon, lat):
+        return np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+
+    tree = cKDTree(unit(*(np.asarray(ds[name][:]).astype(np.float64) for name in ("lonCell", "latCell"))))
     height = width // 2
     lon = np.radians(-180.0 + (np.arange(width) + 0.5) * 360.0 / width)
     lat = np.radians(-90.0 + (np.arange(height) + 0.5) * 180.0 / height)
     lon, lat = np.meshgrid(lon, lat)
-    points = np.column_stack([(np.cos(lat) * np.cos(lon)).ravel(), (np.cos(lat) * np.sin(lon)).ravel(),
-                              np.sin(lat).ravel()])
-    return tree.query(points, workers=-1)[1].reshape(height, width)
+    return tree.query(unit(lon.ravel(), lat.ravel()), workers=-1)[1].reshape(height, width)
 
 
 def map_geometry(ds):

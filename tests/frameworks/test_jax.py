@@ -7,7 +7,7 @@ from meshops.autodiff import maps
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
-from .conftest import fields
+from .conftest import fields, planned_maps
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -159,20 +159,7 @@ def test_gpu_ffi_replays_every_map_bitwise(name, mesh, rng):
     with and without levels."""
     if jax.default_backend() != "gpu":
         pytest.skip("needs a CUDA build of jaxlib and a GPU")
-    import cupy
-
-    from meshops.autodiff import compute
-    from meshops.device import plans
-
-    spec = OPERATORS[name]
-    for kind, (ins, _) in maps(spec).items():
-        for dtype in (np.float32, np.float64):
-            for nlev in (None, 5):
-                x = fields(mesh, ins, rng, nlev, dtype)
-                assert plans.plan(spec, kind, mesh, "deterministic", dtype, x[0].shape[1:],
-                                  mj._default_gpu()) is not None, (kind, dtype, nlev)
-                got = _as_tuple(jax.jit(lambda *a, kind=kind: mj.apply(name, kind, mesh, *a, callback="ffi"))(
-                    *(jnp.asarray(a) for a in x)))
-                want = compute(spec, kind, mesh, [cupy.asarray(a) for a in x], "deterministic")
-                for a, b in zip(got, want, strict=True):
-                    assert np.array_equal(np.asarray(a), cupy.asnumpy(b)), (kind, dtype, nlev)
+    for what, x, want in planned_maps(OPERATORS[name], mesh, rng, mj._default_gpu(), (None, 5)):
+        got = _as_tuple(jax.jit(lambda *a, kind=what[0]: mj.apply(name, kind, mesh, *a, callback="ffi"))(
+            *(jnp.asarray(a) for a in x)))
+        assert all(np.array_equal(np.asarray(a), b) for a, b in zip(got, want, strict=True)), what

@@ -11,7 +11,7 @@ from meshops.autodiff import maps
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
-from .conftest import fields
+from .conftest import fields, planned_maps
 
 torch = pytest.importorskip("torch")
 mt = pytest.importorskip("meshops.torch")
@@ -307,27 +307,14 @@ def test_cuda_launch_plans_replay_every_map_bitwise(name, mesh, rng):
     tensors equals the CuPy path bit for bit (deterministic mode; float32 and float64, with and
     without levels); a misaligned input runs through CuPy instead, with the same result."""
     _cuda()
-    import cupy
-
-    from meshops.autodiff import compute
-    from meshops.device import plans
-
-    spec = OPERATORS[name]
-    for kind, (ins, _) in maps(spec).items():
-        for dtype in (np.float32, np.float64):
-            for nlev in (None, 8):
-                x = fields(mesh, ins, rng, nlev, dtype)
-                assert plans.plan(spec, kind, mesh, "deterministic", dtype, x[0].shape[1:],
-                                  torch.cuda.current_device()) is not None, (kind, dtype, nlev)
-                want = [cupy.asnumpy(a) for a in compute(spec, kind, mesh, [cupy.asarray(a) for a in x],
-                                                          "deterministic")]
-                xt = _tensors(x, "cuda", requires_grad=False)
-                got = _as_tuple(mt.apply(name, kind, mesh, *xt))
-                assert all(np.array_equal(a.cpu().numpy(), b) for a, b in zip(got, want, strict=True))
-                if nlev is not None:   # one element off: the lanes' alignment is lost
-                    shifted = []
-                    for t in xt:
-                        buffer = torch.empty(t.numel() + 1, dtype=t.dtype, device="cuda")
-                        shifted.append(buffer[1:].view(t.shape).copy_(t))
-                    got = _as_tuple(mt.apply(name, kind, mesh, *shifted))
-                    assert all(np.array_equal(a.cpu().numpy(), b) for a, b in zip(got, want, strict=True))
+    for what, x, want in planned_maps(OPERATORS[name], mesh, rng, torch.cuda.current_device(), (None, 8)):
+        xt = _tensors(x, "cuda", requires_grad=False)
+        got = _as_tuple(mt.apply(name, what[0], mesh, *xt))
+        assert all(np.array_equal(a.cpu().numpy(), b) for a, b in zip(got, want, strict=True)), what
+        if what[2] is not None:   # one element off: the lanes' alignment is lost
+            shifted = []
+            for t in xt:
+                buffer = torch.empty(t.numel() + 1, dtype=t.dtype, device="cuda")
+                shifted.append(buffer[1:].view(t.shape).copy_(t))
+            got = _as_tuple(mt.apply(name, what[0], mesh, *shifted))
+            assert all(np.array_equal(a.cpu().numpy(), b) for a, b in zip(got, want, strict=True)), what
