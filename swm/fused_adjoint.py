@@ -42,10 +42,10 @@ from swm.timestepping import RK4_A, RK4_B
 _RK = "int:rk real:bCoef real:aCoef int:next"
 _KERNELS = Family("shallow_water_adjoint", sources=CUDA_DIR, kernels=(
     Kernel("sw_adj_phi", "idx:cellsOnEdgeT coef:gradCoefT in:uTendAdj out:phiAdj int:S int:slotStride"),
-    Kernel("sw_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge idx:edgesOnEdgeT coef:weightsOnEdgeT "
+    Kernel("sw_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
                           "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef in:uTendAdj in:hTendAdj "
                           "in:phiAdj in:flux in:pvEdge in:h in:u out:uAdjPart out:hEdgeAdj "
-                          "out:pvEdgeAdj int:S2 int:stride2 int:ST int:strideT"),
+                          "out:pvEdgeAdj int:S2 int:stride2"),
     Kernel("sw_adj_vertex", "idx:verticesOnEdgeT in:pvEdgeAdj in:pvVertexExtra in:pvVertex in:hVertex "
                             "out:vortAdj out:hVertexAdj int:SE int:strideE int:extra"),
     Kernel("sw_adj_u", "idx:edgesOnVertexT coef:curlCoefT in:uAdjPart in:vortAdj in:uExtra out:uAdj "
@@ -71,7 +71,7 @@ _KERNELS = Family("shallow_water_adjoint", sources=CUDA_DIR, kernels=(
 
 #: The mesh tables the adjoint passes read, per mode (built together, on threads, before the
 #: first adjoint stage of that mode).
-TABLES = {"deterministic": ("cellsOnEdgeT", "gradCellCoefT", *trisk.FORWARD, *trisk.TRANSPOSED,
+TABLES = {"deterministic": ("cellsOnEdgeT", "gradCellCoefT", *trisk.SYMMETRIC,
                             "cellsOnEdge", "divAdjCoef", "keAdjCoef", "verticesOnEdgeT",
                             "edgesOnVertexT", "curlCoefT", "verticesOnCell", "c2vCoefT"),
           "atomic": (*trisk.FORWARD, "cellsOnEdge", "invDcEdge", "verticesOnEdge", "divAdjCoef",
@@ -116,15 +116,13 @@ class FusedStageAdjoint:
 
         u_part, h_edge_adj = self._field("uAdjPart", "edge", u), self._field("hEdgeAdj", "edge", u)
         pv_edge_adj = self._field("pvEdgeAdj", "edge", u)
-        (eoe, w), stride2 = m.stencil(trisk.FORWARD, (u_part,))
-        (eoe_t, w_t), stride_t = m.stencil(trisk.TRANSPOSED, (u_part,))
-        _KERNELS.launch("sw_adj_edge", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=w, edgesOnEdgeT=eoe_t,
-                        weightsOnEdgeT=w_t, cellsOnEdge=m.table("cellsOnEdge"),
+        (eoe, w, w_reverse), stride2 = m.stencil(trisk.SYMMETRIC, (u_part,))
+        _KERNELS.launch("sw_adj_edge", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=w,
+                        weightsOnEdgeReverse=w_reverse, cellsOnEdge=m.table("cellsOnEdge"),
                         divAdjCoef=m.table("divAdjCoef", u.dtype), keAdjCoef=m.table("keAdjCoef", u.dtype),
                         uTendAdj=tend_u_adj, hTendAdj=tend_h_adj, phiAdj=phi_adj, flux=record["flux"],
                         pvEdge=record["pv_edge"], h=h, u=u, uAdjPart=u_part, hEdgeAdj=h_edge_adj,
-                        pvEdgeAdj=pv_edge_adj, S2=trisk.width(eoe, stride2), stride2=stride2,
-                        ST=trisk.width(eoe_t, stride_t), strideT=stride_t)
+                        pvEdgeAdj=pv_edge_adj, S2=trisk.width(eoe, stride2), stride2=stride2)
 
         pv_vertex_extra, u_extra = _operator_parts(m, record, physics, pv_edge_adj, tend_u_adj)
         pv_vertex = record["pv_vertex"]

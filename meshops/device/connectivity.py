@@ -96,6 +96,26 @@ def take(table, rows, slots) -> np.ndarray:
     return np.where(valid, np.asarray(table)[np.where(valid, rows, 0), np.where(valid, slots, 0)], 0)
 
 
+def reverse_take(table, idx, block: int = 1 << 17) -> np.ndarray:
+    """For each slot (r, i) of a symmetric stencil `idx` (n, K) with t = idx[r, i] >= 0, the
+    entry table[t, j] of the slot j with idx[t, j] == r; 0 in pads and where t does not list r
+    back (a rank's outermost halo rows). With `table` the stencil's coefficients, this is its
+    transpose's coefficients laid out on the stencil's own slots. Rows are compared in blocks of
+    `block`, so the temporaries stay at block x K x K booleans."""
+    idx = as_index(idx)
+    table = np.asarray(table)
+    out = np.zeros(idx.shape, table.dtype)
+    for lo in range(0, idx.shape[0], block):
+        rows = idx[lo:lo + block]
+        valid = rows >= 0
+        safe = np.where(valid, rows, 0)
+        hit = idx[safe] == np.arange(lo, lo + rows.shape[0], dtype=INDEX)[:, None, None]
+        slot = hit.argmax(axis=-1)
+        found = valid & np.take_along_axis(hit, slot[..., None], axis=-1)[..., 0]
+        out[lo:lo + block] = np.where(found, table[safe, slot], 0)
+    return out
+
+
 def slot_map(outer, inner, name_outer: str, name_inner: str) -> np.ndarray:
     """For each (r, j) with t = outer[r, j] >= 0, the slot i with inner[t, i] == r; -1 elsewhere.
 

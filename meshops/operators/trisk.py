@@ -4,7 +4,9 @@
 edgesOnEdge / weightsOnEdge masked beyond nEdgesOnEdge (-1, weight 0) and trimmed to the largest
 nEdgesOnEdge, and the transposed map edgesOnEdgeT / weightsOnEdgeT: for each edge e', the e and
 weightsOnEdge[e, j] of every pair (e, j) with edgesOnEdge[e, j] = e', in increasing (e, j) order
-(-1 / 0 pads). Tables of `meshops.device.tables`, held once per DeviceMesh for both operators.
+(-1 / 0 pads). The stencil is symmetric (e' reads e exactly when e reads e'), so the transpose
+also fits on the forward's slots: weightsOnEdgeReverse[e, i] is the weight with which
+e' = edgesOnEdge[e, i] reads e. Tables of `meshops.device.tables`, held once per DeviceMesh.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from meshops.device.tables import register
 #: (indices, weights) of the TRiSK stencil and of its transpose.
 FORWARD = ("edgesOnEdge", "weightsOnEdge")
 TRANSPOSED = ("edgesOnEdgeT", "weightsOnEdgeT")
+#: (indices, weights, reverse weights): the stencil with its transpose on the same slots.
+SYMMETRIC = (*FORWARD, "weightsOnEdgeReverse")
 
 
 @register("weightsOnEdge", kind="float", location="edge")
@@ -29,6 +33,13 @@ def _weights(h):
 def _weights_t(h):
     """weightsOnEdge on the transposed map edgesOnEdgeT."""
     return connectivity.take(h["weightsOnEdge"], h["edgesOnEdgeT"], h["edgesOnEdgeTSlot"])
+
+
+@register("weightsOnEdgeReverse", kind="float", location="edge")
+def _weights_reverse(h):
+    """weightsOnEdge[e', j] on each slot (e, i) of edgesOnEdge with e' = edgesOnEdge[e, i] and
+    edgesOnEdge[e', j] = e (0 in pads and where e' does not list e)."""
+    return connectivity.reverse_take(h["weightsOnEdge"], h["edgesOnEdge"])
 
 
 def width(table, stride) -> int:

@@ -7,9 +7,11 @@
 //
 //   phi pass     phiAdj = -grad_c2e_adj(uTendAdj)                                 (cells)
 //   edge pass    F_adj  = pv_flux's F-adjoint - div_e2c_adj(hTendAdj), with
-//                T1 = sum_T w uTendAdj, T2 = sum_T w uTendAdj pvEdge over the transposed TRiSK
-//                stencil: F_adj = (T2 + pvEdge T1) / 2; pvEdgeAdj = (uTendAdj sum_j w flux +
-//                flux T1) / 2; hEdgeAdj = u F_adj; uAdjPart = h_edge F_adj + ke_e2c_adj(u; phiAdj)
+//                T1 = sum_j w'_j uTendAdj_j, T2 = sum_j w'_j uTendAdj_j pvEdge_j over the TRiSK
+//                stencil with its reverse weights w' (the transposed sums, on the same slots as
+//                sum_j w_j flux_j): F_adj = (T2 + pvEdge T1) / 2; pvEdgeAdj = (uTendAdj sum_j w_j
+//                flux_j + flux T1) / 2; hEdgeAdj = u F_adj; uAdjPart = h_edge F_adj +
+//                ke_e2c_adj(u; phiAdj)
 //   vertex pass  pvVertexAdj = interp_v2e_adj(pvEdgeAdj) (+ the APVM part), vortAdj =
 //                pvVertexAdj / h_vertex, hVertexAdj = -vortAdj pvVertex                (vertices)
 //   u pass       uAdj = uAdjPart + curl_e2v_adj(vortAdj) (+ APVM and viscosity parts)  (edges)
@@ -71,11 +73,12 @@ __global__ void sw_adj_phi(const int* __restrict__ cellsOnEdgeT, const T* __rest
 }
 MESHOPS_INSTANTIATE(sw_adj_phi)
 
-// The edge pass (file comment): edgesOnEdge/weightsOnEdge (S2 slots, stride2) and their transposed
-// tables (ST slots, strideT); cellsOnEdge, divAdjCoef, keAdjCoef row-major (2 slots).
+// The edge pass (file comment): edgesOnEdge with weightsOnEdge and weightsOnEdgeReverse (S2 slots,
+// stride2), one loop over the stencil for the three sums; cellsOnEdge, divAdjCoef, keAdjCoef
+// row-major (2 slots).
 template <typename T, int W>
 __global__ void sw_adj_edge(const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-                            const int* __restrict__ edgesOnEdgeT, const T* __restrict__ weightsOnEdgeT,
+                            const T* __restrict__ weightsOnEdgeReverse,
                             const int* __restrict__ cellsOnEdge, const T* __restrict__ divAdjCoef,
                             const T* __restrict__ keAdjCoef, const Lanes<T, W>* __restrict__ uTendAdj,
                             const Lanes<T, W>* __restrict__ hTendAdj,
@@ -83,18 +86,20 @@ __global__ void sw_adj_edge(const int* __restrict__ edgesOnEdge, const T* __rest
                             const Lanes<T, W>* __restrict__ pvEdge, const Lanes<T, W>* __restrict__ h,
                             const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ uAdjPart,
                             Lanes<T, W>* __restrict__ hEdgeAdj, Lanes<T, W>* __restrict__ pvEdgeAdj,
-                            int S2, int stride2, int ST, int strideT, int first, int last, int nlev)
+                            int S2, int stride2, int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         Lanes<T, W> t1 = meshops::splat<T, W>(0), t2 = meshops::splat<T, W>(0);
-        meshops::for_each_slot(edgesOnEdgeT, e, ST, strideT, [&](meshops_offset p, int e2) {
+        Lanes<T, W> fluxSum = meshops::splat<T, W>(0);
+        meshops::for_each_slot(edgesOnEdge, e, S2, stride2, [&](meshops_offset p, int e2) {
             const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
             const Lanes<T, W> g = load(uTendAdj, e2k);
-            meshops::axpy(t1, weightsOnEdgeT[p], g);
-            meshops::axpy(t2, weightsOnEdgeT[p], g * load(pvEdge, e2k));
+            const T wr = weightsOnEdgeReverse[p];
+            meshops::axpy(t1, wr, g);
+            meshops::axpy(t2, wr, g * load(pvEdge, e2k));
+            meshops::axpy(fluxSum, weightsOnEdge[p], load(flux, e2k));
         });
-        const Lanes<T, W> fluxSum = stencil_gather(edgesOnEdge, weightsOnEdge, flux, e, S2, nlev, k, stride2);
         const auto ends = shallow_water_adjoint::edge_cells(cellsOnEdge, divAdjCoef, keAdjCoef, hTendAdj,
                                                             phiAdj, h, e, nlev, k);
         const Lanes<T, W>& divAdj = ends.divAdj;

@@ -155,6 +155,37 @@ def test_transposed_edges_on_edge_is_the_transpose(mpas_mesh, rng):
     assert abs(x @ forward - y @ backward) <= 1e-12 * np.abs(x).sum() * np.abs(forward).max()
 
 
+def _dense_trisk(mesh, edges, weights):
+    """The TRiSK stencil `edges` with `weights` per slot as a dense nEdges x nEdges matrix."""
+    a = np.zeros((mesh.nEdges, mesh.nEdges))
+    rows, slots = np.nonzero(edges >= 0)
+    np.add.at(a, (rows, edges[rows, slots]), weights[rows, slots])
+    return a
+
+
+def test_reverse_weights_are_the_transpose_on_the_forward_slots(mpas_mesh, rng):
+    """weightsOnEdgeReverse[e, i] is the weight with which edgesOnEdge[e, i] reads e: on the forward
+    slots it is the transposed stencil, which has no entry elsewhere (the stencil is symmetric)."""
+    m = meshops.device_mesh(mpas_mesh)
+    edges, weights = m.table("edgesOnEdge"), m.table("weightsOnEdge", np.float64)
+    assert np.array_equal(_dense_trisk(mpas_mesh, edges, m.table("weightsOnEdgeReverse", np.float64)),
+                          _dense_trisk(mpas_mesh, edges, weights).T)
+
+
+def test_reverse_weights_on_a_local_mesh(mpas_mesh):
+    """On a rank's mesh a row of edgesOnEdge may miss neighbours (-1): the reverse weights still
+    match the transpose on every slot, and are 0 in the pads."""
+    local = local_mesh(mpas_mesh, partition_sfc(mpas_mesh, 3), 1, halo_depth=1).mesh
+    m = meshops.device_mesh(local)
+    edges, weights = m.table("edgesOnEdge"), m.table("weightsOnEdge", np.float64)
+    reverse = m.table("weightsOnEdgeReverse", np.float64)
+    transpose = _dense_trisk(local, edges, weights).T
+    rows, slots = np.nonzero(edges >= 0)
+    assert np.array_equal(reverse[rows, slots], transpose[rows, edges[rows, slots]])
+    assert np.all(reverse[edges < 0] == 0)
+    assert (edges < 0).any()                                          # rows missing neighbours
+
+
 # -- local meshes (missing neighbours) --------------------------------------------------------------
 
 @pytest.fixture(scope="module")
