@@ -28,6 +28,7 @@ import os
 import time
 
 import numpy as np
+import scipy.sparse
 from scipy.spatial import ConvexHull
 
 from grids.geometry import (INDEX_DTYPE, FieldCollector, blocks, cross, derive_fields, for_blocks,
@@ -160,25 +161,42 @@ def is_delaunay(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> bool:
     return all(ok for _, ok in blocks(block, tris.shape[0]))
 
 
-def lloyd_step(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray) -> np.ndarray:
+def node_fans(tris: np.ndarray, n_nodes: int) -> np.ndarray:
+    """(n_nodes, K) int32: the half-edges h = 3 t + p leaving each node (tris[t, p] == node) in
+    increasing h, -1 pads; K the largest degree. A counting sort (SciPy's CSR -> CSC), O(half-edges)."""
+    n_tris = tris.shape[0]
+    by_node = scipy.sparse.csr_array(
+        (np.tile(np.arange(3, dtype=np.int8), n_tris), tris.ravel(),
+         np.arange(0, 3 * n_tris + 1, 3, dtype=np.int64 if 3 * n_tris > np.iinfo(IDX).max else IDX)),
+        shape=(n_tris, n_nodes)).tocsc()
+    counts = np.diff(by_node.indptr)
+    inside = np.arange(int(counts.max()))[None, :] < counts[:, None]
+    fans = np.full(inside.shape, -1, dtype=IDX)
+    fans[inside] = 3 * by_node.indices.astype(IDX) + by_node.data
+    return fans
+
+
+def lloyd_step(pts: np.ndarray, tris: np.ndarray, twin: np.ndarray, fans: np.ndarray) -> np.ndarray:
     """Generators moved to the (normalised, area-weighted) centroids of their Voronoi cells.
 
     The Voronoi cell of node c is the fan of triangles (c, v(twin h), v(h)) over the half-edges h
-    leaving c, v(h) the circumcentre of the triangle holding h.
+    leaving c (`fans`, from `node_fans`), v(h) the circumcentre of the triangle holding h; each
+    node sums its fan's moments (c + v(twin h) + v(h)) * area in increasing h, blockwise over nodes.
     """
     vc = circumcentres(pts, tris)
-    src = tris.ravel()
-    moment = np.empty((3, src.size))
+    out = np.empty_like(pts)
 
     def block(s):
-        t = np.arange(s.start, s.stop) // 3
-        c, p, q = pts[src[s]], vc[twin[s] // 3], vc[t]
-        moment[:, s] = ((c + p + q) * triangle_area(c, p, q)[:, None]).T
-    for_blocks(block, src.size)
-    del vc
-    out = np.stack([np.bincount(src, weights=moment[k], minlength=pts.shape[0]) for k in range(3)],
-                   axis=1)
-    return _normalise(out)
+        c, fan = pts[s], fans[s]
+        acc = np.zeros(c.shape)
+        for j in range(fan.shape[1]):
+            rows = np.flatnonzero(fan[:, j] >= 0)
+            h = fan[rows, j]
+            cj, p, q = c[rows], vc[twin[h] // 3], vc[h // 3]
+            acc[rows] += (cj + p + q) * triangle_area(cj, p, q)[:, None]
+        out[s] = _normalise(acc)
+    for_blocks(block, pts.shape[0])
+    return out
 
 
 def connectivity(tris: np.ndarray, eid: np.ndarray, n_edges: int, n_cells: int,
@@ -319,15 +337,15 @@ def icosahedral_triangulation(level: int, lloyd_iterations: int = 0,
     del edges
     stage("bisection")
     if lloyd_iterations:
-        twin = half_edge_twins(tris, eid, n_edges)
+        twin, fans = half_edge_twins(tris, eid, n_edges), node_fans(tris, pts.shape[0])
         for _ in range(lloyd_iterations):
-            pts = lloyd_step(pts, tris, twin)
+            pts = lloyd_step(pts, tris, twin, fans)
             if not is_delaunay(pts, tris, twin):
                 tris = _orient_ccw(pts, ConvexHull(pts).simplices.astype(IDX))
                 eid, edges = edge_ids(tris)
                 n_edges = edges.shape[0]
-                twin = half_edge_twins(tris, eid, n_edges)
-        del twin
+                twin, fans = half_edge_twins(tris, eid, n_edges), node_fans(tris, pts.shape[0])
+        del twin, fans
         stage(f"{lloyd_iterations} Lloyd iterations")
     return {"pts": pts, "tris": tris, "eid": eid, "n_edges": n_edges}
 
