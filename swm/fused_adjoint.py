@@ -32,6 +32,7 @@ from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
+from meshops.modes import resolve_mode
 from meshops.operators import trisk
 
 from swm import terms
@@ -95,13 +96,15 @@ class FusedStageAdjoint:
         return field
 
     def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None, rk=None,
-                 mode: str = "deterministic"):
+                 mode: str | None = None):
         """(h_adj, u_adj, b_adj) of the stage whose forward is `record` (a `stage_records` entry),
         from its adjoint tendencies; b_adj is this stage's part added to `b_adj` in place when one
         is given, else a new array. h_adj and u_adj are new arrays; with `rk` (an `AdjointRK4`)
         they are not stored but applied to its y_adj and next k_adj (which are the tend_*_adj
         arrays: overwritten), and None is returned for them. `mode` "atomic": the transposed sums
-        as atomicAdd scatters through the forward tables (`_atomic`)."""
+        as atomicAdd scatters through the forward tables (`_atomic`); None: the meshops default
+        (`meshops.set_adjoint_mode`)."""
+        mode = resolve_mode(mode)
         for_fields(self.mesh, record["h"]).prebuild(TABLES[mode])
         if mode == "atomic":
             return self._atomic(record, physics, tend_h_adj, tend_u_adj, b_adj, rk)
@@ -124,7 +127,8 @@ class FusedStageAdjoint:
                         pvEdge=record["pv_edge"], h=h, u=u, uAdjPart=u_part, hEdgeAdj=h_edge_adj,
                         pvEdgeAdj=pv_edge_adj, S2=trisk.width(eoe, stride2), stride2=stride2)
 
-        pv_vertex_extra, u_extra = _operator_parts(m, record, physics, pv_edge_adj, tend_u_adj)
+        pv_vertex_extra, u_extra = _operator_parts(m, record, physics, pv_edge_adj, tend_u_adj,
+                                                   "deterministic")
         pv_vertex = record["pv_vertex"]
         vort_adj, h_vertex_adj = self._field("vortAdj", "vertex", h), self._field("hVertexAdj", "vertex", h)
         (voe_t,), stride_e = m.stencil(("verticesOnEdgeT",), (vort_adj,))
@@ -221,12 +225,12 @@ def _rk_fields(rk, which: int, unused, k_adj) -> dict:
 
 
 def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physics, dt: float,
-                 h_adj, u_adj, mode: str = "deterministic", exchange=None):
+                 h_adj, u_adj, mode: str | None = None, exchange=None):
     """The adjoint of one RK4 step from the adjoint (h_adj, u_adj) of its end state: [h_adj, u_adj,
     b_adj] of its start, from the stage records of its forward. The stages run in reverse
     (swm.stepper's doc), their RK4 bookkeeping inside the kernels; on ranks `exchange` (the forward
     exchange of (h, u) perturbations) brings each stage's adjoint tendencies up to date on halo
-    rows before the stage reads them."""
+    rows before the stage reads them. `mode`: the adjoint mode (None: the meshops default)."""
     new_adj = (h_adj, u_adj)
     y_adj = [h_adj.copy(), u_adj.copy()]
     k_adj = [(RK4_B[3] * dt) * a for a in new_adj]
@@ -240,7 +244,7 @@ def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physi
     return [y_adj[0], y_adj[1], b_adj]
 
 
-def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj, mode="deterministic"):
+def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj, mode: str):
     """(the pv_vertex_adj part or None, the u_adj part or None) of the active terms the fused
     kernels do not compute (`swm.terms`: APVM, viscosity), through their own adjoints."""
     outside = (terms.active_terms(physics, target="tend_u", fused=False)

@@ -121,7 +121,8 @@ def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
 @pytest.mark.parametrize("mode", ["deterministic", "atomic"])
 def test_stage_adjoint_builds_the_tables_it_reads_first(ico, mode, on_host, rng):
     """The first stage adjoint of a mode builds `fused_adjoint.TABLES[mode]` together (on
-    threads); its passes read no other table."""
+    threads); its passes read no other table. The mode comes from the meshops default here."""
+    from meshops import adjoint_mode
     from meshops.device.mesh import for_fields
 
     mesh = ico.replace()                                            # its own DeviceMesh
@@ -130,7 +131,8 @@ def test_stage_adjoint_builds_the_tables_it_reads_first(ico, mode, on_host, rng)
     m = for_fields(mesh, h)
     before = {key[0] for key in m._arrays}
     adj = map(host, adjoint_inputs(mesh, rng))
-    FusedStageAdjoint(mesh)(record, PHYSICS["plain"], *adj, mode=mode)
+    with adjoint_mode(mode):
+        FusedStageAdjoint(mesh)(record, PHYSICS["plain"], *adj)
     assert set(fused_adjoint.TABLES[mode]) <= set(m.host.names())
     assert {key[0] for key in m._arrays} - before <= set(fused_adjoint.TABLES[mode])
 
