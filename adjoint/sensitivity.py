@@ -20,6 +20,7 @@ import numpy as np
 import tqdm
 
 from meshops.device.backend import to_host
+from meshops.device.tables import SIZE_OF
 from meshops.parallel.comm import is_serial
 
 from adjoint.costs import Context, CostError, make_cost
@@ -201,7 +202,6 @@ def write_gradients(path, s, grads, value: float, controls, attributes=None, con
             gathered[name] = s.distribution.gather(location, host)
 
     def write():
-        dims = {"cell": "nCells", "edge": "nEdges"}
         grid = None if config is None else grid_reference(config, s.global_mesh, path,
                                                           "sensitivity.output")
         with atomic_path(path) as tmp:
@@ -219,7 +219,7 @@ def write_gradients(path, s, grads, value: float, controls, attributes=None, con
                 for name, location, control, units in GRADIENTS:
                     if name not in gathered:
                         continue
-                    var = ds.createVariable(name, "f8", ("Time", dims[location], "nVertLevels"))
+                    var = ds.createVariable(name, "f8", ("Time", SIZE_OF[location], "nVertLevels"))
                     var[0, :, 0] = gathered[name]
                     var.units = units
                     var.long_name = f"gradient of the cost with respect to the initial {control}" \

@@ -53,8 +53,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from grids.atomic import atomic_path
+from meshops.device.tables import SIZE_OF
 from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem
-from swm.variables import DIAGNOSTICS, DIMENSION, FIELDS
+from swm.variables import DIAGNOSTICS, FIELDS
 
 log = logging.getLogger("swm")
 
@@ -583,7 +584,7 @@ class History:
         h_s[:] = 0.0 if topography is None else np.asarray(topography).reshape(-1)
         for name in self.variables:
             field = FIELDS[name]
-            var = ds.createVariable(name, np.dtype(dtype), ("Time", DIMENSION[field.location],
+            var = ds.createVariable(name, np.dtype(dtype), ("Time", SIZE_OF[field.location],
                                                             "nVertLevels"))
             var.setncatts(field.attributes())
         for name in self.diagnostics:

@@ -128,4 +128,3 @@ DIAGNOSTICS = {d.name: d for d in (
 OUTPUT_VARIABLES = tuple(FIELDS)
 #: The fields a history holds when the config names none (`output.variables`' default).
 DEFAULT_VARIABLES = tuple(name for name, field in FIELDS.items() if field.default)
-DIMENSION = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
