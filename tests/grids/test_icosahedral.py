@@ -261,3 +261,31 @@ def test_delaunay_check_detects_a_flipped_edge():
     flipped[ta], flipped[tb] = [c, d, b], [d, c, a]
     eid2, edges2 = ic.edge_ids(flipped)
     assert not ic.is_delaunay(pts, flipped, ic.half_edge_twins(flipped, eid2, edges2.shape[0]))
+
+
+def test_lloyd_step_sums_each_fan_in_half_edge_order():
+    """node_fans lists every half-edge once, under its source node, in increasing order; the
+    blockwise Lloyd step equals the reference sum of every half-edge's fan moment into its node in
+    that order (np.bincount) bitwise, on bisected nodes moved off their places at random."""
+    from grids import icosahedral as ic
+    from grids.geometry import triangle_area
+    pts, tris = ic.icosahedron()
+    eid, edges = ic.edge_ids(tris)
+    for _ in range(4):
+        pts, tris, eid, edges = ic.bisect(pts, tris, eid, edges)
+    twin = ic.half_edge_twins(tris, eid, edges.shape[0])
+    fans = ic.node_fans(tris, pts.shape[0])
+    listed = fans[fans >= 0]
+    assert np.array_equal(np.sort(listed), np.arange(tris.size))
+    nodes, slots = np.nonzero(fans >= 0)
+    assert np.array_equal(tris.ravel()[fans[nodes, slots]], nodes)
+    assert np.all((fans[:, 1:] > fans[:, :-1]) | (fans[:, 1:] < 0))
+    rng = np.random.default_rng()
+    pts = pts + 0.05 * np.sqrt(4 * np.pi / pts.shape[0]) * rng.standard_normal(pts.shape)
+    pts /= np.linalg.norm(pts, axis=1)[:, None]
+    vc, src = ic.circumcentres(pts, tris), tris.ravel()
+    c, p, q = pts[src], vc[twin // 3], vc[np.arange(src.size) // 3]
+    moment = ((c + p + q) * triangle_area(c, p, q)[:, None]).T
+    reference = np.stack([np.bincount(src, weights=m, minlength=pts.shape[0]) for m in moment], axis=1)
+    reference /= np.sqrt(np.einsum("ij,ij->i", reference, reference))[:, None]
+    assert np.array_equal(ic.lloyd_step(pts, tris, twin, fans), reference)
