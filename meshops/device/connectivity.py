@@ -99,7 +99,8 @@ def take(table, rows, slots) -> np.ndarray:
 def reverse_take(table, idx, block: int = 1 << 17) -> np.ndarray:
     """For each slot (r, i) of a symmetric stencil `idx` (n, K) with t = idx[r, i] >= 0, the
     entry table[t, j] of the slot j with idx[t, j] == r; 0 in pads and where t does not list r
-    back (a rank's outermost halo rows). With `table` the stencil's coefficients, this is its
+    back (a local mesh keeps every entry naming a local row, so a rank's stencil stays symmetric
+    too). With `table` the stencil's coefficients, this is its
     transpose's coefficients laid out on the stencil's own slots. Rows are compared in blocks of
     `block`, so the temporaries stay at block x K x K booleans."""
     idx = as_index(idx)
