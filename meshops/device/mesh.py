@@ -29,7 +29,7 @@ import weakref
 import numpy as np
 
 from meshops.device import tables as catalogue
-from meshops.device.backend import array_module, article, backend_name
+from meshops.device.backend import BACKENDS, array_module, article, backend_name
 from meshops.device.kernels import slot_major
 
 POLICIES = ("fast", "lean")
@@ -153,8 +153,6 @@ class _WeakHostTables(catalogue.HostTables):
 
 def _module(xp):
     if isinstance(xp, str):
-        from meshops.device.backend import BACKENDS
-
         if BACKENDS.get(xp) is None:
             raise ValueError(f"DeviceMesh xp: expected one of {[k for k, v in BACKENDS.items() if v]}, "
                              f"got {xp!r}")
