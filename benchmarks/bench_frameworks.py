@@ -18,6 +18,10 @@ benchmarks/common.py `time_wall`):
   derivatives by the framework's own autodiff), where the operator has one output;
 - `overhead`: the adapter minus meshops, per call: what the adapter adds (conversions, autograd
   bookkeeping, dispatch, callbacks).
+A first row per dtype and nlev, `floor (y = 2x)`, times the frameworks' own cost per call: the
+element-wise y = 2x on an edge field (fwd_bwd: and its gradient) called the way each adapter is
+(eager, compiled, jitted), against the array library's 2x (and 2g) in the `meshops` column; its
+overhead is what the framework itself adds to any operator, the least an adapter can reach.
 Before timing, each adapter's forward and gradient are checked against meshops (bit for bit on the
 CPU, 1e-12 relative on a GPU) and each peer's against meshops (1e-10 relative); a failing
 column shows its error. Adjoint mode: the meshops default (`deterministic`). On the CPU, PyTorch and
@@ -101,15 +105,16 @@ class TorchAdapter:
     """meshops.torch, eager or compiled (fullgraph; `mode` "reduce-overhead": replayed as CUDA
     graphs, the inputs marked as static addresses)."""
 
-    def __init__(self, spec, mesh, xp, compiled: bool, mode: str | None = None):
+    def __init__(self, spec, mesh, xp, compiled: bool, mode: str | None = None, fn=None):
         import torch
 
         import meshops.torch as mt
 
         self.torch, self.spec, self.mesh, self.mode = torch, spec, mesh, mode
         self.device = "cpu" if xp is np else "cuda"
-        op = getattr(mt, spec.name)
-        fn = lambda *x: op(mesh, *x)  # noqa: E731
+        if fn is None:
+            op = getattr(mt, spec.name)
+            fn = lambda *x: op(mesh, *x)  # noqa: E731
         if compiled:
             torch._dynamo.reset()
             fn = torch.compile(fn, fullgraph=True, dynamic=False, mode=mode)
@@ -148,14 +153,16 @@ class TorchAdapter:
 class JaxAdapter:
     """meshops.jax under jax.jit (fwd_bwd: one jitted jax.vjp)."""
 
-    def __init__(self, spec, mesh, xp, callback=None):
+    def __init__(self, spec, mesh, xp, callback=None, fn=None):
         import jax
 
         import meshops.jax as mj
 
         self.jax = jax
-        op = getattr(mj, spec.name)
-        f = lambda *x: as_tuple(op(mesh, *x, callback=callback))  # noqa: E731
+        if fn is None:
+            op = getattr(mj, spec.name)
+            fn = lambda *x: op(mesh, *x, callback=callback)  # noqa: E731
+        f = lambda *x: as_tuple(fn(*x))  # noqa: E731
 
         def vjp(x, g):
             y, pullback = jax.vjp(f, *x)
@@ -174,16 +181,62 @@ class JaxAdapter:
         return np.asarray(a)
 
 
-def make_adapter(name, spec, mesh, xp):
+def make_adapter(name, spec, mesh, xp, fn=None):
+    """The adapter column `name` for operator `spec`; with `fn` (a function of the fields), that
+    function called the same way instead of the operator."""
     if name in ("torch", "torch.compile"):
-        return TorchAdapter(spec, mesh, xp, compiled=name == "torch.compile")
+        return TorchAdapter(spec, mesh, xp, compiled=name == "torch.compile", fn=fn)
     if name == "torch.cudagraphs":
-        return TorchAdapter(spec, mesh, xp, compiled=True, mode="reduce-overhead")
+        return TorchAdapter(spec, mesh, xp, compiled=True, mode="reduce-overhead", fn=fn)
     if name == "jax":
-        return JaxAdapter(spec, mesh, xp)
+        return JaxAdapter(spec, mesh, xp, fn=fn)
     if name == "jax.buffer":
-        return JaxAdapter(spec, mesh, xp, callback="buffer")
+        return JaxAdapter(spec, mesh, xp, callback="buffer", fn=fn)
     raise ValueError(f"adapter: expected one of {ADAPTERS}, got {name!r}")
+
+
+FLOOR = "floor (y = 2x)"
+
+
+class Doubling:
+    """The array library's own y = 2x (fwd_bwd: and g's 2g): the floor row's `meshops` column."""
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    def prepare(self, x, g):
+        x, g = self.xp.asarray(x[0]), self.xp.asarray(g[0])
+        return (lambda: 2 * x), (lambda: (2 * x, 2 * g))
+
+    def sync(self, _):
+        common.synchronize(self.xp)
+
+
+def bench_floor(mesh, dtype, nlev, xp, frameworks, args, rng):
+    """{pass: row} of the floor row: y = 2x on an edge field through each framework as its adapter
+    calls an operator, against the array library's 2x."""
+    x = host_fields(mesh, ("edge",), nlev, dtype, rng)
+    g = host_fields(mesh, ("edge",), nlev, dtype, rng)
+    base = Doubling(xp)
+    times = {"meshops": time_pair(base, base.prepare(x, g), args)}
+    errors = {}
+    for fw in frameworks:
+        try:
+            adapter = make_adapter(fw, None, mesh, xp, fn=lambda x: 2 * x)
+            times[fw] = time_pair(adapter, adapter.prepare(x, g), args)
+        except Exception as exc:
+            errors[fw] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return _rows(FLOOR, dtype, nlev, times, errors, frameworks)
+
+
+def _rows(name, dtype, nlev, times, errors, frameworks) -> dict:
+    rows = {}
+    for p in PASSES:
+        row = dict(op=name, dtype=np.dtype(dtype).name, nlev=nlev, pass_=p,
+                   us={k: v[p] for k, v in times.items()}, errors=errors)
+        row["overhead_us"] = {fw: row["us"][fw] - row["us"]["meshops"] for fw in frameworks if fw in row["us"]}
+        rows[p] = row
+    return rows
 
 
 def flat(result):
@@ -256,13 +309,7 @@ def bench_one(spec, mesh, dtype, nlev, xp, frameworks, args, rng):
             if args.verbose:
                 traceback.print_exc()
         peers.release(peer_name)
-    rows = {}
-    for p in PASSES:
-        row = dict(op=spec.name, dtype=np.dtype(dtype).name, nlev=nlev, pass_=p,
-                   us={k: v[p] for k, v in times.items()}, errors=errors)
-        row["overhead_us"] = {fw: row["us"][fw] - row["us"]["meshops"] for fw in frameworks if fw in row["us"]}
-        rows[p] = row
-    return rows
+    return _rows(spec.name, dtype, nlev, times, errors, frameworks)
 
 
 # -- table -----------------------------------------------------------------------------------------
@@ -446,9 +493,10 @@ def main(argv=None):
         log(header(frameworks))
         for dtype in map(np.dtype, args.dtypes):
             for nlev in args.nlev:
-                for name in names:
+                for name in [FLOOR] + names:
                     try:
-                        result = bench_one(OPERATORS[name], mesh, dtype, nlev, xp, frameworks, args, rng)
+                        result = (bench_floor(mesh, dtype, nlev, xp, frameworks, args, rng) if name == FLOOR
+                                  else bench_one(OPERATORS[name], mesh, dtype, nlev, xp, frameworks, args, rng))
                     except Exception as exc:
                         log(f"  ERROR {name} {dtype.name} nlev {nlev}: {type(exc).__name__}: {exc}")
                         if args.verbose:
