@@ -96,46 +96,31 @@ def take(table, rows, slots) -> np.ndarray:
     return np.where(valid, np.asarray(table)[np.where(valid, rows, 0), np.where(valid, slots, 0)], 0)
 
 
-def reverse_take(table, idx, block: int = 1 << 17) -> np.ndarray:
-    """For each slot (r, i) of a symmetric stencil `idx` (n, K) with t = idx[r, i] >= 0, the
-    entry table[t, j] of the slot j with idx[t, j] == r; 0 in pads and where t does not list r
-    back (a local mesh keeps every entry naming a local row, so a rank's stencil stays symmetric
-    too). With `table` the stencil's coefficients, this is its
-    transpose's coefficients laid out on the stencil's own slots. Rows are compared in blocks of
-    `block`, so the temporaries stay at block x K x K booleans."""
-    idx = as_index(idx)
-    table = np.asarray(table)
-    out = np.zeros(idx.shape, table.dtype)
-    for lo in range(0, idx.shape[0], block):
-        rows = idx[lo:lo + block]
-        valid = rows >= 0
-        safe = np.where(valid, rows, 0)
-        hit = idx[safe] == np.arange(lo, lo + rows.shape[0], dtype=INDEX)[:, None, None]
-        slot = hit.argmax(axis=-1)
-        found = valid & np.take_along_axis(hit, slot[..., None], axis=-1)[..., 0]
-        out[lo:lo + block] = np.where(found, table[safe, slot], 0)
-    return out
-
-
-def slot_map(outer, inner, name_outer: str, name_inner: str) -> np.ndarray:
+def slot_map(outer, inner, name_outer: str, name_inner: str, block: int = 1 << 17) -> np.ndarray:
     """For each (r, j) with t = outer[r, j] >= 0, the slot i with inner[t, i] == r; -1 elsewhere.
 
     E.g. outer = verticesOnCell (masked), inner = cellsOnVertex: the slot of cell c in the list of
     its vertex verticesOnCell[c, j] (where the kite of c at that vertex is stored). Raises
-    ValueError naming both fields when a neighbour does not list r back.
+    ValueError naming both fields when a neighbour does not list r back. Rows are compared in
+    blocks of `block`, so the temporaries stay at block x K x K_inner booleans.
     """
     outer = np.asarray(outer)
     inner = np.asarray(inner)
     _check_range(outer, inner.shape[0], name_outer)
-    valid = outer >= 0
-    rows = np.broadcast_to(np.arange(outer.shape[0], dtype=inner.dtype)[:, None], outer.shape)
-    hit = inner[np.where(valid, outer, 0)] == rows[..., None]      # (n, K, K_inner)
-    slot = hit.argmax(axis=-1)
-    found = np.take_along_axis(hit, slot[..., None], axis=-1)[..., 0]
-    bad = np.argwhere(valid & ~found)
-    if bad.size:
-        r, j = (int(b) for b in bad[0])
-        raise ValueError(f"mesh fields {name_outer}[{r}, {j}] = {outer[r, j]} but {r} is not in "
-                         f"{name_inner}[{outer[r, j]}] = {inner[outer[r, j]].tolist()}; expected "
-                         "mutually consistent connectivity")
-    return np.where(valid, slot, -1).astype(INDEX)
+    out = np.empty(outer.shape, dtype=INDEX)
+    for lo in range(0, outer.shape[0], block):
+        part = outer[lo:lo + block]
+        valid = part >= 0
+        rows = np.arange(lo, lo + part.shape[0], dtype=inner.dtype)
+        hit = inner[np.where(valid, part, 0)] == rows[:, None, None]      # (b, K, K_inner)
+        slot = hit.argmax(axis=-1)
+        found = np.take_along_axis(hit, slot[..., None], axis=-1)[..., 0]
+        bad = np.argwhere(valid & ~found)
+        if bad.size:
+            r, j = (int(b) for b in bad[0])
+            r += lo
+            raise ValueError(f"mesh fields {name_outer}[{r}, {j}] = {outer[r, j]} but {r} is not in "
+                             f"{name_inner}[{outer[r, j]}] = {inner[outer[r, j]].tolist()}; expected "
+                             "mutually consistent connectivity")
+        out[lo:lo + block] = np.where(valid, slot, -1)
+    return out

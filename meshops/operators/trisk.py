@@ -38,8 +38,11 @@ def _weights_t(h):
 @register("weightsOnEdgeReverse", kind="float", location="edge")
 def _weights_reverse(h):
     """weightsOnEdge[e', j] on each slot (e, i) of edgesOnEdge with e' = edgesOnEdge[e, i] and
-    edgesOnEdge[e', j] = e (0 in pads and where e' does not list e)."""
-    return connectivity.reverse_take(h["weightsOnEdge"], h["edgesOnEdge"])
+    edgesOnEdge[e', j] = e (0 in pads); a neighbour that does not list e back is an error naming
+    edgesOnEdge (a rank's mesh keeps every entry naming a local edge, so it stays symmetric)."""
+    edges = h["edgesOnEdge"]
+    return connectivity.take(h["weightsOnEdge"], edges,
+                             connectivity.slot_map(edges, edges, "edgesOnEdge", "edgesOnEdge"))
 
 
 def width(table, stride) -> int:

@@ -305,6 +305,26 @@ def test_masked_is_int32_and_names_an_index_too_large(rng):
         connectivity.masked(idx, name="edgesOnCell")
 
 
+def test_slot_map_in_blocks_equals_one_block_and_names_the_first_bad_pair(mpas_mesh, rng):
+    """slot_map compares rows in blocks: any block size gives the same slots, and the first pair
+    not listed back is the one named."""
+    verts = connectivity.masked(mpas_mesh.verticesOnCell, mpas_mesh.nEdgesOnCell)
+    cells = mpas_mesh.cellsOnVertex
+    whole = connectivity.slot_map(verts, cells, "verticesOnCell", "cellsOnVertex")
+    block = int(rng.integers(3, 40))
+    assert np.array_equal(connectivity.slot_map(verts, cells, "verticesOnCell", "cellsOnVertex",
+                                                block=block), whole)
+    assert np.array_equal(np.take_along_axis(cells[np.maximum(verts, 0)], np.maximum(whole, 0)[..., None],
+                                             axis=-1)[..., 0][verts >= 0],
+                          np.nonzero(verts >= 0)[0])
+    bad = cells.copy()
+    c = int(rng.integers(mpas_mesh.nCells))
+    bad[verts[c, 0]] = -1
+    first = next(r for r in range(mpas_mesh.nCells) if verts[c, 0] in verts[r])
+    with pytest.raises(ValueError, match=rf"verticesOnCell\[{first}, \d\] = {verts[c, 0]} but {first} is not in"):
+        connectivity.slot_map(verts, bad, "verticesOnCell", "cellsOnVertex", block=block)
+
+
 def test_bad_connectivity_is_named(mpas_mesh, rng):
     eoe = mpas_mesh.edgesOnEdge.copy()
     eoe[7, 2] = mpas_mesh.nEdges + 3
