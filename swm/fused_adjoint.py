@@ -21,11 +21,14 @@ APVM and viscosity, which the forward also adds through the operators, add their
 the operators too (their adjoints in `swm.terms`), between the edge and vertex passes.
 
 In atomic mode the transposed sums are atomicAdd scatters through the forward tables instead
-(sw_adj_edge_atomic, sw_adj_edge_finish_atomic, sw_adj_vertex_atomic into zeroed accumulators,
-then sw_adj_u_sum and sw_adj_h_sum): no transposed tables, the sums' order left to the hardware.
+(sw_adj_edge_atomic, sw_adj_edge_finish_atomic, sw_adj_vertex_atomic into accumulators zeroed by
+one fill, each block summing its rows' contributions in shared-memory windows of the accumulators
+first; then sw_adj_u_sum and sw_adj_h_sum): no transposed tables, the sums' order left to the
+hardware.
 """
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 from meshops.device.backend import array_module
@@ -94,6 +97,18 @@ class FusedStageAdjoint:
             n = getattr(for_fields(self.mesh, like), SIZE_OF[location])
             field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
         return field
+
+    def _accumulators(self, like, *fields):
+        """Zeroed scratch fields (name, location) like `like`, views of one buffer (one fill)."""
+        sizes = [getattr(for_fields(self.mesh, like), SIZE_OF[location]) for _, location in fields]
+        key = ("accumulators", tuple(name for name, _ in fields), like.dtype.str, like.shape[1:])
+        buffer = self._scratch.get(key)
+        if buffer is None:
+            buffer = self._scratch[key] = array_module(like).empty((sum(sizes),) + like.shape[1:],
+                                                                   like.dtype)
+        buffer.fill(0)
+        starts = [0, *itertools.accumulate(sizes)]
+        return [buffer[a:b] for a, b in zip(starts, starts[1:])]
 
     def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None, rk=None,
                  mode: str | None = None):
@@ -165,12 +180,10 @@ class FusedStageAdjoint:
         h, u = record["h"], record["u"]
         m = for_fields(self.mesh, h, u, tend_h_adj, tend_u_adj)
         xp = array_module(h, u)
-        phi_adj, h_acc = self._field("phiAdj", "cell", h), self._field("hAcc", "cell", h)
-        flux_acc, pv_acc = self._field("fluxAcc", "edge", u), self._field("pvAcc", "edge", u)
-        u_acc, u_part = self._field("uAcc", "edge", u), self._field("uAdjPart", "edge", u)
-        pv_vertex_acc = self._field("pvVertexAcc", "vertex", h)
-        for acc in (phi_adj, h_acc, flux_acc, pv_acc, u_acc, pv_vertex_acc):
-            acc.fill(0)
+        phi_adj, h_acc, flux_acc, pv_acc, u_acc, pv_vertex_acc = self._accumulators(
+            h, ("phiAdj", "cell"), ("hAcc", "cell"), ("fluxAcc", "edge"), ("pvAcc", "edge"),
+            ("uAcc", "edge"), ("pvVertexAcc", "vertex"))
+        u_part = self._field("uAdjPart", "edge", u)
         eoe = m.table("edgesOnEdge")
         _KERNELS.launch("sw_adj_edge_atomic", m.nEdges, edgesOnEdge=eoe,
                         weightsOnEdge=m.table("weightsOnEdge", u.dtype), cellsOnEdge=m.table("cellsOnEdge"),
@@ -206,13 +219,15 @@ class FusedStageAdjoint:
 
 class AdjointRK4(NamedTuple):
     """The RK4 bookkeeping of an adjoint step on one process, done by the last two passes of a
-    stage: y_adj (h, u) += the stage's adjoint p, and with `next` the earlier stage's adjoint
-    tendency k_adj = b_coef * new_adj + a_coef * p (b_coef = b_{j-1} dt, a_coef = a_{j-1} dt)."""
+    stage: y_adj (h, u) += the stage's adjoint p (with `start`, the step's last stage: y_adj =
+    new_adj + p), and with `next` the earlier stage's adjoint tendency k_adj = b_coef * new_adj +
+    a_coef * p (b_coef = b_{j-1} dt, a_coef = a_{j-1} dt)."""
     y_adj: tuple
     new_adj: tuple
     b_coef: float
     a_coef: float
     next: bool
+    start: bool = False
 
 
 def _rk_fields(rk, which: int, unused, k_adj) -> dict:
@@ -220,8 +235,8 @@ def _rk_fields(rk, which: int, unused, k_adj) -> dict:
     (`unused`, a field of the pass's location) that the kernel does not touch."""
     if rk is None:
         return dict(yAdj=unused, newAdj=unused, kAdj=unused, rk=0, bCoef=0.0, aCoef=0.0, next=0)
-    return dict(yAdj=rk.y_adj[which], newAdj=rk.new_adj[which], kAdj=k_adj, rk=1, bCoef=rk.b_coef,
-                aCoef=rk.a_coef, next=int(rk.next))
+    return dict(yAdj=rk.y_adj[which], newAdj=rk.new_adj[which], kAdj=k_adj,
+                rk=2 if rk.start else 1, bCoef=rk.b_coef, aCoef=rk.a_coef, next=int(rk.next))
 
 
 def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physics, dt: float,
@@ -232,14 +247,14 @@ def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physi
     exchange of (h, u) perturbations) brings each stage's adjoint tendencies up to date on halo
     rows before the stage reads them. `mode`: the adjoint mode (None: the meshops default)."""
     new_adj = (h_adj, u_adj)
-    y_adj = [h_adj.copy(), u_adj.copy()]
+    y_adj = [array_module(h_adj).empty_like(h_adj), array_module(u_adj).empty_like(u_adj)]
     k_adj = [(RK4_B[3] * dt) * a for a in new_adj]
     b_adj = None
     for stage in (3, 2, 1, 0):
         if exchange is not None:
             exchange(*k_adj)
         rk = AdjointRK4(tuple(y_adj), new_adj, RK4_B[stage - 1] * dt if stage else 0.0,
-                        RK4_A[stage - 1] * dt if stage else 0.0, stage > 0)
+                        RK4_A[stage - 1] * dt if stage else 0.0, stage > 0, stage == 3)
         _, _, b_adj = stage_adjoint(records[stage], physics, *k_adj, b_adj=b_adj, rk=rk, mode=mode)
     return [y_adj[0], y_adj[1], b_adj]
 

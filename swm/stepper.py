@@ -99,8 +99,7 @@ def rk4_step_tl(model, h, u, dh, du, db):
     exchange, exchange_tl = _exchanges(model, "exchange_tl")
     m, dt = model.device_mesh, model.dt
     if model.fused:
-        records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
-                                             model.physics, exchange)
+        records = _stage_records(model, h, u, exchange)
         return tuple(_fused_tangent(model).step(records, model.physics, dt, dh, du, db, exchange_tl))
     state, dstate = [h.copy(), u.copy()], [dh.copy(), du.copy()]
     db = None if db is None else db.copy()
@@ -134,20 +133,26 @@ def rk4_step_adj(model, h, u, h_adj, u_adj, *, mode=None):
     exchange, exchange_tl = _exchanges(model, "exchange_tl")
     mode = resolve_mode(mode)
     dt = model.dt
-    new_adj = [h_adj.copy(), u_adj.copy()]
     if model.fused:
-        records = model._fused.stage_records(h.copy(), u.copy(), model.b, model.f_vertex, dt,
-                                             model.physics, exchange)
+        records = _stage_records(model, h, u, exchange)
         from swm.fused_adjoint import step_adjoint
 
-        y_adj = step_adjoint(_fused_stage_adjoint(model), records, model.physics, dt, *new_adj,
+        y_adj = step_adjoint(_fused_stage_adjoint(model), records, model.physics, dt, h_adj, u_adj,
                              mode, exchange=exchange_tl)
     else:
-        y_adj = _step_adjoint(model, stage_states(model, h, u), new_adj, mode, exchange_tl)
+        y_adj = _step_adjoint(model, stage_states(model, h, u), (h_adj, u_adj), mode, exchange_tl)
     if exchange is not None:
         _zero_halo(model, *y_adj[:2])
         y_adj[2][model.mesh.nCellsSolve:] = 0
     return tuple(y_adj)
+
+
+def _stage_records(model, h, u, exchange) -> list:
+    """The fused forward's stage records of the step from (h, u) (`swm.fused.FusedRK4.stage_records`);
+    on ranks from copies, whose halo rows the exchange overwrites."""
+    if exchange is not None:
+        h, u = h.copy(), u.copy()
+    return model._fused.stage_records(h, u, model.b, model.f_vertex, model.dt, model.physics, exchange)
 
 
 def _step_adjoint(model, stages, new_adj, mode, exchange_tl) -> list:

@@ -136,6 +136,16 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
 #define MESHOPS_FULL_OCCUPANCY \
     __launch_bounds__(MESHOPS_BLOCK_SIZE, MESHOPS_THREADS_PER_SM / MESHOPS_BLOCK_SIZE)
 
+// The same cap for one-level rows only (nlev 1 compiled in, W == 1) with 32-bit offsets: for kernels
+// whose values fit in 32 registers there (the shallow-water model's) and would spill otherwise.
+#ifdef MESHOPS_OFFSET32
+#define MESHOPS_FULL_OCCUPANCY_ONE_LANE                                                         \
+    __launch_bounds__(MESHOPS_BLOCK_SIZE,                                                      \
+                      W == 1 && MESHOPS_NLEV == 1 ? MESHOPS_THREADS_PER_SM / MESHOPS_BLOCK_SIZE : 1)
+#else
+#define MESHOPS_FULL_OCCUPANCY_ONE_LANE
+#endif
+
 // Lanes per row when fixed at compile time (meshops/device/kernels.py compiles a module per level count,
 // so the row/lane split and the field offsets become constant arithmetic); 0: the kernel's nlev
 // argument decides.

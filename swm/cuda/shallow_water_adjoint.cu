@@ -77,6 +77,7 @@ MESHOPS_INSTANTIATE(sw_adj_phi)
 // stride2), one loop over the stencil for the three sums; cellsOnEdge, divAdjCoef, keAdjCoef
 // row-major (2 slots).
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY_ONE_LANE
 __global__ void sw_adj_edge(const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
                             const T* __restrict__ weightsOnEdgeReverse,
                             const int* __restrict__ cellsOnEdge, const T* __restrict__ divAdjCoef,
@@ -118,6 +119,7 @@ MESHOPS_INSTANTIATE(sw_adj_edge)
 // coefficient 1/2 applied to the sum); hVertex is the forward's; with `extra`, pvVertexExtra (the
 // APVM part of pvVertexAdj) is added.
 template <typename T, int W>
+MESHOPS_FULL_OCCUPANCY_ONE_LANE
 __global__ void sw_adj_vertex(const int* __restrict__ verticesOnEdgeT,
                               const Lanes<T, W>* __restrict__ pvEdgeAdj,
                               const Lanes<T, W>* __restrict__ pvVertexExtra,
@@ -145,15 +147,16 @@ __global__ void sw_adj_vertex(const int* __restrict__ verticesOnEdgeT,
 MESHOPS_INSTANTIATE(sw_adj_vertex)
 
 // The RK4 bookkeeping of the adjoint step on one process (swm/fused_adjoint.py), applied to the
-// stage's adjoint p at row i instead of storing it: yAdj += p, and before an earlier stage the
-// next stage's adjoint tendency kAdj = bCoef * newAdj + aCoef * p (b_{j-1} dt, a_{j-1} dt).
+// stage's adjoint p at row i instead of storing it: yAdj += p (rk == 2, the step's last stage:
+// yAdj = newAdj + p, where yAdj starts), and before an earlier stage the next stage's adjoint
+// tendency kAdj = bCoef * newAdj + aCoef * p (b_{j-1} dt, a_{j-1} dt).
 template <typename T, int W>
 __device__ __forceinline__ void adjoint_rk4(const Lanes<T, W>& p, Lanes<T, W>* __restrict__ yAdj,
                                             const Lanes<T, W>* __restrict__ newAdj,
                                             Lanes<T, W>* __restrict__ kAdj, T bCoef, T aCoef, int next,
-                                            meshops_offset i)
+                                            int rk, meshops_offset i)
 {
-    yAdj[i] = load<T, W>(yAdj, i) + p;
+    yAdj[i] = (rk == 2 ? load(newAdj, i) : load<T, W>(yAdj, i)) + p;
     if (next) kAdj[i] = bCoef * load(newAdj, i) + aCoef * p;
 }
 
@@ -173,7 +176,7 @@ __global__ void sw_adj_u(const int* __restrict__ edgesOnVertexT, const T* __rest
                                                              slotStride);
         if (extra) acc += load(uExtra, i);
         if (rk) {
-            adjoint_rk4(acc, yAdj, newAdj, kAdj, bCoef, aCoef, next, i);
+            adjoint_rk4(acc, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
         } else {
             uAdj[i] = acc;
         }
@@ -204,7 +207,7 @@ __global__ void sw_adj_h(const int* __restrict__ cellsOnEdgeT, const int* __rest
         const Lanes<T, W> p = gPhi + (T)0.5 * edges +
                               stencil_gather(verticesOnCell, c2vCoefT, hVertexAdj, c, SV, nlev, k, strideV);
         if (rk) {
-            adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, i);
+            adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
         } else {
             hAdj[i] = p;
         }
@@ -220,6 +223,86 @@ MESHOPS_INSTANTIATE(sw_adj_h)
 // pass adds the thickness-flux adjoint and scatters h_edge's and pv_edge's adjoints to cells and
 // vertices (hAcc, pvVertexAcc); the vertex pass scatters the vorticity and h_vertex adjoints to edges
 // and cells (uAcc, hAcc); the sum passes add what was scattered. The accumulators start at zero.
+//
+// A block's scatters first go to shared-memory windows of the accumulators (BlockWindow): in the
+// mesh's space-filling-curve order the targets of a block's consecutive rows lie close together, so
+// each window entry reaches the global accumulator with one atomicAdd instead of one per
+// contribution; targets outside the window are added to the accumulator directly.
+
+namespace shallow_water_adjoint {
+
+// Window sizes in scalars: edges seen from edges (the TRiSK stencil) or from vertices, cells and
+// vertices seen from edges or vertices.
+constexpr int kEdgeWindow = 1024;
+constexpr int kCellWindow = 512;
+constexpr int kVertexWindow = 512;
+
+// Scalars [base, base + N) of the accumulator `global`, summed in the shared `tile` (zero between
+// flushes) and added to `global` by flush(); offsets outside go to `global` directly.
+template <typename T, int N>
+struct BlockWindow {
+    T* tile;
+    T* global;
+    meshops_offset base;
+
+    template <int W>
+    __device__ __forceinline__ void add(meshops_offset lane, const Lanes<T, W>& a) const
+    {
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            const meshops_offset at = lane * W + w, d = at - base;
+            if (d >= 0 && d < N) {
+                atomicAdd(&tile[d], a.v[w]);
+            } else {
+                atomicAdd(&global[at], a.v[w]);
+            }
+        }
+    }
+
+    // By every thread of the block after a barrier: each nonzero entry into `global`, the tile zeroed.
+    __device__ __forceinline__ void flush() const
+    {
+        for (int j = threadIdx.x; j < N; j += blockDim.x) {
+            const T v = tile[j];
+            if (v != (T)0) {
+                atomicAdd(&global[base + j], v);
+                tile[j] = (T)0;
+            }
+        }
+    }
+};
+
+template <typename T>
+__device__ __forceinline__ void zero_tile(T* tile, int n)
+{
+    for (int j = threadIdx.x; j < n; j += blockDim.x) tile[j] = (T)0;
+}
+
+// The first scalar of an N-wide window centred on the first present target in `idx` (S slots per
+// row, row-major) of the block's middle logical thread among [chunk, end).
+template <int N, int W>
+__device__ __forceinline__ meshops_offset window_base(const int* __restrict__ idx, int S, meshops_offset chunk,
+                                                      meshops_offset end, int nlev)
+{
+    meshops_offset mid = chunk + blockDim.x / 2;
+    if (mid >= end) mid = end - 1;
+    const int r = meshops_entity(mid, nlev), k = (int)(mid - (meshops_offset)r * nlev);
+    for (int m = 0; m < S; ++m) {
+        const int t = idx[r * S + m];
+        if (t >= 0) return ((meshops_offset)t * nlev + k) * W - N / 2;
+    }
+    return 0;
+}
+
+}  // namespace shallow_water_adjoint
+
+// The grid-stride loop of the windowed scatter passes, by blocks: every thread of a block takes
+// each turn (so the block may synchronise), its logical thread chunk + threadIdx.x valid below end.
+#define SW_ADJ_BLOCK_CHUNKS(chunk, end, first, last, nlev)                                         \
+    MESHOPS_FIX_NLEV(nlev);                                                                     \
+    const meshops_offset end = (meshops_offset)(last) * (nlev);                                 \
+    for (meshops_offset chunk = (meshops_offset)(first) * (nlev) + (meshops_offset)blockIdx.x * blockDim.x; \
+         chunk < end; chunk += (meshops_offset)blockDim.x * gridDim.x)
 
 // Edge pass (scatter): phiAdj[c1] -= g / dc, phiAdj[c0] += g / dc; for each stencil slot j,
 // fluxAcc[e_j] += w g (q + q_j) / 2 and pvAcc[e_j] += w g F_j / 2; pvAcc[e] += g sum_j w F_j / 2.
@@ -231,24 +314,43 @@ __global__ void sw_adj_edge_atomic(const int* __restrict__ edgesOnEdge, const T*
                                    Lanes<T, W>* __restrict__ phiAdj, Lanes<T, W>* __restrict__ fluxAcc,
                                    Lanes<T, W>* __restrict__ pvAcc, int S2, int first, int last, int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(e, k, i, nlev);
-        const Lanes<T, W> g = load(uTendAdj, i), q = load(pvEdge, i);
-        const Lanes<T, W> gHalf = (T)0.5 * g;
-        const Lanes<T, W> gDc = invDcEdge[e] * g;
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        if (c1 >= 0) meshops::atomic_add(&phiAdj[(meshops_offset)c1 * nlev + k], (T)-1 * gDc);
-        if (c0 >= 0) meshops::atomic_add(&phiAdj[(meshops_offset)c0 * nlev + k], gDc);
-        Lanes<T, W> fluxSum = meshops::splat<T, W>(0);
-        meshops::for_each_row_slot(edgesOnEdge, e, S2, [&](int p, int e2) {
-            const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
-            const Lanes<T, W> F2 = load(flux, e2k);
-            meshops::axpy(fluxSum, weightsOnEdge[p], F2);
-            const Lanes<T, W> wg = weightsOnEdge[p] * gHalf;
-            meshops::atomic_add(&fluxAcc[e2k], wg * (q + load(pvEdge, e2k)));
-            meshops::atomic_add(&pvAcc[e2k], wg * F2);
-        });
-        meshops::atomic_add(&pvAcc[i], gHalf * fluxSum);
+    using namespace shallow_water_adjoint;
+    __shared__ T fluxTile[kEdgeWindow], pvTile[kEdgeWindow], phiTile[kCellWindow];
+    __shared__ meshops_offset cellBase;
+    zero_tile(fluxTile, kEdgeWindow);
+    zero_tile(pvTile, kEdgeWindow);
+    zero_tile(phiTile, kCellWindow);
+    SW_ADJ_BLOCK_CHUNKS(chunk, end, first, last, nlev) {
+        if (threadIdx.x == 0) cellBase = window_base<kCellWindow, W>(cellsOnEdge, 2, chunk, end, nlev);
+        __syncthreads();
+        const meshops_offset own = (chunk + blockDim.x / 2) * W - kEdgeWindow / 2;
+        const BlockWindow<T, kEdgeWindow> fluxW{fluxTile, reinterpret_cast<T*>(fluxAcc), own};
+        const BlockWindow<T, kEdgeWindow> pvW{pvTile, reinterpret_cast<T*>(pvAcc), own};
+        const BlockWindow<T, kCellWindow> phiW{phiTile, reinterpret_cast<T*>(phiAdj), cellBase};
+        const meshops_offset i = chunk + threadIdx.x;
+        if (i < end) {
+            MESHOPS_ROW_LANE(e, k, i, nlev);
+            const Lanes<T, W> g = load(uTendAdj, i), q = load(pvEdge, i);
+            const Lanes<T, W> gHalf = (T)0.5 * g;
+            const Lanes<T, W> gDc = invDcEdge[e] * g;
+            const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+            if (c1 >= 0) phiW.add((meshops_offset)c1 * nlev + k, (T)-1 * gDc);
+            if (c0 >= 0) phiW.add((meshops_offset)c0 * nlev + k, gDc);
+            Lanes<T, W> fluxSum = meshops::splat<T, W>(0);
+            meshops::for_each_row_slot(edgesOnEdge, e, S2, [&](int p, int e2) {
+                const meshops_offset e2k = (meshops_offset)e2 * nlev + k;
+                const Lanes<T, W> F2 = load(flux, e2k);
+                meshops::axpy(fluxSum, weightsOnEdge[p], F2);
+                const Lanes<T, W> wg = weightsOnEdge[p] * gHalf;
+                fluxW.add(e2k, wg * (q + load(pvEdge, e2k)));
+                pvW.add(e2k, wg * F2);
+            });
+            pvW.add(i, gHalf * fluxSum);
+        }
+        __syncthreads();
+        fluxW.flush();
+        pvW.flush();
+        phiW.flush();
     }
 }
 MESHOPS_INSTANTIATE(sw_adj_edge_atomic)
@@ -267,26 +369,42 @@ __global__ void sw_adj_edge_finish_atomic(const int* __restrict__ cellsOnEdge, c
                                           Lanes<T, W>* __restrict__ hAcc, Lanes<T, W>* __restrict__ pvVertexAcc,
                                           int first, int last, int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(e, k, i, nlev);
-        const auto ends = shallow_water_adjoint::edge_cells(cellsOnEdge, divAdjCoef, keAdjCoef, hTendAdj,
-                                                            phiAdj, h, e, nlev, k);
-        const Lanes<T, W>& divAdj = ends.divAdj;
-        const Lanes<T, W>& keAdj = ends.keAdj;
-        const Lanes<T, W>& hEdge = ends.hEdge;
-        const Lanes<T, W> ue = load(u, i);
-        const Lanes<T, W> fluxAdj = load(fluxAcc, i) - divAdj;
-        uAdjPart[i] = hEdge * fluxAdj + ue * keAdj;
-        const Lanes<T, W> hHalf = (T)0.5 * (ue * fluxAdj);
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-            const int c = cellsOnEdge[2 * e + s];
-            if (c >= 0) meshops::atomic_add(&hAcc[(meshops_offset)c * nlev + k], hHalf);
+    using namespace shallow_water_adjoint;
+    __shared__ T hTile[kCellWindow], pvTile[kVertexWindow];
+    __shared__ meshops_offset cellBase, vertexBase;
+    zero_tile(hTile, kCellWindow);
+    zero_tile(pvTile, kVertexWindow);
+    SW_ADJ_BLOCK_CHUNKS(chunk, end, first, last, nlev) {
+        if (threadIdx.x == 0) {
+            cellBase = window_base<kCellWindow, W>(cellsOnEdge, 2, chunk, end, nlev);
+            vertexBase = window_base<kVertexWindow, W>(verticesOnEdge, 2, chunk, end, nlev);
         }
-        const Lanes<T, W> pvHalf = (T)0.5 * load(pvAcc, i);
-        const int v0 = verticesOnEdge[2 * e], v1 = verticesOnEdge[2 * e + 1];
-        if (v0 >= 0) meshops::atomic_add(&pvVertexAcc[(meshops_offset)v0 * nlev + k], pvHalf);
-        if (v1 >= 0) meshops::atomic_add(&pvVertexAcc[(meshops_offset)v1 * nlev + k], pvHalf);
+        __syncthreads();
+        const BlockWindow<T, kCellWindow> hW{hTile, reinterpret_cast<T*>(hAcc), cellBase};
+        const BlockWindow<T, kVertexWindow> pvW{pvTile, reinterpret_cast<T*>(pvVertexAcc), vertexBase};
+        const meshops_offset i = chunk + threadIdx.x;
+        if (i < end) {
+            MESHOPS_ROW_LANE(e, k, i, nlev);
+            const auto ends = edge_cells(cellsOnEdge, divAdjCoef, keAdjCoef, hTendAdj, phiAdj, h, e, nlev, k);
+            const Lanes<T, W> ue = load(u, i);
+            const Lanes<T, W> fluxAdj = load(fluxAcc, i) - ends.divAdj;
+            uAdjPart[i] = ends.hEdge * fluxAdj + ue * ends.keAdj;
+            const Lanes<T, W> hHalf = (T)0.5 * (ue * fluxAdj);
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+                const int c = cellsOnEdge[2 * e + s];
+                if (c >= 0) hW.add((meshops_offset)c * nlev + k, hHalf);
+            }
+            const Lanes<T, W> pvHalf = (T)0.5 * load(pvAcc, i);
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+                const int v = verticesOnEdge[2 * e + s];
+                if (v >= 0) pvW.add((meshops_offset)v * nlev + k, pvHalf);
+            }
+        }
+        __syncthreads();
+        hW.flush();
+        pvW.flush();
     }
 }
 MESHOPS_INSTANTIATE(sw_adj_edge_finish_atomic)
@@ -304,17 +422,39 @@ __global__ void sw_adj_vertex_atomic(const int* __restrict__ edgesOnVertex, cons
                                      Lanes<T, W>* __restrict__ hAcc, int S, int extra, int first, int last,
                                      int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(v, k, i, nlev);
-        Lanes<T, W> pvAdj = load(pvVertexAcc, i);
-        if (extra) pvAdj += load(pvVertexExtra, i);
-        const Lanes<T, W> hv = load(hVertex, i);
-        Lanes<T, W> va;
+    using namespace shallow_water_adjoint;
+    __shared__ T uTile[kEdgeWindow], hTile[kCellWindow];
+    __shared__ meshops_offset edgeBase, cellBase;
+    zero_tile(uTile, kEdgeWindow);
+    zero_tile(hTile, kCellWindow);
+    SW_ADJ_BLOCK_CHUNKS(chunk, end, first, last, nlev) {
+        if (threadIdx.x == 0) {
+            edgeBase = window_base<kEdgeWindow, W>(edgesOnVertex, S, chunk, end, nlev);
+            cellBase = window_base<kCellWindow, W>(cellsOnVertex, S, chunk, end, nlev);
+        }
+        __syncthreads();
+        const BlockWindow<T, kEdgeWindow> uW{uTile, reinterpret_cast<T*>(uAcc), edgeBase};
+        const BlockWindow<T, kCellWindow> hW{hTile, reinterpret_cast<T*>(hAcc), cellBase};
+        const meshops_offset i = chunk + threadIdx.x;
+        if (i < end) {
+            MESHOPS_ROW_LANE(v, k, i, nlev);
+            Lanes<T, W> pvAdj = load(pvVertexAcc, i);
+            if (extra) pvAdj += load(pvVertexExtra, i);
+            const Lanes<T, W> hv = load(hVertex, i);
+            Lanes<T, W> va;
 #pragma unroll
-        for (int w = 0; w < W; ++w) va.v[w] = pvAdj.v[w] / hv.v[w];
-        const Lanes<T, W> hva = (T)-1 * (va * load(pvVertex, i));
-        meshops::stencil_scatter(edgesOnVertex, curlCoef, va, uAcc, v, S, nlev, k);
-        meshops::stencil_scatter(cellsOnVertex, c2vCoef, hva, hAcc, v, S, nlev, k);
+            for (int w = 0; w < W; ++w) va.v[w] = pvAdj.v[w] / hv.v[w];
+            const Lanes<T, W> hva = (T)-1 * (va * load(pvVertex, i));
+            meshops::for_each_row_slot(edgesOnVertex, v, S, [&](int p, int t) {
+                uW.add((meshops_offset)t * nlev + k, curlCoef[p] * va);
+            });
+            meshops::for_each_row_slot(cellsOnVertex, v, S, [&](int p, int t) {
+                hW.add((meshops_offset)t * nlev + k, c2vCoef[p] * hva);
+            });
+        }
+        __syncthreads();
+        uW.flush();
+        hW.flush();
     }
 }
 MESHOPS_INSTANTIATE(sw_adj_vertex_atomic)
@@ -331,7 +471,7 @@ __global__ void sw_adj_u_sum(const Lanes<T, W>* __restrict__ uAdjPart, const Lan
         Lanes<T, W> acc = load(uAdjPart, i) + load(uAcc, i);
         if (extra) acc += load(uExtra, i);
         if (rk) {
-            adjoint_rk4(acc, yAdj, newAdj, kAdj, bCoef, aCoef, next, i);
+            adjoint_rk4(acc, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
         } else {
             uAdj[i] = acc;
         }
@@ -351,7 +491,7 @@ __global__ void sw_adj_h_sum(const Lanes<T, W>* __restrict__ phiAdj, const Lanes
         const Lanes<T, W> gPhi = gravity * load(phiAdj, i);
         const Lanes<T, W> p = gPhi + load(hAcc, i);
         if (rk) {
-            adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, i);
+            adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
         } else {
             hAdj[i] = p;
         }

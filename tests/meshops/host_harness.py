@@ -30,6 +30,8 @@ HOST_PRELUDE = """
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
+#define __shared__
+#define __syncthreads()
 struct HostDim { unsigned x; };
 static HostDim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
 template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p += v; return old; }
