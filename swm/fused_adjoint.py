@@ -61,12 +61,12 @@ _KERNELS = Family("shallow_water_adjoint", sources=CUDA_DIR, kernels=(
     Kernel("sw_adj_edge_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                                  "in:uTendAdj in:flux in:pvEdge out:phiAdj out:fluxAcc out:pvAcc int:S2"),
     Kernel("sw_adj_edge_finish_atomic", "idx:cellsOnEdge idx:verticesOnEdge coef:divAdjCoef coef:keAdjCoef "
-                                        "in:hTendAdj in:phiAdj in:fluxAcc in:pvAcc in:h in:u out:uAdjPart "
+                                        "in:hTendAdj in:phiAdj in:fluxAcc in:pvAcc in:h in:u out:uAcc "
                                         "out:hAcc out:pvVertexAcc"),
     Kernel("sw_adj_vertex_atomic", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                                    "in:pvVertexAcc in:pvVertexExtra in:pvVertex in:hVertex out:uAcc out:hAcc "
                                    "int:S int:extra"),
-    Kernel("sw_adj_u_sum", "in:uAdjPart in:uAcc in:uExtra out:uAdj out:yAdj in:newAdj out:kAdj int:extra "
+    Kernel("sw_adj_u_sum", "in:uAcc in:uExtra out:uAdj out:yAdj in:newAdj out:kAdj int:extra "
                            + _RK),
     Kernel("sw_adj_h_sum", "in:phiAdj in:hAcc out:hAdj out:bAdj out:yAdj in:newAdj out:kAdj real:gravity "
                            "int:accumulate " + _RK),
@@ -180,10 +180,10 @@ class FusedStageAdjoint:
         h, u = record["h"], record["u"]
         m = for_fields(self.mesh, h, u, tend_h_adj, tend_u_adj)
         xp = array_module(h, u)
-        phi_adj, h_acc, flux_acc, pv_acc, u_acc, pv_vertex_acc = self._accumulators(
+        phi_adj, h_acc, flux_acc, pv_acc, pv_vertex_acc = self._accumulators(
             h, ("phiAdj", "cell"), ("hAcc", "cell"), ("fluxAcc", "edge"), ("pvAcc", "edge"),
-            ("uAcc", "edge"), ("pvVertexAcc", "vertex"))
-        u_part = self._field("uAdjPart", "edge", u)
+            ("pvVertexAcc", "vertex"))
+        u_acc = self._field("uAcc", "edge", u)         # stored by the finishing pass, not zeroed
         eoe = m.table("edgesOnEdge")
         _KERNELS.launch("sw_adj_edge_atomic", m.nEdges, edgesOnEdge=eoe,
                         weightsOnEdge=m.table("weightsOnEdge", u.dtype), cellsOnEdge=m.table("cellsOnEdge"),
@@ -193,7 +193,7 @@ class FusedStageAdjoint:
         _KERNELS.launch("sw_adj_edge_finish_atomic", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
                         verticesOnEdge=m.table("verticesOnEdge"), divAdjCoef=m.table("divAdjCoef", u.dtype),
                         keAdjCoef=m.table("keAdjCoef", u.dtype), hTendAdj=tend_h_adj, phiAdj=phi_adj,
-                        fluxAcc=flux_acc, pvAcc=pv_acc, h=h, u=u, uAdjPart=u_part, hAcc=h_acc,
+                        fluxAcc=flux_acc, pvAcc=pv_acc, h=h, u=u, uAcc=u_acc, hAcc=h_acc,
                         pvVertexAcc=pv_vertex_acc)
         pv_vertex_extra, u_extra = _operator_parts(m, record, physics, pv_acc, tend_u_adj, "atomic")
         pv_vertex = record["pv_vertex"]
@@ -204,9 +204,9 @@ class FusedStageAdjoint:
                         pvVertexExtra=pv_vertex if pv_vertex_extra is None else pv_vertex_extra,
                         pvVertex=pv_vertex, hVertex=record["h_vertex"], uAcc=u_acc, hAcc=h_acc,
                         S=eov.shape[1], extra=int(pv_vertex_extra is not None))
-        u_adj = u_part if rk is not None else xp.empty_like(u)
-        _KERNELS.launch("sw_adj_u_sum", m.nEdges, uAdjPart=u_part, uAcc=u_acc,
-                        uExtra=u_part if u_extra is None else u_extra, uAdj=u_adj,
+        u_adj = u_acc if rk is not None else xp.empty_like(u)
+        _KERNELS.launch("sw_adj_u_sum", m.nEdges, uAcc=u_acc,
+                        uExtra=u_acc if u_extra is None else u_extra, uAdj=u_adj,
                         **_rk_fields(rk, 1, u_adj, tend_u_adj), extra=int(u_extra is not None))
         h_adj = phi_adj if rk is not None else xp.empty_like(h)
         accumulate = b_adj is not None

@@ -220,9 +220,10 @@ MESHOPS_INSTANTIATE(sw_adj_h)
 // The same adjoint with every transposed sum done as atomicAdd scatters from the forward's rows
 // through the forward tables (no transposed tables): the edge pass scatters phi's adjoint to the
 // edge's cells and the PV-flux adjoint to its TRiSK stencil (fluxAcc, pvAcc); the finishing edge
-// pass adds the thickness-flux adjoint and scatters h_edge's and pv_edge's adjoints to cells and
-// vertices (hAcc, pvVertexAcc); the vertex pass scatters the vorticity and h_vertex adjoints to edges
-// and cells (uAcc, hAcc); the sum passes add what was scattered. The accumulators start at zero.
+// pass adds the thickness-flux adjoint, stores the edge's own part of u's adjoint in uAcc and
+// scatters h_edge's and pv_edge's adjoints to cells and vertices (hAcc, pvVertexAcc); the vertex
+// pass scatters the vorticity and h_vertex adjoints to edges and cells (uAcc, hAcc); the sum passes
+// add what was scattered. The other accumulators start at zero.
 //
 // A block's scatters first go to shared-memory windows of the accumulators (BlockWindow): in the
 // mesh's space-filling-curve order the targets of a block's consecutive rows lie close together, so
@@ -355,8 +356,8 @@ __global__ void sw_adj_edge_atomic(const int* __restrict__ edgesOnEdge, const T*
 }
 MESHOPS_INSTANTIATE(sw_adj_edge_atomic)
 
-// Finishing edge pass: F_adj = fluxAcc - div_e2c_adj(hTendAdj); uAdjPart = h_edge F_adj +
-// ke_e2c_adj(u; phiAdj); hAcc[c] += u F_adj / 2 for the edge's cells; pvVertexAcc[v] += pvAcc / 2
+// Finishing edge pass: F_adj = fluxAcc - div_e2c_adj(hTendAdj); uAcc = h_edge F_adj +
+// ke_e2c_adj(u; phiAdj) (stored: the vertex pass adds to it); hAcc[c] += u F_adj / 2 for the edge's cells; pvVertexAcc[v] += pvAcc / 2
 // for its vertices (interp_v2e's adjoint).
 template <typename T, int W>
 __global__ void sw_adj_edge_finish_atomic(const int* __restrict__ cellsOnEdge, const int* __restrict__ verticesOnEdge,
@@ -365,7 +366,7 @@ __global__ void sw_adj_edge_finish_atomic(const int* __restrict__ cellsOnEdge, c
                                           const Lanes<T, W>* __restrict__ phiAdj,
                                           const Lanes<T, W>* __restrict__ fluxAcc,
                                           const Lanes<T, W>* __restrict__ pvAcc, const Lanes<T, W>* __restrict__ h,
-                                          const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ uAdjPart,
+                                          const Lanes<T, W>* __restrict__ u, Lanes<T, W>* __restrict__ uAcc,
                                           Lanes<T, W>* __restrict__ hAcc, Lanes<T, W>* __restrict__ pvVertexAcc,
                                           int first, int last, int nlev)
 {
@@ -388,7 +389,7 @@ __global__ void sw_adj_edge_finish_atomic(const int* __restrict__ cellsOnEdge, c
             const auto ends = edge_cells(cellsOnEdge, divAdjCoef, keAdjCoef, hTendAdj, phiAdj, h, e, nlev, k);
             const Lanes<T, W> ue = load(u, i);
             const Lanes<T, W> fluxAdj = load(fluxAcc, i) - ends.divAdj;
-            uAdjPart[i] = ends.hEdge * fluxAdj + ue * ends.keAdj;
+            uAcc[i] = ends.hEdge * fluxAdj + ue * ends.keAdj;
             const Lanes<T, W> hHalf = (T)0.5 * (ue * fluxAdj);
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
@@ -459,16 +460,16 @@ __global__ void sw_adj_vertex_atomic(const int* __restrict__ edgesOnVertex, cons
 }
 MESHOPS_INSTANTIATE(sw_adj_vertex_atomic)
 
-// u's adjoint: uAdjPart + uAcc (+ uExtra), stored or into the RK4 bookkeeping.
+// u's adjoint: uAcc (+ uExtra), stored or into the RK4 bookkeeping.
 template <typename T, int W>
-__global__ void sw_adj_u_sum(const Lanes<T, W>* __restrict__ uAdjPart, const Lanes<T, W>* __restrict__ uAcc,
+__global__ void sw_adj_u_sum(const Lanes<T, W>* __restrict__ uAcc,
                              const Lanes<T, W>* __restrict__ uExtra, Lanes<T, W>* __restrict__ uAdj,
                              Lanes<T, W>* __restrict__ yAdj, const Lanes<T, W>* __restrict__ newAdj,
                              Lanes<T, W>* __restrict__ kAdj, int extra, int rk, T bCoef, T aCoef, int next,
                              int first, int last, int nlev)
 {
     MESHOPS_ROWS(i, first, last, nlev) {
-        Lanes<T, W> acc = load(uAdjPart, i) + load(uAcc, i);
+        Lanes<T, W> acc = load(uAcc, i);
         if (extra) acc += load(uExtra, i);
         if (rk) {
             adjoint_rk4(acc, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
