@@ -273,67 +273,6 @@ struct BlockWindow {
     }
 };
 
-// tile[0] += a, tile[1] += b in shared memory. Shared-memory float atomics are compare-and-swap
-// loops on sm_80 and sm_90, so float pairs take one 64-bit loop for both; doubles two atomicAdds.
-__device__ __forceinline__ void add_pair(float* tile, float a, float b)
-{
-    union Pair {
-        unsigned long long bits;
-        float v[2];
-    };
-    unsigned long long* word = reinterpret_cast<unsigned long long*>(tile);
-    Pair seen, next;
-    seen.bits = *word;
-    for (;;) {
-        next.v[0] = seen.v[0] + a;
-        next.v[1] = seen.v[1] + b;
-        const unsigned long long found = atomicCAS(word, seen.bits, next.bits);
-        if (found == seen.bits) break;
-        seen.bits = found;
-    }
-}
-
-__device__ __forceinline__ void add_pair(double* tile, double a, double b)
-{
-    atomicAdd(tile, a);
-    atomicAdd(tile + 1, b);
-}
-
-// Two accumulators with the same targets (`first`, `second`) in one window: their entries side by
-// side in `tile` (2N scalars, 8-byte aligned), so a float pair costs one shared atomic.
-template <typename T, int N>
-struct PairWindow {
-    T* tile;
-    T* first;
-    T* second;
-    meshops_offset base;
-
-    template <int W>
-    __device__ __forceinline__ void add(meshops_offset lane, const Lanes<T, W>& a, const Lanes<T, W>& b) const
-    {
-#pragma unroll
-        for (int w = 0; w < W; ++w) {
-            const meshops_offset at = lane * W + w, d = at - base;
-            if (d >= 0 && d < N) {
-                add_pair(&tile[2 * d], a.v[w], b.v[w]);
-            } else {
-                atomicAdd(&first[at], a.v[w]);
-                atomicAdd(&second[at], b.v[w]);
-            }
-        }
-    }
-
-    __device__ __forceinline__ void flush() const
-    {
-        for (int j = threadIdx.x; j < N; j += blockDim.x) {
-            const T a = tile[2 * j], b = tile[2 * j + 1];
-            if (a != (T)0) atomicAdd(&first[base + j], a);
-            if (b != (T)0) atomicAdd(&second[base + j], b);
-            tile[2 * j] = tile[2 * j + 1] = (T)0;
-        }
-    }
-};
-
 template <typename T>
 __device__ __forceinline__ void zero_tile(T* tile, int n)
 {
@@ -377,17 +316,17 @@ __global__ void sw_adj_edge_atomic(const int* __restrict__ edgesOnEdge, const T*
                                    Lanes<T, W>* __restrict__ pvAcc, int S2, int first, int last, int nlev)
 {
     using namespace shallow_water_adjoint;
-    __shared__ alignas(16) T fluxPvTile[2 * kEdgeWindow];
-    __shared__ T phiTile[kCellWindow];
+    __shared__ T fluxTile[kEdgeWindow], pvTile[kEdgeWindow], phiTile[kCellWindow];
     __shared__ meshops_offset cellBase;
-    zero_tile(fluxPvTile, 2 * kEdgeWindow);
+    zero_tile(fluxTile, kEdgeWindow);
+    zero_tile(pvTile, kEdgeWindow);
     zero_tile(phiTile, kCellWindow);
     SW_ADJ_BLOCK_CHUNKS(chunk, end, first, last, nlev) {
         if (threadIdx.x == 0) cellBase = window_base<kCellWindow, W>(cellsOnEdge, 2, chunk, end, nlev);
         __syncthreads();
         const meshops_offset own = (chunk + blockDim.x / 2) * W - kEdgeWindow / 2;
-        const PairWindow<T, kEdgeWindow> fluxPvW{fluxPvTile, reinterpret_cast<T*>(fluxAcc),
-                                                 reinterpret_cast<T*>(pvAcc), own};
+        const BlockWindow<T, kEdgeWindow> fluxW{fluxTile, reinterpret_cast<T*>(fluxAcc), own};
+        const BlockWindow<T, kEdgeWindow> pvW{pvTile, reinterpret_cast<T*>(pvAcc), own};
         const BlockWindow<T, kCellWindow> phiW{phiTile, reinterpret_cast<T*>(phiAdj), cellBase};
         const meshops_offset i = chunk + threadIdx.x;
         if (i < end) {
@@ -404,12 +343,14 @@ __global__ void sw_adj_edge_atomic(const int* __restrict__ edgesOnEdge, const T*
                 const Lanes<T, W> F2 = load(flux, e2k);
                 meshops::axpy(fluxSum, weightsOnEdge[p], F2);
                 const Lanes<T, W> wg = weightsOnEdge[p] * gHalf;
-                fluxPvW.add(e2k, wg * (q + load(pvEdge, e2k)), wg * F2);
+                fluxW.add(e2k, wg * (q + load(pvEdge, e2k)));
+                pvW.add(e2k, wg * F2);
             });
-            fluxPvW.add(i, meshops::splat<T, W>(0), gHalf * fluxSum);
+            pvW.add(i, gHalf * fluxSum);
         }
         __syncthreads();
-        fluxPvW.flush();
+        fluxW.flush();
+        pvW.flush();
         phiW.flush();
     }
 }

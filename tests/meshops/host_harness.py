@@ -35,7 +35,6 @@ HOST_PRELUDE = """
 struct HostDim { unsigned x; };
 static HostDim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
 template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p += v; return old; }
-template <class T> inline T atomicCAS(T* p, T compare, T value) { T old = *p; if (old == compare) *p = value; return old; }
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 struct double2 { double x, y; };
