@@ -137,7 +137,8 @@ __device__ __forceinline__ void atomic_add(Lanes<T, W>* p, const Lanes<T, W>& a)
     __launch_bounds__(MESHOPS_BLOCK_SIZE, MESHOPS_THREADS_PER_SM / MESHOPS_BLOCK_SIZE)
 
 // The same cap for one-level rows only (nlev 1 compiled in, W == 1) with 32-bit offsets: for kernels
-// whose values fit in 32 registers there (the shallow-water model's) and would spill otherwise.
+// whose values fit in 32 registers there (the shallow-water model's) and would spill otherwise. For
+// kernels templated on <typename T, int W>.
 #ifdef MESHOPS_OFFSET32
 #define MESHOPS_FULL_OCCUPANCY_ONE_LANE                                                         \
     __launch_bounds__(MESHOPS_BLOCK_SIZE,                                                      \
