@@ -66,11 +66,12 @@ def make_schedule(name: str, n_steps: int, *, snapshots_in_ram: int = 0,
 class SweepStats:
     """What a gradient cost: forward steps taken (the first pass included), of which recomputed,
     and the most states held in memory at once (snapshots, kept states and the current state)
-    and on disk."""
+    and on disk; `memory`: what the checkpointing's memory plan chose (`adjoint.snapshot_memory`)."""
     n_steps: int
     forward_steps: int = 0
     max_states_in_memory: int = 0
     max_states_on_disk: int = 0
+    memory: str = ""
 
     @property
     def recomputed(self) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 
 from adjoint.checkpointing import make_schedule, reverse_sweep
+from adjoint.snapshot_memory import plan
 from swm.stepper import rk4_step_adj, rk4_step_tl
 
 
@@ -92,15 +93,23 @@ def prepare(model, *, mode=None) -> None:
 
 
 def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=None,
-                 checkpointing=None, rank: int = 0, on_step=None, check=None):
+                 checkpointing=None, rank: int = 0, on_step=None, check=None,
+                 checkpointing_key: str = "checkpointing"):
     """(J, (dJ/dh0, dJ/du0, dJ/db), stats) of the run of n_steps from (h0, u0).
 
     `mode`: the operators' adjoint mode (None: the meshops default, `meshops.get_adjoint_mode()`).
-    `checkpointing` (a `swm.config.CheckpointConfig` or None) chooses the schedule; stats is the
-    sweep's `adjoint.checkpointing.SweepStats`; `on_step` as in `reverse_sweep`. `check(k, x_k)`,
+    `checkpointing` (a `swm.config.CheckpointConfig` or None) chooses the schedule, checked against
+    the memory free for snapshots before any step (`adjoint.snapshot_memory.plan`: `auto` snapshots
+    become as many as fit; a setting that does not fit raises swm.config.ConfigError naming
+    `checkpointing_key`); stats is the sweep's `adjoint.checkpointing.SweepStats` (its `memory`
+    says what the plan chose); `on_step` as in `reverse_sweep`. `check(k, x_k)`,
     when given, is called on x_0, ..., x_N of the first forward pass in order (not on
     recomputed states), before J_k; what it raises ends the sweep before any adjoint step."""
+    memory = ""
     if checkpointing is not None:
+        comm = getattr(model.distribution, "comm", None)
+        checkpointing, memory = plan(checkpointing, n_steps, h0.nbytes + u0.nbytes, comm,
+                                     model.device_mesh.xp, checkpointing_key)
         schedule = make_schedule(checkpointing.schedule, n_steps,
                                  snapshots_in_ram=checkpointing.snapshots_in_ram,
                                  snapshots_on_disk=checkpointing.snapshots_on_disk,
@@ -121,6 +130,7 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
         schedule, n_steps, [h0, u0], forward=lambda x: advance(model, x), adjoint=adjoint,
         cost_value=_checked_value(cost, check), cost_gradient=cost.gradient, disk_directory=directory, rank=rank,
         on_step=on_step)
+    stats.memory = memory
     return cost_value, (lam[0], lam[1], b_adj), stats
 
 

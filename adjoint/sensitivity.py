@@ -25,6 +25,7 @@ from meshops.parallel.comm import is_serial
 
 from adjoint.costs import Context, CostError, make_cost
 from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangent, watchdog
+from adjoint.snapshot_memory import plan
 from adjoint.verification import taylor_test
 from swm.config import Config, ConfigError, directory_problem
 from swm.constants import DAY
@@ -103,14 +104,18 @@ def _sensitivity(config: Config, progress: bool) -> dict:
     with quiet_floats():
         prepare(model, mode=sens.adjoint_mode)
     log.info("adjoint tables and kernels ready in %.2f s", time.perf_counter() - t0)
+    checkpointing, memory = plan(sens.checkpointing, s.total, model.h.nbytes + model.u.nbytes,
+                                 s.comm, s.xp, "sensitivity.checkpointing")
+    log.info("checkpointing %s: %s", checkpointing.schedule, memory)
     t0 = time.perf_counter()
     try:
         with quiet_floats():
             value, grads, stats = run_gradient(model, model.h, model.u, cost, s.total,
                                                mode=sens.adjoint_mode,
-                                               checkpointing=sens.checkpointing,
+                                               checkpointing=checkpointing,
                                                rank=s.comm.Get_rank(), on_step=on_step,
-                                               check=check)
+                                               check=check,
+                                               checkpointing_key="sensitivity.checkpointing")
     except WatchdogError as exc:
         raise WatchdogError(f"{exc}; nothing written to sensitivity.output = "
                             f"{str(sens.output)!r}") from None
@@ -327,7 +332,7 @@ def _check_adjoint(s, sens, cost, check, seed) -> bool:
     # Taylor test of the config's cost along a random direction of the controls.
     value, (gh, gu, gb), _ = run_gradient(model, h0, u0, cost, n, mode=sens.adjoint_mode,
                                           checkpointing=sens.checkpointing, rank=comm.Get_rank(),
-                                          check=check)
+                                          check=check, checkpointing_key="sensitivity.checkpointing")
     active = set(sens.controls)
     mh, mu, mb = (d if c in active else d * 0 for d, c in zip((dh, du, db), ("h", "u", "b")))
     derivative = owned_inner(dist, [("cell", gh, mh), ("edge", gu, mu), ("cell", gb, mb)])

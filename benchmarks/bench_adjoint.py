@@ -4,7 +4,7 @@ stored and with binomial checkpointing (multistage, snapshots in GPU memory) (ti
 (e.g. 5 days at level 9) that only fits with checkpointing.
 
     python benchmarks/bench_adjoint.py --levels 8 9 10 [--gradient-level 9 --gradient-days 5
-        --snapshots 400] [--json out.json]
+        --snapshots 400|auto] [--json out.json]
 
 The adjoint step recomputes its four stage states from the step's start state and then runs the
 stages' tendency adjoints in reverse. Its memory-traffic floor (`adjoint_floor_bytes`): the
@@ -120,7 +120,7 @@ def whole_gradient(level, dtype, xp, n_steps, schedule, snapshots, cache_dir) ->
     """Time, peak GPU memory and forward steps of one gradient of an n_steps run."""
     mesh, model = build(level, dtype, xp, cache_dir)
     cost = _cost(mesh, model, n_steps, xp, dtype)
-    from adjoint.checkpointing import make_schedule
+    from swm.config import CheckpointConfig
 
     # untimed: the first gradient builds the adjoints' tables and compiles their kernels
     run_gradient(model, model.h, model.u, _cost(mesh, model, 2, xp, dtype), 2)
@@ -131,16 +131,16 @@ def whole_gradient(level, dtype, xp, n_steps, schedule, snapshots, cache_dir) ->
         pool.free_all_blocks()
         base = pool.total_bytes()
     t0 = time.perf_counter()
+    checkpointing = CheckpointConfig(schedule=schedule, snapshots_in_ram=snapshots)
     value, grads, stats = run_gradient(model, model.h, model.u, cost, n_steps,
-                                       schedule=make_schedule(schedule, n_steps,
-                                                              snapshots_in_ram=snapshots))
+                                       checkpointing=checkpointing)
     if xp is not np:
         xp.cuda.Device().synchronize()
     wall = time.perf_counter() - t0
     state_bytes = (mesh.nCells + mesh.nEdges) * np.dtype(dtype).itemsize
     return {"level": level, "nCells": mesh.nCells, "dtype": dtype, "steps": n_steps,
             "simulated_days": n_steps * model.dt / 86400.0, "schedule": schedule,
-            "snapshots_in_ram": snapshots, "seconds": wall, "J": value,
+            "snapshots_in_ram": snapshots, "memory": stats.memory, "seconds": wall, "J": value,
             "forward_steps": stats.forward_steps, "recomputed": stats.recomputed,
             "max_states_in_memory": stats.max_states_in_memory,
             "state_mib": state_bytes / 2**20,
@@ -159,7 +159,8 @@ def main(argv=None) -> int:
                    help="steps of the whole-gradient comparison (stored vs checkpointed)")
     p.add_argument("--gradient-level", type=int, default=None)
     p.add_argument("--gradient-days", type=float, default=5.0)
-    p.add_argument("--snapshots", type=int, default=400)
+    p.add_argument("--snapshots", default="400", type=lambda v: v if v == "auto" else int(v),
+                   help="snapshots in GPU memory, or auto: as many as fit")
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--traffic", action="store_true",
                    help="the adjoint step's traffic floor and its launches' least bytes (CuPy)")
@@ -201,6 +202,7 @@ def main(argv=None) -> int:
         peak = "-" if r["peak_pool_gib"] is None else f"{r['peak_pool_gib']:.2f}"
         print(f"| {level} | {n} | {r['simulated_days']:.2f} | {schedule} | {snapshots} | "
               f"{r['seconds']:.1f} | {r['forward_steps']} | {peak} |", flush=True)
+        print(r["memory"], flush=True)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

@@ -173,7 +173,9 @@ class CheckpointConfig(Strict):
                             "(its schedule is slow to build beyond a few thousand steps); "
                             "multistage: binomial, in RAM and on disk; two_level: a disk snapshot every period "
                             "steps, revolve with snapshots_in_ram between them")
-    snapshots_in_ram: int = Field(0, ge=0, description="states kept in memory")
+    snapshots_in_ram: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        0, description="states kept in memory (GPU memory on CuPy); auto: as many as fit beside the "
+                       "run (adjoint.snapshot_memory), at most one per step")
     snapshots_on_disk: int = Field(0, ge=0, description="multistage: states kept on disk")
     period: int = Field(1, ge=1, description="two_level: steps between disk snapshots")
     directory: Optional[FilePath] = Field(None, description="folder for disk snapshots (none: "
@@ -181,6 +183,12 @@ class CheckpointConfig(Strict):
 
     @model_validator(mode="after")
     def _enough(self):
+        auto = self.snapshots_in_ram == "auto"
+        if auto and self.schedule == "none":
+            raise ValueError("snapshots_in_ram = 'auto': schedule 'none' keeps every state; "
+                             "expected schedule revolve, multistage or two_level with auto")
+        if auto:
+            return self
         if self.schedule in ("revolve", "two_level") and self.snapshots_in_ram < 1:
             raise ValueError(f"snapshots_in_ram = {self.snapshots_in_ram}: schedule "
                              f"{self.schedule!r} needs at least 1")

@@ -136,3 +136,14 @@ def test_one_adjoint_exchange_per_stage(comm, ico_mesh, rng):
     # forward stage states (4 exchanges) and adjoint stages (4); tangent-linear: 4 + 4
     assert after_adj - before == 8 * neighbours
     assert sent() - after_adj == 8 * neighbours
+
+
+def test_snapshot_room_is_shared_by_the_ranks_of_a_host_and_equal_on_all(comm):
+    from adjoint.snapshot_memory import capacity, sharers
+    from meshops.parallel.comm import host_name
+
+    hosts = comm.allgather(host_name())
+    assert sharers(comm, np) == hosts.count(hosts[comm.Get_rank()])
+    room, basis = capacity(comm, np, 2 ** 20)
+    assert basis["sharers"] == sharers(comm, np) >= 1
+    assert len(set(comm.allgather(room))) == 1 and room > 0

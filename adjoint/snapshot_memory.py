@@ -1,0 +1,104 @@
+"""How many model states a gradient may keep in memory, and the check of a checkpointing setting
+against it before any step runs.
+
+A state x_k = (h, u) of a rank takes `state_bytes` = h.nbytes + u.nbytes. Its snapshots live where
+its fields do: in GPU memory on CuPy, in the host's on NumPy, shared with the other ranks on the
+same GPU (or host). The room for snapshots on a rank is
+
+    capacity = floor(HEADROOM x free / sharers / state_bytes) - WORK_STATES
+
+with `free` the memory free now (CUDA's free memory plus CuPy's pool's free blocks; the host's
+MemAvailable), `sharers` the ranks on the same GPU (host), and the minimum over ranks, so that every
+rank runs the same schedule. Measured after the model's tables, kernels and scratch fields exist
+(`adjoint.gradient.prepare`), it leaves HEADROOM's rest and WORK_STATES states for what a sweep
+holds besides its snapshots (the current state, a kept state, the adjoint, a step's temporaries).
+"""
+from __future__ import annotations
+
+import os
+
+from meshops.parallel.comm import gather_device_identities, host_name, is_serial
+
+HEADROOM = 0.9
+WORK_STATES = 4
+GIB = 2.0 ** 30
+
+
+def free_bytes(xp) -> int:
+    """Bytes free now where `xp`'s arrays live: the current GPU (CuPy: CUDA's free memory and the
+    memory pool's free blocks) or the host (NumPy: MemAvailable, else the free pages)."""
+    if xp.__name__ == "cupy":
+        free, _ = xp.cuda.runtime.memGetInfo()
+        return int(free) + int(xp.get_default_memory_pool().free_bytes())
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def sharers(comm, xp) -> int:
+    """Ranks of `comm` whose states live in the same memory as this rank's (this one included):
+    the ranks on its GPU (CuPy) or on its host (NumPy). Collective."""
+    if comm is None or is_serial(comm):
+        return 1
+    identities = (gather_device_identities(comm) if xp.__name__ == "cupy"
+                  else comm.allgather(host_name()))
+    return identities.count(identities[comm.Get_rank()])
+
+
+def capacity(comm, xp, state_bytes: int) -> tuple[int, dict]:
+    """(states that fit beside the run on every rank, what it was computed from) (module doc).
+    Collective on ranks."""
+    free, shared = free_bytes(xp), sharers(comm, xp)
+    fits = int(HEADROOM * free / shared // max(state_bytes, 1)) - WORK_STATES
+    if comm is not None and not is_serial(comm):
+        fits = min(comm.allgather(fits))
+    where = "the GPU" if xp.__name__ == "cupy" else "the host"
+    return max(fits, 0), {"free": free, "sharers": shared, "where": where,
+                          "state_bytes": state_bytes}
+
+
+def size(n: float) -> str:
+    """n bytes in KiB, MiB or GiB."""
+    for unit, scale in (("GiB", GIB), ("MiB", 2.0 ** 20)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n / 1024:.1f} KiB"
+
+
+def describe(basis: dict) -> str:
+    """"80.0 MiB a state, 131.2 GiB free on the GPU, shared by 3 ranks" for messages and logs."""
+    shared = f", shared by {basis['sharers']} ranks" if basis["sharers"] > 1 else ""
+    return f"{size(basis['state_bytes'])} a state, {size(basis['free'])} free on {basis['where']}{shared}"
+
+
+def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "checkpointing"):
+    """(the checkpointing setting with `snapshots_in_ram: auto` replaced by the states that fit, at
+    most n_steps; a line saying what was chosen). Raises swm.config.ConfigError naming `key`'s
+    setting when its states do not fit: the schedule `none` keeps all n_steps states, the others
+    `snapshots_in_ram`. `checkpointing`: a swm.config.CheckpointConfig. Collective on ranks."""
+    from swm.config import ConfigError
+
+    room, basis = capacity(comm, xp, state_bytes)
+    auto = checkpointing.snapshots_in_ram == "auto"
+    wanted = n_steps if checkpointing.schedule == "none" else (
+        min(room, n_steps) if auto else checkpointing.snapshots_in_ram)
+    what = (f"{key}.schedule = 'none' keeps all {n_steps} states" if checkpointing.schedule == "none"
+            else f"{key}.snapshots_in_ram = {'auto' if auto else wanted}")
+    if wanted > room or wanted < 1 and (auto or checkpointing.schedule == "none"):
+        raise ConfigError(
+            f"{what} ({size(wanted * state_bytes)}) in memory, but {basis['where']} has room for "
+            f"{room} beside the run ({describe(basis)}); expected "
+            + ("schedule multistage with snapshots_in_ram: auto, or fewer steps"
+               if checkpointing.schedule == "none" else
+               f"at most {room} snapshots, or snapshots_on_disk / a two_level schedule for more"))
+    if auto:
+        checkpointing = checkpointing.model_copy(update={"snapshots_in_ram": wanted})
+    return checkpointing, f"{what}{f': {wanted}' if auto else ''} (room for {room} states: {describe(basis)})"
+
+
+__all__ = ["HEADROOM", "WORK_STATES", "capacity", "describe", "free_bytes", "plan", "sharers", "size"]
