@@ -21,7 +21,9 @@ benchmarks/common.py `time_wall`):
 A first row per dtype and nlev, `floor (y = 2x)`, times the frameworks' own cost per call: the
 element-wise y = 2x on an edge field (fwd_bwd: and its gradient) called the way each adapter is
 (eager, compiled, jitted), against the array library's 2x (and 2g) in the `meshops` column; its
-overhead is what the framework itself adds to any operator, the least an adapter can reach.
+overhead is what the framework itself adds to any operator, the least an adapter can reach; with
+a PyTorch column, a second, `floor (y = 2x, Python custom op)`, the same 2x as an operator defined in
+Python is (a torch.autograd.Function eager, a torch.library custom op compiled).
 Before timing, each adapter's forward and gradient are checked against meshops (bit for bit on the
 CPU, 1e-12 relative on a GPU) and each peer's against meshops (1e-10 relative); a failing
 column shows its error. Adjoint mode: the meshops default (`deterministic`). On the CPU, PyTorch and
@@ -196,6 +198,7 @@ def make_adapter(name, spec, mesh, xp, fn=None):
 
 
 FLOOR = "floor (y = 2x)"
+CUSTOM_FLOOR = "floor (y = 2x, Python custom op)"
 
 
 class Doubling:
@@ -227,6 +230,51 @@ def bench_floor(mesh, dtype, nlev, xp, frameworks, args, rng):
         except Exception as exc:
             errors[fw] = f"{type(exc).__name__}: {str(exc)[:160]}"
     return _rows(FLOOR, dtype, nlev, times, errors, frameworks)
+
+
+def torch_doubling(compiled: bool):
+    """y = 2x as PyTorch runs an operator defined in Python: a torch.autograd.Function (eager) or a
+    torch.library custom op with its autograd registered (what torch.compile keeps in its graph),
+    each with the backward 2g; the form of meshops.torch's operators without their maps."""
+    import torch
+
+    if compiled:
+        op = getattr(getattr(torch.ops, "meshops_bench", None), "double", None)
+        if op is None:
+            @torch.library.custom_op("meshops_bench::double", mutates_args=(), schema="(Tensor x) -> Tensor")
+            def op(x):
+                return 2 * x
+
+            op.register_fake(lambda x: torch.empty_like(x))
+            op.register_autograd(lambda ctx, g: torch.ops.meshops_bench.double(g))
+        return torch.ops.meshops_bench.double
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return 2 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+    return Double.apply
+
+
+def bench_custom_floor(mesh, dtype, nlev, xp, frameworks, args, rng):
+    """{pass: row} of y = 2x as a Python custom op of each PyTorch column (`torch_doubling`), against
+    the array library's 2x: what PyTorch adds to any operator defined in Python."""
+    x = host_fields(mesh, ("edge",), nlev, dtype, rng)
+    g = host_fields(mesh, ("edge",), nlev, dtype, rng)
+    base = Doubling(xp)
+    times = {"meshops": time_pair(base, base.prepare(x, g), args)}
+    errors = {}
+    for fw in (f for f in frameworks if f.startswith("torch")):
+        try:
+            adapter = make_adapter(fw, None, mesh, xp, fn=torch_doubling(fw != "torch"))
+            times[fw] = time_pair(adapter, adapter.prepare(x, g), args)
+        except Exception as exc:
+            errors[fw] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return _rows(CUSTOM_FLOOR, dtype, nlev, times, errors, frameworks)
 
 
 def _rows(name, dtype, nlev, times, errors, frameworks) -> dict:
@@ -493,9 +541,12 @@ def main(argv=None):
         log(header(frameworks))
         for dtype in map(np.dtype, args.dtypes):
             for nlev in args.nlev:
-                for name in [FLOOR] + names:
+                floors = [FLOOR] + ([CUSTOM_FLOOR] if any(f.startswith("torch") for f in frameworks) else [])
+                for name in floors + names:
                     try:
                         result = (bench_floor(mesh, dtype, nlev, xp, frameworks, args, rng) if name == FLOOR
+                                  else bench_custom_floor(mesh, dtype, nlev, xp, frameworks, args, rng)
+                                  if name == CUSTOM_FLOOR
                                   else bench_one(OPERATORS[name], mesh, dtype, nlev, xp, frameworks, args, rng))
                     except Exception as exc:
                         log(f"  ERROR {name} {dtype.name} nlev {nlev}: {type(exc).__name__}: {exc}")
