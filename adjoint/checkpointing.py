@@ -18,10 +18,8 @@ recomputes the rest from them. The schedule's actions are carried out here:
 The forward recomputation is the same arithmetic on the same state, so a checkpointed gradient
 is bitwise the stored-trajectory gradient. The adjoint of step k reads x_k only (it recomputes the
 step's stages), so the step x_k -> x_{k+1} that a schedule runs just before reversing step k is
-skipped. States held in memory (snapshots, and the kept states of a Forward over several steps)
-are copied into slabs allocated a chunk of states at a time (`_MemoryStore`): on CuPy a new
-allocation of a state's size costs milliseconds, more than the copy. Disk snapshots are one `.npz`
-file per rank and step (fields copied to the host and back), deleted when the sweep ends.
+skipped. Disk snapshots are one `.npz` file per rank and step
+(fields copied to the host and back), deleted when the sweep ends.
 """
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ from checkpoint_schedules import (Copy, EndForward, EndReverse, Forward, Move,
                                   SingleMemoryStorageSchedule, StorageType,
                                   TwoLevelCheckpointSchedule)
 
-from meshops.device.backend import array_module, to_host
+from meshops.device.backend import to_host
 
 SCHEDULES = ("none", "revolve", "multistage", "two_level")
 
@@ -78,52 +76,6 @@ class SweepStats:
     @property
     def recomputed(self) -> int:
         return self.forward_steps - self.n_steps
-
-
-class _MemoryStore:
-    """States in memory, each copied into a free slot of slabs that hold CHUNK states a field (at
-    most `capacity` slots in all when given; one allocation a chunk, not one a state)."""
-
-    CHUNK = 32
-
-    def __init__(self, capacity: int | None = None):
-        self.capacity, self.allocated = capacity, 0
-        self.free: list[list] = []
-        self.slots: dict[int, list] = {}
-
-    def _grow(self, state) -> None:
-        n = self.CHUNK if self.capacity is None else max(min(self.CHUNK, self.capacity - self.allocated), 1)
-        slabs = [array_module(a).empty((n,) + a.shape, a.dtype) for a in state]
-        self.free += [[slab[i] for slab in slabs] for i in range(n - 1, -1, -1)]
-        self.allocated += n
-
-    def put(self, n: int, state: Sequence) -> None:
-        if n in self.slots:
-            self.delete(n)
-        if not self.free:
-            self._grow(state)
-        slot = self.slots[n] = self.free.pop()
-        for target, a in zip(slot, state):
-            target[...] = a
-
-    def get(self, n: int) -> list:
-        return [a.copy() for a in self.slots[n]]
-
-    def view(self, n: int) -> list:
-        return self.slots[n]
-
-    def delete(self, n: int) -> None:
-        self.free.append(self.slots.pop(n))
-
-    def clear(self) -> None:
-        for n in list(self.slots):
-            self.delete(n)
-
-    def __contains__(self, n: int) -> bool:
-        return n in self.slots
-
-    def __len__(self) -> int:
-        return len(self.slots)
 
 
 class _DiskStore:
@@ -171,20 +123,17 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                   cost_value: Callable[[int, Sequence], float],
                   cost_gradient: Callable[[int, Sequence], Sequence | None],
                   disk_directory=None, rank: int = 0,
-                  on_step: Callable[[str], None] | None = None, memory_slots: int | None = None):
+                  on_step: Callable[[str], None] | None = None):
     """(J, lambda_0, stats) of the run of `n_steps` steps from `state0` under `schedule`.
 
     `forward(x_k) -> x_{k+1}` (new arrays); `adjoint(x_k, lambda_{k+1}) -> lambda_k` without the
     cost term; `cost_value(k, x_k)` is J_k (0 where J has no term); `cost_gradient(k, x_k)` is
     dJ_k/dx_k as a list of arrays, or None where J has no term at step k. `on_step(kind)`, when
     given, is called after every step: kind "forward" (the first pass), "recompute" or "adjoint".
-    `memory_slots`: the most snapshots the schedule keeps in memory (None: not known), so that
-    their slabs take no more.
     """
     copy = lambda state: [a.copy() for a in state]  # noqa: E731
-    snapshots = {StorageType.RAM: _MemoryStore(memory_slots), StorageType.DISK: None}
+    snapshots = {StorageType.RAM: {}, StorageType.DISK: None}
     kept: dict[int, list] = {}                       # x_k for the reverse sweep
-    kept_store = _MemoryStore()                      # their copies, when a Forward keeps several
     stats = SweepStats(n_steps)
     state, at = copy(state0), 0
     cost, lam, first_pass = 0.0, None, True
@@ -195,10 +144,13 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
         return snapshots[StorageType.DISK]
 
     def store(storage, n, x):
-        (disk() if storage == StorageType.DISK else snapshots[storage]).put(n, x)
+        if storage == StorageType.DISK:
+            disk().put(n, x)
+        else:
+            snapshots[StorageType.RAM][n] = copy(x)
 
     def load(storage, n):
-        return (disk() if storage == StorageType.DISK else snapshots[storage]).get(n)
+        return disk().get(n) if storage == StorageType.DISK else copy(snapshots[storage][n])
 
     def count():
         on_disk = len(snapshots[StorageType.DISK] or ())
@@ -229,10 +181,7 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                     store(action.storage, action.n0, current())
                 for k in range(action.n0, n1):
                     current()
-                    if action.write_adj_deps and n1 - action.n0 > 1:
-                        kept_store.put(k, state)
-                        kept[k] = kept_store.view(k)
-                    elif action.write_adj_deps:
+                    if action.write_adj_deps:
                         kept[k] = state
                     if first_pass:
                         cost += cost_value(k, state)
@@ -258,7 +207,6 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                         on_step("adjoint")
                 if action.clear_adj_deps:
                     kept.clear()
-                    kept_store.clear()
             elif isinstance(action, (Copy, Move)):
                 x = load(action.from_storage, action.n)
                 if action.to_storage == StorageType.WORK:
@@ -266,8 +214,10 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                 else:
                     store(action.to_storage, action.n, x)
                 if isinstance(action, Move):
-                    (disk() if action.from_storage == StorageType.DISK
-                     else snapshots[action.from_storage]).delete(action.n)
+                    if action.from_storage == StorageType.DISK:
+                        disk().delete(action.n)
+                    else:
+                        del snapshots[action.from_storage][action.n]
                 count()
             elif isinstance(action, EndReverse):
                 break

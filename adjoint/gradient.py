@@ -105,7 +105,7 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
     says what the plan chose); `on_step` as in `reverse_sweep`. `check(k, x_k)`,
     when given, is called on x_0, ..., x_N of the first forward pass in order (not on
     recomputed states), before J_k; what it raises ends the sweep before any adjoint step."""
-    memory, slots = "", None
+    memory = ""
     if checkpointing is not None:
         comm = getattr(model.distribution, "comm", None)
         checkpointing, memory = plan(checkpointing, n_steps, h0.nbytes + u0.nbytes, comm,
@@ -115,7 +115,6 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
                                  snapshots_on_disk=checkpointing.snapshots_on_disk,
                                  period=checkpointing.period)
         directory = checkpointing.directory
-        slots = checkpointing.snapshots_in_ram if checkpointing.schedule != "none" else None
     else:
         schedule = make_schedule(schedule, n_steps) if isinstance(schedule, str) else schedule
         directory = None
@@ -130,7 +129,7 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
     cost_value, lam, stats = reverse_sweep(
         schedule, n_steps, [h0, u0], forward=lambda x: advance(model, x), adjoint=adjoint,
         cost_value=_checked_value(cost, check), cost_gradient=cost.gradient, disk_directory=directory, rank=rank,
-        on_step=on_step, memory_slots=slots)
+        on_step=on_step)
     stats.memory = memory
     return cost_value, (lam[0], lam[1], b_adj), stats
 
