@@ -35,16 +35,18 @@ without one runs on one process.
 from __future__ import annotations
 
 from meshops.modes import resolve_mode
+from swm.distribution import Serial
 from swm.tendencies import tendencies, tendencies_adj, tendencies_tl
 from swm import timestepping
 from swm.timestepping import RK4_A, RK4_B
 
 
 def _exchanges(model, *needed):
-    """(exchange, exchange_tl) of the model's distribution (Nones without one); an error naming
-    the method when one of `needed` is missing."""
+    """(exchange, exchange_tl) of the model's distribution: Nones without one and on one process
+    (`swm.distribution.Serial`: nothing to exchange, so the steps take the paths without copies);
+    an error naming the method when one of `needed` is missing."""
     d = model.distribution
-    if d is None:
+    if d is None or isinstance(d, Serial):
         return None, None
     missing = [name for name in needed if getattr(d, name, None) is None]
     if missing:
