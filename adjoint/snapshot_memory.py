@@ -77,8 +77,8 @@ def describe(basis: dict) -> str:
 
 
 def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "checkpointing"):
-    """(the checkpointing setting with `snapshots_in_ram: auto` replaced by the states that fit, at
-    most n_steps; a line saying what was chosen). Raises swm.config.ConfigError naming `key`'s
+    """(the checkpointing setting with `snapshots_in_ram: auto` replaced by the states that fit, or
+    by the schedule `none` when all n_steps fit; a line saying what was chosen). Raises swm.config.ConfigError naming `key`'s
     setting when its states do not fit: the schedule `none` keeps all n_steps states, the others
     `snapshots_in_ram`. `checkpointing`: a swm.config.CheckpointConfig. Collective on ranks."""
     from swm.config import ConfigError
@@ -96,9 +96,14 @@ def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "ch
             + ("schedule multistage with snapshots_in_ram: auto, or fewer steps"
                if checkpointing.schedule == "none" else
                f"at most {room} snapshots, or snapshots_on_disk / a two_level schedule for more"))
-    if auto:
+    chosen = ""
+    if auto and wanted == n_steps:      # every state fits: keep them all, no schedule to follow
+        checkpointing = checkpointing.model_copy(update={"schedule": "none", "snapshots_in_ram": 0})
+        chosen = ": every state (schedule none)"
+    elif auto:
         checkpointing = checkpointing.model_copy(update={"snapshots_in_ram": wanted})
-    return checkpointing, f"{what}{f': {wanted}' if auto else ''} (room for {room} states: {describe(basis)})"
+        chosen = f": {wanted}"
+    return checkpointing, f"{what}{chosen} (room for {room} states: {describe(basis)})"
 
 
 __all__ = ["HEADROOM", "WORK_STATES", "capacity", "describe", "free_bytes", "plan", "sharers", "size"]

@@ -36,9 +36,23 @@ def test_auto_snapshots_fit_and_give_the_stored_trajectory_gradient(run_setup):
     auto = CheckpointConfig(schedule="revolve", snapshots_in_ram="auto")
     got_value, got, stats = run_gradient(s.model, h0, s.model.u, cost, STEPS, checkpointing=auto)
     assert got_value == value and all(np.array_equal(a, b) for a, b in zip(got, grads))
-    assert stats.memory.startswith(f"checkpointing.snapshots_in_ram = auto: {STEPS} (room for ")
-    resolved, _ = plan(auto, STEPS, h0.nbytes + s.model.u.nbytes, None, np)
-    assert resolved.snapshots_in_ram == STEPS and auto.snapshots_in_ram == "auto"
+    assert stats.memory.startswith("checkpointing.snapshots_in_ram = auto: every state (schedule "
+                                   "none) (room for ")
+    assert stats.recomputed == 0
+    state = h0.nbytes + s.model.u.nbytes
+    resolved, _ = plan(auto, STEPS, state, None, np)
+    assert resolved.schedule == "none" and auto.snapshots_in_ram == "auto"
+
+
+def test_auto_snapshots_are_the_room_when_not_every_state_fits(run_setup):
+    s, cost, h0 = run_setup
+    state = h0.nbytes + s.model.u.nbytes
+    room, _ = capacity(None, np, state)
+    auto = CheckpointConfig(schedule="multistage", snapshots_in_ram="auto")
+    resolved, line = plan(auto, 10 * room, state, None, np, "sensitivity.checkpointing")
+    assert resolved.schedule == "multistage" and 0.9 * room <= resolved.snapshots_in_ram <= 1.1 * room
+    assert line.startswith(f"sensitivity.checkpointing.snapshots_in_ram = auto: "
+                           f"{resolved.snapshots_in_ram} (room for ")
 
 
 def test_capacity_counts_a_state_against_free_memory():
