@@ -73,14 +73,16 @@ def size(n: float) -> str:
 def describe(basis: dict) -> str:
     """"80.0 MiB a state, 131.2 GiB free on the GPU, shared by 3 ranks" for messages and logs."""
     shared = f", shared by {basis['sharers']} ranks" if basis["sharers"] > 1 else ""
-    return f"{size(basis['state_bytes'])} a state, {size(basis['free'])} free on {basis['where']}{shared}"
+    return (f"{size(basis['state_bytes'])} a state, {size(basis['free'])} free on "
+            f"{basis['where']}{shared}")
 
 
 def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "checkpointing"):
     """(the checkpointing setting with `snapshots_in_ram: auto` replaced by the states that fit, or
-    by the schedule `none` when all n_steps fit; a line saying what was chosen). Raises swm.config.ConfigError naming `key`'s
-    setting when its states do not fit: the schedule `none` keeps all n_steps states, the others
-    `snapshots_in_ram`. `checkpointing`: a swm.config.CheckpointConfig. Collective on ranks."""
+    by the schedule `none` when all n_steps fit; a line saying what was chosen). Raises
+    swm.config.ConfigError naming `key`'s setting when its states do not fit: the schedule `none`
+    keeps all n_steps states, the others `snapshots_in_ram`. `checkpointing`: a
+    swm.config.CheckpointConfig. Collective on ranks."""
     from swm.config import ConfigError
 
     room, basis = capacity(comm, xp, state_bytes)

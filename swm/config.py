@@ -175,7 +175,7 @@ class CheckpointConfig(Strict):
                             "steps, revolve with snapshots_in_ram between them")
     snapshots_in_ram: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
         0, description="states kept in memory (GPU memory on CuPy); auto: as many as fit beside the "
-                       "run (adjoint.snapshot_memory), at most one per step")
+                       "run (adjoint.snapshot_memory), the schedule none when every state fits")
     snapshots_on_disk: int = Field(0, ge=0, description="multistage: states kept on disk")
     period: int = Field(1, ge=1, description="two_level: steps between disk snapshots")
     directory: Optional[FilePath] = Field(None, description="folder for disk snapshots (none: "
