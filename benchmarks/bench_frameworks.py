@@ -215,21 +215,25 @@ class Doubling:
         common.synchronize(self.xp)
 
 
-def bench_floor(mesh, dtype, nlev, xp, frameworks, args, rng):
+def bench_floor(mesh, dtype, nlev, xp, frameworks, args, rng, custom: bool = False):
     """{pass: row} of the floor row: y = 2x on an edge field through each framework as its adapter
-    calls an operator, against the array library's 2x."""
+    calls an operator, against the array library's 2x; `custom`: the PyTorch columns only, the 2x
+    as a Python custom op (`torch_doubling`), what PyTorch adds to any operator defined in Python."""
     x = host_fields(mesh, ("edge",), nlev, dtype, rng)
     g = host_fields(mesh, ("edge",), nlev, dtype, rng)
     base = Doubling(xp)
     times = {"meshops": time_pair(base, base.prepare(x, g), args)}
     errors = {}
     for fw in frameworks:
+        if custom and not fw.startswith("torch"):
+            continue
         try:
-            adapter = make_adapter(fw, None, mesh, xp, fn=lambda x: 2 * x)
+            fn = torch_doubling(fw != "torch") if custom else (lambda x: 2 * x)
+            adapter = make_adapter(fw, None, mesh, xp, fn=fn)
             times[fw] = time_pair(adapter, adapter.prepare(x, g), args)
         except Exception as exc:
             errors[fw] = f"{type(exc).__name__}: {str(exc)[:160]}"
-    return _rows(FLOOR, dtype, nlev, times, errors, frameworks)
+    return _rows(CUSTOM_FLOOR if custom else FLOOR, dtype, nlev, times, errors, frameworks)
 
 
 def torch_doubling(compiled: bool):
@@ -258,23 +262,6 @@ def torch_doubling(compiled: bool):
         def backward(ctx, g):
             return 2 * g
     return Double.apply
-
-
-def bench_custom_floor(mesh, dtype, nlev, xp, frameworks, args, rng):
-    """{pass: row} of y = 2x as a Python custom op of each PyTorch column (`torch_doubling`), against
-    the array library's 2x: what PyTorch adds to any operator defined in Python."""
-    x = host_fields(mesh, ("edge",), nlev, dtype, rng)
-    g = host_fields(mesh, ("edge",), nlev, dtype, rng)
-    base = Doubling(xp)
-    times = {"meshops": time_pair(base, base.prepare(x, g), args)}
-    errors = {}
-    for fw in (f for f in frameworks if f.startswith("torch")):
-        try:
-            adapter = make_adapter(fw, None, mesh, xp, fn=torch_doubling(fw != "torch"))
-            times[fw] = time_pair(adapter, adapter.prepare(x, g), args)
-        except Exception as exc:
-            errors[fw] = f"{type(exc).__name__}: {str(exc)[:160]}"
-    return _rows(CUSTOM_FLOOR, dtype, nlev, times, errors, frameworks)
 
 
 def _rows(name, dtype, nlev, times, errors, frameworks) -> dict:
@@ -544,9 +531,8 @@ def main(argv=None):
                 floors = [FLOOR] + ([CUSTOM_FLOOR] if any(f.startswith("torch") for f in frameworks) else [])
                 for name in floors + names:
                     try:
-                        result = (bench_floor(mesh, dtype, nlev, xp, frameworks, args, rng) if name == FLOOR
-                                  else bench_custom_floor(mesh, dtype, nlev, xp, frameworks, args, rng)
-                                  if name == CUSTOM_FLOOR
+                        result = (bench_floor(mesh, dtype, nlev, xp, frameworks, args, rng,
+                                              custom=name == CUSTOM_FLOOR) if name in floors
                                   else bench_one(OPERATORS[name], mesh, dtype, nlev, xp, frameworks, args, rng))
                     except Exception as exc:
                         log(f"  ERROR {name} {dtype.name} nlev {nlev}: {type(exc).__name__}: {exc}")
