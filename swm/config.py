@@ -47,6 +47,18 @@ FloatPair = Annotated[tuple[float, float],
                       BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
 
 
+
+def _snapshot_count(v):
+    """A number of states (an integer >= 0) or "auto", else one error saying so."""
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+        return v
+    raise ValueError(f"expected a number of states (an integer >= 0) or auto, got {v!r}")
+
+
+#: snapshots_in_ram: an integer >= 0 or "auto".
+SnapshotCount = Annotated[int | Literal["auto"], BeforeValidator(_snapshot_count)]
+
+
 class GeneratedMesh(Strict):
     level: int = Field(ge=0, le=11, description="icosahedral bisection level: 10*4^level+2 cells")
     lloyd: int = Field(0, ge=0, le=10000, description="spherical Lloyd iterations toward an SCVT")
@@ -173,7 +185,7 @@ class CheckpointConfig(Strict):
                             "(its schedule is slow to build beyond a few thousand steps); "
                             "multistage: binomial, in RAM and on disk; two_level: a disk snapshot every period "
                             "steps, revolve with snapshots_in_ram between them")
-    snapshots_in_ram: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+    snapshots_in_ram: SnapshotCount = Field(
         0, description="states kept in memory (GPU memory on CuPy); auto: as many as fit beside the "
                        "run (adjoint.snapshot_memory), the schedule none when every state fits")
     snapshots_on_disk: int = Field(0, ge=0, description="multistage: states kept on disk")

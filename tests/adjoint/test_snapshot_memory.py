@@ -94,3 +94,10 @@ def test_auto_is_refused_for_the_schedule_that_keeps_every_state():
                                          "state; expected schedule revolve, multistage or "
                                          "two_level with auto"):
         CheckpointConfig(schedule="none", snapshots_in_ram="auto")
+
+
+@pytest.mark.parametrize("value", [-3, "lots", 2.5, True])
+def test_a_snapshot_count_that_is_neither_a_count_nor_auto_is_named(value):
+    with pytest.raises(ValueError, match=r"snapshots_in_ram\n.*expected a number of states \(an "
+                                         r"integer >= 0\) or auto, got "):
+        CheckpointConfig(schedule="multistage", snapshots_in_ram=value)
