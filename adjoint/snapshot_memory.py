@@ -91,7 +91,7 @@ def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "ch
         min(room, n_steps) if auto else checkpointing.snapshots_in_ram)
     what = (f"{key}.schedule = 'none' keeps all {n_steps} states" if checkpointing.schedule == "none"
             else f"{key}.snapshots_in_ram = {'auto' if auto else wanted}")
-    if wanted > room or wanted < 1 and (auto or checkpointing.schedule == "none"):
+    if wanted > room or (auto and wanted < 1):
         raise ConfigError(
             f"{what} ({size(wanted * state_bytes)}) in memory, but {basis['where']} has room for "
             f"{room} beside the run ({describe(basis)}); expected "
