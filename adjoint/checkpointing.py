@@ -18,7 +18,10 @@ recomputes the rest from them. The schedule's actions are carried out here:
 The forward recomputation is the same arithmetic on the same state, so a checkpointed gradient
 is bitwise the stored-trajectory gradient. The adjoint of step k reads x_k only (it recomputes the
 step's stages), so the step x_k -> x_{k+1} that a schedule runs just before reversing step k is
-skipped. Disk snapshots are one `.npz` file per rank and step
+skipped. When the number of snapshots in memory is known, they are copied into slots of one slab
+per field allocated before the first step (`_MemoryStore`): their memory is taken at once, fails
+before any step if it is not there, and is never interleaved with a step's temporaries (no pool
+fragmentation over thousands of snapshots). Disk snapshots are one `.npz` file per rank and step
 (fields copied to the host and back), deleted when the sweep ends.
 """
 from __future__ import annotations
@@ -36,7 +39,7 @@ from checkpoint_schedules import (Copy, EndForward, EndReverse, Forward, Move,
                                   SingleMemoryStorageSchedule, StorageType,
                                   TwoLevelCheckpointSchedule)
 
-from meshops.device.backend import to_host
+from meshops.device.backend import array_module, to_host
 
 SCHEDULES = ("none", "revolve", "multistage", "two_level")
 
@@ -76,6 +79,46 @@ class SweepStats:
     @property
     def recomputed(self) -> int:
         return self.forward_steps - self.n_steps
+
+
+class _MemoryStore:
+    """Snapshots in memory: copied into `slots` preallocated slots (one slab of shape
+    (slots,) + field.shape per field, allocated by `reserve`), further ones into copies of their
+    own."""
+
+    def __init__(self, slots: int | None):
+        self.slots, self.free, self.held, self.in_slot = slots, [], {}, set()
+
+    def reserve(self, state: Sequence) -> None:
+        if self.slots:
+            slabs = [array_module(a).empty((self.slots,) + a.shape, a.dtype) for a in state]
+            self.free = [[slab[i] for slab in slabs] for i in range(self.slots - 1, -1, -1)]
+
+    def put(self, n: int, state: Sequence) -> None:
+        if n in self.held:
+            self.delete(n)
+        if self.free:
+            slot = self.held[n] = self.free.pop()
+            self.in_slot.add(n)
+            for target, a in zip(slot, state):
+                target[...] = a
+        else:
+            self.held[n] = [a.copy() for a in state]
+
+    def get(self, n: int) -> list:
+        return [a.copy() for a in self.held[n]]
+
+    def delete(self, n: int) -> None:
+        slot = self.held.pop(n)
+        if n in self.in_slot:
+            self.in_slot.discard(n)
+            self.free.append(slot)
+
+    def __contains__(self, n: int) -> bool:
+        return n in self.held
+
+    def __len__(self) -> int:
+        return len(self.held)
 
 
 class _DiskStore:
@@ -123,16 +166,19 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                   cost_value: Callable[[int, Sequence], float],
                   cost_gradient: Callable[[int, Sequence], Sequence | None],
                   disk_directory=None, rank: int = 0,
-                  on_step: Callable[[str], None] | None = None):
+                  on_step: Callable[[str], None] | None = None, memory_slots: int | None = None):
     """(J, lambda_0, stats) of the run of `n_steps` steps from `state0` under `schedule`.
 
     `forward(x_k) -> x_{k+1}` (new arrays); `adjoint(x_k, lambda_{k+1}) -> lambda_k` without the
     cost term; `cost_value(k, x_k)` is J_k (0 where J has no term); `cost_gradient(k, x_k)` is
     dJ_k/dx_k as a list of arrays, or None where J has no term at step k. `on_step(kind)`, when
     given, is called after every step: kind "forward" (the first pass), "recompute" or "adjoint".
+    `memory_slots`: the snapshots the schedule keeps in memory at most, reserved before the first
+    step (None: copies made as they come).
     """
     copy = lambda state: [a.copy() for a in state]  # noqa: E731
-    snapshots = {StorageType.RAM: {}, StorageType.DISK: None}
+    snapshots = {StorageType.RAM: _MemoryStore(memory_slots), StorageType.DISK: None}
+    snapshots[StorageType.RAM].reserve(state0)
     kept: dict[int, list] = {}                       # x_k for the reverse sweep
     stats = SweepStats(n_steps)
     state, at = copy(state0), 0
@@ -144,13 +190,10 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
         return snapshots[StorageType.DISK]
 
     def store(storage, n, x):
-        if storage == StorageType.DISK:
-            disk().put(n, x)
-        else:
-            snapshots[StorageType.RAM][n] = copy(x)
+        (disk() if storage == StorageType.DISK else snapshots[storage]).put(n, x)
 
     def load(storage, n):
-        return disk().get(n) if storage == StorageType.DISK else copy(snapshots[storage][n])
+        return (disk() if storage == StorageType.DISK else snapshots[storage]).get(n)
 
     def count():
         on_disk = len(snapshots[StorageType.DISK] or ())
@@ -214,10 +257,8 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                 else:
                     store(action.to_storage, action.n, x)
                 if isinstance(action, Move):
-                    if action.from_storage == StorageType.DISK:
-                        disk().delete(action.n)
-                    else:
-                        del snapshots[action.from_storage][action.n]
+                    (disk() if action.from_storage == StorageType.DISK
+                     else snapshots[action.from_storage]).delete(action.n)
                 count()
             elif isinstance(action, EndReverse):
                 break

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 
 from adjoint.checkpointing import make_schedule, reverse_sweep
-from adjoint.snapshot_memory import plan
+from adjoint.snapshot_memory import plan, step_bytes
 from swm.stepper import rk4_step_adj, rk4_step_tl
 
 
@@ -80,21 +80,36 @@ def run_cost(model, h0, u0, cost, n_steps: int, *, check=None) -> float:
     return total
 
 
-def prepare(model, *, mode=None) -> None:
+def prepare(model, *, mode=None) -> int:
     """Build the device tables and compile the kernels that a gradient of `model` uses: one
     forward and one adjoint step on copies of its state, discarded (collective on ranks), so that
-    a timed sweep counts steps only."""
-    h, u = model.h.copy(), model.u.copy()
-    advance(model, [h.copy(), u.copy()])
-    rk4_step_adj(model, h, u, h * 0, u * 0, mode=mode)
-    xp = model.device_mesh.xp
-    if xp.__name__ == "cupy":
-        xp.cuda.get_current_stream().synchronize()
+    a timed sweep counts steps only. Returns the bytes those two steps allocate at most beyond
+    what was live before them (`adjoint.snapshot_memory.step_bytes`), measured on a second pair
+    once the first has built everything; kept as `model.sweep_bytes[mode]`."""
+    def steps():
+        h, u = model.h.copy(), model.u.copy()
+        advance(model, [h.copy(), u.copy()])
+        rk4_step_adj(model, h, u, h * 0, u * 0, mode=mode)
+
+    steps()
+    with step_bytes(model.device_mesh.xp) as measured:
+        steps()
+    if not hasattr(model, "sweep_bytes"):
+        model.sweep_bytes = {}
+    model.sweep_bytes[mode] = measured["peak"]
+    return measured["peak"]
+
+
+def sweep_bytes(model, mode=None) -> int:
+    """What a sweep's step allocates beyond its states (`prepare`'s measure; measured now if
+    `prepare` has not run for `mode`)."""
+    known = getattr(model, "sweep_bytes", {})
+    return known[mode] if mode in known else prepare(model, mode=mode)
 
 
 def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=None,
                  checkpointing=None, rank: int = 0, on_step=None, check=None,
-                 checkpointing_key: str = "checkpointing"):
+                 checkpointing_key: str = "checkpointing", planned: str | None = None):
     """(J, (dJ/dh0, dJ/du0, dJ/db), stats) of the run of n_steps from (h0, u0).
 
     `mode`: the operators' adjoint mode (None: the meshops default, `meshops.get_adjoint_mode()`).
@@ -102,14 +117,19 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
     the memory free for snapshots before any step (`adjoint.snapshot_memory.plan`: `auto` snapshots
     become as many as fit; a setting that does not fit raises swm.config.ConfigError naming
     `checkpointing_key`); stats is the sweep's `adjoint.checkpointing.SweepStats` (its `memory`
-    says what the plan chose); `on_step` as in `reverse_sweep`. `check(k, x_k)`,
+    says what the plan chose; `planned`: that line when the caller already planned `checkpointing`
+    with `adjoint.snapshot_memory.plan`); `on_step` as in `reverse_sweep`. `check(k, x_k)`,
     when given, is called on x_0, ..., x_N of the first forward pass in order (not on
     recomputed states), before J_k; what it raises ends the sweep before any adjoint step."""
-    memory = ""
+    memory, slots = planned or "", None
     if checkpointing is not None:
-        comm = getattr(model.distribution, "comm", None)
-        checkpointing, memory = plan(checkpointing, n_steps, h0.nbytes + u0.nbytes, comm,
-                                     model.device_mesh.xp, checkpointing_key)
+        if planned is None:
+            comm = getattr(model.distribution, "comm", None)
+            checkpointing, memory = plan(checkpointing, n_steps, h0.nbytes + u0.nbytes, comm,
+                                         model.device_mesh.xp, checkpointing_key,
+                                         sweep_bytes(model, mode))
+        if checkpointing.schedule in ("revolve", "multistage", "two_level"):
+            slots = checkpointing.snapshots_in_ram
         schedule = make_schedule(checkpointing.schedule, n_steps,
                                  snapshots_in_ram=checkpointing.snapshots_in_ram,
                                  snapshots_on_disk=checkpointing.snapshots_on_disk,
@@ -128,8 +148,8 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
 
     cost_value, lam, stats = reverse_sweep(
         schedule, n_steps, [h0, u0], forward=lambda x: advance(model, x), adjoint=adjoint,
-        cost_value=_checked_value(cost, check), cost_gradient=cost.gradient, disk_directory=directory, rank=rank,
-        on_step=on_step)
+        cost_value=_checked_value(cost, check), cost_gradient=cost.gradient, disk_directory=directory,
+        rank=rank, on_step=on_step, memory_slots=slots)
     stats.memory = memory
     return cost_value, (lam[0], lam[1], b_adj), stats
 
@@ -148,5 +168,5 @@ def run_tangent(model, h0, u0, dh0, du0, db, n_steps: int, *, check=None):
     return tangent
 
 
-__all__ = ["advance", "prepare", "cost_of_controls", "run_cost", "run_gradient", "run_tangent", "topography",
-           "watchdog"]
+__all__ = ["advance", "prepare", "cost_of_controls", "run_cost", "run_gradient", "run_tangent", "sweep_bytes",
+           "topography", "watchdog"]

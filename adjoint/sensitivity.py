@@ -102,10 +102,10 @@ def _sensitivity(config: Config, progress: bool) -> dict:
 
     t0 = time.perf_counter()
     with quiet_floats():
-        prepare(model, mode=sens.adjoint_mode)
+        work = prepare(model, mode=sens.adjoint_mode)
     log.info("adjoint tables and kernels ready in %.2f s", time.perf_counter() - t0)
     checkpointing, memory = plan(sens.checkpointing, s.total, model.h.nbytes + model.u.nbytes,
-                                 s.comm, s.xp, "sensitivity.checkpointing")
+                                 s.comm, s.xp, "sensitivity.checkpointing", work)
     log.info("checkpointing %s: %s", checkpointing.schedule, memory)
     t0 = time.perf_counter()
     try:
@@ -115,7 +115,8 @@ def _sensitivity(config: Config, progress: bool) -> dict:
                                                checkpointing=checkpointing,
                                                rank=s.comm.Get_rank(), on_step=on_step,
                                                check=check,
-                                               checkpointing_key="sensitivity.checkpointing")
+                                               checkpointing_key="sensitivity.checkpointing",
+                                               planned=memory)
     except WatchdogError as exc:
         raise WatchdogError(f"{exc}; nothing written to sensitivity.output = "
                             f"{str(sens.output)!r}") from None

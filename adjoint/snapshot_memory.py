@@ -5,31 +5,40 @@ A state x_k = (h, u) of a rank takes `state_bytes` = h.nbytes + u.nbytes. Its sn
 its fields do: in GPU memory on CuPy, in the host's on NumPy, shared with the other ranks on the
 same GPU (or host). The room for snapshots on a rank is
 
-    capacity = floor(HEADROOM x free / sharers / state_bytes) - WORK_STATES
+    capacity = floor((HEADROOM x free / sharers - sweep_bytes) / state_bytes) - WORK_STATES
 
-with `free` the memory free now (CUDA's free memory plus CuPy's pool's free blocks; the host's
-MemAvailable), `sharers` the ranks on the same GPU (host), and the minimum over ranks, so that every
-rank runs the same schedule. Measured after the model's tables, kernels and scratch fields exist
-(`adjoint.gradient.prepare`), it leaves HEADROOM's rest and WORK_STATES states for what a sweep
-holds besides its snapshots (the current state, a kept state, the adjoint, a step's temporaries).
+with `free` the memory free now (CUDA's free memory plus CuPy's pool's free blocks, within the
+pool's limit when one is set; the host's MemAvailable), `sharers` the ranks on the same GPU (host),
+and the minimum over ranks, so that every rank runs the same schedule. `sweep_bytes` is measured,
+not guessed: the high-water mark of the memory a forward and an adjoint step allocate beyond what
+was live before them (`step_bytes`, taken by `adjoint.gradient.prepare` once the model's tables,
+kernels and scratch fields exist). WORK_STATES are the states a sweep holds between steps besides
+its snapshots (the current state, the adjoint, a kept state, a snapshot's working copy); HEADROOM
+leaves a little for the allocator's rounding and the CUDA context.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import tracemalloc
 
 from meshops.parallel.comm import gather_device_identities, host_name, is_serial
 
-HEADROOM = 0.9
+HEADROOM = 0.97
 WORK_STATES = 4
 GIB = 2.0 ** 30
 
 
 def free_bytes(xp) -> int:
     """Bytes free now where `xp`'s arrays live: the current GPU (CuPy: CUDA's free memory and the
-    memory pool's free blocks) or the host (NumPy: MemAvailable, else the free pages)."""
+    memory pool's free blocks, at most what the pool's limit leaves) or the host (NumPy:
+    MemAvailable, else the free pages)."""
     if xp.__name__ == "cupy":
+        pool = xp.get_default_memory_pool()
         free, _ = xp.cuda.runtime.memGetInfo()
-        return int(free) + int(xp.get_default_memory_pool().free_bytes())
+        free = int(free) + int(pool.free_bytes())
+        limit = int(pool.get_limit())
+        return min(free, limit - int(pool.used_bytes())) if limit else free
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -38,6 +47,49 @@ def free_bytes(xp) -> int:
     except OSError:
         pass
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.contextmanager
+def step_bytes(xp):
+    """Measure the high-water mark of the memory allocated inside the block beyond what was live
+    at its start: yields a dict whose "peak" (bytes) is set when the block ends. CuPy: a memory
+    hook on the pool's allocations and frees; NumPy: tracemalloc (NumPy reports its buffers)."""
+    result = {"peak": 0}
+    if xp.__name__ == "cupy":
+        import cupy
+
+        class Peak(cupy.cuda.MemoryHook):
+            name = "SweepPeak"
+
+            def __init__(self):
+                self.live = self.peak = 0
+
+            def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):
+                self.live += mem_size
+                self.peak = max(self.peak, self.live)
+
+            def free_postprocess(self, device_id, mem_size, mem_ptr, pmem_id):
+                self.live -= mem_size
+
+        hook = Peak()
+        cupy.cuda.Device().synchronize()
+        with hook:
+            yield result
+            cupy.cuda.Device().synchronize()
+        result["peak"] = hook.peak
+        return
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    start, _ = tracemalloc.get_traced_memory()
+    try:
+        yield result
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        if not tracing:
+            tracemalloc.stop()
+        result["peak"] = max(peak - start, 0)
 
 
 def sharers(comm, xp) -> int:
@@ -50,16 +102,16 @@ def sharers(comm, xp) -> int:
     return identities.count(identities[comm.Get_rank()])
 
 
-def capacity(comm, xp, state_bytes: int) -> tuple[int, dict]:
+def capacity(comm, xp, state_bytes: int, sweep_bytes: int = 0) -> tuple[int, dict]:
     """(states that fit beside the run on every rank, what it was computed from) (module doc).
     Collective on ranks."""
     free, shared = free_bytes(xp), sharers(comm, xp)
-    fits = int(HEADROOM * free / shared // max(state_bytes, 1)) - WORK_STATES
+    fits = int((HEADROOM * free / shared - sweep_bytes) // max(state_bytes, 1)) - WORK_STATES
     if comm is not None and not is_serial(comm):
         fits = min(comm.allgather(fits))
     where = "the GPU" if xp.__name__ == "cupy" else "the host"
     return max(fits, 0), {"free": free, "sharers": shared, "where": where,
-                          "state_bytes": state_bytes}
+                          "state_bytes": state_bytes, "sweep_bytes": sweep_bytes}
 
 
 def size(n: float) -> str:
@@ -71,21 +123,24 @@ def size(n: float) -> str:
 
 
 def describe(basis: dict) -> str:
-    """"80.0 MiB a state, 131.2 GiB free on the GPU, shared by 3 ranks" for messages and logs."""
+    """"80.0 MiB a state, 131.2 GiB free on the GPU, shared by 3 ranks, a step's work 1.1 GiB"
+    for messages and logs."""
     shared = f", shared by {basis['sharers']} ranks" if basis["sharers"] > 1 else ""
     return (f"{size(basis['state_bytes'])} a state, {size(basis['free'])} free on "
-            f"{basis['where']}{shared}")
+            f"{basis['where']}{shared}, a step's work {size(basis['sweep_bytes'])}")
 
 
-def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "checkpointing"):
+def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "checkpointing",
+         sweep_bytes: int = 0):
     """(the checkpointing setting with `snapshots_in_ram: auto` replaced by the states that fit, or
     by the schedule `none` when all n_steps fit; a line saying what was chosen). Raises
     swm.config.ConfigError naming `key`'s setting when its states do not fit: the schedule `none`
     keeps all n_steps states, the others `snapshots_in_ram`. `checkpointing`: a
-    swm.config.CheckpointConfig. Collective on ranks."""
+    swm.config.CheckpointConfig; `sweep_bytes`: a step's measured work (`step_bytes`). Collective
+    on ranks."""
     from swm.config import ConfigError
 
-    room, basis = capacity(comm, xp, state_bytes)
+    room, basis = capacity(comm, xp, state_bytes, sweep_bytes)
     auto = checkpointing.snapshots_in_ram == "auto"
     wanted = n_steps if checkpointing.schedule == "none" else (
         min(room, n_steps) if auto else checkpointing.snapshots_in_ram)
@@ -108,4 +163,5 @@ def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "ch
     return checkpointing, f"{what}{chosen} (room for {room} states: {describe(basis)})"
 
 
-__all__ = ["HEADROOM", "WORK_STATES", "capacity", "describe", "free_bytes", "plan", "sharers", "size"]
+__all__ = ["HEADROOM", "WORK_STATES", "capacity", "describe", "free_bytes", "plan", "sharers", "size",
+           "step_bytes"]

@@ -10,7 +10,8 @@ import yaml
 from adjoint.costs import RegionCost
 from adjoint.gradient import run_gradient
 from adjoint.sensitivity import cost_context
-from adjoint.snapshot_memory import WORK_STATES, capacity, plan
+from adjoint.gradient import prepare
+from adjoint.snapshot_memory import HEADROOM, WORK_STATES, capacity, plan, step_bytes
 from swm.config import CheckpointConfig, ConfigError, load_config
 from swm.driver import setup
 
@@ -57,11 +58,65 @@ def test_auto_snapshots_are_the_room_when_not_every_state_fits(run_setup):
 
 def test_capacity_counts_a_state_against_free_memory():
     state = 40 * 2 ** 20
-    room, basis = capacity(None, np, state)
-    assert basis["sharers"] == 1 and basis["free"] > 0
-    assert room == max(int(0.9 * basis["free"] // state) - WORK_STATES, 0)
+    work = 3 * state + 12345
+    room, basis = capacity(None, np, state, work)
+    assert basis["sharers"] == 1 and basis["free"] > 0 and basis["sweep_bytes"] == work
+    assert abs(room - (int((HEADROOM * basis["free"] - work) // state) - WORK_STATES)) <= 1
     tiny, _ = capacity(None, np, 2 ** 62)
     assert tiny == 0
+
+
+def test_step_bytes_is_the_high_water_mark_of_the_block():
+    rng = np.random.default_rng()
+    n = int(rng.integers(200_000, 400_000))
+    with step_bytes(np) as measured:
+        a = np.ones(n)                   # n doubles live ...
+        b = np.ones(2 * n)               # ... then 3n at once: the peak
+        del a, b
+        c = np.ones(n)
+    assert 3 * 8 * n <= measured["peak"] <= 3 * 8 * n + 2 ** 16
+    del c
+
+
+def test_prepare_measures_a_step_pair_beyond_the_model(run_setup):
+    s, _, _ = run_setup
+    state = s.model.h.nbytes + s.model.u.nbytes
+    work = prepare(s.model)
+    assert s.model.sweep_bytes[None] == work
+    # a forward and an adjoint RK4 step: several states of stage fields, but not hundreds
+    assert 2 * state <= work <= 200 * state, (work, state)
+
+
+def test_snapshots_in_memory_sit_in_slots_reserved_before_the_first_step(run_setup):
+    from adjoint.checkpointing import _MemoryStore
+
+    s, _, _ = run_setup
+    rng = np.random.default_rng()
+    state = [rng.standard_normal(s.model.h.shape), rng.standard_normal(s.model.u.shape)]
+    store = _MemoryStore(2)
+    store.reserve(state)
+    assert len(store.free) == 2
+    store.put(5, state)
+    store.put(7, [2 * a for a in state])
+    store.put(9, [3 * a for a in state])             # past the slots: a copy of its own
+    assert store.in_slot == {5, 7} and not store.free
+    assert all(np.array_equal(a, 2 * b) for a, b in zip(store.get(7), state))
+    store.delete(5)
+    store.delete(9)
+    assert len(store.free) == 1 and len(store) == 1
+    store.put(11, state)                              # the freed slot is reused
+    assert store.in_slot == {7, 11} and all(np.array_equal(a, b) for a, b in zip(store.get(11), state))
+
+
+def test_a_checkpointed_gradient_in_reserved_slots_is_the_stored_one(run_setup):
+    s, cost, h0 = run_setup
+    value, grads, _ = run_gradient(s.model, h0, s.model.u, cost, STEPS, schedule="none")
+    for schedule in ("revolve", "multistage"):
+        config = CheckpointConfig(schedule=schedule, snapshots_in_ram=3)
+        got_value, got, stats = run_gradient(s.model, h0, s.model.u, cost, STEPS,
+                                             checkpointing=config)
+        assert stats.recomputed > 0
+        assert got_value == value and all(np.array_equal(a, b) for a, b in zip(got, grads))
 
 
 def test_snapshots_that_cannot_fit_are_refused_with_the_room(run_setup):
@@ -70,7 +125,8 @@ def test_snapshots_that_cannot_fit_are_refused_with_the_room(run_setup):
     config = CheckpointConfig(schedule="multistage", snapshots_in_ram=n)
     with pytest.raises(ConfigError, match=rf"sensitivity.checkpointing.snapshots_in_ram = {n} "
                                           r"\(.* GiB\) in memory, but the host has room for \d+ "
-                                          r"beside the run \(.* a state, .* free on the host\); "
+                                          r"beside the run \(.* a state, .* free on the host, a "
+                                          r"step.s work .*\); "
                                           r"expected at most \d+ snapshots"):
         run_gradient(s.model, h0, s.model.u, cost, STEPS, checkpointing=config,
                      checkpointing_key="sensitivity.checkpointing")
