@@ -7,8 +7,8 @@ same GPU (or host). The room for snapshots on a rank is
 
     capacity = floor((HEADROOM x free / sharers - sweep_bytes) / state_bytes) - WORK_STATES
 
-with `free` the memory free now (CUDA's free memory plus CuPy's pool's free blocks, within the
-pool's limit when one is set; the host's MemAvailable), `sharers` the ranks on the same GPU (host),
+with `free` the memory that can be allocated now (CUDA's free memory once CuPy's pool has given
+back its unused blocks, within the pool's limit when one is set; the host's MemAvailable), `sharers` the ranks on the same GPU (host),
 and the minimum over ranks, so that every rank runs the same schedule. `sweep_bytes` is measured,
 not guessed: the high-water mark of the memory a forward and an adjoint step allocate beyond what
 was live before them (`step_bytes`, taken by `adjoint.gradient.prepare` once the model's tables,
@@ -30,15 +30,18 @@ GIB = 2.0 ** 30
 
 
 def free_bytes(xp) -> int:
-    """Bytes free now where `xp`'s arrays live: the current GPU (CuPy: CUDA's free memory and the
-    memory pool's free blocks, at most what the pool's limit leaves) or the host (NumPy:
-    MemAvailable, else the free pages)."""
+    """Bytes that can be allocated now where `xp`'s arrays live: on the current GPU (CuPy), what
+    CUDA has free once the memory pool has given back its unused allocations, within the pool's
+    limit when one is set (the free pieces left inside allocations still partly in use are not
+    counted: a slab of snapshots cannot use them); on the host (NumPy), MemAvailable, else the
+    free pages."""
     if xp.__name__ == "cupy":
         pool = xp.get_default_memory_pool()
-        free, _ = xp.cuda.runtime.memGetInfo()
-        free = int(free) + int(pool.free_bytes())
+        xp.cuda.Device().synchronize()
+        pool.free_all_blocks()
+        free = int(xp.cuda.runtime.memGetInfo()[0])
         limit = int(pool.get_limit())
-        return min(free, limit - int(pool.used_bytes())) if limit else free
+        return min(free, limit - int(pool.total_bytes())) if limit else free
     try:
         with open("/proc/meminfo") as f:
             for line in f:

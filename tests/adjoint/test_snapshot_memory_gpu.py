@@ -10,7 +10,7 @@ import yaml
 from adjoint.costs import RegionCost
 from adjoint.gradient import prepare, run_gradient
 from adjoint.sensitivity import cost_context
-from adjoint.snapshot_memory import WORK_STATES
+from adjoint.snapshot_memory import WORK_STATES, step_bytes
 from swm.config import CheckpointConfig, load_config
 from swm.driver import setup
 
@@ -38,15 +38,26 @@ def test_auto_snapshots_run_inside_a_capped_pool(tmp_path, dtype):
     state = h0.nbytes + model.u.nbytes
     work = prepare(model)
     assert 2 * state <= work <= 200 * state
+    snapshots = 2 * ROOM
+    fixed = CheckpointConfig(schedule="multistage", snapshots_in_ram=snapshots)
+    with step_bytes(cupy) as sweep:                  # the whole sweep's high-water mark
+        run_gradient(model, h0, model.u, cost, STEPS, checkpointing=fixed)
+    budget = work + (snapshots + WORK_STATES) * state
+    assert sweep["peak"] <= budget, (f"the sweep held {sweep['peak']} bytes, the plan budgets "
+                                     f"{budget}: work {work}, state {state}, {snapshots} snapshots")
     pool = cupy.get_default_memory_pool()
     cupy.cuda.Device().synchronize()
     pool.free_all_blocks()
-    pool.set_limit(size=pool.used_bytes() + work + (ROOM + WORK_STATES) * state + (4 << 20))
+    pool.set_limit(size=pool.total_bytes() + work + (ROOM + WORK_STATES) * state + (4 << 20))
     try:
         config = CheckpointConfig(schedule="multistage", snapshots_in_ram="auto")
-        got_value, got, stats = run_gradient(model, h0, model.u, cost, STEPS,
-                                             checkpointing=config)
-        cupy.cuda.Device().synchronize()
+        try:
+            got_value, got, stats = run_gradient(model, h0, model.u, cost, STEPS,
+                                                 checkpointing=config)
+            cupy.cuda.Device().synchronize()
+        except cupy.cuda.memory.OutOfMemoryError as exc:
+            pytest.fail(f"{exc}: pool used {pool.used_bytes()}, held {pool.total_bytes()}, work "
+                        f"{work}, state {state}, sweep peak at {snapshots} snapshots {sweep['peak']}")
     finally:
         pool.set_limit(size=0)
     assert "snapshots_in_ram = auto: " in stats.memory and stats.recomputed > 0
