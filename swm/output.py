@@ -14,7 +14,10 @@ dimensions (Time, nCells|nEdges|nVertices, nVertLevels), a numeric `Time` coordi
 and calendar), `xtime` and the diagnostics' time series. Record k holds time k * interval; a final
 state off that grid gets the record after the last full interval. It grows under `<path>.partial`
 (renamed to `path` when the run ends); writes run on a writer thread, so stepping does not wait for
-netCDF. A resumed run continues the history it resumes: records up to the restart time are kept.
+netCDF. A resumed run continues the history it resumes (same output.interval_hours and
+output.variables: `check_resumed_history`), copied to the partial file atomically: records up to
+the restart time are kept, and a later record there (a run killed after its last restart) is not
+replaced by an earlier state (`History.write`).
 
 Mesh (`output.mesh`): a history holds the mesh (`inside`, MPAS's sw output stream with its mesh
 stream) or references an MPAS grid file (`reference`); `auto` references it above
@@ -26,7 +29,8 @@ UXarray reads it as `uxarray.open_dataset(grid, history)`.
 
 Restart: h and u in the state's dtype, its time (`Time`, `xtime`), the step count, dt, and the
 fingerprints of the mesh and of every setting that changes the trajectory, checked when a run
-resumes from it.
+resumes from it; the mesh settings and the fingerprint of the set of cells (`cells_fingerprint`)
+name the setting that differs (e.g. the cell order) when the mesh is not the run's.
 
 Every file of a run (history, restart, and the sensitivity and 4D-Var files of `adjoint`) carries
 the global attributes of `provenance`: model_name, core_name, model_version, the resolved config
@@ -278,7 +282,8 @@ def cells_fingerprint(mesh) -> str:
     """BLAKE2b (16 hex digits) of the set of cell positions (sorted, so the same in any cell
     order): a mesh with another `mesh_fingerprint` but this one holds the same cells in another
     order."""
-    xyz = np.stack([np.asarray(getattr(mesh, n), dtype="<f8") for n in ("xCell", "yCell", "zCell")], 1)
+    xyz = np.stack([np.asarray(getattr(mesh, n), dtype="<f8") for n in ("xCell", "yCell", "zCell")],
+                   axis=1)
     xyz = xyz[np.lexsort(xyz.T[::-1])]
     return hashlib.blake2b(np.ascontiguousarray(xyz).view(np.uint8), digest_size=8).hexdigest()
 
