@@ -120,16 +120,18 @@ class HostCopies:
 class HistoryOutput:
     """Output records of the history (`swm.output.History` on rank 0, None elsewhere): the
     fields of `variables` and the diagnostics (`swm.diagnostics.Diagnostics`) every `schedule`,
-    the record index k = time / interval (a final state off that grid: the next record)."""
+    the record index k = time / interval (a final state off that grid: the next record). A run
+    resumed at `resumed_step` does not write that step again: the history holds it."""
 
     checked = True
 
-    def __init__(self, history, distribution, variables, diagnostics, schedule, interval: float):
+    def __init__(self, history, distribution, variables, diagnostics, schedule, interval: float,
+                 *, resumed_step: int | None = None):
         self.history, self.distribution = history, distribution
         self.variables, self.diagnostics = tuple(variables), diagnostics
         self.schedule, self.interval = schedule, interval
         self.copies = HostCopies()
-        self.written_step = None
+        self.written_step = self.resumed_step = resumed_step
         self.last = {}
 
     def record(self, time: float) -> int:
@@ -137,7 +139,8 @@ class HistoryOutput:
         return int(round(k)) if abs(k - round(k)) < 1e-9 * max(k, 1.0) else int(k) + 1
 
     def start(self, sim) -> None:
-        if self.record(sim.time) * self.interval == sim.time or sim.step == 0:
+        if sim.step != self.resumed_step and (self.record(sim.time) * self.interval == sim.time
+                                              or sim.step == 0):
             self(sim)
 
     def __call__(self, sim) -> None:
@@ -189,17 +192,19 @@ class Files:
 
 class RestartOutput:
     """Restart files every `schedule` (None: only when a run stops early, and at its end when
-    `at_end`), written atomically on rank 0 from the gathered state by the writer thread."""
+    `at_end`), written atomically on rank 0 from the gathered state by the writer thread.
+    `saved_step`: the step the restart file holds already (a resumed run's first), not written
+    again."""
 
     checked = True
 
     def __init__(self, path, distribution, fingerprint: dict, writer, schedule=None, *,
-                 at_end=False, attributes: dict | None = None):
+                 at_end=False, attributes: dict | None = None, saved_step: int | None = None):
         self.path, self.distribution, self.fingerprint = path, distribution, fingerprint
         self.writer, self.attributes = writer, attributes
         self.schedule = schedule if schedule is not None else _Never()
         self.at_end = at_end
-        self.saved_step = None
+        self.saved_step = saved_step
 
     def __call__(self, sim) -> None:
         from swm.output import write_restart

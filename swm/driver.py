@@ -22,8 +22,9 @@ from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.model import Model
-from swm.output import (AsyncWriter, History, claim, mesh_fingerprint, mesh_form, mpas_namelist,
-                        provenance, read_restart, reference_grid, trajectory_settings)
+from swm.output import (AsyncWriter, History, cells_fingerprint, check_resumed_history, claim,
+                        mesh_fingerprint, mesh_form, mesh_settings, mpas_namelist, provenance,
+                        read_restart, reference_grid, trajectory_settings)
 from swm.schedules import IterationInterval, TimeInterval
 from swm.simulation import Simulation
 from swm.tendencies import Physics
@@ -154,7 +155,8 @@ def setup(config: Config) -> Setup:
         mesh = root["mesh"] = build_mesh(config)
         root["state"] = initial_state(config, mesh)
         dt, per_output, total = time_step(config, mesh, root["state"])
-        fingerprint = {"mesh": mesh_fingerprint(mesh), "settings": trajectory_settings(config, dt)}
+        fingerprint = {"mesh": mesh_fingerprint(mesh), "settings": trajectory_settings(config, dt),
+                       "cells": cells_fingerprint(mesh), "mesh_settings": mesh_settings(config)}
         start = 0
         if config.restart.resume:
             h0, u0, start = read_restart(config.restart.path, n_cells=mesh.nCells,
@@ -204,7 +206,8 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     diagnostics, case-2 error norms) and restarts, as the config says."""
     comm = meshops.parallel.world()
     files = claim(comm, [("output.path", config.output.path),         # [history, restart] on
-                         ("restart.path", config.restart.path)])      # rank 0, [] elsewhere
+                         ("restart.path", config.restart.path)],      # rank 0, [] elsewhere
+                  check=(lambda: check_resumed_history(config)) if config.restart.resume else None)
     writer = AsyncWriter() if comm.Get_rank() == 0 else None
     attributes = provenance(config)
     try:
@@ -229,11 +232,12 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     sim.callbacks["progress"] = Progress(s.total, s.start, progress and comm.Get_rank() == 0,
                                          IterationInterval(config.watchdog.interval_steps))
     sim.callbacks["history"] = HistoryOutput(history, dist, config.output.variables, diagnostics,
-                                             TimeInterval(interval), interval)
+                                             TimeInterval(interval), interval,
+                                             resumed_step=s.start or None)
     sim.callbacks["restart"] = RestartOutput(
         config.restart.path, dist, s.fingerprint, writer,
         None if restart_interval is None else TimeInterval(restart_interval * 3600.0),
-        at_end=restart_interval is not None, attributes=attributes)
+        at_end=restart_interval is not None, attributes=attributes, saved_step=s.start or None)
     sim.callbacks["files"] = Files(writer, files)
     return sim, s
 

@@ -14,7 +14,10 @@ dimensions (Time, nCells|nEdges|nVertices, nVertLevels), a numeric `Time` coordi
 and calendar), `xtime` and the diagnostics' time series. Record k holds time k * interval; a final
 state off that grid gets the record after the last full interval. It grows under `<path>.partial`
 (renamed to `path` when the run ends); writes run on a writer thread, so stepping does not wait for
-netCDF. A resumed run continues the history it resumes: records up to the restart time are kept.
+netCDF. A resumed run continues the history it resumes (same output.interval_hours and
+output.variables: `check_resumed_history`), copied to the partial file atomically: records up to
+the restart time are kept, and a later record there (a run killed after its last restart) is not
+replaced by an earlier state (`History.write`).
 
 Mesh (`output.mesh`): a history holds the mesh (`inside`, MPAS's sw output stream with its mesh
 stream) or references an MPAS grid file (`reference`); `auto` references it above
@@ -26,7 +29,8 @@ UXarray reads it as `uxarray.open_dataset(grid, history)`.
 
 Restart: h and u in the state's dtype, its time (`Time`, `xtime`), the step count, dt, and the
 fingerprints of the mesh and of every setting that changes the trajectory, checked when a run
-resumes from it.
+resumes from it; the mesh settings and the fingerprint of the set of cells (`cells_fingerprint`)
+name the setting that differs (e.g. the cell order) when the mesh is not the run's.
 
 Every file of a run (history, restart, and the sensitivity and 4D-Var files of `adjoint`) carries
 the global attributes of `provenance`: model_name, core_name, model_version, the resolved config
@@ -55,6 +59,7 @@ import numpy as np
 from grids.atomic import atomic_path
 from meshops.device.tables import SIZE_OF
 from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem
+from swm.constants import DAY
 from swm.variables import DIAGNOSTICS, FIELDS
 
 log = logging.getLogger("swm")
@@ -271,6 +276,28 @@ def mesh_fingerprint(mesh) -> str:
     for name in ("xCell", "yCell", "zCell", "cellsOnEdge", "dcEdge", "areaCell"):
         digest.update(np.ascontiguousarray(getattr(mesh, name)).view(np.uint8))
     return digest.hexdigest()
+
+
+def cells_fingerprint(mesh) -> str:
+    """BLAKE2b (16 hex digits) of the set of cell positions (sorted, so the same in any cell
+    order): a mesh with another `mesh_fingerprint` but this one holds the same cells in another
+    order."""
+    xyz = np.stack([np.asarray(getattr(mesh, n), dtype="<f8") for n in ("xCell", "yCell", "zCell")],
+                   axis=1)
+    xyz = xyz[np.lexsort(xyz.T[::-1])]
+    return hashlib.blake2b(np.ascontiguousarray(xyz).view(np.uint8), digest_size=8).hexdigest()
+
+
+def mesh_settings(config) -> dict:
+    """The config keys that make the mesh, with their values (a restart names the one that differs
+    when its mesh is not the run's)."""
+    m = config.mesh
+    out = {"mesh.radius": m.radius}
+    if m.generate is not None:
+        out.update({f"mesh.generate.{k}": v for k, v in m.generate.model_dump(mode="json").items()})
+    else:
+        out.update({"mesh.file": str(m.file), "mesh.recompute_geometry": m.recompute_geometry})
+    return out
 
 
 def trajectory_settings(config, dt: float) -> dict:
@@ -551,6 +578,48 @@ class AsyncWriter:
         self._raise()
 
 
+def resumed_history(path) -> pathlib.Path | None:
+    """The history a resumed run continues: `path`'s partial file (the latest run's) when there
+    is one, else `path`; None when neither exists."""
+    for source in (partial_path(path), pathlib.Path(path)):
+        if source.exists():
+            return source
+    return None
+
+
+def check_resumed_history(config) -> None:
+    """Refuse (ConfigError) to resume a history written with another output.interval_hours (record
+    k holds time k * interval: records of another interval would land on the wrong ones or leave
+    empty ones) or other output.variables (the others' new records would stay empty). Read from
+    the resolved config the history carries; a history without one is checked later (`History`)."""
+    import netCDF4
+    import yaml
+
+    from swm.config import ConfigError
+
+    source = resumed_history(config.output.path)
+    if source is None:
+        return
+    try:
+        with netCDF4.Dataset(source) as ds:
+            text = getattr(ds, "config", None)
+    except OSError:
+        return                                     # named by History
+    output = (yaml.safe_load(text) or {}).get("output", {}) if isinstance(text, str) else {}
+    given = {"interval_hours": config.output.interval_hours,
+             "variables": list(config.output.variables)}
+    for key, value in given.items():
+        found = output.get(key)
+        if found is None or (sorted(found) == sorted(value) if key == "variables"
+                             else float(found) == float(value)):
+            continue
+        why = "record k holds time k * interval" if key == "interval_hours" else \
+            "the records of the others would stay empty"
+        raise ConfigError(f"output.{key} = {value}: the history {source} being resumed was "
+                          f"written with output.{key} = {found}; expected {found} to resume it "
+                          f"({why})")
+
+
 class History:
     """The history file on rank 0 (other ranks hold None and take part in the gathers only)."""
 
@@ -562,6 +631,7 @@ class History:
         `grid`: the grid file a new history references (None: the mesh inside). A resumed
         history keeps the form it has."""
         self.target, self.path, self.partial = target, target.path, partial_path(target.path)
+        self.kept_times = np.array([])          # the times of a resumed history's records
         self.variables, self.diagnostics = tuple(variables), tuple(diagnostics)
         self.writer = writer
         if resume_time is not None:
@@ -595,17 +665,25 @@ class History:
         that it belongs to the same trajectory and holds the records up to `resume_time`."""
         import netCDF4
 
-        source = self.partial if self.partial.exists() else self.path   # the latest run's
+        source = resumed_history(self.path)                  # the latest run's
         where = f"{self.target.key} = {str(self.path)!r}"
-        if not source.exists():
+        if source is None:
             raise OutputError(f"{where}: restart.resume continues the run's history, but neither "
                               f"{self.path.name} nor {self.partial.name} exists; expected the "
                               "history of the run being resumed")
-        with netCDF4.Dataset(source) as ds:
+        try:
+            ds = netCDF4.Dataset(source)
+        except OSError as exc:
+            fix = f"remove {self.partial} to resume {self.path}" if source == self.partial and \
+                self.path.exists() else "the history of the run being resumed"
+            raise OutputError(f"{where}: {source} is not a readable netCDF file ({exc}; a run "
+                              f"killed while writing it?); expected {fix}") from None
+        with ds:
             found = {k: getattr(ds, k, None) for k in ("mesh_fingerprint", "trajectory_settings")}
             reference = {k: getattr(ds, k) for k in REFERENCE_ATTRIBUTES if k in ds.ncattrs()}
             times = ds["Time"][:] * 86400.0 if "Time" in ds.variables else np.array([])
             variables = [v for v in self.variables if v not in ds.variables]
+        self.kept_times = np.asarray(times, dtype=np.float64)
         expected = _attrs(fingerprint)
         for key in found:
             if found[key] != expected[key]:
@@ -623,7 +701,7 @@ class History:
         if reference:
             find_grid(self.path, reference)
         if source == self.path:
-            shutil.copyfile(self.path, self.partial)
+            copy_to_partial(self.path, self.partial)
         self.ds = netCDF4.Dataset(self.partial, "a")
         self.ds.set_auto_mask(False)
 
@@ -631,11 +709,18 @@ class History:
               done=None):
         """Queue output record `record` at `seconds`: fields {name: global host array} (rank 0),
         diagnostics {name: float}; on the writer thread `wait()` runs before the fields are read
-        and `done()` once the record is written."""
+        and `done()` once the record is written. A record that the resumed history holds at a
+        later time (a run killed after its last restart wrote it) is not replaced by an earlier
+        state (the stop record of a run stopped before it: watchdog or signal)."""
         def job():
             try:
                 if wait is not None:
                     wait()
+                if record < self.kept_times.size and self.kept_times[record] > seconds + 1e-3:
+                    log.info("history: the state of day %.4f is not written over record %d (day "
+                             "%.4f) of the run being resumed", seconds / DAY, record,
+                             self.kept_times[record] / DAY)
+                    return
                 ds = self.ds
                 set_time(ds, record, seconds)
                 for name in self.variables:
@@ -662,6 +747,19 @@ class History:
         self.writer.submit(job)
 
 
+def copy_to_partial(path, partial) -> None:
+    """Copy history `path` to `partial` through `<partial>.copy` (fsynced, then renamed): a run
+    killed while copying leaves no partial file (which a resume would take for the latest
+    history), only the incomplete copy, which the next resume (holding the lock) replaces."""
+    partial = pathlib.Path(partial)
+    tmp = partial.with_name(partial.name + ".copy")
+    if tmp.exists():
+        log.info("history: replacing %s, the incomplete copy of a resume that was stopped", tmp)
+    shutil.copyfile(path, tmp)
+    _fsync(tmp)
+    os.replace(tmp, partial)
+
+
 def _fsync(path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -677,6 +775,27 @@ def _attrs(fingerprint: dict) -> dict:
 
 # -- restart --------------------------------------------------------------------------------------
 
+def _another_mesh(ds, fingerprint: dict) -> str:
+    """Why restart `ds` (open) is not of the run's mesh: the mesh settings that differ (restart vs
+    config), and whether it holds the same cells in another order (`cells_fingerprint`)."""
+    stored = json.loads(getattr(ds, "mesh_settings", "null") or "null")
+    given = fingerprint.get("mesh_settings") or {}
+    differ = [] if stored is None else \
+        [k for k in {**stored, **given} if stored.get(k) != given.get(k)]
+    said = ", ".join(f"{k} = {stored.get(k)!r} in the restart, {given.get(k)!r} in the config"
+                     for k in differ)
+    if getattr(ds, "mesh_cells_fingerprint", None) == fingerprint.get("cells"):
+        return (f"written on the same cells in another order ({said or 'another cell order'}); "
+                "expected the restart's cell order" +
+                (f" ({', '.join(f'{k} = {stored.get(k)!r}' for k in differ)})" if differ else ""))
+    if differ:
+        return (f"written on another mesh ({said}); expected a restart of this mesh (the "
+                "restart's mesh settings)")
+    return (f"written on another mesh (fingerprint {ds.mesh_fingerprint}, this config's mesh "
+            f"{fingerprint['mesh']}); expected a restart of this mesh (same mesh.generate or "
+            "mesh.file)")
+
+
 def write_restart(path, h, u, step: int, dt: float, fingerprint: dict,
                   attributes: dict | None = None) -> None:
     """Write the global state (rank 0) atomically: temporary file, fsync, rename; `attributes`:
@@ -690,6 +809,9 @@ def write_restart(path, h, u, step: int, dt: float, fingerprint: dict,
         stamp(ds, attributes)
         ds.setncatts({"step": np.int64(step), "dt": np.float64(dt),
                       "xtime": xtime(step * dt), **_attrs(fingerprint)})
+        if "cells" in fingerprint:          # named when a resume finds another mesh
+            ds.setncatts({"mesh_cells_fingerprint": fingerprint["cells"],
+                          "mesh_settings": json.dumps(fingerprint["mesh_settings"])})
         create_time(ds)
         set_time(ds, 0, step * dt)
         for name, value, dim in (("h", h, "nCells"), ("u", u, "nEdges")):
@@ -727,9 +849,7 @@ def read_restart(path, *, n_cells: int, n_edges: int, dtype, fingerprint: dict):
                 raise OutputError(f"{where}: restart {key} = {found[key]!r}, expected "
                                   f"{expected[key]!r} (the run's config)")
         if ds.mesh_fingerprint != fingerprint["mesh"]:
-            raise OutputError(f"{where}: written on another mesh (fingerprint {ds.mesh_fingerprint}"
-                              f", this config's mesh {fingerprint['mesh']}); expected a restart of "
-                              "this mesh (same mesh.generate or mesh.file)")
+            raise OutputError(f"{where}: {_another_mesh(ds, fingerprint)}")
         settings = json.loads(ds.trajectory_settings)
         for key, value in fingerprint["settings"].items():
             if settings.get(key) != value:

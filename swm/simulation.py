@@ -9,7 +9,7 @@ moves the state to the host. A callback with `checked = True` (writers) gets a s
 watchdog has just passed: the watchdog runs on its own schedule and before any such callback.
 `finish(sim, outcome)` of every callback runs when the run ends: outcome "finished", "watchdog"
 (the model holds the last good state), "interrupted" (SIGTERM or SIGINT: the model holds the state
-of the current step) or "error".
+of the current step, which the watchdog checks first: "watchdog" when it fails) or "error".
 """
 from __future__ import annotations
 
@@ -100,6 +100,8 @@ class Simulation:
                     signum = stop.requested()
                     if signum:
                         outcome = "interrupted"
+                        if self.watchdog is not None:   # only a checked state is written
+                            self.watchdog(self)
                         raise Interrupted(f"stopped by {signal.Signals(signum).name} at step "
                                           f"{self.step} (day {self.time / DAY:.4f})", signum)
                 synchronize(self.model.h)

@@ -288,7 +288,7 @@ def test_records_land_where_their_time_says(tmp_path, days, expected):
 
 @pytest.mark.parametrize("override, words", [
     ("mesh.generate.lloyd=2", ["another mesh"]),
-    ("mesh.generate.order=hilbert", ["another mesh"]),
+    ("mesh.generate.order=hilbert", ["mesh.generate.order", "another order"]),
     ("time.dt=1800", ["time.dt = 3600.0", "1800.0"]),
     ("case.name=williamson2", ["case", "williamson2"]),
 ])
