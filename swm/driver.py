@@ -176,6 +176,21 @@ def state_check(config: Config, s: Setup) -> StateCheck:
     return StateCheck(s.model, s.distribution, GRAVITY, config.watchdog.cfl_limit)
 
 
+def check_first_state(config: Config, s: Setup) -> None:
+    """The watchdog's check of the state the run starts from (the case's, or the restart's),
+    before the first step: a Courant number above watchdog.cfl_limit stops the run with the
+    watchdog's message and the key that sets dt (otherwise the scheme blows up and the first
+    check finds NaN)."""
+    try:
+        state_check(config, s).check(s.model.h, s.model.u, s.dt, s.start)
+    except WatchdogError as exc:
+        which = "the restart's state" if s.start else "the initial state"
+        key = f"time.dt = {config.time.dt}" if config.time.dt is not None else \
+            f"time.cfl = {config.time.cfl} (dt = {s.dt:.6g} s)"
+        raise WatchdogError(f"{exc}: {which} is out of range at {key}; expected a smaller "
+                            f"{key.split(' ')[0]}") from None
+
+
 def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulation, Setup]:
     """The Simulation of a forward run of `config`: watchdog, progress bar, history (fields,
     diagnostics, case-2 error norms) and restarts, as the config says."""
@@ -186,6 +201,7 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     attributes = provenance(config)
     try:
         s = setup(config)
+        check_first_state(config, s)
         attributes.update(mpas_namelist(config, s.dt, s.total))
         history = _history(config, s, files, writer, attributes)
     except BaseException:
