@@ -240,8 +240,8 @@ class CheckpointConfig(Strict):
 
 class SensitivityConfig(Strict):
     cost: CostConfig
-    controls: Annotated[list[Literal["h", "u", "b"]], AfterValidator(_once_each)] = Field(["h", "u", "b"], description="gradients "
-                                                   "written: initial h, initial u, topography b")
+    controls: Annotated[list[Literal["h", "u", "b"]], AfterValidator(_once_each)] = Field(
+        ["h", "u", "b"], description="gradients written: initial h, initial u, topography b")
     adjoint_mode: Literal[ADJOINT_MODES] = Field(
         DEFAULT_ADJOINT_MODE, description="deterministic: bitwise reproducible gradients; atomic: "
                                      "scatter with atomics on the GPU")
@@ -335,7 +335,7 @@ def step_counts(config: Config, per_output: int, why: str) -> tuple[float, int, 
         raise ConfigError(f"{why} gives dt = {dt:.3g} s: expected dt >= {MIN_DT} s (is the mesh "
                           "on a unit sphere? set mesh.radius)")
     total = config.time.days * DAY / dt
-    if round(total) < 1:
+    if total < 1 - 1e-9:
         raise ConfigError(f"time.days = {config.time.days} is shorter than one time step dt = "
                           f"{dt:.6g} s ({why}): expected at least one step (time.days >= "
                           f"{dt / DAY:.6g})")
