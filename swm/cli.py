@@ -13,6 +13,7 @@ console script `swm-run`.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 import sys
@@ -69,21 +70,27 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: give a config file or the name of a shipped one "
               f"({', '.join(shipped_configs())})", file=sys.stderr)
         return 2
-    try:
-        config = load_config(args.config, args.set)
-    except ConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    if args.print_config:
-        print(dump(config), end="")
-        return 0
-    if args.check_adjoint and config.sensitivity is None:
-        print(f"{PROG}: error: --check-adjoint: {args.config} has no sensitivity section "
-              "(see configs/sensitivity_williamson5.yaml)", file=sys.stderr)
-        return 2
     from meshops.parallel.comm import world
 
     comm = world()
+    try:
+        config, error = load_config(args.config, args.set), None
+    except ConfigError as exc:
+        config, error = None, str(exc)
+    error = agree(comm, config, error)
+    if error is not None:
+        if comm.Get_rank() == 0:
+            print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        return 2
+    if args.print_config:
+        if comm.Get_rank() == 0:
+            print(dump(config), end="")
+        return 0
+    if args.check_adjoint and config.sensitivity is None:
+        if comm.Get_rank() == 0:
+            print(f"{PROG}: error: --check-adjoint: {args.config} has no sensitivity section "
+                  "(see configs/sensitivity_williamson5.yaml)", file=sys.stderr)
+        return 2
     logging.basicConfig(level=config.log_level.upper(),
                         format=f"%(asctime)s rank {comm.Get_rank()}: %(message)s",
                         stream=sys.stderr)
@@ -100,6 +107,45 @@ def main(argv=None) -> int:
         for target in plot_file(config.output.path):
             print(f"wrote {target}")
     return status
+
+
+def agree(comm, config, error):
+    """The error of the run's config that every rank reports (None when there is none): the first
+    rank's config error (its rank named when the ranks' errors differ), or, when the ranks
+    resolved different configs (another file, another --set), the first key whose values differ,
+    with each rank's value. One allgather, before any other collective, so no rank waits in a
+    collective for a rank that stopped."""
+    from meshops.parallel.comm import is_serial
+    from swm.config import dump
+
+    if is_serial(comm):
+        return error
+    digest = None if config is None else hashlib.sha256(dump(config).encode()).hexdigest()
+    found = comm.allgather((error, digest))
+    errors = [(rank, e) for rank, (e, _) in enumerate(found) if e is not None]
+    if errors:
+        rank, first = errors[0]
+        return first if all(e == first for _, e in errors) and len(errors) == len(found) \
+            else f"rank {rank}: {first}"
+    if len({d for _, d in found}) == 1:
+        return None
+    flats = comm.allgather(_flat(config.model_dump(mode="json")))
+    key = next(k for k in flats[0] | {k: None for f in flats for k in f}
+               if len({repr(f.get(k)) for f in flats}) > 1)
+    values = ", ".join(f"{f.get(key)!r} on rank {rank}" for rank, f in enumerate(flats))
+    return (f"the ranks resolved different configs: {key} = {values}; expected one config on "
+            "every rank (the same file and --set)")
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    """{"a.b": value} of a tree of sections."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
 
 
 def run(config, args) -> int:

@@ -19,16 +19,24 @@ import typing
 from typing import Annotated, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      field_validator, model_validator)
 
 from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE
-from swm.constants import EARTH_RADIUS
+from swm.constants import DAY, EARTH_RADIUS, GRAVITY
 from swm.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
 #: Largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge of the run: RK4's imaginary-axis bound
 #: 2 sqrt(2) over the TRiSK wave operator's largest frequency, about 2 (|u| + c) / dcEdge (Williamson
 #: case 6, level 4: stable for 10 days at 1.41, unstable at 1.70).
 CFL_LIMIT = 1.4
+#: The smallest time step a run accepts (s): below it the config is almost surely wrong (a
+#: unit-sphere mesh, or a typo), and the run would take millions of steps.
+MIN_DT = 1e-3
+#: A depth (m) below the deepest cell of every case's initial state on a sphere no larger than the
+#: Earth (case 2: about 2600 m at the icosahedron's nodes, the others deeper): sqrt(g 1000 m) is a
+#: floor of the fastest gravity wave, so a time.cfl's dt is known to be below cfl min(dcEdge) / it.
+SHALLOWEST_DEEPEST_H = 1000.0
 #: `output.mesh: auto` keeps the mesh inside files of at most this many cells (level 6, 40962 cells,
 #: about 50 MB of mesh) and references a grid file above it (level 7, 163842 cells: 200 MB).
 MESH_INSIDE_MAX_CELLS = 100_000
@@ -53,6 +61,14 @@ def _snapshot_count(v):
     if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
         return v
     raise ValueError(f"expected a number of states (an integer >= 0) or auto, got {v!r}")
+
+
+def _once_each(names: list) -> list:
+    """`names` when none is repeated, else one error naming the first repeated one."""
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:
+        raise ValueError(f"{repeated!r} is given twice; expected each name once")
+    return names
 
 
 #: snapshots_in_ram: an integer >= 0 or "auto".
@@ -87,6 +103,18 @@ class CaseConfig(Strict):
         description="test case: Williamson et al. 1992 cases 2, 5, 6; Galewsky et al. 2004 jet")
     alpha: float = Field(0.0, ge=-3.1416, le=3.1416, description="williamson2: rotation angle (rad)")
     perturbed: bool = Field(True, description="galewsky: add the height perturbation")
+
+    @field_validator("alpha", "perturbed")
+    @classmethod
+    def _used(cls, value, info):
+        """A key of another case is refused where it is given (it would be ignored); a default
+        is not validated, so this runs only for keys the config sets."""
+        case = {"alpha": "williamson2", "perturbed": "galewsky"}[info.field_name]
+        name = info.data.get("name")
+        if name is not None and name != case:
+            raise ValueError(f"only case {case} uses it, not {name}; expected no "
+                             f"case.{info.field_name} with case.name = {name}")
+        return value
 
 
 class TimeConfig(Strict):
@@ -126,8 +154,8 @@ class PartitionConfig(Strict):
 
 class OutputConfig(Strict):
     path: FilePath = Field(pathlib.Path("output.nc"), description="history file (netCDF)")
-    interval_hours: float = Field(24.0, gt=0, description="output interval (hours)")
-    variables: list[Literal[OUTPUT_VARIABLES]] = Field(
+    interval_hours: float = Field(24.0, gt=0, le=87600, description="output interval (hours)")
+    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(_once_each)] = Field(
         list(DEFAULT_VARIABLES), description="fields written at each output time (swm.variables)")
     mesh: Literal["auto", "inside", "reference"] = Field(
         "auto", description="the mesh in the history and gradient files (MPAS's mesh stream), or "
@@ -137,7 +165,8 @@ class OutputConfig(Strict):
 
 class RestartConfig(Strict):
     path: FilePath = Field(pathlib.Path("restart.nc"), description="restart file")
-    interval_hours: Optional[float] = Field(None, gt=0, description="restart interval (hours); none: off")
+    interval_hours: Optional[float] = Field(None, gt=0, le=87600,
+                                            description="restart interval (hours); none: off")
     resume: bool = Field(False, description="start from the restart file")
 
 
@@ -211,8 +240,8 @@ class CheckpointConfig(Strict):
 
 class SensitivityConfig(Strict):
     cost: CostConfig
-    controls: list[Literal["h", "u", "b"]] = Field(["h", "u", "b"], description="gradients "
-                                                   "written: initial h, initial u, topography b")
+    controls: Annotated[list[Literal["h", "u", "b"]], AfterValidator(_once_each)] = Field(
+        ["h", "u", "b"], description="gradients written: initial h, initial u, topography b")
     adjoint_mode: Literal[ADJOINT_MODES] = Field(
         DEFAULT_ADJOINT_MODE, description="deterministic: bitwise reproducible gradients; atomic: "
                                      "scatter with atomics on the GPU")
@@ -278,7 +307,69 @@ class Config(Strict):
             raise ValueError(f"time.cfl = {self.time.cfl!r} is above watchdog.cfl_limit = "
                              f"{self.watchdog.cfl_limit!r}: the watchdog would stop the run; expected "
                              "time.cfl <= watchdog.cfl_limit")
+        if self.time.dt is not None:
+            fixed_steps(self)
+        else:
+            cfl_step_bound(self)
         return self
+
+
+def fixed_steps(config: Config) -> tuple[float, int, int]:
+    """(dt, steps per output, total steps) of a config with time.dt, checked (`step_counts`):
+    time.dt must divide the output interval."""
+    interval = config.output.interval_hours * 3600.0
+    per_output = interval / config.time.dt
+    if abs(per_output - round(per_output)) > 1e-9 * per_output or round(per_output) < 1:
+        raise ConfigError(f"time.dt = {config.time.dt}: expected a divisor of "
+                          f"output.interval_hours = {config.output.interval_hours} h ({interval} s)")
+    return step_counts(config, int(round(per_output)), f"time.dt = {config.time.dt}")
+
+
+def step_counts(config: Config, per_output: int, why: str) -> tuple[float, int, int]:
+    """(dt, per_output, total steps) of `per_output` steps per output interval (`why`: the
+    settings that make dt, for the messages). Refused: dt below MIN_DT, time.days shorter than one
+    step or not a multiple of dt, more than time.max_steps steps."""
+    interval = config.output.interval_hours * 3600.0
+    dt = interval / per_output
+    if dt < MIN_DT:
+        raise ConfigError(f"{why} gives dt = {dt:.3g} s: expected dt >= {MIN_DT} s (is the mesh "
+                          "on a unit sphere? set mesh.radius)")
+    total = config.time.days * DAY / dt
+    if total < 1 - 1e-9:
+        raise ConfigError(f"time.days = {config.time.days} is shorter than one time step dt = "
+                          f"{dt:.6g} s ({why}): expected at least one step (time.days >= "
+                          f"{dt / DAY:.6g})")
+    if abs(total - round(total)) > 1e-9 * max(total, 1):
+        raise ConfigError(f"time.days = {config.time.days}: expected a multiple of the time step "
+                          f"{dt} s (output.interval_hours = {config.output.interval_hours})")
+    total = int(round(total))
+    if total > config.time.max_steps:
+        raise ConfigError(f"time.days = {config.time.days} with dt = {dt:.6g} s ({why}) is "
+                          f"{total} steps: expected at most time.max_steps = {config.time.max_steps}")
+    return dt, per_output, total
+
+
+def cfl_step_bound(config: Config) -> None:
+    """Before a mesh is generated: refuse a time.cfl run whose dt is surely below MIN_DT or whose
+    steps surely exceed time.max_steps. A generated mesh of N cells has min(dcEdge) <= 2 R
+    acos(1 - 2 / N) (a Voronoi cell holds the cap of half its nearest neighbour's distance, and the
+    smallest cell is at most the mean area 4 pi R^2 / N); the fastest wave is at least
+    sqrt(g SHALLOWEST_DEEPEST_H) on spheres up to the Earth's. A mesh.file is checked once read."""
+    generate, radius = config.mesh.generate, config.mesh.radius
+    if generate is None or radius > EARTH_RADIUS:
+        return
+    n_cells = 10 * 4 ** generate.level + 2
+    dc_edge = 2.0 * radius * math.acos(1.0 - 2.0 / n_cells)
+    dt = config.time.cfl * dc_edge / math.sqrt(GRAVITY * SHALLOWEST_DEEPEST_H)
+    why = (f"time.cfl = {config.time.cfl} on a level-{generate.level} mesh (smallest dcEdge at most "
+           f"{dc_edge:.4g} m, mesh.radius = {radius:.6g} m) gives dt <= {dt:.3g} s")
+    if dt < MIN_DT:
+        raise ConfigError(f"{why}: expected dt >= {MIN_DT} s (is the mesh on a unit sphere? set "
+                          "mesh.radius)")
+    steps = config.time.days * DAY / dt
+    if steps > config.time.max_steps:
+        raise ConfigError(f"time.days = {config.time.days}: {why}, so at least {math.ceil(steps)} "
+                          f"steps: expected at most time.max_steps = {config.time.max_steps}")
 
 
 class ConfigError(ValueError):
@@ -291,8 +382,14 @@ class _DuplicateKey(Exception):
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML's safe loader, but a key repeated in a mapping is an error (not: the last one wins), and
-    a plain 1e5 or 2.5e-3 is a float (YAML 1.2; YAML 1.1 reads it as a string)."""
+    """YAML's safe loader with the YAML 1.2 core schema's plain scalars: null, true/false,
+    decimal (and 0x, 0o) integers, floats with an optional exponent (1e5 too), .inf and .nan;
+    anything else is a string. So 1:30 is not 90 (YAML 1.1's base 60), 010 is 10 (not octal 8),
+    yes/no/on/off are strings (not booleans), and the schema refuses them where a number or a
+    boolean is expected. A key repeated in a mapping is an error (not: the last one wins), and a
+    number too large for a float (1e400) is an error naming its key, not infinity."""
+
+    yaml_implicit_resolvers = {}
 
     def get_single_data(self):
         node = self.get_single_node()
@@ -303,7 +400,7 @@ class _Loader(yaml.SafeLoader):
         return self.construct_document(node)
 
     def _record(self, node, path):
-        """Remember the key path of every mapping below `node` (the first, where one is aliased)."""
+        """Remember the key path of every node below `node` (the first, where one is aliased)."""
         if id(node) in self._paths:
             return
         self._paths[id(node)] = path
@@ -332,21 +429,57 @@ class _Loader(yaml.SafeLoader):
                     continue
         return super().construct_mapping(node, deep=deep)
 
+    def construct_core_int(self, node):
+        text = node.value
+        sign = -1 if text[0] == "-" else 1
+        digits = text.lstrip("+-")
+        if digits[:2] in ("0x", "0o"):
+            return int(digits, 0)
+        return sign * int(digits, 10)
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+    def construct_core_float(self, node):
+        text = node.value
+        if text.lower().lstrip("+-") in (".inf", ".nan"):
+            return float(text.lower().replace(".", ""))
+        value = float(text)
+        if math.isinf(value):
+            raise _Overflow(self._paths.get(id(node), ()), text, node.start_mark.line + 1)
+        return value
 
 
-def _read_yaml(text: str, where: str, prefix: str = ""):
-    """The data of YAML `text`; ConfigError naming `where` for bad YAML or a repeated key (its path
-    after `prefix`)."""
+class _Overflow(Exception):
+    """A number too large for a float: args (key path, its text, line)."""
+
+
+#: The YAML 1.2 core schema's plain scalars (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
+for _tag, _pattern, _first in (
+        ("merge", r"<<", ["<"]),
+        ("null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
+        ("bool", r"true|True|TRUE|false|False|FALSE", list("tTfF")),
+        ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", list("-+0123456789")),
+        ("float", r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                  r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)", list("-+.0123456789"))):
+    _Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(f"^(?:{_pattern})$"), _first)
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_core_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_core_float)
+
+
+def _read_yaml(text: str, where: str, prefix: tuple = ()):
+    """The data of YAML `text`; ConfigError naming `where` for bad YAML, a repeated key or a number
+    too large for a float (their key paths below `prefix`)."""
     try:
         return yaml.load(text, Loader=_Loader)
     except _DuplicateKey as exc:
         key, line, first = exc.args
-        raise ConfigError(f"{where}: line {line}: duplicate key {prefix}{key} (first at line {first}); "
+        key = ".".join(map(str, prefix + (key,)))
+        raise ConfigError(f"{where}: line {line}: duplicate key {key} (first at line {first}); "
                           "expected each key once") from None
+    except _Overflow as exc:
+        path, value, line = exc.args
+        key = ".".join(map(str, prefix + path)) or "(top level)"
+        at = "" if prefix else f" line {line}:"                 # --set: one line anyway
+        raise ConfigError(f"{where}:{at} {key} = {value}: too large for a float; expected "
+                          f"{_expected_number(prefix + path)}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: not valid YAML: {exc}") from None
 
@@ -403,7 +536,7 @@ def load_config(path, overrides=()) -> Config:
 
 def with_overrides(config: Config, overrides=()) -> Config:
     """`config` with `overrides` ("a.b=value") applied, validated again."""
-    return validate_tree(config.model_dump(mode="json"), overrides, source="config")
+    return validate_tree(config.model_dump(mode="json", exclude_unset=True), overrides, source="config")
 
 
 def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None) -> Config:
@@ -412,7 +545,7 @@ def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None) ->
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE")
-        _set(tree, key.strip(), _read_yaml(text, f"--set {item!r}", key.strip() + "."))
+        _set(tree, key.strip(), _read_yaml(text, f"--set {item!r}", tuple(key.strip().split("."))))
     try:
         config = Config.model_validate(tree)
     except ValidationError as exc:
@@ -513,20 +646,56 @@ def _describe(path, exc: ValidationError) -> str:
         else:
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "finite_number":
-                msg += " (not .inf or .nan)"
+                msg += f" (not .inf or .nan); expected {_expected_number(err['loc'])}"
             elif err["type"].endswith("_type") and type(value) in _KINDS:
                 msg += f", got {_KINDS[type(value)]}"
                 if isinstance(value, str) and err["type"] in ("int_type", "float_type"):
-                    msg += " (write the number without quotes)"
+                    msg += " (write the number without quotes)" if _is_number(value) else \
+                        f"; expected {_expected_number(err['loc'], _NUMBER[err['type']])}" + \
+                        (" (YAML 1.2 has no base-60 numbers: write 1:30 as 1.5)" if ":" in value else "")
+                elif isinstance(value, str) and err["type"] == "bool_type":
+                    msg += "; expected true or false (YAML 1.2: yes, no, on, off are strings)"
             shown = value if not isinstance(value, dict) else "{...}"
             lines.append(f"  {key} = {shown!r}: {msg}")
     return "\n".join(lines)
+
+
+_NUMBER = {"int_type": "an integer", "float_type": "a finite number"}
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _section(annotation):
     """The section (a model class) a field of that annotation holds, or None."""
     return next((a for a in getattr(annotation, "__args__", (annotation,))
                  if isinstance(a, type) and issubclass(a, BaseModel)), None)
+
+
+def _field_at(loc):
+    """The field (a pydantic FieldInfo) at `loc` (a path of keys from the top), or None."""
+    model, field = Config, None
+    for part in loc:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return None
+        field = model.model_fields[part]
+        model = _section(field.annotation)
+    return field
+
+
+def _expected_number(loc, kind: str = "a finite number") -> str:
+    """'a finite number > 0 and <= 3650' for the key at `loc` (its bounds, where it has any)."""
+    field = _field_at(loc)
+    bounds = [] if field is None else [
+        f"{symbol} {getattr(m, attr)}" for m in field.metadata
+        for attr, symbol in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+        if getattr(m, attr, None) is not None]
+    return kind + (f" {' and '.join(bounds)}" if bounds else "")
 
 
 def _keys_of(loc) -> list[str]:

@@ -17,7 +17,7 @@ from meshops.parallel.comm import is_serial
 from swm import testcases
 from swm.callbacks import Files, HistoryOutput, Progress, RestartOutput, Watchdog
 from swm.collective import on_root
-from swm.config import Config, ConfigError
+from swm.config import Config, ConfigError, fixed_steps, step_counts
 from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
@@ -31,11 +31,6 @@ from swm.tendencies import Physics
 from swm.watchdog import StateCheck, WatchdogError
 
 log = logging.getLogger("swm")
-
-#: The smallest time step a run accepts (s): below it the config is almost surely wrong (a
-#: unit-sphere mesh, or a typo), and the run would take millions of steps.
-MIN_DT = 1e-3
-
 
 def build_mesh(config: Config):
     """The global mesh of the config (rank 0 only); generated meshes come from the cache."""
@@ -83,35 +78,17 @@ def initial_state(config: Config, mesh) -> testcases.InitialState:
 
 
 def time_step(config: Config, mesh, state) -> tuple[float, int, int]:
-    """(dt, steps per output, total steps): dt divides the output interval; with time.cfl, the
-    largest such dt under cfl * min(dcEdge) / max(|u| + sqrt(g h)). Runs with dt below MIN_DT or
-    more than time.max_steps steps are refused, naming the settings that make them."""
-    interval = config.output.interval_hours * 3600.0
+    """(dt, steps per output, total steps): time.dt (checked with the config:
+    `swm.config.fixed_steps`), or with time.cfl the largest dt dividing the output interval under
+    cfl * min(dcEdge) / max(|u| + sqrt(g h)), checked by `swm.config.step_counts`."""
     if config.time.dt is not None:
-        per_output = interval / config.time.dt
-        if abs(per_output - round(per_output)) > 1e-9 * per_output or round(per_output) < 1:
-            raise ConfigError(f"time.dt = {config.time.dt}: expected a divisor of "
-                              f"output.interval_hours = {config.output.interval_hours} h ({interval} s)")
-        per_output = int(round(per_output))
-        why = f"time.dt = {config.time.dt}"
-    else:
-        speed = np.abs(state.u).max() + np.sqrt(GRAVITY * (state.h).max())
-        per_output = math.ceil(interval / (config.time.cfl * mesh.dcEdge.min() / speed))
-        why = (f"time.cfl = {config.time.cfl} on a mesh of smallest dcEdge {mesh.dcEdge.min():.4g} m "
-               f"(mesh.radius = {config.mesh.radius:.6g} m)")
-    dt = interval / per_output
-    if dt < MIN_DT:
-        raise ConfigError(f"{why} gives dt = {dt:.3g} s: expected dt >= {MIN_DT} s (is the mesh "
-                          "on a unit sphere? set mesh.radius)")
-    total = config.time.days * DAY / dt
-    if abs(total - round(total)) > 1e-9 * max(total, 1):
-        raise ConfigError(f"time.days = {config.time.days}: expected a multiple of the time step "
-                          f"{dt} s (output.interval_hours = {config.output.interval_hours})")
-    total = int(round(total))
-    if total > config.time.max_steps:
-        raise ConfigError(f"time.days = {config.time.days} with dt = {dt:.6g} s ({why}) is "
-                          f"{total} steps: expected at most time.max_steps = {config.time.max_steps}")
-    return dt, per_output, total
+        return fixed_steps(config)
+    interval = config.output.interval_hours * 3600.0
+    speed = np.abs(state.u).max() + np.sqrt(GRAVITY * (state.h).max())
+    per_output = math.ceil(interval / (config.time.cfl * mesh.dcEdge.min() / speed))
+    return step_counts(config, per_output,
+                       f"time.cfl = {config.time.cfl} on a mesh of smallest dcEdge "
+                       f"{mesh.dcEdge.min():.4g} m (mesh.radius = {config.mesh.radius:.6g} m)")
 
 
 @dataclass
@@ -201,6 +178,21 @@ def state_check(config: Config, s: Setup) -> StateCheck:
     return StateCheck(s.model, s.distribution, GRAVITY, config.watchdog.cfl_limit)
 
 
+def check_first_state(config: Config, s: Setup) -> None:
+    """The watchdog's check of the state the run starts from (the case's, or the restart's),
+    before the first step: a Courant number above watchdog.cfl_limit stops the run with the
+    watchdog's message and the key that sets dt (otherwise the scheme blows up and the first
+    check finds NaN)."""
+    try:
+        state_check(config, s).check(s.model.h, s.model.u, s.dt, s.start)
+    except WatchdogError as exc:
+        which = "the restart's state" if s.start else "the initial state"
+        key = f"time.dt = {config.time.dt}" if config.time.dt is not None else \
+            f"time.cfl = {config.time.cfl} (dt = {s.dt:.6g} s)"
+        raise WatchdogError(f"{exc}: {which} is out of range at {key}; expected a smaller "
+                            f"{key.split(' ')[0]}") from None
+
+
 def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulation, Setup]:
     """The Simulation of a forward run of `config`: watchdog, progress bar, history (fields,
     diagnostics, case-2 error norms) and restarts, as the config says."""
@@ -212,6 +204,7 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     attributes = provenance(config)
     try:
         s = setup(config)
+        check_first_state(config, s)
         attributes.update(mpas_namelist(config, s.dt, s.total))
         history = _history(config, s, files, writer, attributes)
     except BaseException:

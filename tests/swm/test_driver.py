@@ -79,15 +79,17 @@ def test_restart_after_a_kill_ends_bitwise_as_the_uninterrupted_run(tmp_path):
 
 
 def test_watchdog_names_step_place_and_keeps_the_last_good_state(tmp_path):
-    path = config(tmp_path, "fast", time={"days": 1, "dt": 10800}, watchdog={"interval_steps": 1})
+    # the first state's Courant number (3.24) passes the limit 3.5, step 2's (4.2) does not
+    path = config(tmp_path, "fast", time={"days": 1, "dt": 10800},
+                  watchdog={"interval_steps": 1, "cfl_limit": 3.5})
     out = run(path, check=False)
     assert out.returncode == 3, out.stderr
     line = next(l for l in out.stderr.splitlines() if "stopped" in l)
-    assert "step 1: Courant number" in line and "at edge" in line and "lat" in line and "above the limit" in line
+    assert "step 2: Courant number" in line and "at edge" in line and "lat" in line and "above the limit" in line
     f = fields(tmp_path / "fast.nc")
-    assert np.isfinite(f["h"]).all() and f["h"].shape[0] == 1      # the state of step 0, at time 0
+    assert np.isfinite(f["h"]).all() and f["h"].shape[0] == 2      # time 0 and the kept step 1
     with netCDF4.Dataset(tmp_path / "fast.restart.nc") as ds:
-        assert int(ds.step) == 0
+        assert int(ds.step) == 1                                   # the last checked state
 
 
 def test_plot_writes_maps(tmp_path):
