@@ -40,12 +40,13 @@ def topography(model, b):
 def watchdog(state_check, dt: float, n_steps: int, interval: int, *, start: int = 0):
     """A `check(k, x_k)` for the functions here: `state_check.check(h, u, dt, start + k)` (a
     `swm.watchdog.StateCheck`: raises `swm.watchdog.WatchdogError` on every rank together,
-    naming the step, field, entity and place) every `interval` steps and at the last step
-    `n_steps`, the schedule of the forward run's watchdog (`watchdog.interval_steps`)."""
+    naming the step, field, entity and place) on the first state, every `interval` steps and at
+    the last step `n_steps`, the schedule of the forward run's watchdog
+    (`watchdog.interval_steps`)."""
     interval = max(int(interval), 1)
 
     def check(k: int, state) -> None:
-        if k == n_steps or (k > 0 and k % interval == 0):
+        if k == n_steps or k % interval == 0:
             state_check.check(state[0], state[1], dt, start + k)
     return check
 

@@ -115,12 +115,12 @@ def test_run_cost_and_run_tangent_check_every_state(calm):
 
 
 @pytest.mark.parametrize("n, interval, start, expected", [
-    (10, 4, 0, [4, 8, 10]),
-    (8, 4, 0, [4, 8]),
-    (3, 10, 0, [3]),
-    (5, 1, 20, [21, 22, 23, 24, 25]),
+    (10, 4, 0, [0, 4, 8, 10]),
+    (8, 4, 0, [0, 4, 8]),
+    (3, 10, 0, [0, 3]),
+    (5, 1, 20, [20, 21, 22, 23, 24, 25]),
 ])
-def test_watchdog_checks_every_interval_and_the_last_step(n, interval, start, expected):
+def test_watchdog_checks_the_first_state_every_interval_and_the_last_step(n, interval, start, expected):
     steps = []
     fake = SimpleNamespace(check=lambda h, u, dt, step: steps.append((step, dt, h, u)))
     check = watchdog(fake, 60.0, n, interval, start=start)
