@@ -141,6 +141,52 @@ def test_observations_at_cells_the_mesh_lacks_stop_the_run(tmp_path):
     assert f"{obs}: cell[1] = 901: expected a 1-based cell index in [1, 642]" in out.stderr
 
 
+@pytest.mark.parametrize("ranks", [None, pytest.param(2, marks=pytest.mark.mpi)])
+def test_a_missing_value_sentinel_is_used_only_where_the_file_marks_it(tmp_path, ranks):
+    """Observations with h = -9999 m at random rows: unmarked, the run stops before the forward
+    sweep with one line naming the file, the variable, the value, the observation and what was
+    expected (nothing written); with `missing_value = -9999` those observations are left out (J and
+    the gradients those of a file without them) and the log says how many."""
+    from tests.swm.test_faults import error_of
+
+    rng = np.random.default_rng()
+    n = 40
+    cells = rng.choice(642, n, replace=False)
+    times = 1800.0 * rng.integers(0, 13, n)
+    h = 5500 + 100 * rng.standard_normal(n)
+    bad = np.sort(rng.choice(n, 3, replace=False))
+    h[bad] = -9999.0
+    results = {}
+    for marked in (False, True):
+        obs = tmp_path / f"obs_{marked}.nc"
+        write_observations(obs, cells, times, h, np.full(n, 5.0))
+        if marked:                   # the same values, -9999 declared missing
+            with netCDF4.Dataset(obs, "a") as ds:
+                ds["h"].missing_value = -9999.0
+        path = config(tmp_path, f"sentinel_{marked}",
+                      {"cost": {"kind": "misfit", "observations": str(obs)}, "plot": False})
+        results[marked] = (obs, run(path, ranks=ranks))
+    obs, out = results[False]
+    assert out.returncode == 2
+    assert error_of(out.stderr).endswith(
+        f"{obs}: h[{bad[0]}] = -9999 m (cell {cells[bad[0]] + 1}, time {times[bad[0]]:g} s): "
+        "expected a fluid thickness > 0 m; mark a missing observation with the variable's "
+        "_FillValue or missing_value attribute")
+    assert not (tmp_path / "sentinel_False.nc").exists()
+    obs, out = results[True]
+    assert out.returncode == 0, out.stderr
+    assert f"{obs}: 3 of {n} observations left out of the cost as missing values (h: 3 " \
+           "(missing_value = -9999.0))" in out.stderr
+    keep = np.setdiff1d(np.arange(n), bad)           # the same run on the other observations
+    write_observations(tmp_path / "kept_obs.nc", cells[keep], times[keep], h[keep], np.full(keep.size, 5.0))
+    path = config(tmp_path, "kept", {"cost": {"kind": "misfit", "observations":
+                                              str(tmp_path / "kept_obs.nc")}, "plot": False})
+    assert run(path, ranks=ranks).returncode == 0
+    (grads, value), (expected, expected_value) = (gradients(tmp_path / "sentinel_True.nc"),
+                                                  gradients(tmp_path / "kept.nc"))
+    assert value == expected_value and all(np.array_equal(grads[k], expected[k]) for k in grads)
+
+
 def test_check_adjoint_needs_a_sensitivity_section(tmp_path):
     out = run(config(tmp_path, "plain", sensitivity=False), "--check-adjoint")
     assert out.returncode == 2 and "has no sensitivity section" in out.stderr
