@@ -123,6 +123,11 @@ def test_check_adjoint_of_an_observation_misfit(tmp_path):
      "observations = 'missing.nc': no such file"),
     ({"checkpointing": {"schedule": "revolve"}},
      "snapshots_in_ram = 0: schedule 'revolve' needs at least 1"),
+    ({"cost": {"kind": "energy", "field": "vorticity", "window_hours": [3, 6.5]}},
+     "  sensitivity.cost.window_hours = [3.0, 6.5]: ends after the run's length time.days = 0.25 "
+     "(6 h); expected a window within [0, 6] h"),
+    ({"cost": {"kind": "mean", "window_hours": [7, 8]}},
+     "  sensitivity.cost.window_hours = [7.0, 8.0]: ends after the run's length"),
 ])
 def test_bad_sensitivity_configs_are_named(tmp_path, change, message):
     path = config(tmp_path, "bad", change)
@@ -185,6 +190,34 @@ def test_a_missing_value_sentinel_is_used_only_where_the_file_marks_it(tmp_path,
     (grads, value), (expected, expected_value) = (gradients(tmp_path / "sentinel_True.nc"),
                                                   gradients(tmp_path / "kept.nc"))
     assert value == expected_value and all(np.array_equal(grads[k], expected[k]) for k in grads)
+
+
+def test_observation_times_past_the_runs_end_are_refused_at_load(tmp_path):
+    """A misfit file with an observation a random number of steps past the run's end (6 h): the
+    config is refused before the mesh is built, naming the key, the file's time and the run's
+    length; a 4D-Var observation time past the end likewise."""
+    from tests.swm.test_faults import error_of
+
+    rng = np.random.default_rng()
+    obs = tmp_path / "obs.nc"
+    times = 1800.0 * rng.integers(0, 13, 20)
+    late = int(rng.integers(20))
+    times[late] = 21600.0 + 1800.0 * int(rng.integers(1, 5))
+    write_observations(obs, rng.choice(642, 20, replace=False), times, np.full(20, 5500.0),
+                       np.ones(20))
+    path = config(tmp_path, "late", {"cost": {"kind": "misfit", "observations": str(obs)}})
+    out = run(path, "--check-adjoint")
+    assert out.returncode == 2 and "mesh:" not in out.stderr
+    assert error_of(out.stderr).splitlines()[1] == (
+        f"  sensitivity.cost.observations = {str(obs)!r}: time[{late}] = {times[late]:g} s is after "
+        "the end of the run's length time.days = 0.25 (6 h); expected observation times within "
+        "[0, 21600] s")
+    path = small(tmp_path, "twin", "fourdvar", observation_hours=[3, 6, 9])
+    out = run_small(path)
+    assert out.returncode == 2 and error_of(out.stderr).splitlines()[1] == (
+        "  fourdvar.observation_hours[2] = 9.0: outside the run's length time.days = 0.25 (6 h); "
+        "expected times within [0, 6] h")
+    assert written(tmp_path) == {"obs.nc"}
 
 
 def test_check_adjoint_needs_a_sensitivity_section(tmp_path):
