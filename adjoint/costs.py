@@ -12,6 +12,7 @@ by default):
     mean      J_k = (1 / n_w) sum_i w_i phi_i / W
     energy    J_k = (1 / n_w) sum_i w_i phi_i^2 / (2 W)
 
+in the units of phi (mean: m for h, s-1 for vorticity) or of its square (energy: m2, s-2);
 phi = h, or the relative vorticity curl_e2v(u), whose gradient on the owned edges is
 curl_e2v_adj(w (.) / W) with w (.) taken on the owned and halo vertices (the state exchanged
 first), so that each owned edge gathers both its vertices as on one process.
@@ -19,6 +20,8 @@ first), so that each owned edge gathers both its vertices as on one process.
 Observation misfit: observed thickness y_o at cells c_o and steps k_o, with errors sigma_o,
 
     J = sum_o (h_{k_o}[c_o] - y_o)^2 / (2 sigma_o^2),   dJ/dh_k[c] = sum_{o: k_o = k, c_o = c} (h - y_o) / sigma_o^2.
+
+a number (units 1). Each cost's `units` is a udunits string.
 
 Observation files (netCDF): variables `cell` (global cell index, 1-based as MPAS's
 indexToCellID), `time` (seconds since the start of the run), `h` (m) and `error` (m), each of
@@ -94,9 +97,14 @@ def in_box(lat, lon, box) -> np.ndarray:
     return inside & ((lon >= lon0) | (lon <= lon1))
 
 
+#: Units of the fields a region cost reads, and of their squares.
+FIELD_UNITS = {"h": ("m", "m2"), "vorticity": ("s-1", "s-2")}
+
+
 class RegionCost:
     """The area-weighted `statistic` ("mean" or "energy") of `field` ("h" or "vorticity") over a
-    latitude-longitude box, averaged over the steps of a window (see the module docstring)."""
+    latitude-longitude box, averaged over the steps of a window (see the module docstring); its
+    `units` are the field's (mean) or their square (energy)."""
 
     def __init__(self, context: Context, field: str, statistic: str, box, window_hours=None,
                  key: str = "sensitivity.cost"):
@@ -105,6 +113,7 @@ class RegionCost:
         if statistic not in ("mean", "energy"):
             raise CostError(f"{key}.kind = {statistic!r}: expected 'mean', 'energy' or 'misfit'")
         self.context, self.field, self.statistic = context, field, statistic
+        self.units = FIELD_UNITS[field][statistic == "energy"]
         mesh, owned = context.mesh, context.owned
         if field == "h":
             n, lat, lon, area = owned["cell"], mesh.latCell, mesh.lonCell, mesh.areaCell
@@ -152,7 +161,10 @@ class RegionCost:
 
 
 class ObservationCost:
-    """The squared misfit of h to observations read from a netCDF file (see the module docstring)."""
+    """The squared misfit of h to observations read from a netCDF file (see the module docstring),
+    a number (units 1)."""
+
+    units = "1"
 
     def __init__(self, context: Context, path, key: str = "sensitivity.cost.observations"):
         self.context = context

@@ -49,6 +49,42 @@ def gradients(path):
         return {name: ds[name][0, :, 0] for name in ("dJdh0", "dJdu0", "dJdb")}, float(ds["J"][0])
 
 
+def dimensions(units: str) -> dict:
+    """The powers of base units of a udunits product of powers ("m2 (m s-1)-1" -> {m: 1, s: 1}):
+    symbols with integer exponents, "(...)N" groups, "1"; anything else fails the test."""
+    import collections
+    import re
+
+    powers = collections.Counter()
+    for group, inner, power, symbol, exponent in re.findall(
+            r"(\(([^()]*)\)(-?\d+))|([A-Za-z]+)(-?\d*)", units):
+        if group:
+            for name, p in dimensions(inner).items():
+                powers[name] += p * int(power)
+        elif symbol:
+            powers[symbol] += int(exponent or 1)
+    tokens = re.sub(r"\([^()]*\)-?\d+|[A-Za-z]+-?\d*|\b1\b", "", units)
+    assert not tokens.strip(), f"{units!r}: not a product of powers of unit symbols"
+    return {name: p for name, p in powers.items() if p}
+
+
+def assert_gradient_units(path, cost_units):
+    """J has `cost_units`; each gradient's units are J's per its control's, and its long_name says
+    so in words."""
+    controls = {"dJdh0": ("the initial h", "m"), "dJdu0": ("the initial u", "m s-1"),
+                "dJdb": ("the topography b", "m")}
+    with netCDF4.Dataset(path) as ds:
+        assert ds["J"].units == cost_units
+        for name, (what, units) in controls.items():
+            var = ds[name]
+            assert var.long_name == f"gradient of J ({cost_units}) with respect to {what} ({units})"
+            expected = dimensions(cost_units)
+            for symbol, p in dimensions(units).items():
+                expected[symbol] = expected.get(symbol, 0) - p
+            assert dimensions(var.units) == {k: p for k, p in expected.items() if p}, var.units
+            assert var.units.startswith("" if cost_units == "1" else cost_units + " ")
+
+
 def test_sensitivity_run_writes_gradients_and_maps(tmp_path):
     path = config(tmp_path, "sens", {"checkpointing": {"schedule": "revolve", "snapshots_in_ram": 3}})
     out = run(path)
@@ -58,6 +94,9 @@ def test_sensitivity_run_writes_gradients_and_maps(tmp_path):
     assert grads["dJdh0"].shape == (642,) and grads["dJdu0"].shape == (1920,)
     assert all(np.isfinite(g).all() and np.abs(g).max() > 0 for g in grads.values())
     assert 4000 < value < 7000                         # a mean thickness of case 5, in m
+    assert_gradient_units(tmp_path / "sens.nc", "m")
+    with netCDF4.Dataset(tmp_path / "sens.nc") as ds:
+        assert (ds["dJdh0"].units, ds["dJdu0"].units) == ("m m-1", "m (m s-1)-1")
     for name in ("dJdh0", "dJdu0", "dJdb"):
         assert (tmp_path / f"sens.{name}.png").stat().st_size > 10_000
 
@@ -79,6 +118,7 @@ def test_gradient_on_three_ranks_is_bitwise_one_process(tmp_path):
     assert j3 == pytest.approx(j1, rel=1e-13)
     for name in g1:
         assert np.array_equal(g3[name], g1[name]), name
+    assert_gradient_units(tmp_path / "three.nc", "s-2")
 
 
 @pytest.mark.parametrize("sensitivity, ranks", [
@@ -190,6 +230,7 @@ def test_a_missing_value_sentinel_is_used_only_where_the_file_marks_it(tmp_path,
     (grads, value), (expected, expected_value) = (gradients(tmp_path / "sentinel_True.nc"),
                                                   gradients(tmp_path / "kept.nc"))
     assert value == expected_value and all(np.array_equal(grads[k], expected[k]) for k in grads)
+    assert_gradient_units(tmp_path / "kept.nc", "1")
 
 
 def test_observation_times_past_the_runs_end_are_refused_at_load(tmp_path):
