@@ -12,6 +12,7 @@ by default):
     mean      J_k = (1 / n_w) sum_i w_i phi_i / W
     energy    J_k = (1 / n_w) sum_i w_i phi_i^2 / (2 W)
 
+in the units of phi (mean: m for h, s-1 for vorticity) or of its square (energy: m2, s-2);
 phi = h, or the relative vorticity curl_e2v(u), whose gradient on the owned edges is
 curl_e2v_adj(w (.) / W) with w (.) taken on the owned and halo vertices (the state exchanged
 first), so that each owned edge gathers both its vertices as on one process.
@@ -20,12 +21,17 @@ Observation misfit: observed thickness y_o at cells c_o and steps k_o, with erro
 
     J = sum_o (h_{k_o}[c_o] - y_o)^2 / (2 sigma_o^2),   dJ/dh_k[c] = sum_{o: k_o = k, c_o = c} (h - y_o) / sigma_o^2.
 
+a number (units 1). Each cost's `units` is a udunits string.
+
 Observation files (netCDF): variables `cell` (global cell index, 1-based as MPAS's
 indexToCellID), `time` (seconds since the start of the run), `h` (m) and `error` (m), each of
-dimension nObs.
+dimension nObs. An observation with a value its file marks as missing (`_FillValue`,
+`missing_value`) is left out of the cost; any other impossible value (h <= 0, not finite) is
+refused (`read_observations`).
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -33,6 +39,8 @@ import numpy as np
 import meshops
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
+
+log = logging.getLogger("swm")
 
 
 class CostError(ValueError):
@@ -89,9 +97,14 @@ def in_box(lat, lon, box) -> np.ndarray:
     return inside & ((lon >= lon0) | (lon <= lon1))
 
 
+#: Units of the fields a region cost reads, and of their squares.
+FIELD_UNITS = {"h": ("m", "m2"), "vorticity": ("s-1", "s-2")}
+
+
 class RegionCost:
     """The area-weighted `statistic` ("mean" or "energy") of `field` ("h" or "vorticity") over a
-    latitude-longitude box, averaged over the steps of a window (see the module docstring)."""
+    latitude-longitude box, averaged over the steps of a window (see the module docstring); its
+    `units` are the field's (mean) or their square (energy)."""
 
     def __init__(self, context: Context, field: str, statistic: str, box, window_hours=None,
                  key: str = "sensitivity.cost"):
@@ -100,6 +113,7 @@ class RegionCost:
         if statistic not in ("mean", "energy"):
             raise CostError(f"{key}.kind = {statistic!r}: expected 'mean', 'energy' or 'misfit'")
         self.context, self.field, self.statistic = context, field, statistic
+        self.units = FIELD_UNITS[field][statistic == "energy"]
         mesh, owned = context.mesh, context.owned
         if field == "h":
             n, lat, lon, area = owned["cell"], mesh.latCell, mesh.lonCell, mesh.areaCell
@@ -147,7 +161,10 @@ class RegionCost:
 
 
 class ObservationCost:
-    """The squared misfit of h to observations read from a netCDF file (see the module docstring)."""
+    """The squared misfit of h to observations read from a netCDF file (see the module docstring),
+    a number (units 1)."""
+
+    units = "1"
 
     def __init__(self, context: Context, path, key: str = "sensitivity.cost.observations"):
         self.context = context
@@ -189,50 +206,91 @@ class ObservationCost:
         return [xp.asarray(g, dtype=h.dtype), xp.zeros_like(u)]
 
 
+#: Attributes by which a netCDF variable marks its missing values (netCDF4-python masks them).
+MISSING_ATTRIBUTES = ("_FillValue", "missing_value", "valid_min", "valid_max", "valid_range")
+#: What each variable of an observation file must hold (where it is not a missing value).
+OBSERVATION_EXPECTED = {"cell": "a 1-based cell index", "time": "a finite time (s)",
+                        "h": "a finite thickness > 0 m", "error": "a finite error > 0 m"}
+OBSERVATION_UNITS = {"cell": "", "time": " s", "h": " m", "error": " m"}
+
+
 def read_observations(path, context: Context, key: str):
-    """(cell, time, h, error) of an observation file, checked against the run: cells 1-based in
-    [1, nCells], times at steps of the run, errors > 0, every value finite. Returns 0-based cells."""
+    """(cell, time, h, error) of the observations of a file that the cost uses, checked against the
+    run; returns 0-based cells.
+
+    A value the file marks as missing (its variable's `_FillValue`, `missing_value` or
+    `valid_min`/`valid_max`/`valid_range`, or netCDF's default fill value where a variable has no
+    `_FillValue`: an unwritten value) leaves its observation out of the cost, and the log says how
+    many were left out and why. Every other value must be possible: cells 1-based in [1, nCells],
+    times those of steps of the run, h and error finite and > 0; the first that is not stops the
+    run (CostError naming the file, the variable, the index, the observation's cell and time and
+    what was expected), so an unmarked sentinel such as h = -9999 is never taken as data."""
     import netCDF4
 
     try:
         ds = netCDF4.Dataset(path)
     except (OSError, FileNotFoundError) as exc:
         raise CostError(f"{key} = {str(path)!r}: cannot open the observation file: {exc}") from None
+    arrays, missing = {}, {}
     with ds:
-        arrays = {}
-        for name in ("cell", "time", "h", "error"):
+        for name in OBSERVATION_EXPECTED:
             if name not in ds.variables:
                 raise CostError(f"{path}: variable {name!r} missing (expected cell, time, h and "
                                 f"error, each of dimension nObs)")
-            arrays[name] = np.ma.filled(ds.variables[name][:], np.nan).astype(np.float64).ravel()
+            var = ds.variables[name]
+            data = var[:]
+            missing[name] = (np.ma.getmaskarray(data).ravel(),
+                             [f"{a} = {var.getncattr(a)}" for a in MISSING_ATTRIBUTES
+                              if a in var.ncattrs()] or ["netCDF's default fill value"])
+            arrays[name] = np.ma.filled(data.astype(np.float64), np.nan).ravel()
     sizes = {name: a.size for name, a in arrays.items()}
     if len(set(sizes.values())) != 1 or not sizes["cell"]:
         raise CostError(f"{path}: variables cell, time, h and error must have one common, non-empty "
                         f"length nObs, got {sizes}")
-    for name, a in arrays.items():
-        bad = np.flatnonzero(~np.isfinite(a))
-        if bad.size:
-            raise CostError(f"{path}: {name}[{bad[0]}] is not a finite number (missing or fill value)")
+    left_out = np.zeros(sizes["cell"], dtype=bool)
+    for mask, _ in missing.values():
+        left_out |= mask
+    cell, time, error = arrays["cell"], arrays["time"], arrays["error"]
+
+    def refuse(name, bad, expected, hint=True):
+        """CostError for the first observation kept that `bad` marks."""
+        bad = np.flatnonzero(bad & ~left_out)
+        if not bad.size:
+            return
+        i = int(bad[0])
+        at = f" (cell {cell[i]:g}, time {time[i]:g} s)" if name in ("h", "error") else ""
+        raise CostError(f"{path}: {name}[{i}] = {arrays[name][i]:g}{OBSERVATION_UNITS[name]}{at}: "
+                        f"expected {expected}"
+                        + ("; mark a missing observation with the variable's _FillValue or "
+                           "missing_value attribute" if hint else ""))
+
+    for name in OBSERVATION_EXPECTED:
+        refuse(name, ~np.isfinite(arrays[name]), OBSERVATION_EXPECTED[name])
     n_cells_global = int(context.allreduce(context.owned["cell"]))
-    cell = arrays["cell"]
-    bad = np.flatnonzero((cell != np.round(cell)) | (cell < 1) | (cell > n_cells_global))
-    if bad.size:
-        raise CostError(f"{path}: cell[{bad[0]}] = {cell[bad[0]]:g}: expected a 1-based cell index "
-                        f"in [1, {n_cells_global}] (the mesh has {n_cells_global} cells)")
-    time = arrays["time"]
+    refuse("cell", (cell != np.round(cell)) | (cell < 1) | (cell > n_cells_global),
+           f"a 1-based cell index in [1, {n_cells_global}] (the mesh has {n_cells_global} cells)",
+           hint=False)
     steps = time / context.dt
-    bad = np.flatnonzero((np.abs(steps - np.rint(steps)) > 1e-6 * np.maximum(1.0, steps))
-                         | (np.rint(steps) < 0) | (np.rint(steps) > context.n_steps))
-    if bad.size:
-        t = time[bad[0]]
-        raise CostError(f"{path}: time[{bad[0]}] = {t:g} s: expected a time of the run, a multiple "
-                        f"of dt = {context.dt:g} s in [0, {context.n_steps * context.dt:g}] s")
-    error = arrays["error"]
-    bad = np.flatnonzero(error <= 0)
-    if bad.size:
-        raise CostError(f"{path}: error[{bad[0]}] = {error[bad[0]]:g}: expected a positive "
-                        "observation error (m)")
-    return (cell.astype(np.int64) - 1, time, arrays["h"], error)
+    refuse("time", (np.abs(steps - np.rint(steps)) > 1e-6 * np.maximum(1.0, steps))
+           | (np.rint(steps) < 0) | (np.rint(steps) > context.n_steps),
+           f"a time of the run, a multiple of dt = {context.dt:g} s in "
+           f"[0, {context.n_steps * context.dt:g}] s", hint=False)
+    refuse("h", arrays["h"] <= 0, "a fluid thickness > 0 m")
+    refuse("error", error <= 0, "a positive observation error (m)")
+    if left_out.all():
+        raise CostError(f"{path}: all {left_out.size} observations are missing values "
+                        f"({_missing_summary(missing)}); expected at least one observation")
+    if left_out.any():
+        log.info("%s: %d of %d observations left out of the cost as missing values (%s)", path,
+                 int(left_out.sum()), left_out.size, _missing_summary(missing))
+    keep = ~left_out
+    return (cell[keep].astype(np.int64) - 1, time[keep], arrays["h"][keep], error[keep])
+
+
+def _missing_summary(missing) -> str:
+    """'h: 3 (_FillValue = -9999.0); error: 1 (missing_value = -1.0)' of the masked values."""
+    return "; ".join(f"{name}: {int(mask.sum())} ({', '.join(marks)})"
+                     for name, (mask, marks) in missing.items() if mask.any())
 
 
 def write_observations(path, cell, time, h, error) -> None:

@@ -35,12 +35,19 @@ from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
 
-#: Gradient variables of the output file: name, location, control, units (per unit of J).
-GRADIENTS = (("dJdh0", "cell", "h", "m-1"), ("dJdu0", "edge", "u", "s m-1"),
-             ("dJdb", "cell", "b", "m-1"))
+#: Gradient variables of the output file: name, location, control, the control's units.
+GRADIENTS = (("dJdh0", "cell", "h", "m"), ("dJdu0", "edge", "u", "m s-1"),
+             ("dJdb", "cell", "b", "m"))
 #: Relative tolerance of the whole-run dot-product test by dtype.
 DOT_TOLERANCE = {np.dtype("float64"): 1e-12, np.dtype("float32"): 1e-4}
 TAYLOR_MIN_RATE = 1.9
+
+
+def gradient_units(cost_units: str, control_units: str) -> str:
+    """The units of dJ/dx, "<J units> <x units>-1" as udunits writes a quotient: "m2 m-1" (J in
+    m2, x in m), "s-2 (m s-1)-1" (x in m s-1); a J of units 1 gives "<x units>-1" alone."""
+    inverse = f"{control_units}-1" if control_units.isalpha() else f"({control_units})-1"
+    return inverse if cost_units == "1" else f"{cost_units} {inverse}"
 
 
 def cost_context(s, n_steps: int | None = None) -> Context:
@@ -135,7 +142,7 @@ def _sensitivity(config: Config, progress: bool) -> dict:
              "memory, %d on disk", sens.checkpointing.schedule, stats.forward_steps, stats.n_steps,
              stats.recomputed, stats.max_states_in_memory, stats.max_states_on_disk)
     log.info("gradient norms: %s", ", ".join(f"|{k}| {v:.6g}" for k, v in norms.items()))
-    write_gradients(sens.output, s, grads, value, [c for c in sens.controls],
+    write_gradients(sens.output, s, grads, value, cost.units, [c for c in sens.controls],
                     attributes={**provenance(config), **mpas_namelist(config, s.dt, s.total)},
                     config=config)
     if s.comm.Get_rank() == 0:
@@ -189,11 +196,14 @@ def _checked(fn, comm):
     return result
 
 
-def write_gradients(path, s, grads, value: float, controls, attributes=None, config=None) -> None:
+def write_gradients(path, s, grads, value: float, cost_units: str, controls, attributes=None,
+                    config=None) -> None:
     """The gradient file (written on rank 0, atomically; an error there raised on every rank): the
     mesh, or with `config`'s output.mesh a reference to its grid file (`swm.driver.grid_reference`),
-    the chosen controls' gradients (one record, at the run's start: Time, xtime), J and the
-    global `attributes` (`swm.output.provenance`; model_name only when None)."""
+    the chosen controls' gradients (one record, at the run's start: Time, xtime; units those of J
+    per those of the control, `gradient_units`, and the same in words in long_name), J (in
+    `cost_units`) and the global `attributes` (`swm.output.provenance`; model_name only when
+    None)."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
@@ -227,11 +237,12 @@ def write_gradients(path, s, grads, value: float, controls, attributes=None, con
                         continue
                     var = ds.createVariable(name, "f8", ("Time", SIZE_OF[location], "nVertLevels"))
                     var[0, :, 0] = gathered[name]
-                    var.units = units
-                    var.long_name = f"gradient of the cost with respect to the initial {control}" \
-                        if control != "b" else "gradient of the cost with respect to the topography b"
+                    var.units = gradient_units(cost_units, units)
+                    what = f"the initial {control}" if control != "b" else "the topography b"
+                    var.long_name = f"gradient of J ({cost_units}) with respect to {what} ({units})"
                 cost = ds.createVariable("J", "f8", ("Time",))
                 cost[0] = value
+                cost.units = cost_units
                 cost.long_name = "cost function"
     on_root(s.comm, write)
 
@@ -397,5 +408,5 @@ def _max():
     return MPI.MAX
 
 
-__all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "GRADIENTS", "claim_outputs",
-           "require_finite", "quiet_floats", "write_maps"]
+__all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "gradient_units", "GRADIENTS",
+           "claim_outputs", "require_finite", "quiet_floats", "write_maps"]

@@ -192,8 +192,8 @@ class CostConfig(Strict):
     field: Literal["h", "vorticity"] = Field("h", description="mean, energy: the field")
     box: BoxConfig = Field(BoxConfig(), description="mean, energy: the region (default: the globe)")
     window_hours: Optional[FloatPair] = Field(
-        None, description="mean, energy: average over the steps in [start, end] hours; none: the "
-                          "final time")
+        None, description="mean, energy: average over the steps in [start, end] hours, within the "
+                          "run; none: the final time")
     observations: Optional[FilePath] = Field(
         None, description="misfit: netCDF file of cell (1-based), time (s), h (m), error (m)")
 
@@ -312,6 +312,46 @@ class Config(Strict):
         else:
             cfl_step_bound(self)
         return self
+
+    @model_validator(mode="after")
+    def _costs_within_the_run(self):
+        """A cost's window, a 4D-Var observation time and a misfit file's observation times lie
+        in [0, time.days] (a part past the run's end would be cut from the cost)."""
+        hours = self.time.days * 24.0
+        run = f"the run's length time.days = {self.time.days:g} ({hours:g} h)"
+        cost = None if self.sensitivity is None else self.sensitivity.cost
+        if cost is not None and cost.window_hours is not None and \
+                cost.window_hours[1] * 3600.0 > hours * 3600.0 + 1e-6:
+            raise ValueError(f"sensitivity.cost.window_hours = {list(cost.window_hours)}: ends after "
+                             f"{run}; expected a window within [0, {hours:g}] h")
+        if self.fourdvar is not None:
+            for i, t in enumerate(self.fourdvar.observation_hours):
+                if not -1e-6 <= t * 3600.0 <= hours * 3600.0 + 1e-6:
+                    raise ValueError(f"fourdvar.observation_hours[{i}] = {t!r}: outside {run}; "
+                                     f"expected times within [0, {hours:g}] h")
+        if cost is not None and cost.observations is not None:
+            late = _late_observation(cost.observations, hours * 3600.0)
+            if late is not None:
+                i, t = late
+                raise ValueError(f"sensitivity.cost.observations = {str(cost.observations)!r}: "
+                                 f"time[{i}] = {t:g} s is after the end of {run}; expected "
+                                 f"observation times within [0, {hours * 3600.0:g}] s")
+        return self
+
+
+def _late_observation(path: pathlib.Path, seconds: float):
+    """(index, time) of the first observation of file `path` after `seconds`, or None; a file or
+    a `time` that cannot be read is `adjoint.costs.read_observations`'s to report."""
+    import netCDF4
+    import numpy as np
+
+    try:
+        with netCDF4.Dataset(path) as ds:
+            time = np.ma.filled(ds.variables["time"][:].astype(np.float64), np.nan).ravel()
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+    late = np.flatnonzero(time > seconds + 1e-6)
+    return None if not late.size else (int(late[0]), float(time[late[0]]))
 
 
 def fixed_steps(config: Config) -> tuple[float, int, int]:

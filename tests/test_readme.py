@@ -1,5 +1,6 @@
 """The README cannot drift: its Quick start runs as written, its test command is the one CI runs,
-and its model command runs the model under mpiexec.
+its model command runs the model under mpiexec, and its `--check-adjoint` sample has the form of what
+that command prints.
 
 Quick start code blocks are fenced ```python blocks of the "## Quick start" section, run in order in
 one namespace from the repository root. A block preceded by `<!-- readme-test: gpu -->` needs CuPy and
@@ -105,3 +106,27 @@ def test_model_command_runs(tmp_path):
     done = subprocess.run([sys.executable] + plot[1:], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0 and (tmp_path / "williamson5.h.png").exists(), done.stderr
+
+
+def test_check_adjoint_sample_is_what_the_command_prints(tmp_path):
+    """The `--check-adjoint` sample of "Gradients of the model" has, line for line, the form of what
+    its command prints (numbers aside): the command as written, run at level 3 over 12 steps."""
+    section = _section(README.read_text(), "Gradients of the model: sensitivity runs, adjoint checks, 4D-Var")
+    lines = [line.strip() for line in section.splitlines()
+             if line.strip().startswith("python run_model.py") and "--check-adjoint" in line]
+    assert len(lines) == 1, lines
+    command = shlex.split(lines[0].split("#")[0])
+    assert command[:2] == ["python", "run_model.py"] and command[-1] == "--check-adjoint", command
+    bullet = section[section.index("**`--check-adjoint`**"):]
+    sample = re.search(r"\n\n((?: {6}.*\n)+)", bullet).group(1).splitlines()
+    env = dict(os.environ, MESHOPS_NO_MPI="1", MESHOPS_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, *command[1:], "--set", "mesh.generate.level=3", "--set",
+                           "time.days=0.25", "--set", "time.dt=1800"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+    def form(line):
+        return " ".join(re.sub(r"-?\d+(\.\d+)?(e[-+]\d+)?", "#", line).split())
+
+    assert [form(line) for line in done.stdout.splitlines()] == [form(line) for line in sample]

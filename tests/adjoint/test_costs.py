@@ -106,8 +106,13 @@ def test_misfit_gradient_and_value(run_setup, tmp_path):
     ({"cell": 0}, r"cell\[0\] = 0: expected a 1-based cell index"),
     ({"time": 1000.0}, r"time\[0\] = 1000 s: expected a time of the run, a multiple of dt = 1800 s"),
     ({"time": 1e7}, r"time\[0\] = 1e\+07 s: expected a time of the run"),
-    ({"error": -1.0}, r"error\[0\] = -1: expected a positive observation error"),
-    ({"h": np.nan}, r"h\[0\] is not a finite number"),
+    ({"error": -1.0}, r"error\[0\] = -1 m \(cell \d+, time \d+ s\): expected a positive "
+                      r"observation error \(m\); mark a missing observation with"),
+    ({"h": np.nan}, r"h\[0\] = nan m \(cell \d+, time \d+ s\): expected a finite thickness > 0 m"),
+    ({"time": np.inf}, r"time\[0\] = inf s: expected a finite time \(s\)"),
+    ({"h": -9999.0}, r"h\[0\] = -9999 m \(cell \d+, time \d+ s\): expected a fluid thickness > 0 m; "
+                     r"mark a missing observation with the variable's _FillValue or missing_value"),
+    ({"h": 0.0}, r"h\[0\] = 0 m \(cell \d+, time \d+ s\): expected a fluid thickness > 0 m"),
 ])
 def test_bad_observation_files_name_the_file_variable_and_value(run_setup, tmp_path, change, message):
     rng = np.random.default_rng()
@@ -127,4 +132,56 @@ def test_an_observation_file_without_a_variable(run_setup, tmp_path):
         for name in ("cell", "time", "h"):
             ds.createVariable(name, "f8", ("nObs",))[:] = 1.0
     with pytest.raises(CostError, match=r"obs.nc: variable 'error' missing"):
+        ObservationCost(cost_context(run_setup), path)
+
+
+@pytest.mark.parametrize("attribute", ["_FillValue", "missing_value"])
+def test_observations_marked_missing_are_left_out_of_the_cost(run_setup, tmp_path, attribute, caplog):
+    """h = -9999 where the file marks -9999 missing (at random rows): those observations are left
+    out, J and its gradient equal those of a file holding only the others, and the log says how
+    many."""
+    rng = np.random.default_rng()
+    s = run_setup
+    n = 30
+    cells = rng.choice(s.mesh.nCells, n, replace=False)
+    steps = rng.integers(0, s.total + 1, n)
+    h = 5000 + rng.standard_normal(n)
+    gone = rng.choice(n, 4, replace=False)
+    marked = tmp_path / "marked.nc"
+    with netCDF4.Dataset(marked, "w") as ds:
+        ds.createDimension("nObs", n)
+        for name, values in (("cell", cells + 1), ("time", steps * s.dt), ("h", h),
+                             ("error", np.full(n, 2.0))):
+            fill = {"fill_value": -9999.0} if name == "h" and attribute == "_FillValue" else {}
+            var = ds.createVariable(name, "f8", ("nObs",), **fill)
+            if name == "h" and attribute == "missing_value":
+                var.missing_value = -9999.0
+            var[:] = values
+        ds["h"][gone] = -9999.0
+    kept = np.setdiff1d(np.arange(n), gone)
+    plain = tmp_path / "plain.nc"
+    write_observations(plain, cells[kept], steps[kept] * s.dt, h[kept], np.full(kept.size, 2.0))
+    with caplog.at_level("INFO", logger="swm"):
+        cost = ObservationCost(cost_context(s), marked)
+    assert f"{marked}: 4 of {n} observations left out of the cost as missing values " \
+           f"(h: 4 ({attribute} = -9999.0))" in caplog.text
+    reference = ObservationCost(cost_context(s), plain)
+    x = state(s, rng)
+    for k in range(s.total + 1):
+        assert cost.value(k, x) == reference.value(k, x)
+        g, g_ref = cost.gradient(k, x), reference.gradient(k, x)
+        assert (g is None) == (g_ref is None)
+        if g is not None:
+            assert np.array_equal(g[0], g_ref[0])
+
+
+def test_a_file_of_missing_observations_only_is_refused(run_setup, tmp_path):
+    path = tmp_path / "obs.nc"
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("nObs", 3)
+        for name in ("cell", "time", "error"):
+            ds.createVariable(name, "f8", ("nObs",))[:] = 1.0
+        ds.createVariable("h", "f8", ("nObs",), fill_value=-1.0)[:] = -1.0
+    with pytest.raises(CostError, match=r"obs.nc: all 3 observations are missing values \(h: 3 "
+                                        r"\(_FillValue = -1.0\)\); expected at least one"):
         ObservationCost(cost_context(run_setup), path)

@@ -87,3 +87,27 @@ def test_swm_run_names_itself_in_errors(tmp_path):
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("swm-run: error: williamson9: no such config file") and "williamson5" in line
+
+
+def test_one_gpu_extra_per_cuda_major_and_the_readme_says_which():
+    """The installed distribution offers gpu-cuda12 (cupy-cuda12x) and gpu-cuda13 (cupy-cuda13x),
+    and gpu as gpu-cuda12; the README's install section names both, how to pick one and CuPy's ctk
+    extra, and every extra it installs exists."""
+    import re
+
+    extras = {}
+    for requirement in _installed().requires:
+        name, _, marker = requirement.partition(";")
+        found = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        if found:
+            extras.setdefault(found.group(1), []).append(name.strip())
+    assert [r.split(">=")[0] for r in extras["gpu-cuda12"]] == ["cupy-cuda12x"]
+    assert [r.split(">=")[0] for r in extras["gpu-cuda13"]] == ["cupy-cuda13x"]
+    assert extras["gpu"] == extras["gpu-cuda12"]
+    readme = (ROOT / "README.md").read_text()
+    install = readme[:readme.index("## Quick start")]
+    for text in ('pip install ".[gpu-cuda13]"', 'pip install ".[gpu-cuda12]"', "nvidia-smi",
+                 "NVRTC", '"cupy-cuda13x[ctk]>=14"'):
+        assert text in install, text
+    named = {extra for group in re.findall(r'"\.\[([^\]]+)\]"', readme) for extra in group.split(",")}
+    assert named <= set(extras), named - set(extras)

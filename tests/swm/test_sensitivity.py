@@ -49,6 +49,42 @@ def gradients(path):
         return {name: ds[name][0, :, 0] for name in ("dJdh0", "dJdu0", "dJdb")}, float(ds["J"][0])
 
 
+def dimensions(units: str) -> dict:
+    """The powers of base units of a udunits product of powers ("m2 (m s-1)-1" -> {m: 1, s: 1}):
+    symbols with integer exponents, "(...)N" groups, "1"; anything else fails the test."""
+    import collections
+    import re
+
+    powers = collections.Counter()
+    for group, inner, power, symbol, exponent in re.findall(
+            r"(\(([^()]*)\)(-?\d+))|([A-Za-z]+)(-?\d*)", units):
+        if group:
+            for name, p in dimensions(inner).items():
+                powers[name] += p * int(power)
+        elif symbol:
+            powers[symbol] += int(exponent or 1)
+    tokens = re.sub(r"\([^()]*\)-?\d+|[A-Za-z]+-?\d*|\b1\b", "", units)
+    assert not tokens.strip(), f"{units!r}: not a product of powers of unit symbols"
+    return {name: p for name, p in powers.items() if p}
+
+
+def assert_gradient_units(path, cost_units):
+    """J has `cost_units`; each gradient's units are J's per its control's, and its long_name says
+    so in words."""
+    controls = {"dJdh0": ("the initial h", "m"), "dJdu0": ("the initial u", "m s-1"),
+                "dJdb": ("the topography b", "m")}
+    with netCDF4.Dataset(path) as ds:
+        assert ds["J"].units == cost_units
+        for name, (what, units) in controls.items():
+            var = ds[name]
+            assert var.long_name == f"gradient of J ({cost_units}) with respect to {what} ({units})"
+            expected = dimensions(cost_units)
+            for symbol, p in dimensions(units).items():
+                expected[symbol] = expected.get(symbol, 0) - p
+            assert dimensions(var.units) == {k: p for k, p in expected.items() if p}, var.units
+            assert var.units.startswith("" if cost_units == "1" else cost_units + " ")
+
+
 def test_sensitivity_run_writes_gradients_and_maps(tmp_path):
     path = config(tmp_path, "sens", {"checkpointing": {"schedule": "revolve", "snapshots_in_ram": 3}})
     out = run(path)
@@ -58,6 +94,9 @@ def test_sensitivity_run_writes_gradients_and_maps(tmp_path):
     assert grads["dJdh0"].shape == (642,) and grads["dJdu0"].shape == (1920,)
     assert all(np.isfinite(g).all() and np.abs(g).max() > 0 for g in grads.values())
     assert 4000 < value < 7000                         # a mean thickness of case 5, in m
+    assert_gradient_units(tmp_path / "sens.nc", "m")
+    with netCDF4.Dataset(tmp_path / "sens.nc") as ds:
+        assert (ds["dJdh0"].units, ds["dJdu0"].units) == ("m m-1", "m (m s-1)-1")
     for name in ("dJdh0", "dJdu0", "dJdb"):
         assert (tmp_path / f"sens.{name}.png").stat().st_size > 10_000
 
@@ -79,6 +118,7 @@ def test_gradient_on_three_ranks_is_bitwise_one_process(tmp_path):
     assert j3 == pytest.approx(j1, rel=1e-13)
     for name in g1:
         assert np.array_equal(g3[name], g1[name]), name
+    assert_gradient_units(tmp_path / "three.nc", "s-2")
 
 
 @pytest.mark.parametrize("sensitivity, ranks", [
@@ -123,6 +163,11 @@ def test_check_adjoint_of_an_observation_misfit(tmp_path):
      "observations = 'missing.nc': no such file"),
     ({"checkpointing": {"schedule": "revolve"}},
      "snapshots_in_ram = 0: schedule 'revolve' needs at least 1"),
+    ({"cost": {"kind": "energy", "field": "vorticity", "window_hours": [3, 6.5]}},
+     "  sensitivity.cost.window_hours = [3.0, 6.5]: ends after the run's length time.days = 0.25 "
+     "(6 h); expected a window within [0, 6] h"),
+    ({"cost": {"kind": "mean", "window_hours": [7, 8]}},
+     "  sensitivity.cost.window_hours = [7.0, 8.0]: ends after the run's length"),
 ])
 def test_bad_sensitivity_configs_are_named(tmp_path, change, message):
     path = config(tmp_path, "bad", change)
@@ -139,6 +184,81 @@ def test_observations_at_cells_the_mesh_lacks_stop_the_run(tmp_path):
     out = run(path, ranks=2)
     assert out.returncode == 2
     assert f"{obs}: cell[1] = 901: expected a 1-based cell index in [1, 642]" in out.stderr
+
+
+@pytest.mark.parametrize("ranks", [None, pytest.param(2, marks=pytest.mark.mpi)])
+def test_a_missing_value_sentinel_is_used_only_where_the_file_marks_it(tmp_path, ranks):
+    """Observations with h = -9999 m at random rows: unmarked, the run stops before the forward
+    sweep with one line naming the file, the variable, the value, the observation and what was
+    expected (nothing written); with `missing_value = -9999` those observations are left out (J and
+    the gradients those of a file without them) and the log says how many."""
+    from tests.swm.test_faults import error_of
+
+    rng = np.random.default_rng()
+    n = 40
+    cells = rng.choice(642, n, replace=False)
+    times = 1800.0 * rng.integers(0, 13, n)
+    h = 5500 + 100 * rng.standard_normal(n)
+    bad = np.sort(rng.choice(n, 3, replace=False))
+    h[bad] = -9999.0
+    results = {}
+    for marked in (False, True):
+        obs = tmp_path / f"obs_{marked}.nc"
+        write_observations(obs, cells, times, h, np.full(n, 5.0))
+        if marked:                   # the same values, -9999 declared missing
+            with netCDF4.Dataset(obs, "a") as ds:
+                ds["h"].missing_value = -9999.0
+        path = config(tmp_path, f"sentinel_{marked}",
+                      {"cost": {"kind": "misfit", "observations": str(obs)}, "plot": False})
+        results[marked] = (obs, run(path, ranks=ranks))
+    obs, out = results[False]
+    assert out.returncode == 2
+    assert error_of(out.stderr).endswith(
+        f"{obs}: h[{bad[0]}] = -9999 m (cell {cells[bad[0]] + 1}, time {times[bad[0]]:g} s): "
+        "expected a fluid thickness > 0 m; mark a missing observation with the variable's "
+        "_FillValue or missing_value attribute")
+    assert not (tmp_path / "sentinel_False.nc").exists()
+    obs, out = results[True]
+    assert out.returncode == 0, out.stderr
+    assert f"{obs}: 3 of {n} observations left out of the cost as missing values (h: 3 " \
+           "(missing_value = -9999.0))" in out.stderr
+    keep = np.setdiff1d(np.arange(n), bad)           # the same run on the other observations
+    write_observations(tmp_path / "kept_obs.nc", cells[keep], times[keep], h[keep], np.full(keep.size, 5.0))
+    path = config(tmp_path, "kept", {"cost": {"kind": "misfit", "observations":
+                                              str(tmp_path / "kept_obs.nc")}, "plot": False})
+    assert run(path, ranks=ranks).returncode == 0
+    (grads, value), (expected, expected_value) = (gradients(tmp_path / "sentinel_True.nc"),
+                                                  gradients(tmp_path / "kept.nc"))
+    assert value == expected_value and all(np.array_equal(grads[k], expected[k]) for k in grads)
+    assert_gradient_units(tmp_path / "kept.nc", "1")
+
+
+def test_observation_times_past_the_runs_end_are_refused_at_load(tmp_path):
+    """A misfit file with an observation a random number of steps past the run's end (6 h): the
+    config is refused before the mesh is built, naming the key, the file's time and the run's
+    length; a 4D-Var observation time past the end likewise."""
+    from tests.swm.test_faults import error_of
+
+    rng = np.random.default_rng()
+    obs = tmp_path / "obs.nc"
+    times = 1800.0 * rng.integers(0, 13, 20)
+    late = int(rng.integers(20))
+    times[late] = 21600.0 + 1800.0 * int(rng.integers(1, 5))
+    write_observations(obs, rng.choice(642, 20, replace=False), times, np.full(20, 5500.0),
+                       np.ones(20))
+    path = config(tmp_path, "late", {"cost": {"kind": "misfit", "observations": str(obs)}})
+    out = run(path, "--check-adjoint")
+    assert out.returncode == 2 and "mesh:" not in out.stderr
+    assert error_of(out.stderr).splitlines()[1] == (
+        f"  sensitivity.cost.observations = {str(obs)!r}: time[{late}] = {times[late]:g} s is after "
+        "the end of the run's length time.days = 0.25 (6 h); expected observation times within "
+        "[0, 21600] s")
+    path = small(tmp_path, "twin", "fourdvar", observation_hours=[3, 6, 9])
+    out = run_small(path)
+    assert out.returncode == 2 and error_of(out.stderr).splitlines()[1] == (
+        "  fourdvar.observation_hours[2] = 9.0: outside the run's length time.days = 0.25 (6 h); "
+        "expected times within [0, 6] h")
+    assert written(tmp_path) == {"obs.nc"}
 
 
 def test_check_adjoint_needs_a_sensitivity_section(tmp_path):
