@@ -29,6 +29,7 @@ import string
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import overload
 
 import numpy as np
@@ -52,15 +53,63 @@ SCALED_LENGTHS = ("xCell", "yCell", "zCell", "xEdge", "yEdge", "zEdge",
 SCALED_AREAS = ("areaCell", "areaTriangle", "kiteAreasOnVertex")
 #: Extra (uninterpreted) variables that hold lengths in the mesh's units, scaled with the mesh.
 SCALED_EXTRA_LENGTHS = ("gridSpacing",)
-#: Units written as the `units` attribute of each mesh variable (MPAS Registry).
-UNITS = {
-    **{f"{c}{k}": "m" for c in "xyz" for k in ("Cell", "Edge", "Vertex")},
-    **{f"{a}{k}": "radians" for a in ("lat", "lon") for k in ("Cell", "Edge", "Vertex")},
-    "dcEdge": "m", "dvEdge": "m", "angleEdge": "radians",
-    "areaCell": "m^2", "areaTriangle": "m^2", "kiteAreasOnVertex": "m^2",
-    "fCell": "s^-1", "fEdge": "s^-1", "fVertex": "s^-1",
-    **{name: "unitless" for name in ("weightsOnEdge", "edgeSignOnCell", "edgeSignOnVertex")},
+#: `units` and `long_name` of every mesh variable, as MPAS-Atmosphere's Registry.xml gives them
+#: (units "rad" written "radians", "-" written "unitless"; f{Cell,Edge,Vertex} in s^-1, which the
+#: Registry leaves "unitless"; edgeSignOnCell / edgeSignOnVertex are the Registry's
+#: edgesOnCell_sign / edgesOnVertex_sign). Every writer of mesh variables uses it (`write_mesh`,
+#: `MeshFileWriter`, so the mesh cache and `python -m grids generate`; the model's histories and
+#: grid files; `grids.xarray_io.to_xarray`): see `mesh_variable_attributes`.
+MESH_VARIABLE_ATTRIBUTES = {
+    **{f"{c}{k}": ("m", f"Cartesian {c}-coordinate of {k.lower()}s".replace("vertexs", "vertices"))
+       for k in ("Cell", "Edge", "Vertex") for c in "xyz"},
+    **{f"{a}{k}": ("radians", f"{w} of {k.lower()}s".replace("vertexs", "vertices"))
+       for k in ("Cell", "Edge", "Vertex") for a, w in (("lat", "Latitude"), ("lon", "Longitude"))},
+    "indexToCellID": ("unitless", "Mapping from local array index to global cell ID"),
+    "indexToEdgeID": ("unitless", "Mapping from local array index to global edge ID"),
+    "indexToVertexID": ("unitless", "Mapping from local array index to global vertex ID"),
+    "cellsOnEdge": ("unitless", "IDs of cells divided by an edge"),
+    "nEdgesOnCell": ("unitless", "Number of edges forming the boundary of a cell"),
+    "nEdgesOnEdge": ("unitless", "Number of edges involved in reconstruction of tangential "
+                                 "velocity for an edge"),
+    "edgesOnCell": ("unitless", "IDs of edges forming the boundary of a cell"),
+    "edgesOnEdge": ("unitless", "IDs of edges involved in reconstruction of tangential velocity "
+                                "for an edge"),
+    "weightsOnEdge": ("unitless", "Weights used in reconstruction of tangential velocity for an "
+                                  "edge"),
+    "dvEdge": ("m", "Spherical distance between vertex endpoints of an edge"),
+    "dcEdge": ("m", "Spherical distance between cells separated by an edge"),
+    "angleEdge": ("radians", "Angle between local north and the positive tangential direction of "
+                             "an edge"),
+    "areaCell": ("m^2", "Spherical area of a Voronoi cell"),
+    "areaTriangle": ("m^2", "Spherical area of a Delaunay triangle"),
+    "cellsOnCell": ("unitless", "IDs of cells neighboring a cell"),
+    "verticesOnCell": ("unitless", "IDs of vertices (corner points) of a cell"),
+    "verticesOnEdge": ("unitless", "IDs of the two vertex endpoints of an edge"),
+    "edgesOnVertex": ("unitless", "IDs of the edges that meet at a vertex"),
+    "cellsOnVertex": ("unitless", "IDs of the cells that meet at a vertex"),
+    "kiteAreasOnVertex": ("m^2", "Intersection areas between primal (Voronoi) and dual "
+                                 "(triangular) mesh cells"),
+    "fCell": ("s^-1", "Coriolis parameter at a cell"),
+    "fEdge": ("s^-1", "Coriolis parameter at an edge"),
+    "fVertex": ("s^-1", "Coriolis parameter at a vertex"),
+    "meshDensity": ("unitless", "Mesh density function (used when generating the mesh) evaluated "
+                                "at a cell"),
+    "edgeSignOnCell": ("unitless", "Sign for edges surrounding a cell: positive for positive "
+                                   "outward normal velocity"),
+    "edgeSignOnVertex": ("unitless", "Sign for edges incident with a vertex: positive for "
+                                     "positive inward tangential velocity"),
 }
+
+
+def mesh_variable_attributes(name: str) -> dict:
+    """{"units", "long_name"} of mesh variable `name` (MESH_VARIABLE_ATTRIBUTES), {} for a
+    variable the table does not know (an extra variable of a file, kept as it was)."""
+    if name not in MESH_VARIABLE_ATTRIBUTES:
+        return {}
+    units, long_name = MESH_VARIABLE_ATTRIBUTES[name]
+    return {"units": units, "long_name": long_name}
+
+
 #: Global attribute of a mesh-cache file: the CRC-32 of every variable's bytes as stored (JSON,
 #: {name: 8 hex digits}), written by `MeshFileWriter(checksums=True)` and checked by
 #: `read_trusted_mesh(checksums=True)`; never copied into another file (`written_attributes`).
@@ -615,8 +664,8 @@ def read_trusted_mesh(path, *, expect_attributes: dict | None = None,
     (so that later indexing, on the GPU too, stays in bounds). The file's radius is kept.
     `checksums` (the mesh cache): every variable's bytes as stored must have the CRC-32 recorded
     in the file's CHECKSUM_ATTRIBUTE when it was written (`stored_crc32`), so a flipped bit that
-    leaves the values plausible (an area, an index still in range) is not used; it costs one pass
-    at ~3.7 GB/s over what is read (~0.9 s at level 9, ~13 s at level 11: decision 0017).
+    leaves the values plausible (an area, an index still in range) is not used; the CRCs (zlib
+    releases the GIL) run on a thread while the next variable is read (decision 0017).
 
     Raises MeshError (naming the file and the field or attribute) when any of these fails,
     FileNotFoundError when there is no file.
@@ -639,19 +688,22 @@ def read_trusted_mesh(path, *, expect_attributes: dict | None = None,
                                     field=name, value=have, expected=repr(want))
             dims = {name: len(d) for name, d in ds.dimensions.items()}
             crcs = _stored_checksums(attributes, ds.variables, path) if checksums else None
-            fields, extra = {}, {}
-            for name, v in ds.variables.items():
-                vdims = tuple(v.dimensions)
-                if name in FIELD_DIMS and vdims != FIELD_DIMS[name]:
-                    raise MeshError("wrong dimensions", file=path, field=name, value=vdims,
-                                    expected=f"dimensions {FIELD_DIMS[name]}")
-                raw = np.asarray(v[...])
-                if crcs is not None:
-                    _check_crc32(name, raw, crcs, path)
-                if name in FIELD_DIMS:
-                    fields[name] = raw
-                else:
-                    extra[name] = (vdims, raw)
+            fields, extra, hashed = {}, {}, []
+            with ThreadPoolExecutor(max_workers=1) as hasher:    # hashes while the next is read
+                for name, v in ds.variables.items():
+                    vdims = tuple(v.dimensions)
+                    if name in FIELD_DIMS and vdims != FIELD_DIMS[name]:
+                        raise MeshError("wrong dimensions", file=path, field=name, value=vdims,
+                                        expected=f"dimensions {FIELD_DIMS[name]}")
+                    raw = np.asarray(v[...])
+                    if crcs is not None:
+                        hashed.append(hasher.submit(_check_crc32, name, raw, crcs, path))
+                    if name in FIELD_DIMS:
+                        fields[name] = raw
+                    else:
+                        extra[name] = (vdims, raw)
+            for done in hashed:              # the first corrupt variable in the file's order
+                done.result()
     except MeshError:
         raise
     except (OSError, RuntimeError, ValueError, IndexError, KeyError) as exc:
@@ -880,8 +932,7 @@ class MeshFileWriter:
             for name in dims:
                 var = self.ds.createVariable(name, dtypes[name], dims[name],
                                              **self._storage(name, dims[name], shapes[name]))
-                if name in UNITS:
-                    var.units = UNITS[name]
+                var.setncatts(mesh_variable_attributes(name))
             for name, (_, arr) in extra.items():
                 _write_variable(self.ds, name, np.asarray(arr))
                 if checksums:
@@ -1014,7 +1065,7 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET",
     """Write a Mesh (0-based, -1 pads) as an MPAS mesh file (1-based, 0 pads, int32 indices).
 
     Mesh -> netCDF file at `path` with MPAS dimension and variable names, each mesh variable with
-    its `units`, global attributes from mesh.attributes plus on_a_sphere="YES",
+    its `units` and `long_name` (`MESH_VARIABLE_ATTRIBUTES`), global attributes from mesh.attributes plus on_a_sphere="YES",
     sphere_radius=mesh.sphere_radius, Conventions="MPAS" (is_periodic="NO", mesh_spec="1.0" unless
     given), and the extra variables written back unchanged. format: one of FORMATS.
 
