@@ -170,7 +170,7 @@ def _remove_stale_temporaries(path: Path) -> None:
 
 def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: float = EARTH_RADIUS,
                        order: str = "morton", omega: float = EARTH_OMEGA, cache_dir=None,
-                       validate: bool = True) -> Mesh:
+                       validate: bool = True, level_key: str = "level") -> Mesh:
     """`generate_icosahedral(level, ...)`, generated once and cached as an MPAS grid file.
 
     Parameters as `grids.icosahedral.generate_icosahedral`; `cache_dir` overrides the cache
@@ -184,14 +184,22 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
     that fails validation is removed from the cache and the error raised. A bad, truncated or
     mismatching cache file is regenerated with a warning; a cache directory that cannot be
     written gives a warning and the mesh generated in memory. Bad parameters raise ValueError.
+    Memory: before any work, `grids.memory.check_memory` raises InsufficientMemory (a ValueError
+    naming `level_key`, the setting that chose the level, e.g. "mesh.generate.level") when
+    loading the mesh (and, on a miss, generating and validating it) needs more memory than the
+    machine has available.
     """
     from .icosahedral import generate_icosahedral, write_icosahedral
+    from .memory import check_memory
 
     params = _parameters(level, lloyd_iterations, order, sphere_radius, omega)
     directory = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     path = directory / cache_file_name(params)
+    hit = path.exists()
+    check_memory(params["level"], key=level_key, generate=not hit, load=True,
+                 validate=validate and not hit)
 
-    if path.exists():
+    if hit:
         start = time.perf_counter()
         try:
             mesh = _read(path, params)
