@@ -18,9 +18,12 @@ cache format (`CACHE_FORMAT`). The same parameters are stored as global attribut
 _format, and the whole key as meshops_cache_key) and compared on read, as are the dimension sizes
 of the level.
 
-Trust: a cache file whose attributes differ, that is shorter than its header says (truncated), that
-cannot be read as netCDF, or whose fields have the wrong shapes, counts or index ranges, is
-regenerated with a logged warning, never used silently.
+Trust: each file holds the CRC-32 of every variable's bytes as written (global attribute
+meshops_cache_crc32), checked on every read (`read_trusted_mesh(checksums=True)`), so a flipped
+bit that leaves a value plausible (an area, an index still in range) is caught. A cache file whose
+checksums or attributes differ, that is shorter than its header says (truncated), that cannot be
+read as netCDF, or whose fields have the wrong shapes, counts or index ranges, is regenerated with
+one logged warning ("mesh: cache file <path> is unusable, regenerating it: <why>"), never used.
 
 Concurrency: each writer writes its own temporary file (unique name beside the target), fsyncs it
 and renames it over the target (`grids.atomic`): rename is atomic on a POSIX file system, so a
@@ -55,7 +58,7 @@ log = logging.getLogger("grids")
 #: Environment variable naming the cache directory.
 CACHE_ENV = "MESHOPS_CACHE_DIR"
 #: Layout of the cache files (what is stored and how it is keyed); bump when it changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2      # 2: the CRC-32 of every variable (meshops_cache_crc32)
 #: Prefix of the global attributes that hold the generation parameters.
 ATTR_PREFIX = "meshops_cache_"
 #: Temporary files of writers that died (older than this, in seconds) are removed on a miss.
@@ -142,7 +145,7 @@ def _read(path: Path, params: dict) -> Mesh:
     from .mpas_io import read_trusted_mesh
     from .validate import MeshError
 
-    mesh = read_trusted_mesh(path, expect_attributes=cache_attributes(params))
+    mesh = read_trusted_mesh(path, expect_attributes=cache_attributes(params), checksums=True)
     for dim, n in _expected_sizes(params["level"]).items():
         if mesh.sizes()[dim] != n:
             raise MeshError("dimension size differs from the level's", file=str(path), field=dim,
@@ -167,7 +170,7 @@ def _remove_stale_temporaries(path: Path) -> None:
 
 def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: float = EARTH_RADIUS,
                        order: str = "morton", omega: float = EARTH_OMEGA, cache_dir=None,
-                       validate: bool = True) -> Mesh:
+                       validate: bool = True, level_key: str = "level") -> Mesh:
     """`generate_icosahedral(level, ...)`, generated once and cached as an MPAS grid file.
 
     Parameters as `grids.icosahedral.generate_icosahedral`; `cache_dir` overrides the cache
@@ -181,14 +184,22 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
     that fails validation is removed from the cache and the error raised. A bad, truncated or
     mismatching cache file is regenerated with a warning; a cache directory that cannot be
     written gives a warning and the mesh generated in memory. Bad parameters raise ValueError.
+    Memory: before any work, `grids.memory.check_memory` raises InsufficientMemory (a ValueError
+    naming `level_key`, the setting that chose the level, e.g. "mesh.generate.level") when
+    loading the mesh (and, on a miss, generating and validating it) needs more memory than the
+    machine has available.
     """
     from .icosahedral import generate_icosahedral, write_icosahedral
+    from .memory import check_memory
 
     params = _parameters(level, lloyd_iterations, order, sphere_radius, omega)
     directory = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     path = directory / cache_file_name(params)
+    hit = path.exists()
+    check_memory(params["level"], key=level_key, generate=not hit, load=True,
+                 validate=validate and not hit)
 
-    if path.exists():
+    if hit:
         start = time.perf_counter()
         try:
             mesh = _read(path, params)
@@ -205,7 +216,7 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
         write_icosahedral(params["level"], path, lloyd_iterations=params["lloyd_iterations"],
                           sphere_radius=params["sphere_radius"], order=params["order"],
                           omega=params["omega"], format="NETCDF4", compress=True,
-                          attributes=cache_attributes(params), cache_key=True,
+                          attributes=cache_attributes(params), cache_key=True, checksums=True,
                           history=f"cache {path.name}")
     except (OSError, RuntimeError) as exc:   # netCDF/HDF5 write errors: generate in memory instead
         mesh = generate_icosahedral(params["level"], lloyd_iterations=params["lloyd_iterations"],

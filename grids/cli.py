@@ -7,6 +7,8 @@
     python -m grids reorder IN OUT [--method morton] [--format F]
     python -m grids --version
 
+`generate` refuses a level whose generation needs more memory than the machine has available
+(`grids.memory`), before any work, with one line naming --level, the memory needed and available.
 `check` exits with status 0 when the mesh is valid and 1 when it is not, with one line on stderr
 naming the file, field, first bad index, value and what was expected; 2 for bad arguments. Output
 paths are checked before any work. A unit-sphere file is shown on the Earth's radius (lengths in km,
@@ -137,7 +139,8 @@ def _sizes(mesh) -> str:
 
 
 def generate(args) -> int:
-    from .icosahedral import write_icosahedral
+    from .icosahedral import MAX_LEVEL, write_icosahedral
+    from .memory import check_memory
 
     problem = _output_problem(args.output)
     if problem:
@@ -146,6 +149,8 @@ def generate(args) -> int:
     start = time.perf_counter()
     what = "python -m grids " + shlex.join(_COMMAND_LINE) if _COMMAND_LINE else "python -m grids generate"
     try:
+        if 0 <= args.level <= MAX_LEVEL:      # refused before any work when it cannot fit
+            check_memory(args.level, key="--level")
         write_icosahedral(args.level, args.output, lloyd_iterations=args.lloyd,
                           sphere_radius=args.radius, order=args.order, format=args.format,
                           compress=COMPRESS_CHOICES[args.compress], history=what,

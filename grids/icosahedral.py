@@ -388,7 +388,7 @@ def write_icosahedral(level: int, path, *, lloyd_iterations: int = 0,
                       sphere_radius: float = EARTH_RADIUS, order: str = "morton",
                       omega: float = EARTH_OMEGA, format: str = "NETCDF4", compress: bool | str = True,
                       attributes: dict | None = None, history: str | bool = True,
-                      cache_key: bool = False, progress=False) -> dict:
+                      cache_key: bool = False, checksums: bool = False, progress=False) -> dict:
     """`generate_icosahedral(level, ...)` written as an MPAS grid file at `path`, field by field.
 
     The file holds the arrays `write_mesh(generate_icosahedral(level, ...), path)` writes, but the
@@ -397,7 +397,8 @@ def write_icosahedral(level: int, path, *, lloyd_iterations: int = 0,
     of the next fields), the TRiSK fields block by block, so the peak is that of the triangulation,
     the connectivity and the inputs of the TRiSK weights (about half the mesh). `attributes` are
     added to the generated ones (`mpas_metadata`); `history`, `cache_key` and `compress` as for
-    `write_mesh`; `format` one of `grids.mpas_io.FORMATS` (NETCDF4 default: NETCDF3_64BIT_OFFSET
+    `write_mesh`; `checksums` stores each variable's CRC-32 (`MeshFileWriter`; the mesh
+    cache); `format` one of `grids.mpas_io.FORMATS` (NETCDF4 default: NETCDF3_64BIT_OFFSET
     holds at most 4 GiB per variable, too little for edgesOnEdge and weightsOnEdge at level 11; the
     arguments and this limit are checked before any work). Written atomically (temporary name, then
     rename). Returns the dimension sizes.
@@ -422,7 +423,7 @@ def write_icosahedral(level: int, path, *, lloyd_iterations: int = 0,
                                    cache_key=cache_key)
         opened.append(MeshFileWriter(tmp, format=format, sizes=sizes, compress=compress,
                                      attributes=_file_attributes(attrs, sphere_radius), extra=extra,
-                                     background=True))
+                                     background=True, checksums=checksums))
         return opened[-1]
 
     with atomic_path(path) as tmp:

@@ -20,6 +20,7 @@ flipped edgeSignOnVertex is not a known convention and is refused as before.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -27,6 +28,8 @@ import secrets
 import string
 import threading
 import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import overload
 
 import numpy as np
@@ -50,15 +53,101 @@ SCALED_LENGTHS = ("xCell", "yCell", "zCell", "xEdge", "yEdge", "zEdge",
 SCALED_AREAS = ("areaCell", "areaTriangle", "kiteAreasOnVertex")
 #: Extra (uninterpreted) variables that hold lengths in the mesh's units, scaled with the mesh.
 SCALED_EXTRA_LENGTHS = ("gridSpacing",)
-#: Units written as the `units` attribute of each mesh variable (MPAS Registry).
-UNITS = {
-    **{f"{c}{k}": "m" for c in "xyz" for k in ("Cell", "Edge", "Vertex")},
-    **{f"{a}{k}": "radians" for a in ("lat", "lon") for k in ("Cell", "Edge", "Vertex")},
-    "dcEdge": "m", "dvEdge": "m", "angleEdge": "radians",
-    "areaCell": "m^2", "areaTriangle": "m^2", "kiteAreasOnVertex": "m^2",
-    "fCell": "s^-1", "fEdge": "s^-1", "fVertex": "s^-1",
-    **{name: "unitless" for name in ("weightsOnEdge", "edgeSignOnCell", "edgeSignOnVertex")},
+#: `units` and `long_name` of every mesh variable, as MPAS-Atmosphere's Registry.xml gives them
+#: (units "rad" written "radians", "-" written "unitless"; f{Cell,Edge,Vertex} in s^-1, which the
+#: Registry leaves "unitless"; edgeSignOnCell / edgeSignOnVertex are the Registry's
+#: edgesOnCell_sign / edgesOnVertex_sign). Every writer of mesh variables uses it (`write_mesh`,
+#: `MeshFileWriter`, so the mesh cache and `python -m grids generate`; the model's histories and
+#: grid files; `grids.xarray_io.to_xarray`): see `mesh_variable_attributes`.
+MESH_VARIABLE_ATTRIBUTES = {
+    **{f"{c}{k}": ("m", f"Cartesian {c}-coordinate of {k.lower()}s".replace("vertexs", "vertices"))
+       for k in ("Cell", "Edge", "Vertex") for c in "xyz"},
+    **{f"{a}{k}": ("radians", f"{w} of {k.lower()}s".replace("vertexs", "vertices"))
+       for k in ("Cell", "Edge", "Vertex") for a, w in (("lat", "Latitude"), ("lon", "Longitude"))},
+    "indexToCellID": ("unitless", "Mapping from local array index to global cell ID"),
+    "indexToEdgeID": ("unitless", "Mapping from local array index to global edge ID"),
+    "indexToVertexID": ("unitless", "Mapping from local array index to global vertex ID"),
+    "cellsOnEdge": ("unitless", "IDs of cells divided by an edge"),
+    "nEdgesOnCell": ("unitless", "Number of edges forming the boundary of a cell"),
+    "nEdgesOnEdge": ("unitless", "Number of edges involved in reconstruction of tangential "
+                                 "velocity for an edge"),
+    "edgesOnCell": ("unitless", "IDs of edges forming the boundary of a cell"),
+    "edgesOnEdge": ("unitless", "IDs of edges involved in reconstruction of tangential velocity "
+                                "for an edge"),
+    "weightsOnEdge": ("unitless", "Weights used in reconstruction of tangential velocity for an "
+                                  "edge"),
+    "dvEdge": ("m", "Spherical distance between vertex endpoints of an edge"),
+    "dcEdge": ("m", "Spherical distance between cells separated by an edge"),
+    "angleEdge": ("radians", "Angle between local north and the positive tangential direction of "
+                             "an edge"),
+    "areaCell": ("m^2", "Spherical area of a Voronoi cell"),
+    "areaTriangle": ("m^2", "Spherical area of a Delaunay triangle"),
+    "cellsOnCell": ("unitless", "IDs of cells neighboring a cell"),
+    "verticesOnCell": ("unitless", "IDs of vertices (corner points) of a cell"),
+    "verticesOnEdge": ("unitless", "IDs of the two vertex endpoints of an edge"),
+    "edgesOnVertex": ("unitless", "IDs of the edges that meet at a vertex"),
+    "cellsOnVertex": ("unitless", "IDs of the cells that meet at a vertex"),
+    "kiteAreasOnVertex": ("m^2", "Intersection areas between primal (Voronoi) and dual "
+                                 "(triangular) mesh cells"),
+    "fCell": ("s^-1", "Coriolis parameter at a cell"),
+    "fEdge": ("s^-1", "Coriolis parameter at an edge"),
+    "fVertex": ("s^-1", "Coriolis parameter at a vertex"),
+    "meshDensity": ("unitless", "Mesh density function (used when generating the mesh) evaluated "
+                                "at a cell"),
+    "edgeSignOnCell": ("unitless", "Sign for edges surrounding a cell: positive for positive "
+                                   "outward normal velocity"),
+    "edgeSignOnVertex": ("unitless", "Sign for edges incident with a vertex: positive for "
+                                     "positive inward tangential velocity"),
 }
+
+
+def mesh_variable_attributes(name: str) -> dict:
+    """{"units", "long_name"} of mesh variable `name` (MESH_VARIABLE_ATTRIBUTES), {} for a
+    variable the table does not know (an extra variable of a file, kept as it was)."""
+    if name not in MESH_VARIABLE_ATTRIBUTES:
+        return {}
+    units, long_name = MESH_VARIABLE_ATTRIBUTES[name]
+    return {"units": units, "long_name": long_name}
+
+
+#: Global attribute of a mesh-cache file: the CRC-32 of every variable's bytes as stored (JSON,
+#: {name: 8 hex digits}), written by `MeshFileWriter(checksums=True)` and checked by
+#: `read_trusted_mesh(checksums=True)`; never copied into another file (`written_attributes`).
+CHECKSUM_ATTRIBUTE = "meshops_cache_crc32"
+
+
+def stored_crc32(arr: np.ndarray, crc: int = 0) -> int:
+    """CRC-32 (zlib) of an array's bytes in C order and native byte order, continuing `crc`
+    (so rows hashed block by block, in order, give the whole array's CRC). A CRC-32 detects every
+    error of one bit, and every burst of up to 32 bits, in what it covers."""
+    a = np.ascontiguousarray(arr)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return zlib.crc32(a.reshape(-1).view(np.uint8), crc)
+
+
+def _stored_checksums(attributes: dict, names, path: str) -> dict:
+    """{variable: CRC-32} of a mesh-cache file from its CHECKSUM_ATTRIBUTE; MeshError when the
+    attribute is missing or malformed, or does not cover exactly the file's variables `names`."""
+    text = attributes.get(CHECKSUM_ATTRIBUTE)
+    try:
+        crcs = {name: int(value, 16) for name, value in json.loads(str(text)).items()}
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise MeshError(f"no valid checksum attribute ({exc})", file=path, field=CHECKSUM_ATTRIBUTE,
+                        value=text, expected="the CRC-32 of every variable, as JSON") from None
+    if set(crcs) != set(names):
+        raise MeshError("the checksums do not cover exactly the file's variables", file=path,
+                        field=CHECKSUM_ATTRIBUTE, value=sorted(set(crcs) ^ set(names)),
+                        expected="one CRC-32 per variable")
+    return crcs
+
+
+def _check_crc32(name: str, raw: np.ndarray, crcs: dict, path: str) -> None:
+    crc = stored_crc32(raw)
+    if crc != crcs[name]:
+        raise MeshError(f"stored bytes have CRC-32 {crc:08x}: the file is corrupt", file=path,
+                        field=name, expected=f"CRC-32 {crcs[name]:08x}, recorded in "
+                        f"{CHECKSUM_ATTRIBUTE} when the file was written")
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -562,7 +651,8 @@ def read_mesh(path, *, sphere_radius=None, validate=True, reorder=None, recomput
     return reorder_keeping_ids(mesh, reorder)
 
 
-def read_trusted_mesh(path, *, expect_attributes: dict | None = None) -> Mesh:
+def read_trusted_mesh(path, *, expect_attributes: dict | None = None,
+                      checksums: bool = False) -> Mesh:
     """Read a complete MPAS mesh file that this package wrote itself (the mesh cache) as stored.
 
     path -> Mesh (0-based, -1 pads). The fast path for a trusted file: every MPAS field must be in
@@ -572,6 +662,10 @@ def read_trusted_mesh(path, *, expect_attributes: dict | None = None) -> Mesh:
     global attributes in `expect_attributes` equal the file's (compared before any array is read),
     every field has its MPAS dimensions, shape and dtype kind, counts and index ranges are valid
     (so that later indexing, on the GPU too, stays in bounds). The file's radius is kept.
+    `checksums` (the mesh cache): every variable's bytes as stored must have the CRC-32 recorded
+    in the file's CHECKSUM_ATTRIBUTE when it was written (`stored_crc32`), so a flipped bit that
+    leaves the values plausible (an area, an index still in range) is not used; the CRCs (zlib
+    releases the GIL) run on a thread while the next variable is read (decision 0017).
 
     Raises MeshError (naming the file and the field or attribute) when any of these fails,
     FileNotFoundError when there is no file.
@@ -593,16 +687,23 @@ def read_trusted_mesh(path, *, expect_attributes: dict | None = None) -> Mesh:
                     raise MeshError("global attribute differs from the one asked for", file=path,
                                     field=name, value=have, expected=repr(want))
             dims = {name: len(d) for name, d in ds.dimensions.items()}
-            fields, extra = {}, {}
-            for name, v in ds.variables.items():
-                vdims = tuple(v.dimensions)
-                if name not in FIELD_DIMS:
-                    extra[name] = (vdims, np.asarray(v[...]))
-                    continue
-                if vdims != FIELD_DIMS[name]:
-                    raise MeshError("wrong dimensions", file=path, field=name, value=vdims,
-                                    expected=f"dimensions {FIELD_DIMS[name]}")
-                fields[name] = np.asarray(v[...])
+            crcs = _stored_checksums(attributes, ds.variables, path) if checksums else None
+            fields, extra, hashed = {}, {}, []
+            with ThreadPoolExecutor(max_workers=1) as hasher:    # hashes while the next is read
+                for name, v in ds.variables.items():
+                    vdims = tuple(v.dimensions)
+                    if name in FIELD_DIMS and vdims != FIELD_DIMS[name]:
+                        raise MeshError("wrong dimensions", file=path, field=name, value=vdims,
+                                        expected=f"dimensions {FIELD_DIMS[name]}")
+                    raw = np.asarray(v[...])
+                    if crcs is not None:
+                        hashed.append(hasher.submit(_check_crc32, name, raw, crcs, path))
+                    if name in FIELD_DIMS:
+                        fields[name] = raw
+                    else:
+                        extra[name] = (vdims, raw)
+            for done in hashed:              # the first corrupt variable in the file's order
+                done.result()
     except MeshError:
         raise
     except (OSError, RuntimeError, ValueError, IndexError, KeyError) as exc:
@@ -724,10 +825,10 @@ def _file_attributes(attributes: dict, sphere_radius: float) -> dict:
 def written_attributes(attributes: dict, path: str, *, history: str | bool = True,
                        cache_key: bool = False) -> dict:
     """The attributes a writer stores for a mesh with `attributes`: the cache key attributes
-    (``meshops_cache_*``) dropped unless `cache_key`, and a history line appended unless
-    history=False (see `write_mesh`)."""
-    if not cache_key:
-        attributes = {k: v for k, v in attributes.items() if not k.startswith("meshops_cache_")}
+    (``meshops_cache_*``) dropped unless `cache_key`, the checksums (CHECKSUM_ATTRIBUTE: those of
+    another file) always, and a history line appended unless history=False (see `write_mesh`)."""
+    attributes = {k: v for k, v in attributes.items() if k != CHECKSUM_ATTRIBUTE
+                  and (cache_key or not k.startswith("meshops_cache_"))}
     if history is not False:
         what = history if isinstance(history, str) else f"write_mesh {os.path.basename(path)}"
         attributes = append_history(attributes, history_line("written", what))
@@ -791,13 +892,17 @@ class MeshFileWriter:
     touches the file; netCDF releases the GIL while it writes), behind a queue of at most
     `QUEUE_DEPTH` fields, so writing overlaps the computation of the next fields. An error of the
     writer is raised by the next put or by close.
+
+    `checksums` (the mesh cache): the CRC-32 of every variable's bytes as written (`stored_crc32`,
+    rows hashed as they are written, in order) is stored in the global attribute
+    CHECKSUM_ATTRIBUTE when the file is closed complete.
     """
 
     #: Fields (or blocks) waiting for the background writer at most.
     QUEUE_DEPTH = 2
 
     def __init__(self, path: str, *, format: str, sizes: dict, attributes: dict, extra: dict,
-                 compress: bool | str = True, background: bool = False):
+                 compress: bool | str = True, background: bool = False, checksums: bool = False):
         import netCDF4
 
         if compress not in (False, True, "connectivity"):
@@ -814,6 +919,7 @@ class MeshFileWriter:
         _check_format_limits(format, shapes, path)
         self._rows = {name: 0 for name in FIELD_DIMS}
         self._size = {name: sizes[FIELD_DIMS[name][0]] for name in FIELD_DIMS}
+        self._crc = {} if checksums else None
         self.ds = netCDF4.Dataset(path, "w", format=format, clobber=False)
         try:
             self.ds.set_auto_maskandscale(False)
@@ -826,10 +932,11 @@ class MeshFileWriter:
             for name in dims:
                 var = self.ds.createVariable(name, dtypes[name], dims[name],
                                              **self._storage(name, dims[name], shapes[name]))
-                if name in UNITS:
-                    var.units = UNITS[name]
+                var.setncatts(mesh_variable_attributes(name))
             for name, (_, arr) in extra.items():
                 _write_variable(self.ds, name, np.asarray(arr))
+                if checksums:
+                    self._crc[name] = stored_crc32(np.asarray(arr))
         except BaseException:
             self.ds.close()
             raise
@@ -891,7 +998,10 @@ class MeshFileWriter:
         self._submit(self._put_now, name, array)
 
     def _put_now(self, name: str, array: np.ndarray) -> None:
-        _write_variable(self.ds, name, self._stored(name, array))
+        stored = self._stored(name, array)
+        _write_variable(self.ds, name, stored)
+        if self._crc is not None:
+            self._crc[name] = stored_crc32(stored)
         self._rows[name] = self._size[name]
 
     def put_rows(self, name: str, rows: slice, block: np.ndarray, n: int) -> None:
@@ -899,13 +1009,23 @@ class MeshFileWriter:
         self._submit(self._put_rows_now, name, rows, block)
 
     def _put_rows_now(self, name: str, rows: slice, block: np.ndarray) -> None:
-        _write_rows(self.ds, name, rows.start, self._stored(name, block))
+        stored = self._stored(name, block)
+        if self._crc is not None and rows.start != self._rows[name]:
+            raise MeshError("rows written out of order, so no checksum can be kept", file=self.path,
+                            field=name, value=rows.start, expected=f"row {self._rows[name]} next")
+        _write_rows(self.ds, name, rows.start, stored)
+        if self._crc is not None:
+            self._crc[name] = stored_crc32(stored, self._crc.get(name, 0))
         self._rows[name] += rows.stop - rows.start
 
     def close(self) -> None:
         """Finish the queued writes and close the file; the writer's error if it had one, else
         MeshError if some field was not written completely."""
         self._stop()
+        complete = all(rows == self._size[name] for name, rows in self._rows.items())
+        if self._crc is not None and self._error is None and complete:
+            self.ds.setncattr(CHECKSUM_ATTRIBUTE, json.dumps(
+                {name: f"{crc:08x}" for name, crc in self._crc.items()}, separators=(",", ":")))
         self.ds.close()
         if self._error is not None:
             raise self._error
@@ -945,7 +1065,7 @@ def write_mesh(mesh: Mesh, path, *, format: str = "NETCDF3_64BIT_OFFSET",
     """Write a Mesh (0-based, -1 pads) as an MPAS mesh file (1-based, 0 pads, int32 indices).
 
     Mesh -> netCDF file at `path` with MPAS dimension and variable names, each mesh variable with
-    its `units`, global attributes from mesh.attributes plus on_a_sphere="YES",
+    its `units` and `long_name` (`MESH_VARIABLE_ATTRIBUTES`), global attributes from mesh.attributes plus on_a_sphere="YES",
     sphere_radius=mesh.sphere_radius, Conventions="MPAS" (is_periodic="NO", mesh_spec="1.0" unless
     given), and the extra variables written back unchanged. format: one of FORMATS.
 

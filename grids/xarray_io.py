@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 
 from .mesh import FIELD_DIMS, INDEX_FIELDS, Mesh
+from .mpas_io import mesh_variable_attributes
 from .validate import MeshError
 
 #: Dataset attributes describing the in-memory convention (not part of mesh.attributes).
@@ -32,6 +33,7 @@ def to_xarray(mesh: Mesh) -> xr.Dataset:
     pads, as in an MPAS file (new arrays, of the mesh's index dtype); every other array is shared
     with the mesh. `uxarray.open_grid(to_xarray(mesh))` gives the mesh's grid.
 
+    Each variable has its `units` and `long_name` (`grids.mpas_io.MESH_VARIABLE_ATTRIBUTES`).
     Attributes: mesh.attributes, then sphere_radius, index_base = 1, index_pad = 0 and the owned
     counts nCellsSolve, nEdgesSolve, nVerticesSolve (`from_xarray` restores them).
     """
@@ -39,9 +41,9 @@ def to_xarray(mesh: Mesh) -> xr.Dataset:
     for name, arr in mesh.fields().items():
         if name in INDEX_FIELDS:
             arr = arr + arr.dtype.type(1)            # -1 pads -> 0, 0-based -> 1-based
-        data[name] = (FIELD_DIMS[name], arr)
+        data[name] = (FIELD_DIMS[name], arr, mesh_variable_attributes(name))
     for name, (dims, arr) in mesh.extra.items():
-        data[name] = (tuple(dims), arr)
+        data[name] = (tuple(dims), arr, mesh_variable_attributes(name))
     attrs = dict(mesh.attributes)
     attrs.update(sphere_radius=np.float64(mesh.sphere_radius), index_base=np.int32(1),
                  index_pad=np.int32(0), nCellsSolve=np.int64(mesh.nCellsSolve),

@@ -39,7 +39,8 @@ def build_mesh(config: Config):
         from grids.cache import cached_icosahedral
 
         return cached_icosahedral(m.generate.level, lloyd_iterations=m.generate.lloyd,
-                                  sphere_radius=m.radius, order=m.generate.order)
+                                  sphere_radius=m.radius, order=m.generate.order,
+                                  level_key="mesh.generate.level")
     from grids.mpas_io import read_mesh
 
     return read_mesh(m.file, sphere_radius=m.radius, recompute_geometry=m.recompute_geometry)

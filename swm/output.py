@@ -438,7 +438,7 @@ def create_mesh_part(path, mesh, grid: GridReference | None, attributes: dict | 
     attributes and the reference to `grid` (its relative path taken from `output`, default `path`);
     `provenance`'s `attributes` stamped on either."""
     import netCDF4
-    from grids.mpas_io import file_attributes, write_mesh
+    from grids.mpas_io import file_attributes, mesh_variable_attributes, write_mesh
 
     if grid is None:
         write_mesh(mesh, path, format="NETCDF4")
@@ -455,7 +455,7 @@ def create_mesh_part(path, mesh, grid: GridReference | None, attributes: dict | 
             ds.createDimension(dim, n)
         for name in ("latCell", "lonCell"):
             var = ds.createVariable(name, np.float64, ("nCells",))
-            var.units = "radians"
+            var.setncatts(mesh_variable_attributes(name))
             var[:] = getattr(mesh, name)
     ds.set_auto_mask(False)
     stamp(ds, attributes)

@@ -235,3 +235,61 @@ def test_generator_validates_only_when_asked(monkeypatch):
     assert calls == []
     generate_icosahedral(2, validate=True)
     assert len(calls) == 1 and calls[0]["geometry"] is False
+
+
+def flip_bit(path, name, index, bit):
+    """Flip one bit of entry `index` of variable `name` in the file (as stored, in place)."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "a") as ds:
+        ds.set_auto_maskandscale(False)
+        var = ds[name]
+        value = np.array(var[index])
+        bits = value.view(np.uint64 if value.dtype.itemsize == 8 else np.uint32)
+        bits ^= bits.dtype.type(1) << bits.dtype.type(bit)
+        var[index] = value
+    return value
+
+
+@pytest.mark.parametrize("name, bit", [("areaCell", None), ("cellsOnEdge", 0)])
+def test_a_flipped_bit_is_caught_and_the_entry_regenerated(cache_dir, records, monkeypatch,
+                                                           name, bit):
+    rng = np.random.default_rng()
+    cached_icosahedral(2)
+    path = cache_path(2)
+    before = read_trusted_mesh(path)
+    if name == "areaCell":          # a mantissa bit: the area stays positive and plausible
+        index, bit = int(rng.integers(before.nCells)), int(rng.integers(0, 52))
+    else:                           # the lowest bit of a stored (1-based) cell in 2..nCells-1:
+        inside = np.argwhere((before.cellsOnEdge >= 1) & (before.cellsOnEdge <= before.nCells - 2))
+        index = tuple(int(i) for i in inside[rng.integers(len(inside))])    # still in range
+    flip_bit(path, name, index, bit)
+    flipped = read_trusted_mesh(path)           # without checksums the change goes unnoticed
+    assert not np.array_equal(getattr(flipped, name), getattr(before, name))
+    with pytest.raises(MeshError, match=f"{name}: stored bytes have CRC-32 .*corrupt"):
+        read_trusted_mesh(path, checksums=True)
+    records.clear()
+    mesh = cached_icosahedral(2)
+    warnings = messages(records, logging.WARNING)
+    assert len(warnings) == 1 and str(path) in warnings[0] and "regenerating" in warnings[0]
+    assert f"{name}: stored bytes have CRC-32" in warnings[0] and "corrupt" in warnings[0]
+    assert any(m.startswith("mesh: generated level 2") for m in messages(records, logging.INFO))
+    assert_same_mesh(mesh, generate_icosahedral(2))
+    no_generation(monkeypatch)
+    records.clear()
+    assert_same_mesh(cached_icosahedral(2), mesh)            # the rewritten file is a good hit
+    assert not messages(records, logging.WARNING)
+
+
+def test_a_cache_file_without_checksums_is_not_trusted(cache_dir, records):
+    import netCDF4
+
+    cached_icosahedral(2)
+    path = cache_path(2)
+    with netCDF4.Dataset(path, "a") as ds:
+        ds.delncattr("meshops_cache_crc32")
+    records.clear()
+    mesh = cached_icosahedral(2)
+    warnings = messages(records, logging.WARNING)
+    assert len(warnings) == 1 and "meshops_cache_crc32" in warnings[0]
+    assert_same_mesh(mesh, generate_icosahedral(2))

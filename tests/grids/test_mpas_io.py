@@ -264,3 +264,54 @@ def test_xarray_round_trip_is_exact(x1_162_path, x1_mesh):
     shifted.attrs["index_base"] = 7
     with pytest.raises(MeshError, match="index_base"):
         grids.from_xarray(shifted)
+
+
+MESH_VARIABLES = set(FIELD_DIMS) | {"indexToCellID", "indexToEdgeID", "indexToVertexID",
+                                    "meshDensity"}
+
+
+def assert_registry_attributes(path):
+    """Every one of the 41 mesh variables of the file has MPAS Registry units and long_name."""
+    with netCDF4.Dataset(path) as ds:
+        assert MESH_VARIABLES <= set(ds.variables), MESH_VARIABLES - set(ds.variables)
+        for name in MESH_VARIABLES:
+            var = ds[name]
+            assert var.units and var.long_name, name
+            assert (var.units, var.long_name) == mpas_io.MESH_VARIABLE_ATTRIBUTES[name], name
+        assert (ds["latCell"].units, ds["latCell"].long_name) == ("radians", "Latitude of cells")
+        assert ds["areaCell"].units == "m^2" and ds["dcEdge"].units == "m"
+        assert ds["cellsOnEdge"].units == "unitless"
+    with xr.open_dataset(path) as ds:            # xarray still decodes it, attributes included
+        assert ds["areaCell"].attrs["long_name"] == "Spherical area of a Voronoi cell"
+
+
+@pytest.mark.parametrize("writer", ["write_mesh", "write_icosahedral", "cache", "cli"])
+def test_every_mesh_variable_has_units_and_long_name(tmp_path, monkeypatch, writer):
+    import subprocess
+    import sys
+
+    from grids.icosahedral import generate_icosahedral, write_icosahedral
+
+    path = tmp_path / "m.grid.nc"
+    if writer == "write_mesh":
+        write_mesh(generate_icosahedral(2), path, format="NETCDF4")
+    elif writer == "write_icosahedral":
+        write_icosahedral(2, path)
+    elif writer == "cache":
+        from grids.cache import cache_path, cached_icosahedral
+
+        cached_icosahedral(2, cache_dir=tmp_path)
+        path = cache_path(2, cache_dir=tmp_path)
+    else:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        out = subprocess.run([sys.executable, "-m", "grids", "generate", "--level", "2", "-o",
+                              str(path)], capture_output=True, text=True, cwd=root, timeout=300)
+        assert out.returncode == 0, out.stderr
+    assert_registry_attributes(path)
+
+
+def test_to_xarray_gives_every_mesh_variable_its_attributes(x1_mesh):
+    ds = grids.to_xarray(x1_mesh)
+    for name in MESH_VARIABLES & set(ds.variables):
+        assert (ds[name].attrs["units"], ds[name].attrs["long_name"]) == \
+            mpas_io.MESH_VARIABLE_ATTRIBUTES[name], name

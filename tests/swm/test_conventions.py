@@ -131,6 +131,30 @@ OWN_VARIABLES = {"Time", "edgeSignOnCell", "edgeSignOnVertex", "mass", "energy",
 
 
 @pytest.mark.parametrize("form", ["inside", "reference"])
+def test_every_mesh_variable_has_registry_units_and_long_name(form, request):
+    """The history's mesh variables (all 41 inside it, or latCell / lonCell beside a reference)
+    and its grid file's carry MPAS Registry units and long_name; xarray and cf_xarray read both."""
+    import cf_xarray  # noqa: F401 - registers the .cf accessor
+    import netCDF4
+    import xarray as xr
+
+    from grids.mpas_io import MESH_VARIABLE_ATTRIBUTES
+
+    path, grid = history_and_grid(form, request)
+    for name_of_file, expected in ((path, 41 if form == "inside" else 2), (grid, 41)):
+        with netCDF4.Dataset(name_of_file) as ds:
+            mesh = [name for name in ds.variables if name in MESH_VARIABLE_ATTRIBUTES]
+            assert len(mesh) == expected, mesh
+            for name in mesh:
+                assert (ds[name].units, ds[name].long_name) == MESH_VARIABLE_ATTRIBUTES[name], name
+            assert (ds["latCell"].units, ds["latCell"].long_name) == ("radians", "Latitude of cells")
+        with xr.open_dataset(name_of_file) as ds:
+            assert ds["lonCell"].attrs["long_name"] == "Longitude of cells"
+            if name_of_file == path:
+                assert ds.cf.axes["T"] == ["Time"]
+
+
+@pytest.mark.parametrize("form", ["inside", "reference"])
 def test_an_mpas_user_finds_nothing_foreign(form, request):
     """Every global attribute and variable of a history is MPAS's (sw Registry, output attributes,
     ``config_*`` namelist options) or one of the few the model adds; nothing from the mesh cache."""
