@@ -23,7 +23,6 @@ skipped. Disk snapshots are one `.npz` file per rank and step
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import shutil
@@ -84,7 +83,6 @@ class _DiskStore:
 
     def __init__(self, directory, rank: int):
         base = pathlib.Path(directory or tempfile.gettempdir())
-        self.made = None if base.exists() else base      # removed again when empty
         base.mkdir(parents=True, exist_ok=True)
         self.folder = pathlib.Path(tempfile.mkdtemp(prefix=f"snapshots-rank{rank}-", dir=base))
         self.steps: set[int] = set()
@@ -117,9 +115,6 @@ class _DiskStore:
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
-        if self.made is not None:
-            with contextlib.suppress(OSError):
-                self.made.rmdir()
 
 
 def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,

@@ -138,13 +138,15 @@ def _gradient(model, h0, u0, cost, n_steps, schedule, mode, checkpointing, rank,
         return [h_adj, u_adj]
 
     comm = getattr(model.distribution, "comm", None)
+    sweep = ["forward"]                 # "adjoint" from the first adjoint step (recomputing too)
 
     def forward_step(state):
         state = advance(model, state)
-        stop.check(comm, " in the forward sweep of the gradient")
+        stop.check(comm, f" in the {sweep[0]} sweep of the gradient")
         return state
 
     def adjoint_step(state, lam):
+        sweep[0] = "adjoint"
         lam = adjoint(state, lam)
         stop.check(comm, " in the adjoint sweep of the gradient")
         return lam

@@ -101,7 +101,7 @@ class Simulation:
                         self.model.step()
                         self._fire()
                         signum = stop.requested(self.comm)
-                        if signum:
+                        if signum and self.step < self.stop_step:   # (at the end: finish)
                             outcome = "interrupted"
                             raise stop.interrupted(signum, f" at step {self.step} (day "
                                                    f"{self.time / DAY:.4f})", collective=True,
