@@ -168,8 +168,9 @@ def run(config, args) -> int:
 def report(exc, comm, debug: bool) -> int:
     """Print `exc` as one line on stderr (the traceback too with --debug) and return the exit
     status: 2 for a config or input problem, 3 for a watchdog stop, 128 + the signal number for a
-    run stopped by a signal, 1 otherwise. Errors raised on every rank together are printed by rank
-    0; any other error on one rank of several ends the whole job (MPI_Abort)."""
+    run stopped by a signal (`swm.stop`), 1 otherwise. Errors raised on every rank together are
+    printed by rank 0; any other error on one rank of several ends the whole job (MPI_Abort; a
+    signal that stopped rank 0 alone is printed by rank 0, and the job ends with its status)."""
     from swm.config import ConfigError
     from swm.stop import Interrupted
     from swm.watchdog import WatchdogError

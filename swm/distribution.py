@@ -112,21 +112,26 @@ def distribute(config, comm, global_mesh, physics, dtype):
 
 def read_owner(config, comm, global_mesh):
     """The owner rank of every cell from config.partition.file on rank 0 (None elsewhere, and
-    without a file); its problems raised on every rank as a ConfigError naming the key."""
+    without a file); its problems raised on every rank as a ConfigError naming the key. The
+    file is checked against the run's rank count; on one process (where it is not used) against
+    its own, N of a name ending in `.part.N`."""
     if config.partition.method != "file":
         return None
+    import re
+
     from grids.partition import PartitionError, read_partition
     from swm.collective import on_root
     from swm.config import ConfigError
 
-    read = {}
+    read, path = {}, str(config.partition.file)
+    nparts = comm.Get_size()
+    if is_serial(comm) and re.search(r"\.part\.[0-9]+$", path):
+        nparts = None
 
     def work():
         try:
-            read["owner"] = read_partition(config.partition.file, global_mesh.nCells,
-                                           comm.Get_size())
+            read["owner"] = read_partition(path, global_mesh.nCells, nparts)
         except PartitionError as exc:
-            raise ConfigError(f"partition.file: {exc} (for {comm.Get_size()} process"
-                              f"{'es' if comm.Get_size() > 1 else ''})") from None
+            raise ConfigError(f"partition.file: {exc}") from None
     on_root(comm, work)
     return read.get("owner")
