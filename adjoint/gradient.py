@@ -18,6 +18,7 @@ import contextlib
 
 from adjoint.checkpointing import make_schedule, reverse_sweep
 from adjoint.snapshot_memory import plan, step_bytes
+from swm import stop
 from swm.stepper import rk4_step_adj, rk4_step_tl
 
 
@@ -121,7 +122,17 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
     says what the plan chose; `planned`: that line when the caller already planned `checkpointing`
     with `adjoint.snapshot_memory.plan`); `on_step` as in `reverse_sweep`. `check(k, x_k)`,
     when given, is called on x_0, ..., x_N of the first forward pass in order (not on
-    recomputed states), before J_k; what it raises ends the sweep before any adjoint step."""
+    recomputed states), before J_k; what it raises ends the sweep before any adjoint step. SIGTERM
+    or SIGINT stops the sweeps after a step, on every rank together (`swm.stop.Interrupted`),
+    their disk snapshots removed."""
+    # A signal stops every rank after the same step (not inside numba's compiling of a schedule).
+    with stop.deferred():
+        return _gradient(model, h0, u0, cost, n_steps, schedule, mode, checkpointing, rank,
+                         on_step, check, checkpointing_key, planned)
+
+
+def _gradient(model, h0, u0, cost, n_steps, schedule, mode, checkpointing, rank, on_step, check,
+              checkpointing_key, planned):
     memory, slots = planned or "", None
     if checkpointing is not None:
         if planned is None:
@@ -147,10 +158,24 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
         b_adj = b_adj + b_step
         return [h_adj, u_adj]
 
+    comm = getattr(model.distribution, "comm", None)
+    sweep = ["forward"]                 # "adjoint" from the first adjoint step (recomputing too)
+
+    def forward_step(state):
+        state = advance(model, state)
+        stop.check(comm, f" in the {sweep[0]} sweep of the gradient")
+        return state
+
+    def adjoint_step(state, lam):
+        sweep[0] = "adjoint"
+        lam = adjoint(state, lam)
+        stop.check(comm, " in the adjoint sweep of the gradient")
+        return lam
+
     cost_value, lam, stats = reverse_sweep(
-        schedule, n_steps, [h0, u0], forward=lambda x: advance(model, x), adjoint=adjoint,
-        cost_value=_checked_value(cost, check), cost_gradient=cost.gradient, disk_directory=directory,
-        rank=rank, on_step=on_step, memory_slots=slots)
+        schedule, n_steps, [h0, u0], forward=forward_step, adjoint=adjoint_step,
+        cost_value=_checked_value(cost, check), cost_gradient=cost.gradient,
+        disk_directory=directory, rank=rank, on_step=on_step, memory_slots=slots)
     stats.memory = memory
     return cost_value, (lam[0], lam[1], b_adj), stats
 

@@ -98,9 +98,12 @@ def _sensitivity(config: Config, progress: bool) -> dict:
     bars = {kind: tqdm.tqdm(total=s.total, desc=desc, unit="step", disable=not show,
                             dynamic_ncols=True, leave=kind == "adjoint")
             for kind, desc in (("forward", "forward"), ("adjoint", "adjoint"))}
-    recomputed = [0]
+    recomputed, adjoint_started = [0], []
 
     def on_step(kind):
+        if kind == "adjoint" and not adjoint_started:
+            adjoint_started.append(True)
+            log.info("forward sweep done in %.2f s; adjoint sweep", time.perf_counter() - t0)
         if kind == "recompute":
             recomputed[0] += 1
             bars["adjoint"].set_postfix_str(f"{recomputed[0]} recomputed", refresh=False)

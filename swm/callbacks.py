@@ -165,11 +165,12 @@ class HistoryOutput:
 
     def finish(self, sim, outcome) -> None:
         try:
-            if outcome != "error" and self.written_step != sim.step:
+            if outcome not in ("error", "not started") and self.written_step != sim.step:
                 self(sim)
         finally:
             if self.history is not None:
-                self.history.close(finished=outcome in ("finished", "watchdog"))
+                self.history.close(finished=outcome in ("finished", "watchdog"),
+                                   discard=outcome == "not started")
 
 
 class Files:

@@ -57,6 +57,20 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    from swm import stop
+
+    stop.install()               # SIGTERM, SIGINT: one line and 128 + signum in every phase
+    try:
+        return _main(args)
+    except stop.Interrupted as exc:    # before the run (config, start-up) or while reporting
+        stop.hold()
+        if stop.leader():
+            print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        return 128 + exc.signum
+
+
+def _main(args) -> int:
+    from swm import stop
     from swm.config import ConfigError, describe_schema, dump, load_config, shipped_configs
 
     if args.help_config:
@@ -73,12 +87,17 @@ def main(argv=None) -> int:
     from meshops.parallel.comm import world
 
     comm = world()
+    stop.install(comm)
     try:
         config, error = load_config(args.config, args.set), None
     except ConfigError as exc:
         config, error = None, str(exc)
-    error = agree(comm, config, error)
+    error = agree(comm, config, error)   # a config one rank refuses (its paths) stops every rank
+    if error is None and args.check_adjoint and config.sensitivity is None:
+        error = (f"--check-adjoint: {args.config} has no sensitivity section "
+                 "(see configs/sensitivity_williamson5.yaml)")
     if error is not None:
+        stop.hold()
         if comm.Get_rank() == 0:
             print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
         return 2
@@ -86,11 +105,6 @@ def main(argv=None) -> int:
         if comm.Get_rank() == 0:
             print(dump(config), end="")
         return 0
-    if args.check_adjoint and config.sensitivity is None:
-        if comm.Get_rank() == 0:
-            print(f"{PROG}: error: --check-adjoint: {args.config} has no sensitivity section "
-                  "(see configs/sensitivity_williamson5.yaml)", file=sys.stderr)
-        return 2
     logging.basicConfig(level=config.log_level.upper(),
                         format=f"%(asctime)s rank {comm.Get_rank()}: %(message)s",
                         stream=sys.stderr)
@@ -99,13 +113,20 @@ def main(argv=None) -> int:
     logging.getLogger("swm").info("config %s:\n%s", args.config, dump(config))
     try:
         status = run(config, args)
-    except Exception as exc:  # noqa: BLE001 - one line for the user, the traceback with --debug
-        return report(exc, comm, args.debug)
-    if status == 0 and args.plot and comm.Get_rank() == 0 and config.sensitivity is None:
-        from swm.plot import plot_file
+        if status == 0 and args.plot and comm.Get_rank() == 0 and config.sensitivity is None:
+            from swm.plot import plot_file
 
-        for target in plot_file(config.output.path):
-            print(f"wrote {target}")
+            for target in plot_file(config.output.path):
+                print(f"wrote {target}")
+    except (Exception, stop.Interrupted) as exc:  # noqa: BLE001 - one line, traceback with --debug
+        stop.hold()
+        return report(exc, comm, args.debug)
+    stop.hold()
+    if stop.received():          # after the last check: the run's files are complete
+        if comm.Get_rank() == 0:
+            print(f"{PROG}: stopped by {stop.name(stop.received())} after the run finished "
+                  "(its files are complete)", file=sys.stderr, flush=True)
+        return 128 + stop.received()
     return status
 
 
@@ -172,13 +193,14 @@ def run(config, args) -> int:
 def report(exc, comm, debug: bool) -> int:
     """Print `exc` as one line on stderr (the traceback too with --debug) and return the exit
     status: 2 for a config or input problem, 3 for a watchdog stop, 128 + the signal number for a
-    run stopped by a signal, 1 otherwise. Errors raised on every rank together are printed by rank
-    0; any other error on one rank of several ends the whole job (MPI_Abort)."""
+    run stopped by a signal (`swm.stop`), 1 otherwise. Errors raised on every rank together are
+    printed by rank 0; any other error on one rank of several ends the whole job (MPI_Abort; a
+    signal that stopped rank 0 alone is printed by rank 0, and the job ends with its status)."""
     from swm.config import ConfigError
-    from swm.simulation import Interrupted
+    from swm.stop import Interrupted
     from swm.watchdog import WatchdogError
 
-    collective = isinstance(exc, (ConfigError, WatchdogError, Interrupted)) or \
+    collective = isinstance(exc, (ConfigError, WatchdogError)) or \
         getattr(exc, "collective", False)
     if debug:
         traceback.print_exc()
@@ -186,8 +208,9 @@ def report(exc, comm, debug: bool) -> int:
         line, status = f"error: {exc}", 2
     elif isinstance(exc, WatchdogError):
         line, status = f"stopped: {exc}", 3
-    elif isinstance(exc, Interrupted):
-        line, status = f"{exc}; resume with --set restart.resume=true", 128 + exc.signum
+    elif isinstance(exc, Interrupted):   # stopped on rank 0 alone: every rank ends (MPI_Abort)
+        line = f"{exc}; resume with --set restart.resume=true" if exc.resume else str(exc)
+        status = 128 + exc.signum
     elif isinstance(exc, (ValueError, OSError)):     # bad input: meshes, files, restarts
         line, status = f"error: {_plain(exc)}", 2
     else:
@@ -195,14 +218,15 @@ def report(exc, comm, debug: bool) -> int:
     from meshops.parallel.comm import is_serial
 
     several = not is_serial(comm)
-    if comm.Get_rank() == 0 or not collective:
-        prefix = f"{PROG}: rank {comm.Get_rank()}: " if several and not collective \
+    signal = isinstance(exc, Interrupted)
+    if comm.Get_rank() == 0 or not (collective or signal):
+        prefix = f"{PROG}: rank {comm.Get_rank()}: " if several and not (collective or signal) \
             else f"{PROG}: "
         print(prefix + line, file=sys.stderr, flush=True)
     if several and not collective:
         from meshops.parallel.comm import abort
 
-        abort(comm)
+        abort(comm, status if signal else 1)
     return status
 
 

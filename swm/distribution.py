@@ -96,17 +96,42 @@ def owned_inner(distribution, pairs) -> float:
 
 
 def distribute(config, comm, global_mesh, physics, dtype):
-    """Serial on one rank; else partition on rank 0 as the config says and distribute."""
+    """Serial on one rank; else partition on rank 0 as the config says and distribute. A
+    partition file (partition.method: file) is read and checked against the mesh and the rank
+    count on one process too (a ConfigError on every rank names it and the problem)."""
+    owner = read_owner(config, comm, global_mesh)
     if is_serial(comm):
         return Serial(global_mesh, comm)
     from grids.decompose import distribute_mesh
 
-    owner = None
-    if comm.Get_rank() == 0 and config.partition.method == "file":
-        from grids.partition import read_partition
-
-        owner = read_partition(config.partition.file, global_mesh.nCells, comm.Get_size())
     method = {"metis": "metis", "sfc": "sfc", "file": "auto"}[config.partition.method]
     decomposition = distribute_mesh(comm, global_mesh, owner, halo_depth=halo_depth(physics),
                                     method=method)
     return Distributed(decomposition, comm, dtype)
+
+
+def read_owner(config, comm, global_mesh):
+    """The owner rank of every cell from config.partition.file on rank 0 (None elsewhere, and
+    without a file); its problems raised on every rank as a ConfigError naming the key. The
+    file is checked against the run's rank count; on one process (where it is not used) against
+    its own, N of a name ending in `.part.N`."""
+    if config.partition.method != "file":
+        return None
+    import re
+
+    from grids.partition import PartitionError, read_partition
+    from swm.collective import on_root
+    from swm.config import ConfigError
+
+    read, path = {}, str(config.partition.file)
+    nparts = comm.Get_size()
+    if is_serial(comm) and re.search(r"\.part\.[0-9]+$", path):
+        nparts = None
+
+    def work():
+        try:
+            read["owner"] = read_partition(path, global_mesh.nCells, nparts)
+        except PartitionError as exc:
+            raise ConfigError(f"partition.file: {exc}") from None
+    on_root(comm, work)
+    return read.get("owner")

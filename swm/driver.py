@@ -14,7 +14,7 @@ import numpy as np
 import meshops
 from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
-from swm import testcases
+from swm import stop, testcases
 from swm.callbacks import Files, HistoryOutput, Progress, RestartOutput, Watchdog
 from swm.collective import on_root
 from swm.config import Config, ConfigError, fixed_steps, step_counts
@@ -201,17 +201,27 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     files = claim(comm, [("output.path", config.output.path),         # [history, restart] on
                          ("restart.path", config.restart.path)],      # rank 0, [] elsewhere
                   check=(lambda: check_resumed_history(config)) if config.restart.resume else None)
-    writer = AsyncWriter() if comm.Get_rank() == 0 else None
-    attributes = provenance(config)
+    writer, made = None, {}
     try:
+        writer = AsyncWriter() if comm.Get_rank() == 0 else None
+        attributes = provenance(config)
         s = setup(config)
         check_first_state(config, s)
         attributes.update(mpas_namelist(config, s.dt, s.total))
-        history = _history(config, s, files, writer, attributes)
-    except BaseException:
-        Files(writer, files).finish(None, "error")
+        _history(config, s, files, writer, attributes, made)
+        return _simulation(config, s, made.get("history"), writer, files, attributes,
+                           progress), s
+    except BaseException:            # nothing of the run is left: a new history is removed
+        with stop.deferred():
+            if made.get("history") is not None:
+                made["history"].close(finished=False, discard=True)
+            Files(writer, files).finish(None, "error")
         raise
-    model, dist = s.model, s.distribution
+
+
+def _simulation(config: Config, s: Setup, history, writer, files: list, attributes: dict,
+                progress: bool) -> Simulation:
+    model, dist, comm = s.model, s.distribution, s.comm
     exact = None
     if config.case.name == "williamson2":
         mesh = s.mesh
@@ -233,14 +243,13 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
         None if restart_interval is None else TimeInterval(restart_interval * 3600.0),
         at_end=restart_interval is not None, attributes=attributes, saved_step=s.start or None)
     sim.callbacks["files"] = Files(writer, files)
-    return sim, s
+    return sim
 
 
-def _history(config: Config, s: Setup, files: list, writer, attributes: dict):
-    """The History on rank 0 (None elsewhere): a new file (with the topography h_s, the global
-    `attributes`, and the mesh or its grid file's reference: `grid_reference`), or the resumed
-    run's history."""
-    made = {}
+def _history(config: Config, s: Setup, files: list, writer, attributes: dict, made: dict):
+    """made["history"]: the History on rank 0 (none elsewhere): a new file (with the topography
+    h_s, the global `attributes`, and the mesh or its grid file's reference: `grid_reference`),
+    or the resumed run's history."""
     b = s.model.b
     topography = s.distribution.gather("cell", to_host(b))
 
@@ -258,7 +267,6 @@ def _history(config: Config, s: Setup, files: list, writer, attributes: dict):
                                   resume_time=resume_time, topography=topography,
                                   attributes=attributes, grid=grid)
     on_root(s.comm, make)
-    return made.get("history")
 
 
 def run(config: Config, *, progress: bool = True) -> dict:
@@ -267,14 +275,17 @@ def run(config: Config, *, progress: bool = True) -> dict:
     stops early (its state written to the history and the restart file)."""
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress)
-    s.global_mesh = None                     # written to the history; not needed any more
-    sim.prepare()
-    log.info("ready to step in %.2f s", time.perf_counter() - t0)
     try:
+        s.global_mesh = None                 # written to the history; not needed any more
+        sim.prepare()
+        log.info("ready to step in %.2f s", time.perf_counter() - t0)
         sim.run()
     except WatchdogError:
         log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
                   sim.time / DAY, config.output.path, config.restart.path)
+        raise
+    except BaseException:
+        sim.abandon()                        # stopped before the loop's own finish
         raise
     steps, wall = s.total - s.start, sim.loop_seconds
     log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output %s (files "

@@ -58,6 +58,7 @@ import numpy as np
 
 from grids.atomic import atomic_path
 from meshops.device.tables import SIZE_OF
+from swm import stop
 from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem
 from swm.constants import DAY
 from swm.variables import DIAGNOSTICS, FIELDS
@@ -214,23 +215,26 @@ def claim(comm, files, check=None) -> list:
     claimed = []
 
     def work():
-        try:
-            for key, path in files:
-                claimed.append(OutputFile(path, key))
-            if check is not None:
-                check()
-        except BaseException:
-            release(claimed)
-            claimed.clear()
-            raise
+        with stop.deferred():              # a signal stops the claim whole (`swm.stop`)
+            try:
+                for key, path in files:
+                    claimed.append(OutputFile(path, key))
+                if check is not None:
+                    check()
+                stop.check(None)
+            except BaseException:
+                release(claimed)
+                claimed.clear()
+                raise
     on_root(comm, work)
     return claimed
 
 
 def release(claimed) -> None:
-    """Unlock the files of `claim`."""
-    for target in claimed:
-        target.close()
+    """Unlock the files of `claim` (all of them, whatever signal comes)."""
+    with stop.deferred():
+        for target in claimed:
+            target.close()
 
 
 def _lock(path: pathlib.Path, where: str):
@@ -633,18 +637,24 @@ class History:
         self.target, self.path, self.partial = target, target.path, partial_path(target.path)
         self.kept_times = np.array([])          # the times of a resumed history's records
         self.variables, self.diagnostics = tuple(variables), tuple(diagnostics)
-        self.writer = writer
-        if resume_time is not None:
-            self._continue(fingerprint, resume_time)
-            if attributes is not None:     # the resumed run's config and history line
-                stamp(self.ds, attributes)
-        else:
-            self._create(global_mesh, dtype, nlev, fingerprint, topography, attributes, grid)
+        self.writer, self.ds = writer, None
+        self.made = False           # the partial file is this run's (new, or a copy of the final)
+        try:
+            if resume_time is not None:
+                self._continue(fingerprint, resume_time)
+                if attributes is not None:     # the resumed run's config and history line
+                    stamp(self.ds, attributes)
+            else:
+                self._create(global_mesh, dtype, nlev, fingerprint, topography, attributes, grid)
+        except BaseException:      # an error or a signal: no half-made file is left
+            self._discard()
+            raise
 
     def _create(self, global_mesh, dtype, nlev, fingerprint, topography=None, attributes=None,
                 grid=None):
         if self.partial.exists():
             self.partial.unlink()
+        self.made = True
         self.ds = ds = create_mesh_part(self.partial, global_mesh, grid, attributes, self.path)
         ds.setncatts({"core_name": "sw", **_attrs(fingerprint)})
         ds.createDimension("nVertLevels", nlev)
@@ -701,6 +711,7 @@ class History:
         if reference:
             find_grid(self.path, reference)
         if source == self.path:
+            self.made = True
             copy_to_partial(self.path, self.partial)
         self.ds = netCDF4.Dataset(self.partial, "a")
         self.ds.set_auto_mask(False)
@@ -736,15 +747,25 @@ class History:
                     done()
         self.writer.submit(job)
 
-    def close(self, finished: bool) -> None:
+    def close(self, finished: bool, discard: bool = False) -> None:
         """Queue the closing of the file: when the run finished, it is renamed to its final name
-        (the partial file stays for a resumed run otherwise)."""
+        (the partial file stays for a resumed run otherwise); with `discard` (a run stopped before
+        its first step) a partial file that this run made is removed."""
         def job():
+            if discard:
+                self._discard()
+                return
             self.ds.close()
             if finished:
                 _fsync(self.partial)
                 os.replace(self.partial, self.path)
         self.writer.submit(job)
+
+    def _discard(self) -> None:
+        if self.ds is not None and self.ds.isopen():
+            self.ds.close()
+        if self.made:
+            self.partial.unlink(missing_ok=True)
 
 
 def copy_to_partial(path, partial) -> None:

@@ -9,34 +9,25 @@ moves the state to the host. A callback with `checked = True` (writers) gets a s
 watchdog has just passed: the watchdog runs on its own schedule and before any such callback.
 `finish(sim, outcome)` of every callback runs when the run ends: outcome "finished", "watchdog"
 (the model holds the last good state), "interrupted" (SIGTERM or SIGINT: the model holds the state
-of the current step, which the watchdog checks first: "watchdog" when it fails) or "error".
+of the current step, which the watchdog checks first: "watchdog" when it fails), "error", or "not
+started" (`prepare` failed or was interrupted: the run's new files are removed). Signals:
+`swm.stop` (the loop and the finish are deferred blocks).
 """
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 import time
 
 import numpy as np
 
-from meshops.parallel.comm import is_serial
-
+from swm import stop
 from swm.constants import DAY
+from swm.stop import Interrupted  # noqa: F401 - where callers have imported it from
 
 
 def synchronize(array) -> None:
     """Wait for the device work on `array`'s device (nothing on NumPy)."""
     if hasattr(array, "device") and hasattr(array, "get"):
         array.device.synchronize()
-
-
-class Interrupted(RuntimeError):
-    """The run was stopped by a signal; `signum` is its number."""
-
-    def __init__(self, message: str, signum: int):
-        super().__init__(message)
-        self.signum = signum
 
 
 class Simulation:
@@ -77,11 +68,23 @@ class Simulation:
         if self._prepared:
             return
         self._prepared = True
-        with np.errstate(all="ignore"):
-            self.model.advance(self.model.h, self.model.u)
-        for cb in self._all():
-            if hasattr(cb, "start"):
-                cb.start(self)
+        try:
+            with np.errstate(all="ignore"):
+                self.model.advance(self.model.h, self.model.u)
+            for cb in self._all():
+                if hasattr(cb, "start"):
+                    cb.start(self)
+        except BaseException:
+            self.abandon()
+            raise
+
+    def abandon(self) -> None:
+        """Every callback's finish with outcome "not started", unless the run has finished
+        (`run` finishes them itself): for a run stopped before its first step."""
+        if self.outcome is None:
+            self.outcome = "not started"
+            with stop.deferred():
+                self._finish("not started")
 
     def run(self) -> None:
         """Step to `stop_step`; raises `swm.watchdog.WatchdogError` or `Interrupted` after
@@ -92,68 +95,44 @@ class Simulation:
         self.prepare()
         outcome = "error"
         t0 = time.perf_counter()
-        try:
-            with stop_signals(self.comm) as stop, np.errstate(all="ignore"):
-                while self.step < self.stop_step:
-                    self.model.step()
-                    self._fire()
-                    signum = stop.requested()
-                    if signum:
-                        outcome = "interrupted"
-                        if self.watchdog is not None:   # only a checked state is written
-                            self.watchdog(self)
-                        raise Interrupted(f"stopped by {signal.Signals(signum).name} at step "
-                                          f"{self.step} (day {self.time / DAY:.4f})", signum)
-                synchronize(self.model.h)
-            outcome = "finished"
-        except WatchdogError:
-            outcome = "watchdog"
-            raise
-        finally:
-            t1 = time.perf_counter()
-            self.loop_seconds, self.outcome = t1 - t0, outcome
-            errors = []
-            for cb in self._all():
-                if hasattr(cb, "finish"):
-                    try:
-                        cb.finish(self, outcome)
-                    except Exception as exc:  # noqa: BLE001 - every callback finishes
-                        errors.append(exc)
-            self.finish_seconds = time.perf_counter() - t1
-            if errors and outcome in ("finished", "interrupted", "watchdog"):
-                raise errors[0]
+        with stop.deferred():
+            try:
+                with np.errstate(all="ignore"):
+                    while self.step < self.stop_step:
+                        self.model.step()
+                        self._fire()
+                        signum = stop.requested(self.comm)
+                        if signum and self.step < self.stop_step:   # (at the end: finish)
+                            outcome = "interrupted"
+                            if self.watchdog is not None:   # only a checked state is written
+                                self.watchdog(self)
+                            raise stop.interrupted(signum, f" at step {self.step} (day "
+                                                   f"{self.time / DAY:.4f})", collective=True,
+                                                   resume=True)
+                    synchronize(self.model.h)
+                outcome = "finished"
+            except WatchdogError:
+                outcome = "watchdog"
+                raise
+            finally:
+                t1 = time.perf_counter()
+                self.loop_seconds, self.outcome = t1 - t0, outcome
+                errors = self._finish(outcome)
+                self.finish_seconds = time.perf_counter() - t1
+                if errors and outcome in ("finished", "interrupted", "watchdog"):
+                    raise errors[0]
+            stop.check(self.comm, " after the last step (the run's files are complete)")
+
+    def _finish(self, outcome: str) -> list:
+        """Every callback's finish(self, outcome); the errors they raised."""
+        errors = []
+        for cb in self._all():
+            if hasattr(cb, "finish"):
+                try:
+                    cb.finish(self, outcome)
+                except Exception as exc:  # noqa: BLE001 - every callback finishes
+                    errors.append(exc)
+        return errors
 
     def _all(self):
         return ([self.watchdog] if self.watchdog is not None else []) + list(self.callbacks.values())
-
-
-class _StopFlag:
-    def __init__(self, comm):
-        self.comm, self.signum = comm, 0
-
-    def requested(self) -> int:
-        """The signal that stops the run (0: none), the same on every rank."""
-        if is_serial(self.comm):
-            return self.signum
-        from mpi4py import MPI
-
-        return self.comm.allreduce(self.signum, op=MPI.MAX)
-
-
-@contextlib.contextmanager
-def stop_signals(comm):
-    """SIGTERM and SIGINT set a flag the loop reads after each step (main thread only)."""
-    flag = _StopFlag(comm)
-    if threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-
-    def handler(signum, frame):
-        flag.signum = signum
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield flag
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)

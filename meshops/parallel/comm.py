@@ -111,13 +111,14 @@ def report_exception(comm, exc_type, exc, tb) -> None:
 ABORT_GRACE_S = 1.0
 
 
-def abort(comm) -> None:
-    """comm.Abort(1), and never return (some MPI libraries return from MPI_Abort on the caller)."""
+def abort(comm, code: int = 1) -> None:
+    """comm.Abort(code), and never return (some MPI libraries return from MPI_Abort on the
+    caller)."""
     try:
         time.sleep(ABORT_GRACE_S)
-        comm.Abort(1)
+        comm.Abort(code)
     finally:
-        os._exit(1)
+        os._exit(code)
 
 
 @contextlib.contextmanager
