@@ -105,3 +105,15 @@ def test_model_command_runs(tmp_path):
     done = subprocess.run([sys.executable] + plot[1:], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0 and (tmp_path / "williamson5.h.png").exists(), done.stderr
+
+
+def test_vertical_operators_example_runs(monkeypatch, capsys):
+    """The example of "### Vertical operators" (section Operators) runs and prints what it says."""
+    section = _section(README.read_text(), "Operators")
+    sub = section[section.index("### Vertical operators"):]
+    code = re.search(r"^```python\n(.*?)^```", sub, re.S | re.M).group(1)
+    monkeypatch.chdir(ROOT)
+    exec(compile(code, "README.md Vertical operators", "exec"), {"__name__": "__readme__"})
+    printed = capsys.readouterr().out.split()
+    claimed = code.rsplit("#", 1)[1].split()
+    assert printed == ["[101000.", "1000.]", "286.4"] == claimed
