@@ -28,6 +28,13 @@ from meshops.operators.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj,
                                  reconstruct_zonal_meridional_e2c_adj)
 from meshops.operators.laplacian import (del4_c2c, del4_c2c_adj, del4_e2e, del4_e2e_adj, laplacian_c2c,
                                laplacian_c2c_adj, vector_laplacian_e2e, vector_laplacian_e2e_adj)
+from meshops.operators.vertical import (avg_i2l, avg_i2l_adj, avg_l2i, avg_l2i_adj, diff_i2l, diff_i2l_adj,
+                                       diff_l2i, diff_l2i_adj, div_vflux_i2l, div_vflux_i2l_adj, exner,
+                                       exner_adj, exner_tl, interp_level_l2p, interp_level_l2p_adj,
+                                       interp_level_l2p_tl, specific_volume, specific_volume_adj,
+                                       specific_volume_tl, sum_layers_from_bottom_l2i,
+                                       sum_layers_from_bottom_l2i_adj, sum_layers_from_top_l2i,
+                                       sum_layers_from_top_l2i_adj)
 from meshops.parallel.halo import HaloExchange
 from meshops.parallel.distributed import DistributedOperator, distributed_operators
 from meshops.parallel.layers import HALO_LAYERS, layers_needed, n_valid, valid_depth
@@ -46,6 +53,11 @@ __all__ = [
     "reconstruct_zonal_meridional_e2c_adj",
     "laplacian_c2c", "laplacian_c2c_adj", "vector_laplacian_e2e", "vector_laplacian_e2e_adj",
     "del4_c2c", "del4_c2c_adj", "del4_e2e", "del4_e2e_adj",
+    "sum_layers_from_top_l2i", "sum_layers_from_top_l2i_adj", "sum_layers_from_bottom_l2i",
+    "sum_layers_from_bottom_l2i_adj", "avg_l2i", "avg_l2i_adj", "diff_l2i", "diff_l2i_adj",
+    "avg_i2l", "avg_i2l_adj", "diff_i2l", "diff_i2l_adj", "div_vflux_i2l", "div_vflux_i2l_adj",
+    "interp_level_l2p", "interp_level_l2p_tl", "interp_level_l2p_adj", "exner", "exner_tl",
+    "exner_adj", "specific_volume", "specific_volume_tl", "specific_volume_adj",
     "HaloExchange", "DistributedOperator", "distributed_operators",
     "StateExchange", "FieldSpec", "scatter_field", "gather_field",
     "HALO_LAYERS", "layers_needed", "n_valid", "valid_depth",

@@ -17,9 +17,11 @@ SUFFIX = {"forward": "", "adjoint": "_adj", "tangent": "_tl"}
 
 def spec_of(adapter: str, name: str):
     """The registered operator `name`, or a KeyError listing the registered ones."""
-    if name not in OPERATORS:
-        raise KeyError(f"{adapter}: no operator {name!r} in meshops.registry.OPERATORS "
-                       f"(registered: {', '.join(sorted(OPERATORS))})")
+    if name not in OPERATORS or OPERATORS[name].vertical:
+        wrapped = sorted(n for n, s in OPERATORS.items() if not s.vertical)
+        raise KeyError(f"{adapter}: no operator {name!r} among the horizontal operators of "
+                       f"meshops.registry.OPERATORS it wraps (vertical operators change the level "
+                       f"count and are not wrapped yet; wrapped: {', '.join(wrapped)})")
     return OPERATORS[name]
 
 
@@ -78,6 +80,8 @@ def install_public(namespace: dict, make) -> list[str]:
     """namespace[X], [X_adj], [X_tl] = make(name, kind) for every registered operator; their names."""
     names = []
     for spec in OPERATORS.values():
+        if spec.vertical:           # not wrapped yet (spec_of)
+            continue
         for attr, kind in public_names(spec).items():
             namespace[attr] = make(spec.name, kind)
             names.append(attr)
@@ -88,7 +92,7 @@ def public_attribute(namespace: dict, make, module: str, attr: str):
     """A module's `__getattr__`: the public function `attr` of an operator registered after the module
     was imported, made and kept in `namespace` on first access."""
     for spec in OPERATORS.values():
-        kind = public_names(spec).get(attr)
+        kind = None if spec.vertical else public_names(spec).get(attr)
         if kind is not None:
             namespace[attr] = fn = make(spec.name, kind)
             return fn

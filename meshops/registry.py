@@ -1,6 +1,10 @@
 """One registry of operators with their adjoints and the locations they map between.
 
-Locations are "cell", "edge" or "vertex". A linear operator maps fields at `domain` (a tuple, one
+Locations are horizontal, "cell", "edge" or "vertex" (fields (n,) or (n, nlev), the same nlev for
+every input and output), or vertical (`VERTICAL`): "layer" (n, nVertLevels), "interface"
+(n, nVertLevels + 1) and "column" (n,), one value per column. A vertical operator's locations are
+all vertical: it acts on columns at any one horizontal location (cells, edges or vertices), each
+column on its own, so it needs no halo and no exchange. A linear operator maps fields at `domain` (a tuple, one
 location per input) to fields at `range` (one location per output) and registers `forward` and
 `adjoint`. A nonlinear operator also registers its tangent-linear model `tangent` about a base
 state; its `adjoint` is the adjoint of that tangent. A nonlinear operator that is a quadratic form,
@@ -27,6 +31,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 LOCATIONS = ("cell", "edge", "vertex")
+#: The vertical locations (module docstring): levels are the last axis, counted from the surface up.
+VERTICAL = ("layer", "interface", "column")
 
 
 @dataclass(frozen=True)
@@ -40,27 +46,45 @@ class OperatorSpec:
     halo_depth: int = 1
     single_pass: bool = True
     quadratic: bool = False
+    sample: Callable | None = None
 
     @property
     def linear(self) -> bool:
         return self.tangent is None
+
+    @property
+    def vertical(self) -> bool:
+        """Whether the operator acts on columns (its locations are `VERTICAL`)."""
+        return self.domain[0] in VERTICAL
 
 
 OPERATORS: dict[str, OperatorSpec] = {}
 
 
 def register(name: str, *, forward: Callable, adjoint: Callable, domain, range, tangent=None,
-             halo_depth: int = 1, single_pass: bool = True, quadratic: bool = False) -> OperatorSpec:
-    """Register an operator (linear when `tangent` is None) and return its spec."""
+             halo_depth: int = 1, single_pass: bool = True, quadratic: bool = False,
+             sample: Callable | None = None) -> OperatorSpec:
+    """Register an operator (linear when `tangent` is None) and return its spec. `sample(*x)`, for
+    a nonlinear operator defined on part of its domain only (positive pressures), maps fields of
+    independent standard-normal entries to a base state where it is defined (what the generic
+    tests draw); None: any fields are."""
     domain = (domain,) if isinstance(domain, str) else tuple(domain)
     range = (range,) if isinstance(range, str) else tuple(range)
+    kinds = {loc in VERTICAL for loc in domain + range}
     for loc in domain + range:
-        if loc not in LOCATIONS:
-            raise ValueError(f"operator {name!r}: location {loc!r} is not one of {LOCATIONS}")
+        if loc not in LOCATIONS + VERTICAL:
+            raise ValueError(f"operator {name!r}: location {loc!r} is not one of {LOCATIONS + VERTICAL}")
+    if len(kinds) != 1:
+        raise ValueError(f"operator {name!r}: locations {domain + range} mix horizontal {LOCATIONS} and "
+                         f"vertical {VERTICAL} ones; expected one kind")
+    if True in kinds and halo_depth != 0:
+        raise ValueError(f"operator {name!r}: halo_depth {halo_depth}; expected 0 for a vertical "
+                         f"operator (columns need no halo)")
     if quadratic and tangent is None:
         raise ValueError(f"operator {name!r}: quadratic=True needs a tangent (a linear operator is not quadratic)")
     if name in OPERATORS:
         raise ValueError(f"operator {name!r} is registered twice")
-    spec = OperatorSpec(name, forward, adjoint, domain, range, tangent, halo_depth, single_pass, quadratic)
+    spec = OperatorSpec(name, forward, adjoint, domain, range, tangent, halo_depth, single_pass, quadratic,
+                        sample)
     OPERATORS[name] = spec
     return spec

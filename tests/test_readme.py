@@ -130,3 +130,15 @@ def test_check_adjoint_sample_is_what_the_command_prints(tmp_path):
         return " ".join(re.sub(r"-?\d+(\.\d+)?(e[-+]\d+)?", "#", line).split())
 
     assert [form(line) for line in done.stdout.splitlines()] == [form(line) for line in sample]
+
+
+def test_vertical_operators_example_runs(monkeypatch, capsys):
+    """The example of "### Vertical operators" (section Operators) runs and prints what it says."""
+    section = _section(README.read_text(), "Operators")
+    sub = section[section.index("### Vertical operators"):]
+    code = re.search(r"^```python\n(.*?)^```", sub, re.S | re.M).group(1)
+    monkeypatch.chdir(ROOT)
+    exec(compile(code, "README.md Vertical operators", "exec"), {"__name__": "__readme__"})
+    printed = capsys.readouterr().out.split()
+    claimed = code.rsplit("#", 1)[1].split()
+    assert printed == ["[101000.", "1000.]", "286.4"] == claimed

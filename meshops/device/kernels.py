@@ -14,7 +14,11 @@ the host, benchmark variants); `observe_launches` reports every launch (byte cou
 Nothing here touches CUDA at import time.
 
 Every kernel takes `(..., first, last, nlev)` last: it runs one logical thread per (row, lane) of
-its output rows [first, last), a lane being W consecutive levels, nlev counted in lanes.
+its output rows [first, last), a lane being W consecutive levels, nlev counted in lanes. A vertical
+kernel (`Kernel(..., threads=...)`) reads and writes fields of different level counts (layers,
+interfaces, one value per column: `VERTICAL_LEVELS`) at one level per thread (W = 1): one thread
+per column (`threads="column"`, nlev = 1 lane) or per (row, level) of its first `out` field
+(`threads="level"`).
 """
 from __future__ import annotations
 
@@ -38,6 +42,9 @@ _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 #: a cell kernel writing edge fields), int scalars, floating scalars in the fields' dtype.
 ROLES = ("idx", "coef", "in", "out", "put", "int", "real")
 _FIELD_ROLES = ("in", "out", "put")
+#: The levels of a vertical kernel's fields ("role:name:where"), given nVertLevels N.
+VERTICAL_LEVELS = {"layer": lambda N: (N,), "interface": lambda N: (N + 1,), "column": lambda N: ()}
+THREADS = ("column", "level")
 
 
 def cuda_sources() -> list[pathlib.Path]:
@@ -49,15 +56,33 @@ def cuda_sources() -> list[pathlib.Path]:
 
 class Kernel:
     """A kernel's arguments before `(first, last, nlev)`, declared once as "role:name" in order
-    (roles: `ROLES`), e.g. Kernel("grad_2e", "idx:ends coef:invLength in:x out:grad")."""
+    (roles: `ROLES`), e.g. Kernel("grad_2e", "idx:ends coef:invLength in:x out:grad").
 
-    def __init__(self, name: str, signature: str):
+    A vertical kernel gives `threads` ("column" or "level", module docstring), an `int:nVertLevels`
+    argument and each field as "role:name:where", `where` a key of `VERTICAL_LEVELS`, e.g.
+    Kernel("avg_i2l", "in:x:interface out:y:layer int:nVertLevels", threads="level")."""
+
+    def __init__(self, name: str, signature: str, *, threads: str | None = None):
         self.name = name
-        self.arguments = tuple(tuple(item.split(":")) for item in signature.split())
-        bad = [":".join(a) for a in self.arguments if len(a) != 2 or a[0] not in ROLES]
+        items = [item.split(":") for item in signature.split()]
+        if threads is not None and threads not in THREADS:
+            raise ValueError(f"kernel {name}: threads {threads!r}; expected one of {THREADS} or None")
+        self.threads = threads
+        self.levels = {i[1]: i[2] for i in items if len(i) == 3}
+        bad = [":".join(a) for a in items if a[0] not in ROLES or not (
+            len(a) == 2 and (threads is None or a[0] not in _FIELD_ROLES)
+            or len(a) == 3 and threads is not None and a[0] in _FIELD_ROLES and a[2] in VERTICAL_LEVELS)]
         if bad:
-            raise ValueError(f"kernel {name}: arguments {bad}: expected role:name with a role in {ROLES}")
+            raise ValueError(f"kernel {name}: arguments {bad}: expected role:name with a role in {ROLES}"
+                             + (f", fields as role:name:where with where in {tuple(VERTICAL_LEVELS)}"
+                                if threads else ""))
+        self.arguments = tuple((a[0], a[1]) for a in items)
+        if threads is not None and ("int", "nVertLevels") not in self.arguments:
+            raise ValueError(f"kernel {name}: a vertical kernel needs an int:nVertLevels argument")
         self.fields = tuple(n for role, n in self.arguments if role in _FIELD_ROLES)
+        if threads == "level":      # its first out field decides the threads (first in `fields`)
+            first_out = next(n for role, n in self.arguments if role == "out")
+            self.fields = (first_out,) + tuple(f for f in self.fields if f != first_out)
         self.scatters = name.endswith("_atomic")
 
     def bind(self, n: int, arguments: dict):
@@ -96,7 +121,14 @@ class Kernel:
                 raise TypeError(f"kernel {self.name}, argument {name}: expected a C-contiguous "
                                 f"{expected} array, got {type(value).__name__} of dtype "
                                 f"{getattr(value, 'dtype', None)}")
-            if role in _FIELD_ROLES and value.shape[1:] != ref.shape[1:]:
+            if role in _FIELD_ROLES and self.threads is not None:
+                where = self.levels[name]
+                levels = VERTICAL_LEVELS[where](int(arguments["nVertLevels"]))
+                if value.shape[1:] != levels:
+                    raise ValueError(f"kernel {self.name}, argument {name}: expected {where} levels "
+                                     f"{levels} (nVertLevels={arguments['nVertLevels']}), got shape "
+                                     f"{tuple(value.shape)}")
+            elif role in _FIELD_ROLES and value.shape[1:] != ref.shape[1:]:
                 raise ValueError(f"kernel {self.name}, argument {name}: expected levels "
                                  f"{tuple(ref.shape[1:])} as {self.fields[0]}, got shape {tuple(value.shape)}")
             if role == "out" and not self.scatters and value.shape[0] != n:
@@ -253,7 +285,8 @@ class Launcher:
         lane_bytes, or wide_lane_bytes when `wide` or the tuning lists the kernel in wide_lanes
         (with 32-bit offsets only: MESHOPS_INSTANTIATE_WIDE). Scatter kernels (`*_atomic`) run
         one level per thread: atomics on adjacent levels from adjacent threads coalesce, per-lane
-        atomics of one thread do not. The module is compiled for this nlev (in lanes) unless
+        atomics of one thread do not. Vertical kernels run one level per thread too (their fields
+        hold different level counts), a column kernel one lane per row. The module is compiled for this nlev (in lanes) unless
         `fixed_nlev` is false or nlev is one lane and the tuning lists the kernel in runtime_nlev,
         and with 32-bit offsets when they fit unless the tuning lists it in offsets64.
         """
@@ -267,8 +300,9 @@ class Launcher:
         dtype = np.dtype(fields[0].dtype)
         wide = (wide or tuning.wide(name, dtype)) and name not in tuning.offsets64
         for lane_bytes in (tuning.wide_lane_bytes, tuning.lane_bytes) if wide else (tuning.lane_bytes,):
-            width = 1 if kernel.scatters else self.lane_width(fields, lane_bytes)
-            nlev = (1 if fields[0].ndim == 1 else int(fields[0].shape[1])) // width
+            width = 1 if kernel.scatters or kernel.threads else self.lane_width(fields, lane_bytes)
+            nlev = (1 if fields[0].ndim == 1 or kernel.threads == "column"
+                    else int(fields[0].shape[1])) // width
             blocks = self.grid_blocks((last - first) * nlev, nlev, passes, device)
             offset32 = (name not in tuning.offsets64
                         and self.offsets_fit_int32(values, last * nlev + blocks * self.block_size))

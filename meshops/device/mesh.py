@@ -102,6 +102,18 @@ class DeviceMesh:
             self._arrays[key] = array
         return array
 
+    def level_table(self, name: str, nVertLevels: int, build, dtype=None):
+        """Table `name` of columns of `nVertLevels` layers on this backend, in `dtype`: the
+        coefficients per level of a vertical operator (the same in every column), `build(
+        nVertLevels)` as a float64 NumPy array, built once per level count and dtype."""
+        dt = np.dtype(dtype if dtype is not None else np.float64)
+        key = (f"{name}@{int(nVertLevels)}", dt.str, False)
+        array = self._arrays.get(key)
+        if array is None:
+            array = self.xp.ascontiguousarray(self.xp.asarray(build(int(nVertLevels)).astype(dt)))
+            self._arrays[key] = array
+        return array
+
     def prebuild(self, names, threads: int | None = None) -> None:
         """Build the host tables `names` now, side by side on threads (`HostTables.build`), so
         that `table` then only converts and copies them to the backend."""

@@ -160,11 +160,15 @@ def distributed(name: str, halo) -> DistributedOperator:
     """The distributed version of the registered operator `name` on `halo`'s decomposition."""
     if name not in OPERATORS:
         raise KeyError(f"operator {name!r} is not registered; registered: {sorted(OPERATORS)}")
+    if OPERATORS[name].vertical:
+        raise ValueError(f"operator {name!r} acts on columns, which never cross ranks: apply it to "
+                         f"the local fields directly (no exchange)")
     return DistributedOperator(OPERATORS[name], halo)
 
 
 def distributed_operators(halo) -> dict[str, DistributedOperator]:
-    """{name: DistributedOperator} for every registered operator whose halo depth fits."""
+    """{name: DistributedOperator} for every registered horizontal operator whose halo depth fits
+    (a vertical one needs no exchange)."""
     depth = halo.decomposition.halo_depth
     return {name: DistributedOperator(spec, halo) for name, spec in OPERATORS.items()
-            if spec.halo_depth <= depth}
+            if spec.halo_depth <= depth and not spec.vertical}

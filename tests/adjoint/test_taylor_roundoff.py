@@ -13,8 +13,9 @@ from meshops.registry import OPERATORS
 
 from .conftest import field
 
-LINEAR = sorted(n for n, s in OPERATORS.items() if s.linear)
-NONLINEAR = sorted(n for n, s in OPERATORS.items() if not s.linear)
+# Horizontal operators (the vertical ones: tests/meshops/test_adjoints.py, test_vertical.py).
+LINEAR = sorted(n for n, s in OPERATORS.items() if s.linear and not s.vertical)
+NONLINEAR = sorted(n for n, s in OPERATORS.items() if not s.linear and not s.vertical)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

@@ -3,6 +3,7 @@ import pytest
 
 from grids.mesh import EARTH_RADIUS
 from meshops.modes import ADJOINT_MODES
+from meshops.registry import VERTICAL
 
 SIZES = {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}
 
@@ -28,11 +29,23 @@ def mesh(request):
     return request.getfixturevalue(request.param)
 
 
-def random_field(mesh, location, rng, *, nlev=None, dtype=np.float64, xp=np):
-    """A fresh standard-normal field at `location` of shape (n,) or (n, nlev)."""
-    n = getattr(mesh, SIZES[location])
-    shape = (n,) if nlev is None else (n, nlev)
+def random_field(mesh, location, rng, *, nlev=None, dtype=np.float64, xp=np, columns="cell"):
+    """A fresh standard-normal field at `location` of shape (n,) or (n, nlev); at a vertical
+    location a field of the columns at `columns` with nlev layers (one for nlev None): (n, nlev)
+    on layers, (n, nlev + 1) on interfaces, (n,) on columns."""
+    if location in VERTICAL:
+        n, N = getattr(mesh, SIZES[columns]), 1 if nlev is None else nlev
+        shape = {"layer": (n, N), "interface": (n, N + 1), "column": (n,)}[location]
+    else:
+        n = getattr(mesh, SIZES[location])
+        shape = (n,) if nlev is None else (n, nlev)
     return xp.asarray(rng.standard_normal(shape).astype(dtype))
+
+
+def base_state(spec, x):
+    """Fields x of standard-normal entries made a base state where nonlinear operator `spec` is
+    defined (`OperatorSpec.sample`: positive pressures); x itself when any state is."""
+    return tuple(x) if spec.linear or spec.sample is None else tuple(spec.sample(*x))
 
 
 def _as_tuple(r):

@@ -1,5 +1,7 @@
 """Every registered operator x backend x adjoint mode x dtype x level count: dot-product tests,
-and for nonlinear operators Taylor tests of the tangent-linear model."""
+and for nonlinear operators Taylor tests of the tangent-linear model. Vertical operators run on
+columns of cells with the level counts given (a single layer where nlev is None: conftest's
+random_field), about base states where they are defined (conftest's base_state)."""
 import numpy as np
 import pytest
 
@@ -8,7 +10,7 @@ from adjoint.verification import dot_product_test, tangent_taylor_test
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
-from .conftest import backend_pairs, random_field
+from .conftest import backend_pairs, base_state, random_field
 
 BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
@@ -39,7 +41,7 @@ def test_dot_product(name, backend, mode, dtype, nlev, mesh, rng):
         forward = lambda *xs: spec.forward(mesh, *xs)
         adjoint = lambda *ys: spec.adjoint(mesh, *ys, mode=mode)
     else:  # the tangent-linear model about a random base state, and its adjoint
-        base = tuple(field(loc) for loc in spec.domain)
+        base = base_state(spec, tuple(field(loc) for loc in spec.domain))
         forward = lambda *dxs: spec.tangent(mesh, *base, *dxs)
         adjoint = lambda *ys: spec.adjoint(mesh, *base, *ys, mode=mode)
     result = dot_product_test(forward, adjoint, x, y)   # y aligned with A x: no cancellation
@@ -49,7 +51,7 @@ def test_dot_product(name, backend, mode, dtype, nlev, mesh, rng):
 @pytest.mark.parametrize("name", sorted(n for n, s in OPERATORS.items() if not s.linear))
 def test_tangent_linear_taylor(name, mesh, rng):
     spec = OPERATORS[name]
-    x = tuple(random_field(mesh, loc, rng, nlev=3) for loc in spec.domain)
+    x = base_state(spec, tuple(random_field(mesh, loc, rng, nlev=3) for loc in spec.domain))
     dx = tuple(random_field(mesh, loc, rng, nlev=3) for loc in spec.domain)
     y = tuple(random_field(mesh, loc, rng, nlev=3) for loc in spec.range)
     result = tangent_taylor_test(lambda *xs: spec.forward(mesh, *xs),
@@ -72,6 +74,7 @@ def test_cupy_matches_numpy(name, mode, nlev, dtype, tol, mesh, rng):
     field = lambda loc: random_field(mesh, loc, rng, nlev=nlev, dtype=dtype)  # noqa: E731
     x, y = tuple(map(field, spec.domain)), tuple(map(field, spec.range))
     dx = () if spec.linear else tuple(map(field, spec.domain))
+    x = x if spec.linear else base_state(spec, x)
     gpu = lambda arrays: tuple(cupy.asarray(a) for a in arrays)
     pairs = backend_pairs(spec, mesh, gpu, x, y, base=() if spec.linear else x, dx=dx, modes=(mode,))
     for ref, res in pairs:
@@ -88,8 +91,8 @@ def test_deterministic_adjoint_is_bitwise_reproducible(name, dtype, mesh, rng):
 
     spec = OPERATORS[name]
     y = tuple(random_field(mesh, loc, rng, nlev=4, dtype=dtype, xp=cupy) for loc in spec.range)
-    base = () if spec.linear else tuple(
-        random_field(mesh, loc, rng, nlev=4, dtype=dtype, xp=cupy) for loc in spec.domain)
+    base = () if spec.linear else base_state(spec, tuple(
+        random_field(mesh, loc, rng, nlev=4, dtype=dtype, xp=cupy) for loc in spec.domain))
     as_tuple = lambda r: r if isinstance(r, tuple) else (r,)
     first = as_tuple(spec.adjoint(mesh, *base, *y, mode="deterministic"))
     for _ in range(3):

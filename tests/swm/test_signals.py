@@ -7,6 +7,8 @@ partial files, temporaries, snapshot folders, cache files). Also: a config that 
 several refuses ends every rank with one line, and a bad partition file is refused on one process.
 Multi-rank cases run under `mpiexec -n 2` (marker mpi; the signal goes to mpiexec, which forwards
 it to the ranks)."""
+import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -45,6 +47,43 @@ def listing(folder) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
+def ranks_of(run) -> list[int]:
+    """The pids of the run's Python processes: run_model.py itself, or under mpiexec its ranks
+    (descendants of the launcher), found in /proc."""
+    parents = {}
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+
+    def descends(pid):
+        while pid in parents and pid > 1:
+            if pid == run.proc.pid:
+                return True
+            pid = parents[pid]
+        return False
+
+    found = []
+    for pid in parents:
+        try:
+            cmdline = (pathlib.Path("/proc") / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if descends(pid) and b"run_model.py" in cmdline and b"mpiexec" not in cmdline \
+                and b"hydra" not in cmdline:
+            found.append(pid)
+    return found or [run.proc.pid]
+
+
+def signal_ranks(run, signum) -> None:
+    """`signum` to every rank at once, as a batch system signals every task of a job (mpiexec's
+    forwarding can lag behind a phase of a second or two)."""
+    for pid in ranks_of(run):
+        os.kill(pid, signum)
+
+
 def signal_after(run, signum, seconds):
     time.sleep(seconds)
     run.proc.send_signal(signum)
@@ -69,15 +108,15 @@ def test_a_signal_during_mesh_generation_leaves_no_cache_file(tmp_path):
 
 @pytest.mark.parametrize("ranks", RANKS)
 def test_a_signal_at_start_up_leaves_nothing(tmp_path, ranks):
-    """Between the mesh and the first step (decomposition, a history with the level-6 mesh
+    """Between the mesh and the first step (decomposition, a history with the level-7 mesh
     inside, the first record): no history, partial, restart or lock is left."""
     cache = tmp_path / "cache"
-    path = make_config(tmp_path, "start", mesh={"generate": {"level": 6}},
-                       time={"days": 1, "dt": 300}, output={"mesh": "inside"})
+    path = make_config(tmp_path, "start", mesh={"generate": {"level": 7}},
+                       time={"days": 1, "dt": 150}, output={"mesh": "inside"})
     mine, before = user_files(tmp_path)
     run = Background(path, cache=cache, ranks=ranks)
     run.wait_for(lambda: "mesh and initial state" in run.text(), "the initial state")
-    run.proc.send_signal(signal.SIGTERM)
+    signal_ranks(run, signal.SIGTERM)
     stopped(run, signal.SIGTERM)
     assert "ready to step" not in run.text() and "day 0.000" not in run.text()
     assert snapshot(mine) == before
