@@ -35,6 +35,7 @@ from adjoint.gradient import advance, run_gradient, watchdog
 from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
                                  require_finite)
 from swm.config import Config, ConfigError
+from swm.files import convergence_plot, observations_path
 from swm.output import MODEL_NAME, mpas_namelist, provenance, release
 from swm.watchdog import WatchdogError
 
@@ -72,12 +73,6 @@ def observation_steps(config: Config, dt: float, total: int) -> list[int]:
 
 
 
-def observations_path(output) -> pathlib.Path:
-    """`<stem>.observations.nc` beside the output."""
-    output = pathlib.Path(output)
-    return output.with_name(output.stem + ".observations.nc")
-
-
 def run_fourdvar(config: Config) -> dict:
     """The twin experiment; returns the convergence history (every rank). Progress: one log
     line per L-BFGS-B iteration. Its files (the output, its observations and its PNG) are claimed
@@ -86,7 +81,7 @@ def run_fourdvar(config: Config) -> dict:
 
     out = pathlib.Path(config.fourdvar.output)
     files = claim_outputs(world(), "fourdvar.output", [out, observations_path(out)],
-                          [out.with_suffix(".png")])
+                          [convergence_plot(out)])
     try:
         with quiet_floats():
             return _fourdvar(config, out)
@@ -258,7 +253,7 @@ def write_analysis(path, mesh, background, sigma, v, history, truth, *, attribut
                 var = ds.createVariable(name, "f8", ("nIterations",))
                 var[:] = table[:, i]
                 var.long_name = text
-    plot_convergence(table, pathlib.Path(path).with_suffix(".png"))
+    plot_convergence(table, convergence_plot(path))
 
 
 def plot_convergence(table, target) -> None:

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         status = run(config, args)
     except Exception as exc:  # noqa: BLE001 - one line for the user, the traceback with --debug
         return report(exc, comm, args.debug)
-    if status == 0 and args.plot and comm.Get_rank() == 0 and config.sensitivity is None:
+    if status == 0 and args.plot and comm.Get_rank() == 0 and forward(config):
         from swm.plot import plot_file
 
         for target in plot_file(config.output.path):
@@ -119,8 +119,13 @@ def run(config, args) -> int:
         return 0
     from swm.driver import run as run_forward
 
-    run_forward(config, progress=not args.no_progress)
+    run_forward(config, progress=not args.no_progress, plot=args.plot)
     return 0
+
+
+def forward(config) -> bool:
+    """Whether `config` is a forward run (no sensitivity or fourdvar section)."""
+    return config.sensitivity is None and config.fourdvar is None
 
 
 def report(exc, comm, debug: bool) -> int:

@@ -21,6 +21,7 @@ from swm.config import Config, ConfigError
 from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
+from swm.files import history_maps
 from swm.model import Model
 from swm.output import (AsyncWriter, History, claim, mesh_fingerprint, mesh_form, mpas_namelist,
                         provenance, read_restart, reference_grid, trajectory_settings)
@@ -199,12 +200,15 @@ def state_check(config: Config, s: Setup) -> StateCheck:
     return StateCheck(s.model, s.distribution, GRAVITY, config.watchdog.cfl_limit)
 
 
-def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulation, Setup]:
+def build_simulation(config: Config, *, progress: bool = True,
+                     plot: bool = False) -> tuple[Simulation, Setup]:
     """The Simulation of a forward run of `config`: watchdog, progress bar, history (fields,
-    diagnostics, case-2 error norms) and restarts, as the config says."""
+    diagnostics, case-2 error norms) and restarts, as the config says; its files claimed before
+    any work, with `plot` the PNGs of run_model.py --plot too (`plots_ok`)."""
     comm = meshops.parallel.world()
-    files = claim(comm, [("output.path", config.output.path),         # [history, restart] on
-                         ("restart.path", config.restart.path)])      # rank 0, [] elsewhere
+    files = claim(comm, [("output.path", config.output.path, True),   # [history, restart] on
+                         ("restart.path", config.restart.path)],      # rank 0, [] elsewhere
+                  (lambda: plots_ok(config)) if plot else None)
     writer = AsyncWriter() if comm.Get_rank() == 0 else None
     attributes = provenance(config)
     try:
@@ -238,6 +242,18 @@ def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulati
     return sim, s
 
 
+def plots_ok(config: Config) -> None:
+    """Refuse (OutputError) a PNG of run_model.py --plot (`swm.files.history_maps`) that cannot be
+    written: its folder, or a file there that this model did not write."""
+    from swm.output import OutputError, map_problem
+
+    for png in history_maps(config):
+        problem = map_problem(png)
+        if problem is not None:
+            raise OutputError(f"--plot: the map {str(png)!r} of output.path = "
+                              f"{str(config.output.path)!r} {problem}")
+
+
 def _history(config: Config, s: Setup, files: list, writer, attributes: dict):
     """The History on rank 0 (None elsewhere): a new file (with the topography h_s, the global
     `attributes`, and the mesh or its grid file's reference: `grid_reference`), or the resumed
@@ -263,12 +279,13 @@ def _history(config: Config, s: Setup, files: list, writer, attributes: dict):
     return made.get("history")
 
 
-def run(config: Config, *, progress: bool = True) -> dict:
+def run(config: Config, *, progress: bool = True, plot: bool = False) -> dict:
     """Run `config` on one process or on every rank of the world communicator; returns the last
-    diagnostics (every rank). Raises WatchdogError or `swm.simulation.Interrupted` when the run
-    stops early (its state written to the history and the restart file)."""
+    diagnostics (every rank); `plot`: the PNGs of run_model.py --plot are claimed too. Raises
+    WatchdogError or `swm.simulation.Interrupted` when the run stops early (its state written to
+    the history and the restart file)."""
     t0 = time.perf_counter()
-    sim, s = build_simulation(config, progress=progress)
+    sim, s = build_simulation(config, progress=progress, plot=plot)
     s.global_mesh = None                     # written to the history; not needed any more
     sim.prepare()
     log.info("ready to step in %.2f s", time.perf_counter() - t0)

@@ -43,6 +43,7 @@ import logging
 import os
 import pathlib
 import queue
+import re
 import shlex
 import shutil
 import sys
@@ -54,7 +55,8 @@ import numpy as np
 
 from grids.atomic import atomic_path
 from meshops.device.tables import SIZE_OF
-from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem
+from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem, kind_problem
+from swm.files import beside_grid_path, lock_path, partial_path
 from swm.variables import DIAGNOSTICS, FIELDS
 
 log = logging.getLogger("swm")
@@ -148,11 +150,6 @@ def stamp(ds, attributes: dict | None) -> None:
     ds.setncatts(attributes)
 
 
-def partial_path(path) -> pathlib.Path:
-    path = pathlib.Path(path)
-    return path.with_name(path.name + ".partial")
-
-
 def written_by_model(path) -> bool:
     """True when `path` is a netCDF file whose `model_name` is this model's."""
     import netCDF4
@@ -176,20 +173,44 @@ def png_written_by_model(path) -> bool:
         return False
 
 
+def map_problem(path) -> str | None:
+    """Why a PNG cannot be written at `path` (its directory, something there that is not a regular
+    file, or a PNG there that this model did not write: `png_written_by_model`), or None."""
+    path = pathlib.Path(path)
+    problem = directory_problem(path)
+    if problem is None and path.exists() and not png_written_by_model(path):
+        problem = ("is a file that this model did not write; expected a new path (or remove the "
+                   "file)")
+    return problem
+
+
 class OutputFile:
     """A file the run writes, under config key `key`; see the module doc for the checks (the
-    config refuses paths that are the run's inputs or its other files: `swm.config`)."""
+    config refuses paths that are the run's inputs or its other files: `swm.config`). `grows`:
+    the file grows under NAME.partial (a history), checked like the file itself."""
 
-    def __init__(self, path, key: str):
+    def __init__(self, path, key: str, grows: bool = False):
         self.path, self.key = pathlib.Path(path), key
         where = f"{key} = {str(path)!r}"
         problem = directory_problem(self.path)
         if problem is not None:
             raise OutputError(f"{where}: {problem}")
+        beside = [("its lock file", lock_path(self.path))]
+        if grows:
+            beside.append(("its partial file", partial_path(self.path)))
+        for what, other in beside:
+            problem = kind_problem(other)
+            if problem is not None:
+                raise OutputError(f"{where}: {what} {str(other)!r} {problem}")
         if self.path.exists() and not written_by_model(self.path):
             raise OutputError(f"{where}: a file is there that this model did not write; expected "
                               "a new path (or remove the file)")
         self._lock = _lock(self.path, where)
+        for what, other in beside[1:]:      # read under the lock: no other run writes it now
+            if other.exists() and not written_by_model(other):
+                self.close()
+                raise OutputError(f"{where}: {what} {str(other)!r} is a file that this model did "
+                                  "not write; expected a new path (or remove the file)")
 
     def close(self) -> None:
         if self._lock is not None:
@@ -200,9 +221,9 @@ class OutputFile:
 
 
 def claim(comm, files, check=None) -> list:
-    """Each (config key, path) of `files` claimed as an `OutputFile` on rank 0 before any work,
-    then `check()` there (further refusals, raising OutputError); an error on rank 0 is raised on
-    every rank with nothing left claimed. The OutputFiles on rank 0 ([] elsewhere), in order:
+    """Each (config key, path[, grows]) of `files` claimed as an `OutputFile` on rank 0 before any
+    work, then `check()` there (further refusals, raising OutputError); an error on rank 0 is raised
+    on every rank with nothing left claimed. The OutputFiles on rank 0 ([] elsewhere), in order:
     `release` them when the run ends."""
     from swm.collective import on_root
 
@@ -210,8 +231,8 @@ def claim(comm, files, check=None) -> list:
 
     def work():
         try:
-            for key, path in files:
-                claimed.append(OutputFile(path, key))
+            for key, path, *grows in files:
+                claimed.append(OutputFile(path, key, *grows))
             if check is not None:
                 check()
         except BaseException:
@@ -230,16 +251,23 @@ def release(claimed) -> None:
 
 def _lock(path: pathlib.Path, where: str):
     """The lock file of `path`, open and locked; a lock file that a finishing run removed while
-    this one waited for it is not trusted (the lock is taken again on the file now there)."""
-    lock_path = path.with_name(path.name + ".lock")
+    this one waited for it is not trusted (the lock is taken again on the file now there). A file
+    there that is not a lock ("pid N") is refused, naming it."""
+    lock = lock_path(path)
     while True:
-        handle = _try_lock(lock_path, where)
+        handle = _try_lock(lock, where)
         try:
-            if os.stat(lock_path).st_ino == os.fstat(handle.fileno()).st_ino:
+            if os.stat(lock).st_ino == os.fstat(handle.fileno()).st_ino:
                 break
         except FileNotFoundError:
             pass
         handle.close()
+    handle.seek(0)
+    held = handle.read(64)
+    if held and not re.fullmatch(r"pid \d+\n?", held):
+        handle.close()
+        raise OutputError(f"{where}: its lock file {str(lock)!r} is a file that this model did not "
+                          "write; expected a new path (or remove the file)")
     handle.seek(0)
     handle.truncate()
     handle.write(f"pid {os.getpid()}\n")
@@ -247,8 +275,12 @@ def _lock(path: pathlib.Path, where: str):
     return handle
 
 
-def _try_lock(lock_path: pathlib.Path, where: str):
-    handle = open(lock_path, "a+")
+def _try_lock(lock: pathlib.Path, where: str):
+    try:
+        handle = open(lock, "a+")
+    except OSError as exc:
+        raise OutputError(f"{where}: its lock file {str(lock)!r} cannot be created "
+                          f"({exc.strerror}); expected a path in a writable folder") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -258,7 +290,8 @@ def _try_lock(lock_path: pathlib.Path, where: str):
         if exc.errno in (errno.EAGAIN, errno.EACCES):
             raise OutputError(f"{where}: another run ({holder}) is writing it; expected one run "
                               "per output path") from None
-        raise
+        raise OutputError(f"{where}: its lock file {str(lock)!r} cannot be locked "
+                          f"({exc.strerror}); expected a path on a file system with locks") from None
     return handle
 
 
@@ -360,12 +393,6 @@ class GridReference:
                 "mesh_file_relative": os.path.relpath(self.path, folder),
                 "mesh_file_fingerprint": self.fingerprint,
                 "file_id": new_file_id(), "parent_id": parent}
-
-
-def beside_grid_path(output) -> pathlib.Path:
-    """The grid file written beside `output` when no grid file of its mesh exists: NAME.grid.nc."""
-    output = pathlib.Path(output)
-    return output.with_name(f"{output.stem}.grid.nc")
 
 
 def reference_grid(mesh, output, candidate=None, *, trusted: bool = False,

@@ -16,7 +16,8 @@ import sys
 import numpy as np
 
 from grids.atomic import atomic_path
-from swm.output import MODEL_NAME, OutputError, open_history
+from swm.files import map_path
+from swm.output import MODEL_NAME, OutputError, map_problem, open_history
 from swm.variables import FIELDS
 
 
@@ -144,15 +145,33 @@ def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
             maps["dJdu0"] = (mean, f"|dJ/du0|, mean over the cell's edges "
                              f"({ds['dJdu0'].attrs['units']})", "viridis")
         cost = float(ds["J"].values[0])
+        targets = map_targets(path, maps, out_dir)
         for name, (values, label, cmap) in maps.items():
-            target = out_dir / f"{path.stem}.{name}.png"
+            target = targets[name]
             draw_map(geometry, values, cmap, f"{path.name} (J = {cost:.6g}): {label}", target)
             written.append(target)
     return written
 
 
+#: The mesh variables a map of a history needs.
+MAP_MESH = ("nEdgesOnCell", "verticesOnCell", "lonVertex", "latVertex", "lonCell", "latCell",
+            "cellsOnVertex", "kiteAreasOnVertex", "areaCell")
+
+
 class PlotError(ValueError):
     """A file or option `swm.plot` cannot use; `main` prints it as one line (exit status 2)."""
+
+
+def map_targets(path, names, out_dir=None) -> dict:
+    """{name: PNG path} of the maps `names` of output file `path` (`swm.files.map_path`), each
+    checked before any is drawn: PlotError names a PNG there that this model did not write
+    (`swm.output.map_problem`), so nothing else is replaced."""
+    targets = {name: map_path(path, name, out_dir) for name in names}
+    for target in targets.values():
+        problem = map_problem(target)
+        if problem is not None:
+            raise PlotError(f"the map of {path}: {target} {problem}")
+    return targets
 
 
 def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.Path]:
@@ -165,18 +184,23 @@ def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.P
     if not out_dir.is_dir():
         raise PlotError(f"--out {out_dir}: no such directory")
     written = []
+    expected = "expected a history file written by run_model.py, or a gradient file"
     try:
         ds = open_history(path, grid, decode_times=False)
     except OutputError as exc:
         raise PlotError(str(exc)) from None
     except (OSError, ValueError) as exc:
-        raise PlotError(f"{path}: not a readable netCDF file ({exc})") from None
+        why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
+        raise PlotError(f"{path}: not a netCDF file{why}; {expected}") from None
     with ds:
         if "J" in ds.variables:            # a gradient file (it has Time and xtime too)
             return plot_gradients(path, out_dir, grid)
         if "xtime" not in ds.variables or "h" not in ds.variables:
-            raise PlotError(f"{path}: no xtime or no h (a mesh file?); expected a history file "
-                            "written by run_model.py, or a gradient file")
+            raise PlotError(f"{path}: no xtime or no h (a mesh file?); {expected}")
+        missing = [n for n in MAP_MESH if n not in ds.variables]
+        if missing:
+            what = " (a restart file)" if "step" in ds.attrs else ""
+            raise PlotError(f"{path}: no mesh ({', '.join(missing[:3])}, ...){what}; {expected}")
         n = ds.sizes.get("Time", 0)
         if not -n <= record < n:
             raise PlotError(f"--record {record}: {path} has {n} record(s); expected -{n} to {n - 1}")
@@ -195,8 +219,9 @@ def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.P
         if "h_l2" in ds.variables:
             # case 2 is steady: its exact solution is the initial state
             maps["h_error"] = (h - ds["h"][0, :, 0].values, f"h - h_exact ({FIELDS['h'].units})", "RdBu_r")
+        targets = map_targets(path, maps, out_dir)
         for name, (values, label, cmap) in maps.items():
-            target = out_dir / f"{path.stem}.{name}.png"
+            target = targets[name]
             draw_map(geometry, values, cmap, f"{path.name}: {label} at {stamp}", target)
             written.append(target)
     return written
