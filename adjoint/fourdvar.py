@@ -125,7 +125,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     def observe():
         import netCDF4
         from grids.atomic import atomic_path
-        from swm.output import stamp
+        from swm.output import reporting_space, stamp
 
         rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
@@ -135,7 +135,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
         when = np.array([k * s.dt for _, k in rows])
         value = np.array([truth_h[k][c] for c, k in rows])
         value = value + fv.observation_error * rng.standard_normal(value.size)
-        with atomic_path(obs_path) as tmp:
+        with reporting_space(obs_path, "fourdvar.output", out), atomic_path(obs_path) as tmp:
             write_observations(tmp, cell, when, value, np.full(value.size, fv.observation_error))
             with netCDF4.Dataset(tmp, "a") as ds:
                 stamp(ds, attributes)
@@ -225,11 +225,11 @@ def write_analysis(path, mesh, background, sigma, v, history, truth, *, attribut
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
-    from swm.output import create_time, set_time, stamp
+    from swm.output import create_time, reporting_space, set_time, stamp
 
     x0 = np.concatenate([background["h"], background["u"]]) + sigma * v
     table = np.array(history, dtype=np.float64)
-    with atomic_path(path) as tmp:
+    with reporting_space(path, "fourdvar.output"), atomic_path(path) as tmp:
         write_mesh(mesh, tmp)
         with netCDF4.Dataset(tmp, "a") as ds:
             stamp(ds, attributes)

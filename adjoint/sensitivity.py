@@ -199,7 +199,7 @@ def write_gradients(path, s, grads, value: float, controls, attributes=None, con
     from grids.mpas_io import write_mesh
     from swm.collective import on_root
     from swm.driver import grid_reference
-    from swm.output import create_mesh_part, create_time, set_time, stamp
+    from swm.output import create_mesh_part, create_time, reporting_space, set_time, stamp
 
     gathered = {}
     for (name, location, control, _), g in zip(GRADIENTS, grads):
@@ -210,7 +210,7 @@ def write_gradients(path, s, grads, value: float, controls, attributes=None, con
     def write():
         grid = None if config is None else grid_reference(config, s.global_mesh, path,
                                                           "sensitivity.output")
-        with atomic_path(path) as tmp:
+        with reporting_space(path, "sensitivity.output"), atomic_path(path) as tmp:
             if grid is None:
                 write_mesh(s.global_mesh, tmp)
                 ds = netCDF4.Dataset(tmp, "a")

@@ -34,6 +34,7 @@ the global attributes of `provenance`: model_name, core_name, model_version, the
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import fcntl
@@ -71,6 +72,56 @@ TIME_UNITS, CALENDAR, START = "days since 0000-01-01 00:00:00", "noleap", "0000-
 
 class OutputError(ValueError):
     """An output or restart path that cannot be used; the message names the config key."""
+
+
+class SpaceError(OutputError):
+    """A write that ran out of room (`reporting_space`): names the file, its config key and the full
+    disk."""
+
+
+#: Free space (bytes) of a folder below which a failed write there is reported as a full disk.
+SPACE_MARGIN = 64 * 2**20
+
+
+def space_problem(exc: BaseException, path) -> str | None:
+    """"no space left on device (...)" when the write of `path` that raised `exc` ran out of room:
+    errno ENOSPC, EDQUOT or EFBIG, or (netCDF's "HDF error" hides errno) less than SPACE_MARGIN
+    free in its folder (`os.statvfs`) or a file size limit (RLIMIT_FSIZE, ulimit -f) set; None
+    for any other failure."""
+    import resource
+
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"no space left on device ({os.strerror(code)})"
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        stats = os.statvfs(folder)
+        free = stats.f_bavail * stats.f_frsize
+    except OSError:
+        free = None
+    if free is not None and free < SPACE_MARGIN:
+        return f"no space left on device ({free} bytes free in {folder})"
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        return f"no space left on device for it (the file size limit, ulimit -f, is {limit} bytes)"
+    return None
+
+
+@contextlib.contextmanager
+def reporting_space(path, key: str, owner=None, kept: str = "nothing was replaced"):
+    """Inside the block, a failed write of `path` (the file of config key `key` = `owner`, default
+    `path`) that ran out of room (`space_problem`) is raised as one OutputError naming the file, the
+    key and the full disk; `kept` says what is left as it was. Other errors pass unchanged."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        problem = space_problem(exc, path)
+        if problem is None:
+            raise
+        owner = path if owner is None else owner
+        raise SpaceError(f"{key} = {str(owner)!r}: writing {path} failed: {problem}; {kept} "
+                          "(expected room for the file: free some space or choose another "
+                          "folder)") from None
 
 
 def xtime(seconds: float) -> str:
@@ -425,7 +476,9 @@ def reference_grid(mesh, output, candidate=None, *, trusted: bool = False,
                 "inside)")
         return found
     t0 = time.perf_counter()
-    write_mesh(mesh, beside, format="NETCDF4", history=f"grid file of {pathlib.Path(output).name}")
+    with reporting_space(beside, key, output):
+        write_mesh(mesh, beside, format="NETCDF4",
+                   history=f"grid file of {pathlib.Path(output).name}")
     log.info("mesh: wrote the grid file %s in %.1f s", beside,
              time.perf_counter() - t0)
     return GridReference.of(beside)
@@ -590,18 +643,41 @@ class History:
         history keeps the form it has."""
         self.target, self.path, self.partial = target, target.path, partial_path(target.path)
         self.variables, self.diagnostics = tuple(variables), tuple(diagnostics)
-        self.writer = writer
-        if resume_time is not None:
-            self._continue(fingerprint, resume_time)
-            if attributes is not None:     # the resumed run's config and history line
-                stamp(self.ds, attributes)
-        else:
-            self._create(global_mesh, dtype, nlev, fingerprint, topography, attributes, grid)
+        self.writer, self.ds, self.made = writer, None, False
+        with self._space():
+            if resume_time is not None:
+                self._continue(fingerprint, resume_time)
+                if attributes is not None:     # the resumed run's config and history line
+                    stamp(self.ds, attributes)
+            else:
+                self._create(global_mesh, dtype, nlev, fingerprint, topography, attributes, grid)
+
+    @contextlib.contextmanager
+    def _space(self):
+        """A write that runs out of room (`reporting_space`) closes the partial file and removes it
+        where this run made it (a new history, or a copy of the final file): the final file is
+        kept as it was."""
+        try:
+            with reporting_space(self.partial, self.target.key, self.path,
+                                 f"the partial file is removed, {self.path.name} left as it "
+                                 "was"):
+                yield
+        except SpaceError:
+            if self.ds is not None:
+                try:
+                    self.ds.close()
+                except (OSError, RuntimeError):
+                    pass
+                self.ds = None
+            if self.made and self.partial.exists():
+                self.partial.unlink()
+            raise
 
     def _create(self, global_mesh, dtype, nlev, fingerprint, topography=None, attributes=None,
                 grid=None):
         if self.partial.exists():
             self.partial.unlink()
+        self.made = True
         self.ds = ds = create_mesh_part(self.partial, global_mesh, grid, attributes, self.path)
         ds.setncatts({"core_name": "sw", **_attrs(fingerprint)})
         ds.createDimension("nVertLevels", nlev)
@@ -650,6 +726,7 @@ class History:
         if reference:
             find_grid(self.path, reference)
         if source == self.path:
+            self.made = True
             shutil.copyfile(self.path, self.partial)
         self.ds = netCDF4.Dataset(self.partial, "a")
         self.ds.set_auto_mask(False)
@@ -664,15 +741,18 @@ class History:
                 if wait is not None:
                     wait()
                 ds = self.ds
-                set_time(ds, record, seconds)
-                for name in self.variables:
-                    value = fields[name]
-                    ds[name][record] = value.reshape(value.shape[0], -1)
-                for name, value in diagnostics.items():
-                    if name in ds.variables:
-                        ds[name][record] = value
-                ds.sync()
-                _fsync(self.partial)       # here, in the background, not all at the end
+                if ds is None:             # a write before failed
+                    return
+                with self._space():
+                    set_time(ds, record, seconds)
+                    for name in self.variables:
+                        value = fields[name]
+                        ds[name][record] = value.reshape(value.shape[0], -1)
+                    for name, value in diagnostics.items():
+                        if name in ds.variables:
+                            ds[name][record] = value
+                    ds.sync()
+                    _fsync(self.partial)   # here, in the background, not all at the end
             finally:
                 if done is not None:
                     done()
@@ -682,10 +762,14 @@ class History:
         """Queue the closing of the file: when the run finished, it is renamed to its final name
         (the partial file stays for a resumed run otherwise)."""
         def job():
-            self.ds.close()
-            if finished:
-                _fsync(self.partial)
-                os.replace(self.partial, self.path)
+            if self.ds is None:            # a write before failed
+                return
+            with self._space():
+                self.ds.close()
+                self.ds = None
+                if finished:
+                    _fsync(self.partial)
+                    os.replace(self.partial, self.path)
         self.writer.submit(job)
 
 
@@ -710,7 +794,8 @@ def write_restart(path, h, u, step: int, dt: float, fingerprint: dict,
     `provenance`'s."""
     import netCDF4
 
-    with atomic_path(path) as tmp, netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
+    with reporting_space(path, "restart.path", kept="the restart file there is kept as it was"), \
+            atomic_path(path) as tmp, netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
         ds.createDimension("nCells", h.shape[0])
         ds.createDimension("nEdges", u.shape[0])
         ds.createDimension("nVertLevels", 1 if h.ndim == 1 else h.shape[1])
