@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+import textwrap
 
 import numpy as np
 
@@ -84,6 +85,29 @@ def cell_vorticity(ds, vorticity_vertex):
     return out / area
 
 
+#: Characters of a map's title line (longer titles wrap: a line stays over the map's width).
+TITLE_WIDTH = 80
+
+
+def colorbar_scale(colorbar) -> None:
+    """Tick labels of `colorbar` without matplotlib's offset text above it (where it meets the
+    title): values of magnitude below 1e-2 or from 1e5 on are labelled in units of 10^n, named in
+    the colorbar's label beside it."""
+    from matplotlib.ticker import FuncFormatter, ScalarFormatter
+
+    low, high = colorbar.mappable.get_clim()
+    largest = max(abs(low), abs(high)) if np.isfinite([low, high]).all() else 0.0
+    exponent = int(np.floor(np.log10(largest))) if largest > 0 else 0
+    if -2 <= exponent <= 4:
+        formatter = ScalarFormatter(useOffset=False)
+        formatter.set_scientific(False)
+        colorbar.ax.yaxis.set_major_formatter(formatter)
+        return
+    colorbar.ax.yaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{v / 10.0**exponent:g}".replace("-", "\N{MINUS SIGN}")))
+    colorbar.set_label(rf"$\times 10^{{{exponent}}}$")
+
+
 def draw_map(geometry, values, cmap: str, title: str, target) -> None:
     """One longitude-latitude PNG map of cell values (diverging maps centred on zero) drawn by
     `geometry` (`map_geometry`), written atomically to `target` with the text chunk model_name =
@@ -111,9 +135,9 @@ def draw_map(geometry, values, cmap: str, title: str, target) -> None:
         collection.set_clim(*limits)
         ax.add_collection(collection)
     ax.set(xlim=(-180, 180), ylim=(-90, 90), xlabel="longitude (deg)", ylabel="latitude (deg)",
-           title=title)
+           title="\n".join(textwrap.wrap(title, TITLE_WIDTH)))    # not over the colorbar
     ax.set_aspect("equal")
-    fig.colorbar(collection, ax=ax, shrink=0.8)
+    colorbar_scale(fig.colorbar(collection, ax=ax, shrink=0.8))
     try:
         with atomic_path(target) as tmp:
             fig.savefig(tmp, format="png", bbox_inches="tight", metadata={"model_name": MODEL_NAME})
