@@ -5,6 +5,7 @@ refused, a full disk is one line that keeps the previous file, and `python -m sw
 file it cannot draw. Every fault is made for real in a subprocess; every refusal is one line that
 names the keys and files, before any work, with every file there left byte for byte."""
 import os
+import pathlib
 import resource
 import signal
 import subprocess
@@ -162,13 +163,7 @@ def _directory(tmp_path):
 
 
 def _device(tmp_path):
-    return {"output": {"path": "/dev/null"}}, pathlib_path("/dev/null"), ["output.path", "is a device"]
-
-
-def pathlib_path(text):
-    import pathlib
-
-    return pathlib.Path(text)
+    return {"output": {"path": "/dev/null"}}, pathlib.Path("/dev/null"), ["output.path", "is a device"]
 
 
 @pytest.mark.parametrize("make", [_fifo, _fifo_partial, _fifo_lock, _directory, _device])
