@@ -35,6 +35,7 @@ from adjoint.gradient import advance, run_gradient, watchdog
 from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
                                  require_finite)
 from swm.config import Config, ConfigError
+from swm.files import convergence_plot, observations_path
 from swm.output import MODEL_NAME, mpas_namelist, provenance, release
 from swm.watchdog import WatchdogError
 
@@ -72,12 +73,6 @@ def observation_steps(config: Config, dt: float, total: int) -> list[int]:
 
 
 
-def observations_path(output) -> pathlib.Path:
-    """`<stem>.observations.nc` beside the output."""
-    output = pathlib.Path(output)
-    return output.with_name(output.stem + ".observations.nc")
-
-
 def run_fourdvar(config: Config) -> dict:
     """The twin experiment; returns the convergence history (every rank). Progress: one log
     line per L-BFGS-B iteration. Its files (the output, its observations and its PNG) are claimed
@@ -86,7 +81,7 @@ def run_fourdvar(config: Config) -> dict:
 
     out = pathlib.Path(config.fourdvar.output)
     files = claim_outputs(world(), "fourdvar.output", [out, observations_path(out)],
-                          [out.with_suffix(".png")])
+                          [convergence_plot(out)])
     try:
         with quiet_floats():
             return _fourdvar(config, out)
@@ -130,7 +125,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     def observe():
         import netCDF4
         from grids.atomic import atomic_path
-        from swm.output import stamp
+        from swm.output import reporting_space, stamp
 
         rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
@@ -140,7 +135,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
         when = np.array([k * s.dt for _, k in rows])
         value = np.array([truth_h[k][c] for c, k in rows])
         value = value + fv.observation_error * rng.standard_normal(value.size)
-        with atomic_path(obs_path) as tmp:
+        with reporting_space(obs_path, "fourdvar.output", out), atomic_path(obs_path) as tmp:
             write_observations(tmp, cell, when, value, np.full(value.size, fv.observation_error))
             with netCDF4.Dataset(tmp, "a") as ds:
                 stamp(ds, attributes)
@@ -230,11 +225,11 @@ def write_analysis(path, mesh, background, sigma, v, history, truth, *, attribut
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
-    from swm.output import create_time, set_time, stamp
+    from swm.output import create_time, reporting_space, set_time, stamp
 
     x0 = np.concatenate([background["h"], background["u"]]) + sigma * v
     table = np.array(history, dtype=np.float64)
-    with atomic_path(path) as tmp:
+    with reporting_space(path, "fourdvar.output"), atomic_path(path) as tmp:
         write_mesh(mesh, tmp)
         with netCDF4.Dataset(tmp, "a") as ds:
             stamp(ds, attributes)
@@ -258,7 +253,7 @@ def write_analysis(path, mesh, background, sigma, v, history, truth, *, attribut
                 var = ds.createVariable(name, "f8", ("nIterations",))
                 var[:] = table[:, i]
                 var.long_name = text
-    plot_convergence(table, pathlib.Path(path).with_suffix(".png"))
+    plot_convergence(table, convergence_plot(path))
 
 
 def plot_convergence(table, target) -> None:

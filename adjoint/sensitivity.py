@@ -27,10 +27,11 @@ from adjoint.costs import Context, CostError, make_cost
 from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangent, watchdog
 from adjoint.snapshot_memory import plan
 from adjoint.verification import taylor_test
-from swm.config import Config, ConfigError, directory_problem
+from swm.config import Config, ConfigError
 from swm.constants import DAY
 from swm.distribution import owned_inner
-from swm.output import OutputError, mpas_namelist, png_written_by_model, provenance, release
+from swm.files import gradient_maps
+from swm.output import OutputError, map_problem, mpas_namelist, provenance, release
 from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
@@ -212,7 +213,7 @@ def write_gradients(path, s, grads, value: float, cost_units: str, controls, att
     from grids.mpas_io import write_mesh
     from swm.collective import on_root
     from swm.driver import grid_reference
-    from swm.output import create_mesh_part, create_time, set_time, stamp
+    from swm.output import create_mesh_part, create_time, reporting_space, set_time, stamp
 
     gathered = {}
     for (name, location, control, _), g in zip(GRADIENTS, grads):
@@ -223,7 +224,7 @@ def write_gradients(path, s, grads, value: float, cost_units: str, controls, att
     def write():
         grid = None if config is None else grid_reference(config, s.global_mesh, path,
                                                           "sensitivity.output")
-        with atomic_path(path) as tmp:
+        with reporting_space(path, "sensitivity.output"), atomic_path(path) as tmp:
             if grid is None:
                 write_mesh(s.global_mesh, tmp)
                 ds = netCDF4.Dataset(tmp, "a")
@@ -252,13 +253,6 @@ def write_gradients(path, s, grads, value: float, cost_units: str, controls, att
 
 # -- output files: claimed before the run, PNGs marked as this model's -------------------------
 
-def gradient_maps(output, controls) -> list[pathlib.Path]:
-    """The PNG maps `write_maps` writes beside the gradient file `output` (`swm.plot`'s names)."""
-    output = pathlib.Path(output)
-    return [output.with_name(f"{output.stem}.{name}.png") for name, _, control, _ in GRADIENTS
-            if control in controls]
-
-
 def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None) -> list:
     """The files of a run under config key `key`, claimed on rank 0 before any work: each of
     `paths` as a `swm.output.OutputFile` (its directory checked, a file there that this model did
@@ -276,17 +270,6 @@ def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None
                 off = "" if maps_off is None else f" (no maps: {maps_off})"
                 raise OutputError(f"{key} = {str(paths[0])!r}: its map {str(png)!r} {problem}{off}")
     return claim(comm, [(key, path) for path in paths], maps_ok)
-
-
-def map_problem(path) -> str | None:
-    """Why a PNG cannot be written at `path` (its directory, or a PNG there that this model did
-    not write), or None."""
-    path = pathlib.Path(path)
-    problem = directory_problem(path)
-    if problem is None and path.exists() and not png_written_by_model(path):
-        problem = ("is a file that this model did not write; expected a new path (or remove the "
-                   "file)")
-    return problem
 
 
 def write_maps(output) -> list[pathlib.Path]:

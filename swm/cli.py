@@ -113,7 +113,7 @@ def _main(args) -> int:
     logging.getLogger("swm").info("config %s:\n%s", args.config, dump(config))
     try:
         status = run(config, args)
-        if status == 0 and args.plot and comm.Get_rank() == 0 and config.sensitivity is None:
+        if status == 0 and args.plot and comm.Get_rank() == 0 and forward(config):
             from swm.plot import plot_file
 
             for target in plot_file(config.output.path):
@@ -186,8 +186,13 @@ def run(config, args) -> int:
         return 0
     from swm.driver import run as run_forward
 
-    run_forward(config, progress=not args.no_progress)
+    run_forward(config, progress=not args.no_progress, plot=args.plot)
     return 0
+
+
+def forward(config) -> bool:
+    """Whether `config` is a forward run (no sensitivity or fourdvar section)."""
+    return config.sensitivity is None and config.fourdvar is None
 
 
 def report(exc, comm, debug: bool) -> int:

@@ -15,6 +15,7 @@ import math
 import os
 import pathlib
 import re
+import stat
 import typing
 from typing import Annotated, Literal, Optional
 
@@ -597,16 +598,6 @@ def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None) ->
     return config
 
 
-def _outputs(config: Config) -> list[tuple[str, pathlib.Path]]:
-    """(key, path) of every file the run writes."""
-    found = [("output.path", config.output.path), ("restart.path", config.restart.path)]
-    if config.sensitivity is not None:
-        found.append(("sensitivity.output", config.sensitivity.output))
-    if config.fourdvar is not None:
-        found.append(("fourdvar.output", config.fourdvar.output))
-    return found
-
-
 def _inputs(path: pathlib.Path, config: Config) -> list[tuple[str, pathlib.Path]]:
     """(what, path) of every file the run reads (besides a restart file)."""
     found = [("the config file itself", path)] if path is not None else []
@@ -630,9 +621,11 @@ def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
 
 
 def directory_problem(path: pathlib.Path) -> Optional[str]:
-    """Why a file cannot be written at `path` (its directory missing, not one, read-only), or None."""
-    if path.is_dir():
-        return "is a directory; expected a file path"
+    """Why a file cannot be written at `path` (not a regular file, its directory missing, not one,
+    read-only), or None."""
+    problem = kind_problem(path)
+    if problem is not None:
+        return problem
     folder = path.parent
     if not folder.exists():
         return f"directory {str(folder)!r} does not exist"
@@ -645,24 +638,44 @@ def directory_problem(path: pathlib.Path) -> Optional[str]:
     return None
 
 
+def kind_problem(path: pathlib.Path) -> Optional[str]:
+    """Why `path` cannot be written as a file: something there that is not a regular file (a
+    directory, a FIFO, a device, a socket: a write would fail or block), or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return f"is {kind}; expected a regular file or a new path"
+
+
 def _path_problems(path: pathlib.Path, config: Config) -> list[str]:
-    """Lines naming each output whose directory cannot take it, and each output that is an input or
-    another output."""
+    """Lines naming each output whose directory cannot take it, each file of the run that is not a
+    regular file, and each file of the run (`swm.files.written_files`) that is an input or another
+    file of the run."""
+    from swm.files import written_files
+
     problems = []
-    outputs = _outputs(config)
-    for key, target in outputs:
-        why = directory_problem(target)
+    written = written_files(config)
+    for file in written:
+        why = directory_problem(file.path) if file.what is None else kind_problem(file.path)
         if why is not None:
-            problems.append(f"{key} = {str(target)!r}: {why}")
-    for i, (key, target) in enumerate(outputs):
+            problems.append(f"{file.describe()}: {why}")
+    for i, file in enumerate(written):
         for what, source in _inputs(path, config):
-            if _same_file(target, source):
-                problems.append(f"{key} = {str(target)!r} is {what}: a run never overwrites its "
+            if file.what != "the grid file" and _same_file(file.path, source):
+                problems.append(f"{file.describe()} is {what}: a run never overwrites its "
                                 "inputs; expected another path")
-        for other, earlier in outputs[:i]:
-            if _same_file(target, earlier):
-                problems.append(f"{key} = {str(target)!r} is the same file as {other} = "
-                                f"{str(earlier)!r}: one would overwrite the other; expected another path")
+        for earlier in written[:i]:
+            if None not in (file.what, earlier.what) and _same_file(file.owner, earlier.owner):
+                continue                    # the owners' collision is reported
+            if _same_file(file.path, earlier.path):
+                problems.append(f"{file.describe()} is the same file as {earlier.describe()}: one "
+                                "would overwrite the other; expected another path")
     return problems
 
 

@@ -21,6 +21,7 @@ from swm.config import Config, ConfigError, fixed_steps, step_counts
 from swm.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
+from swm.files import history_maps
 from swm.model import Model
 from swm.output import (AsyncWriter, History, cells_fingerprint, check_resumed_history, claim,
                         mesh_fingerprint, mesh_form, mesh_settings, mpas_namelist, provenance,
@@ -194,13 +195,21 @@ def check_first_state(config: Config, s: Setup) -> None:
                             f"{key.split(' ')[0]}") from None
 
 
-def build_simulation(config: Config, *, progress: bool = True) -> tuple[Simulation, Setup]:
+def build_simulation(config: Config, *, progress: bool = True,
+                     plot: bool = False) -> tuple[Simulation, Setup]:
     """The Simulation of a forward run of `config`: watchdog, progress bar, history (fields,
-    diagnostics, case-2 error norms) and restarts, as the config says."""
+    diagnostics, case-2 error norms) and restarts, as the config says; its files claimed before
+    any work, with `plot` the PNGs of run_model.py --plot too (`plots_ok`)."""
     comm = meshops.parallel.world()
-    files = claim(comm, [("output.path", config.output.path),         # [history, restart] on
+    def check():
+        if config.restart.resume:
+            check_resumed_history(config)
+        if plot:
+            plots_ok(config)
+
+    files = claim(comm, [("output.path", config.output.path, True),   # [history, restart] on
                          ("restart.path", config.restart.path)],      # rank 0, [] elsewhere
-                  check=(lambda: check_resumed_history(config)) if config.restart.resume else None)
+                  check)
     writer, made = None, {}
     try:
         writer = AsyncWriter() if comm.Get_rank() == 0 else None
@@ -246,6 +255,18 @@ def _simulation(config: Config, s: Setup, history, writer, files: list, attribut
     return sim
 
 
+def plots_ok(config: Config) -> None:
+    """Refuse (OutputError) a PNG of run_model.py --plot (`swm.files.history_maps`) that cannot be
+    written: its folder, or a file there that this model did not write."""
+    from swm.output import OutputError, map_problem
+
+    for png in history_maps(config):
+        problem = map_problem(png)
+        if problem is not None:
+            raise OutputError(f"--plot: the map {str(png)!r} of output.path = "
+                              f"{str(config.output.path)!r} {problem}")
+
+
 def _history(config: Config, s: Setup, files: list, writer, attributes: dict, made: dict):
     """made["history"]: the History on rank 0 (none elsewhere): a new file (with the topography
     h_s, the global `attributes`, and the mesh or its grid file's reference: `grid_reference`),
@@ -269,12 +290,13 @@ def _history(config: Config, s: Setup, files: list, writer, attributes: dict, ma
     on_root(s.comm, make)
 
 
-def run(config: Config, *, progress: bool = True) -> dict:
+def run(config: Config, *, progress: bool = True, plot: bool = False) -> dict:
     """Run `config` on one process or on every rank of the world communicator; returns the last
-    diagnostics (every rank). Raises WatchdogError or `swm.simulation.Interrupted` when the run
-    stops early (its state written to the history and the restart file)."""
+    diagnostics (every rank); `plot`: the PNGs of run_model.py --plot are claimed too. Raises
+    WatchdogError or `swm.simulation.Interrupted` when the run stops early (its state written to
+    the history and the restart file)."""
     t0 = time.perf_counter()
-    sim, s = build_simulation(config, progress=progress)
+    sim, s = build_simulation(config, progress=progress, plot=plot)
     try:
         s.global_mesh = None                 # written to the history; not needed any more
         sim.prepare()

@@ -38,6 +38,7 @@ the global attributes of `provenance`: model_name, core_name, model_version, the
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import fcntl
@@ -47,6 +48,7 @@ import logging
 import os
 import pathlib
 import queue
+import re
 import shlex
 import shutil
 import sys
@@ -59,8 +61,9 @@ import numpy as np
 from grids.atomic import atomic_path
 from meshops.device.tables import SIZE_OF
 from swm import stop
-from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem
+from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem, kind_problem
 from swm.constants import DAY
+from swm.files import beside_grid_path, lock_path, partial_path
 from swm.variables import DIAGNOSTICS, FIELDS
 
 log = logging.getLogger("swm")
@@ -75,6 +78,56 @@ TIME_UNITS, CALENDAR, START = "days since 0000-01-01 00:00:00", "noleap", "0000-
 
 class OutputError(ValueError):
     """An output or restart path that cannot be used; the message names the config key."""
+
+
+class SpaceError(OutputError):
+    """A write that ran out of room (`reporting_space`): names the file, its config key and the full
+    disk."""
+
+
+#: Free space (bytes) of a folder below which a failed write there is reported as a full disk.
+SPACE_MARGIN = 64 * 2**20
+
+
+def space_problem(exc: BaseException, path) -> str | None:
+    """"no space left on device (...)" when the write of `path` that raised `exc` ran out of room:
+    errno ENOSPC, EDQUOT or EFBIG, or (netCDF's "HDF error" hides errno) less than SPACE_MARGIN
+    free in its folder (`os.statvfs`) or a file size limit (RLIMIT_FSIZE, ulimit -f) set; None
+    for any other failure."""
+    import resource
+
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"no space left on device ({os.strerror(code)})"
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        stats = os.statvfs(folder)
+        free = stats.f_bavail * stats.f_frsize
+    except OSError:
+        free = None
+    if free is not None and free < SPACE_MARGIN:
+        return f"no space left on device ({free} bytes free in {folder})"
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        return f"no space left on device for it (the file size limit, ulimit -f, is {limit} bytes)"
+    return None
+
+
+@contextlib.contextmanager
+def reporting_space(path, key: str, owner=None, kept: str = "nothing was replaced"):
+    """Inside the block, a failed write of `path` (the file of config key `key` = `owner`, default
+    `path`) that ran out of room (`space_problem`) is raised as one OutputError naming the file, the
+    key and the full disk; `kept` says what is left as it was. Other errors pass unchanged."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        problem = space_problem(exc, path)
+        if problem is None:
+            raise
+        owner = path if owner is None else owner
+        raise SpaceError(f"{key} = {str(owner)!r}: writing {path} failed: {problem}; {kept} "
+                          "(expected room for the file: free some space or choose another "
+                          "folder)") from None
 
 
 def xtime(seconds: float) -> str:
@@ -154,11 +207,6 @@ def stamp(ds, attributes: dict | None) -> None:
     ds.setncatts(attributes)
 
 
-def partial_path(path) -> pathlib.Path:
-    path = pathlib.Path(path)
-    return path.with_name(path.name + ".partial")
-
-
 def written_by_model(path) -> bool:
     """True when `path` is a netCDF file whose `model_name` is this model's."""
     import netCDF4
@@ -182,20 +230,44 @@ def png_written_by_model(path) -> bool:
         return False
 
 
+def map_problem(path) -> str | None:
+    """Why a PNG cannot be written at `path` (its directory, something there that is not a regular
+    file, or a PNG there that this model did not write: `png_written_by_model`), or None."""
+    path = pathlib.Path(path)
+    problem = directory_problem(path)
+    if problem is None and path.exists() and not png_written_by_model(path):
+        problem = ("is a file that this model did not write; expected a new path (or remove the "
+                   "file)")
+    return problem
+
+
 class OutputFile:
     """A file the run writes, under config key `key`; see the module doc for the checks (the
-    config refuses paths that are the run's inputs or its other files: `swm.config`)."""
+    config refuses paths that are the run's inputs or its other files: `swm.config`). `grows`:
+    the file grows under NAME.partial (a history), checked like the file itself."""
 
-    def __init__(self, path, key: str):
+    def __init__(self, path, key: str, grows: bool = False):
         self.path, self.key = pathlib.Path(path), key
         where = f"{key} = {str(path)!r}"
         problem = directory_problem(self.path)
         if problem is not None:
             raise OutputError(f"{where}: {problem}")
+        beside = [("its lock file", lock_path(self.path))]
+        if grows:
+            beside.append(("its partial file", partial_path(self.path)))
+        for what, other in beside:
+            problem = kind_problem(other)
+            if problem is not None:
+                raise OutputError(f"{where}: {what} {str(other)!r} {problem}")
         if self.path.exists() and not written_by_model(self.path):
             raise OutputError(f"{where}: a file is there that this model did not write; expected "
                               "a new path (or remove the file)")
         self._lock = _lock(self.path, where)
+        for what, other in beside[1:]:      # read under the lock: no other run writes it now
+            if other.exists() and not written_by_model(other):
+                self.close()
+                raise OutputError(f"{where}: {what} {str(other)!r} is a file that this model did "
+                                  "not write; expected a new path (or remove the file)")
 
     def close(self) -> None:
         if self._lock is not None:
@@ -206,9 +278,9 @@ class OutputFile:
 
 
 def claim(comm, files, check=None) -> list:
-    """Each (config key, path) of `files` claimed as an `OutputFile` on rank 0 before any work,
-    then `check()` there (further refusals, raising OutputError); an error on rank 0 is raised on
-    every rank with nothing left claimed. The OutputFiles on rank 0 ([] elsewhere), in order:
+    """Each (config key, path[, grows]) of `files` claimed as an `OutputFile` on rank 0 before any
+    work, then `check()` there (further refusals, raising OutputError); an error on rank 0 is raised
+    on every rank with nothing left claimed. The OutputFiles on rank 0 ([] elsewhere), in order:
     `release` them when the run ends."""
     from swm.collective import on_root
 
@@ -217,8 +289,8 @@ def claim(comm, files, check=None) -> list:
     def work():
         with stop.deferred():              # a signal stops the claim whole (`swm.stop`)
             try:
-                for key, path in files:
-                    claimed.append(OutputFile(path, key))
+                for key, path, *grows in files:
+                    claimed.append(OutputFile(path, key, *grows))
                 if check is not None:
                     check()
                 stop.check(None)
@@ -239,16 +311,23 @@ def release(claimed) -> None:
 
 def _lock(path: pathlib.Path, where: str):
     """The lock file of `path`, open and locked; a lock file that a finishing run removed while
-    this one waited for it is not trusted (the lock is taken again on the file now there)."""
-    lock_path = path.with_name(path.name + ".lock")
+    this one waited for it is not trusted (the lock is taken again on the file now there). A file
+    there that is not a lock ("pid N") is refused, naming it."""
+    lock = lock_path(path)
     while True:
-        handle = _try_lock(lock_path, where)
+        handle = _try_lock(lock, where)
         try:
-            if os.stat(lock_path).st_ino == os.fstat(handle.fileno()).st_ino:
+            if os.stat(lock).st_ino == os.fstat(handle.fileno()).st_ino:
                 break
         except FileNotFoundError:
             pass
         handle.close()
+    handle.seek(0)
+    held = handle.read(64)
+    if held and not re.fullmatch(r"pid \d+\n?", held):
+        handle.close()
+        raise OutputError(f"{where}: its lock file {str(lock)!r} is a file that this model did not "
+                          "write; expected a new path (or remove the file)")
     handle.seek(0)
     handle.truncate()
     handle.write(f"pid {os.getpid()}\n")
@@ -256,8 +335,12 @@ def _lock(path: pathlib.Path, where: str):
     return handle
 
 
-def _try_lock(lock_path: pathlib.Path, where: str):
-    handle = open(lock_path, "a+")
+def _try_lock(lock: pathlib.Path, where: str):
+    try:
+        handle = open(lock, "a+")
+    except OSError as exc:
+        raise OutputError(f"{where}: its lock file {str(lock)!r} cannot be created "
+                          f"({exc.strerror}); expected a path in a writable folder") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -267,7 +350,8 @@ def _try_lock(lock_path: pathlib.Path, where: str):
         if exc.errno in (errno.EAGAIN, errno.EACCES):
             raise OutputError(f"{where}: another run ({holder}) is writing it; expected one run "
                               "per output path") from None
-        raise
+        raise OutputError(f"{where}: its lock file {str(lock)!r} cannot be locked "
+                          f"({exc.strerror}); expected a path on a file system with locks") from None
     return handle
 
 
@@ -393,12 +477,6 @@ class GridReference:
                 "file_id": new_file_id(), "parent_id": parent}
 
 
-def beside_grid_path(output) -> pathlib.Path:
-    """The grid file written beside `output` when no grid file of its mesh exists: NAME.grid.nc."""
-    output = pathlib.Path(output)
-    return output.with_name(f"{output.stem}.grid.nc")
-
-
 def reference_grid(mesh, output, candidate=None, *, trusted: bool = False,
                    key: str = "output.path") -> GridReference:
     """The grid file that `output` (written under config key `key`) references for `mesh` (rank 0):
@@ -429,7 +507,9 @@ def reference_grid(mesh, output, candidate=None, *, trusted: bool = False,
                 "inside)")
         return found
     t0 = time.perf_counter()
-    write_mesh(mesh, beside, format="NETCDF4", history=f"grid file of {pathlib.Path(output).name}")
+    with reporting_space(beside, key, output):
+        write_mesh(mesh, beside, format="NETCDF4",
+                   history=f"grid file of {pathlib.Path(output).name}")
     log.info("mesh: wrote the grid file %s in %.1f s", beside,
              time.perf_counter() - t0)
     return GridReference.of(beside)
@@ -640,14 +720,36 @@ class History:
         self.writer, self.ds = writer, None
         self.made = False           # the partial file is this run's (new, or a copy of the final)
         try:
-            if resume_time is not None:
-                self._continue(fingerprint, resume_time)
-                if attributes is not None:     # the resumed run's config and history line
-                    stamp(self.ds, attributes)
-            else:
-                self._create(global_mesh, dtype, nlev, fingerprint, topography, attributes, grid)
-        except BaseException:      # an error or a signal: no half-made file is left
+            with self._space():
+                if resume_time is not None:
+                    self._continue(fingerprint, resume_time)
+                    if attributes is not None:     # the resumed run's config and history line
+                        stamp(self.ds, attributes)
+                else:
+                    self._create(global_mesh, dtype, nlev, fingerprint, topography, attributes, grid)
+        except BaseException:      # an error, a full disk or a signal: no half-made file is left
             self._discard()
+            raise
+
+    @contextlib.contextmanager
+    def _space(self):
+        """A write that runs out of room (`reporting_space`) closes the partial file and removes it
+        where this run made it (a new history, or a copy of the final file): the final file is
+        kept as it was."""
+        try:
+            with reporting_space(self.partial, self.target.key, self.path,
+                                 f"the partial file is removed, {self.path.name} left as it "
+                                 "was"):
+                yield
+        except SpaceError:
+            if self.ds is not None:
+                try:
+                    self.ds.close()
+                except (OSError, RuntimeError):
+                    pass
+                self.ds = None
+            if self.made and self.partial.exists():
+                self.partial.unlink()
             raise
 
     def _create(self, global_mesh, dtype, nlev, fingerprint, topography=None, attributes=None,
@@ -733,15 +835,18 @@ class History:
                              self.kept_times[record] / DAY)
                     return
                 ds = self.ds
-                set_time(ds, record, seconds)
-                for name in self.variables:
-                    value = fields[name]
-                    ds[name][record] = value.reshape(value.shape[0], -1)
-                for name, value in diagnostics.items():
-                    if name in ds.variables:
-                        ds[name][record] = value
-                ds.sync()
-                _fsync(self.partial)       # here, in the background, not all at the end
+                if ds is None:             # a write before failed
+                    return
+                with self._space():
+                    set_time(ds, record, seconds)
+                    for name in self.variables:
+                        value = fields[name]
+                        ds[name][record] = value.reshape(value.shape[0], -1)
+                    for name, value in diagnostics.items():
+                        if name in ds.variables:
+                            ds[name][record] = value
+                    ds.sync()
+                    _fsync(self.partial)   # here, in the background, not all at the end
             finally:
                 if done is not None:
                     done()
@@ -755,10 +860,14 @@ class History:
             if discard:
                 self._discard()
                 return
-            self.ds.close()
-            if finished:
-                _fsync(self.partial)
-                os.replace(self.partial, self.path)
+            if self.ds is None:            # a write before failed
+                return
+            with self._space():
+                self.ds.close()
+                self.ds = None
+                if finished:
+                    _fsync(self.partial)
+                    os.replace(self.partial, self.path)
         self.writer.submit(job)
 
     def _discard(self) -> None:
@@ -823,7 +932,8 @@ def write_restart(path, h, u, step: int, dt: float, fingerprint: dict,
     `provenance`'s."""
     import netCDF4
 
-    with atomic_path(path) as tmp, netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
+    with reporting_space(path, "restart.path", kept="the restart file there is kept as it was"), \
+            atomic_path(path) as tmp, netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
         ds.createDimension("nCells", h.shape[0])
         ds.createDimension("nEdges", u.shape[0])
         ds.createDimension("nVertLevels", 1 if h.ndim == 1 else h.shape[1])

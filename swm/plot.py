@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+import textwrap
 
 import numpy as np
 
 from grids.atomic import atomic_path
-from swm.output import MODEL_NAME, OutputError, open_history
+from swm.files import map_path
+from swm.output import MODEL_NAME, OutputError, map_problem, open_history
 from swm.variables import FIELDS
 
 
@@ -83,6 +85,29 @@ def cell_vorticity(ds, vorticity_vertex):
     return out / area
 
 
+#: Characters of a map's title line (longer titles wrap: a line stays over the map's width).
+TITLE_WIDTH = 80
+
+
+def colorbar_scale(colorbar) -> None:
+    """Tick labels of `colorbar` without matplotlib's offset text above it (where it meets the
+    title): values of magnitude below 1e-2 or from 1e5 on are labelled in units of 10^n, named in
+    the colorbar's label beside it."""
+    from matplotlib.ticker import FuncFormatter, ScalarFormatter
+
+    low, high = colorbar.mappable.get_clim()
+    largest = max(abs(low), abs(high)) if np.isfinite([low, high]).all() else 0.0
+    exponent = int(np.floor(np.log10(largest))) if largest > 0 else 0
+    if -2 <= exponent <= 4:
+        formatter = ScalarFormatter(useOffset=False)
+        formatter.set_scientific(False)
+        colorbar.ax.yaxis.set_major_formatter(formatter)
+        return
+    colorbar.ax.yaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{v / 10.0**exponent:g}".replace("-", "\N{MINUS SIGN}")))
+    colorbar.set_label(rf"$\times 10^{{{exponent}}}$")
+
+
 def draw_map(geometry, values, cmap: str, title: str, target) -> None:
     """One longitude-latitude PNG map of cell values (diverging maps centred on zero) drawn by
     `geometry` (`map_geometry`), written atomically to `target` with the text chunk model_name =
@@ -110,9 +135,9 @@ def draw_map(geometry, values, cmap: str, title: str, target) -> None:
         collection.set_clim(*limits)
         ax.add_collection(collection)
     ax.set(xlim=(-180, 180), ylim=(-90, 90), xlabel="longitude (deg)", ylabel="latitude (deg)",
-           title=title)
+           title="\n".join(textwrap.wrap(title, TITLE_WIDTH)))    # not over the colorbar
     ax.set_aspect("equal")
-    fig.colorbar(collection, ax=ax, shrink=0.8)
+    colorbar_scale(fig.colorbar(collection, ax=ax, shrink=0.8))
     try:
         with atomic_path(target) as tmp:
             fig.savefig(tmp, format="png", bbox_inches="tight", metadata={"model_name": MODEL_NAME})
@@ -144,15 +169,33 @@ def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
             maps["dJdu0"] = (mean, f"|dJ/du0|, mean over the cell's edges "
                              f"({ds['dJdu0'].attrs['units']})", "viridis")
         cost = float(ds["J"].values[0])
+        targets = map_targets(path, maps, out_dir)
         for name, (values, label, cmap) in maps.items():
-            target = out_dir / f"{path.stem}.{name}.png"
+            target = targets[name]
             draw_map(geometry, values, cmap, f"{path.name} (J = {cost:.6g}): {label}", target)
             written.append(target)
     return written
 
 
+#: The mesh variables a map of a history needs.
+MAP_MESH = ("nEdgesOnCell", "verticesOnCell", "lonVertex", "latVertex", "lonCell", "latCell",
+            "cellsOnVertex", "kiteAreasOnVertex", "areaCell")
+
+
 class PlotError(ValueError):
     """A file or option `swm.plot` cannot use; `main` prints it as one line (exit status 2)."""
+
+
+def map_targets(path, names, out_dir=None) -> dict:
+    """{name: PNG path} of the maps `names` of output file `path` (`swm.files.map_path`), each
+    checked before any is drawn: PlotError names a PNG there that this model did not write
+    (`swm.output.map_problem`), so nothing else is replaced."""
+    targets = {name: map_path(path, name, out_dir) for name in names}
+    for target in targets.values():
+        problem = map_problem(target)
+        if problem is not None:
+            raise PlotError(f"the map of {path}: {target} {problem}")
+    return targets
 
 
 def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.Path]:
@@ -165,18 +208,23 @@ def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.P
     if not out_dir.is_dir():
         raise PlotError(f"--out {out_dir}: no such directory")
     written = []
+    expected = "expected a history file written by run_model.py, or a gradient file"
     try:
         ds = open_history(path, grid, decode_times=False)
     except OutputError as exc:
         raise PlotError(str(exc)) from None
     except (OSError, ValueError) as exc:
-        raise PlotError(f"{path}: not a readable netCDF file ({exc})") from None
+        why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
+        raise PlotError(f"{path}: not a netCDF file{why}; {expected}") from None
     with ds:
         if "J" in ds.variables:            # a gradient file (it has Time and xtime too)
             return plot_gradients(path, out_dir, grid)
         if "xtime" not in ds.variables or "h" not in ds.variables:
-            raise PlotError(f"{path}: no xtime or no h (a mesh file?); expected a history file "
-                            "written by run_model.py, or a gradient file")
+            raise PlotError(f"{path}: no xtime or no h (a mesh file?); {expected}")
+        missing = [n for n in MAP_MESH if n not in ds.variables]
+        if missing:
+            what = " (a restart file)" if "step" in ds.attrs else ""
+            raise PlotError(f"{path}: no mesh ({', '.join(missing[:3])}, ...){what}; {expected}")
         n = ds.sizes.get("Time", 0)
         if not -n <= record < n:
             raise PlotError(f"--record {record}: {path} has {n} record(s); expected -{n} to {n - 1}")
@@ -195,8 +243,9 @@ def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.P
         if "h_l2" in ds.variables:
             # case 2 is steady: its exact solution is the initial state
             maps["h_error"] = (h - ds["h"][0, :, 0].values, f"h - h_exact ({FIELDS['h'].units})", "RdBu_r")
+        targets = map_targets(path, maps, out_dir)
         for name, (values, label, cmap) in maps.items():
-            target = out_dir / f"{path.stem}.{name}.png"
+            target = targets[name]
             draw_map(geometry, values, cmap, f"{path.name}: {label} at {stamp}", target)
             written.append(target)
     return written

@@ -316,7 +316,7 @@ def test_output_parent_is_a_file(tmp_path):
 def test_output_is_a_directory(tmp_path):
     path = write(tmp_path, {**GOOD, "fourdvar": {"output": str(tmp_path)}})
     assert error_of(path).splitlines()[1] == (f"  fourdvar.output = {str(tmp_path)!r}: is a "
-                                              "directory; expected a file path")
+                                              "directory; expected a regular file or a new path")
 
 
 @pytest.mark.skipif(__import__("os").geteuid() == 0, reason="root writes anywhere")
