@@ -321,6 +321,7 @@ class Fields(dict):
 
     def __missing__(self, key):
         if key not in DERIVED:
-            raise KeyError(f"swm.terms: a term read {key!r}; expected one of {sorted(set(self) | set(DERIVED))}")
+            raise KeyError(f"swm.terms: a term read {key!r}; expected one of "
+                           f"{sorted(set(self) | set(DERIVED))}")
         value = self[key] = DERIVED[key](self.mesh, self)
         return value
