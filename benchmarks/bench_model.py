@@ -131,14 +131,14 @@ def bench_passes(mesh, level: int, dtype: str, reps: int, bandwidth: float,
     h_new, u_new, h_next, u_next = (cupy.empty_like(x) for x in (h, u, h, u))
     update = Update(model.dt / 3, model.dt / 2, True, True)
     pv_vertex = stepper.vertex_pass(h, u, f)
-    pv_edge = stepper.pv_edge_pass(u, pv_vertex, physics)
+    pv_edge = stepper.pv_edge_pass(h, u, pv_vertex, physics)
     flux, phi = stepper.cell_pass(h, u, b, physics, update, h, h_new, h_next)
     #: The outputs of each pass that do not accumulate (compared between variants).
     outputs = {"sw_pv_vertex": lambda: [stepper.scratch("pvVertex", "vertex", h)],
                "sw_pv_edge": lambda: [stepper.scratch("pvEdge", "edge", u)],
                "sw_cell_stage": lambda: [flux, phi, h_next], "sw_edge_stage": lambda: [u_next]}
     passes = {"sw_pv_vertex": lambda: stepper.vertex_pass(h, u, f),
-              "sw_pv_edge": lambda: stepper.pv_edge_pass(u, pv_vertex, physics),
+              "sw_pv_edge": lambda: stepper.pv_edge_pass(h, u, pv_vertex, physics),
               "sw_cell_stage": lambda: stepper.cell_pass(h, u, b, physics, update, h, h_new, h_next),
               "sw_edge_stage": lambda: stepper.edge_pass(u, flux, pv_edge, phi, physics, update, u,
                                                          u_new, u_next)}

@@ -13,9 +13,12 @@ Each RK4 stage, after the state exchange, runs four passes where the operator pa
 The RK4 update is MPAS's (swm.timestepping): the new state accumulates y_new += b_j dt k_j and the
 next provisional state is y_p = y_n + a_j dt k_j, written by the pass that computes k_j, so no
 tendency field is stored. The terms the kernels do not compute (`swm.terms`, `fused` False)
-are computed by meshops operators in between the passes: with APVM the pv_edge pass subtracts its
-correction (sw_pv_edge_apvm), with viscosity the edge pass adds their u part
-(sw_edge_stage_extra). The split and its measured traffic:
+are computed by meshops operators in between the passes, from the provisional state before the
+cell pass: the pv_edge pass subtracts the pv_edge corrections (APVM; sw_pv_edge_apvm), the edge
+pass adds the u part (viscosity; sw_edge_stage_extra), and the h part is added to the cell pass's
+update (new += new_coef * extra, next += next_coef * extra: equal to the operator path to
+round-off, bitwise for the tendencies). Without such a term the passes are the four kernels
+alone. The split and its measured traffic:
 docs/decisions/0010-fused-shallow-water-step.md.
 
 The arithmetic is the operator path's: the same stencil sums in the same slot order, and every
@@ -106,6 +109,14 @@ class Update(NamedTuple):
                     accumulate=int(self.accumulate), provisional=int(self.provisional))
 
 
+def apply_extra(update: Update, extra, y_new, y_next) -> None:
+    """Add the tendency `extra` to a pass's update in place, as `update` applies k: y_new +=
+    new_coef * extra, and with `provisional` y_next += next_coef * extra."""
+    y_new += update.new_coef * extra
+    if update.provisional:
+        y_next += update.next_coef * extra
+
+
 class FusedRK4:
     """RK4 steps of the state (h on cells, u on edges) through the fused kernels on `mesh` (a
     `meshops.DeviceMesh` on CuPy, or a mesh), holding the scratch fields of a stage."""
@@ -161,10 +172,16 @@ class FusedRK4:
                 update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
                 h_next, u_next = self.scratch("hProvisional", "cell", h), self.scratch("uProvisional", "edge", u)
                 h_vertex = self.scratch("hVertex", "vertex", h)
-                pv_edge = self.pv_edge_pass(u_p, self.vertex_pass(h_p, u_p, f_vertex, h_vertex), physics)
-                flux, phi = self.cell_pass(h_p, u_p, b, physics, update, h, h_new, h_next)
-                if not last:            # the last stage's u update is not read
-                    self.edge_pass(u_p, flux, pv_edge, phi, physics, update, u, u_new, u_next)
+                pv_vertex = self.vertex_pass(h_p, u_p, f_vertex, h_vertex)
+                pv_edge = self.pv_edge_pass(h_p, u_p, pv_vertex, physics)
+                # the last stage's u update is not read
+                extra = self.extra(h_p, u_p, b, pv_vertex, pv_edge, physics,
+                                   ("tend_h",) if last else ("tend_h", "tend_u"))
+                flux, phi = self.cell_pass(h_p, u_p, b, physics, update, h, h_new, h_next,
+                                           extra["tend_h"])
+                if not last:
+                    self.edge_pass(u_p, flux, pv_edge, phi, physics, update, u, u_new, u_next,
+                                   extra["tend_u"])
                 records.append(dict(h=h_p, u=u_p, pv_vertex=self.scratch("pvVertex", "vertex", h),
                                     h_vertex=h_vertex,
                                     pv_edge=self.scratch("pvEdge", "edge", u),
@@ -178,9 +195,25 @@ class FusedRK4:
               next) -> None:
         """One RK4 stage of the provisional state (h, u): its tendencies k applied by `update` to
         the pairs (cells, edges) `old`, `new` and `next`; `next` must not hold h."""
-        pv_edge = self.pv_edge_pass(u, self.vertex_pass(h, u, f_vertex), physics)
-        flux, phi = self.cell_pass(h, u, b, physics, update, old[0], new[0], next[0])
-        self.edge_pass(u, flux, pv_edge, phi, physics, update, old[1], new[1], next[1])
+        pv_vertex = self.vertex_pass(h, u, f_vertex)
+        pv_edge = self.pv_edge_pass(h, u, pv_vertex, physics)
+        extra = self.extra(h, u, b, pv_vertex, pv_edge, physics)
+        flux, phi = self.cell_pass(h, u, b, physics, update, old[0], new[0], next[0], extra["tend_h"])
+        self.edge_pass(u, flux, pv_edge, phi, physics, update, old[1], new[1], next[1],
+                       extra["tend_u"])
+
+    def extra(self, h, u, b, pv_vertex, pv_edge, physics: Physics, targets=("tend_h", "tend_u")):
+        """{target: the sum of the active terms of `target` the kernels do not compute
+        (`swm.terms.extra`), None if none} of the provisional state, from its diagnostics held
+        (pv_vertex, pv_edge) or derived (`swm.terms.Fields`); computed before the cell pass, as
+        the edge pass overwrites the provisional u."""
+        extra = dict.fromkeys(("tend_h", "tend_u"))
+        if any(terms.active_terms(physics, target=t, fused=False) for t in targets):
+            m = for_fields(self.mesh, h, u)
+            d = terms.Fields(m, h=h, u=u, pv_vertex=pv_vertex, pv_edge=pv_edge)
+            for target in targets:
+                extra[target] = terms.extra(m, h, u, b, d, physics, target)
+        return extra
 
     def vertex_pass(self, h, u, f_vertex, h_vertex=None):
         """pv_vertex (scratch) of the provisional state (h, u); its denominator h_vertex written
@@ -196,17 +229,14 @@ class FusedRK4:
                         record=int(h_vertex is not None))
         return pv_vertex
 
-    def pv_edge_pass(self, u, pv_vertex, physics: Physics):
-        """pv_edge (scratch) from pv_vertex, less the pv_edge corrections of the active terms
-        (`swm.terms`: APVM)."""
+    def pv_edge_pass(self, h, u, pv_vertex, physics: Physics):
+        """pv_edge (scratch) of the provisional state (h, u) from pv_vertex, less the sum of the
+        pv_edge corrections of the active terms (`swm.terms.pv_correction`: APVM)."""
         m = for_fields(self.mesh, u, pv_vertex)
         pv_edge = self.scratch("pvEdge", "edge", u)
-        corrections = terms.active_terms(physics, target="pv_edge")
-        if corrections:
-            correction = None
-            for term in corrections:
-                part = term.forward(m, None, u, None, dict(pv_vertex=pv_vertex), physics)
-                correction = part if correction is None else correction + part
+        if terms.active_terms(physics, target="pv_edge"):
+            correction = terms.pv_correction(m, h, u, terms.Fields(m, h=h, u=u, pv_vertex=pv_vertex),
+                                             physics)
             _KERNELS.launch("sw_pv_edge_apvm", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
                             pvVertex=pv_vertex, pvCorrection=correction, pvEdge=pv_edge)
         else:
@@ -214,8 +244,10 @@ class FusedRK4:
                             pvVertex=pv_vertex, pvEdge=pv_edge)
         return pv_edge
 
-    def cell_pass(self, h, u, b, physics: Physics, update: "Update", h_old, h_new, h_next):
-        """(flux, phi) (scratch) of the provisional state, and the update of h."""
+    def cell_pass(self, h, u, b, physics: Physics, update: "Update", h_old, h_new, h_next,
+                  extra=None):
+        """(flux, phi) (scratch) of the provisional state, and the update of h, plus that of
+        `extra` (the h part of the terms the kernels do not compute) when given."""
         m = for_fields(self.mesh, h, u)
         flux, phi = self.scratch("flux", "edge", u), self.scratch("phi", "cell", h)
         (eoc, across, div, ke), stride = m.stencil(
@@ -225,16 +257,16 @@ class FusedRK4:
                         keCoef=ke, h=h, u=u, b=b, hOld=h_old, hNew=h_new, hNext=h_next, phi=phi,
                         flux=flux, maxEdges=trisk.width(eoc, stride), slotStride=stride,
                         gravity=physics.gravity, **update.arguments())
+        if extra is not None:
+            apply_extra(update, extra, h_new, h_next)
         return flux, phi
 
     def edge_pass(self, u, flux, pv_edge, phi, physics: Physics, update: "Update", u_old, u_new,
-                  u_next) -> None:
-        """The update of u from the cell pass's flux, pv_edge and phi, plus the u part of the
-        active terms the fused kernels do not compute (`swm.terms.extra_u`: viscosity) of the
-        provisional u."""
+                  u_next, extra_u=None) -> None:
+        """The update of u from the cell pass's flux, pv_edge and phi, plus `extra_u` when given
+        (the u part of the terms the kernels do not compute, `extra`: viscosity)."""
         m = for_fields(self.mesh, u)
         extra, name = {}, "sw_edge_stage"
-        extra_u = terms.extra_u(m, None, u, None, {}, physics)
         if extra_u is not None:
             extra, name = dict(extra=extra_u), name + "_extra"
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (flux, pv_edge, u_old, u_new, u_next))

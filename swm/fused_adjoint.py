@@ -17,8 +17,11 @@ passes where the operator path runs some 25 operator and 20 elementwise kernels:
     sw_adj_h       cells     h_adj = g phi_adj + interp_c2e_adj(h_edge_adj)
                              + interp_c2v_adj(h_vertex_adj);  b_adj = g phi_adj
 
-APVM and viscosity, which the forward also adds through the operators, add their adjoints through
-the operators too (their adjoints in `swm.terms`), between the edge and vertex passes.
+APVM, viscosity and the other terms the forward adds through the operators add their adjoints
+through the operators too (their adjoints in `swm.terms`), between the edge and vertex passes:
+their pv_vertex and u parts enter the vertex and u passes; their h part (with that of h_edge) is
+added to the h pass's output (or, in the RK4 bookkeeping, to y_adj and the next k_adj) and their
+b part to b_adj, after the h pass. Without such a term the passes are the kernels alone.
 
 In atomic mode the transposed sums are atomicAdd scatters through the forward tables instead
 (sw_adj_edge_atomic, sw_adj_edge_finish_atomic, sw_adj_vertex_atomic into accumulators zeroed by
@@ -31,6 +34,7 @@ from __future__ import annotations
 import itertools
 from typing import NamedTuple
 
+import meshops
 from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
@@ -142,8 +146,8 @@ class FusedStageAdjoint:
                         pvEdge=record["pv_edge"], h=h, u=u, uAdjPart=u_part, hEdgeAdj=h_edge_adj,
                         pvEdgeAdj=pv_edge_adj, S2=trisk.width(eoe, stride2), stride2=stride2)
 
-        pv_vertex_extra, u_extra = _operator_parts(m, record, physics, pv_edge_adj, tend_u_adj,
-                                                   "deterministic")
+        pv_vertex_extra, u_extra, h_extra, b_extra = _operator_parts(
+            m, record, physics, pv_edge_adj, tend_h_adj, tend_u_adj, "deterministic")
         pv_vertex = record["pv_vertex"]
         vort_adj, h_vertex_adj = self._field("vortAdj", "vertex", h), self._field("hVertexAdj", "vertex", h)
         (voe_t,), stride_e = m.stencil(("verticesOnEdgeT",), (vort_adj,))
@@ -171,6 +175,7 @@ class FusedStageAdjoint:
                         SE=trisk.width(eoc_t, stride_e), strideE=stride_e,
                         SV=trisk.width(voc, stride_v), strideV=stride_v, gravity=physics.gravity,
                         accumulate=int(accumulate))
+        _add_extra(h_extra, b_extra, h_adj, b_adj, rk, tend_h_adj)
         return (None, None, b_adj) if rk is not None else (h_adj, u_adj, b_adj)
 
 
@@ -195,7 +200,8 @@ class FusedStageAdjoint:
                         keAdjCoef=m.table("keAdjCoef", u.dtype), hTendAdj=tend_h_adj, phiAdj=phi_adj,
                         fluxAcc=flux_acc, pvAcc=pv_acc, h=h, u=u, uAcc=u_acc, hAcc=h_acc,
                         pvVertexAcc=pv_vertex_acc)
-        pv_vertex_extra, u_extra = _operator_parts(m, record, physics, pv_acc, tend_u_adj, "atomic")
+        pv_vertex_extra, u_extra, h_extra, b_extra = _operator_parts(
+            m, record, physics, pv_acc, tend_h_adj, tend_u_adj, "atomic")
         pv_vertex = record["pv_vertex"]
         eov = m.table("edgesOnVertex")
         _KERNELS.launch("sw_adj_vertex_atomic", m.nVertices, edgesOnVertex=eov,
@@ -214,6 +220,7 @@ class FusedStageAdjoint:
         _KERNELS.launch("sw_adj_h_sum", m.nCells, phiAdj=phi_adj, hAcc=h_acc, hAdj=h_adj, bAdj=b_adj,
                         **_rk_fields(rk, 0, h_adj, tend_h_adj), gravity=physics.gravity,
                         accumulate=int(accumulate))
+        _add_extra(h_extra, b_extra, h_adj, b_adj, rk, tend_h_adj)
         return (None, None, b_adj) if rk is not None else (h_adj, u_adj, b_adj)
 
 
@@ -259,17 +266,49 @@ def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physi
     return [y_adj[0], y_adj[1], b_adj]
 
 
-def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_u_adj, mode: str):
-    """(the pv_vertex_adj part or None, the u_adj part or None) of the active terms the fused
-    kernels do not compute (`swm.terms`: APVM, viscosity), through their own adjoints."""
-    outside = (terms.active_terms(physics, target="tend_u", fused=False)
-               + terms.active_terms(physics, target="pv_edge"))
-    if not outside:
-        return None, None
-    base = dict(u=record["u"], pv_vertex=record["pv_vertex"])
-    if terms.active_terms(physics, target="pv_edge"):
-        base.update(terms.APVM.base(m, record["u"], record["pv_vertex"]))
-    a = dict(tend_u=tend_u_adj, pv_edge=pv_edge_adj, u=None, pv_vertex=None, h=None, b=None, h_edge=None)
-    for term in outside:
-        term.adjoint(m, base, a, physics, mode)
-    return a["pv_vertex"], a["u"]
+def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_h_adj, tend_u_adj, mode: str):
+    """(the pv_vertex_adj, u_adj, h_adj and b_adj parts, each None if none) of the active terms the
+    fused kernels do not compute (`swm.terms`: APVM, viscosity, `Physics.extra_terms`), through
+    their own adjoints, each with its own base fields; as `swm.tendencies.tendencies_adj`: the
+    tend_h and tend_u terms first, then the pv_edge terms on pv_edge_adj with those terms' part;
+    their h_edge and pv_edge parts are carried to h and pv_vertex here."""
+    tend_terms = (terms.active_terms(physics, target="tend_h", fused=False)
+                  + terms.active_terms(physics, target="tend_u", fused=False))
+    pv_terms = terms.active_terms(physics, target="pv_edge")
+    if not tend_terms and not pv_terms:
+        return None, None, None, None
+    base = terms.Fields(m, u=record["u"], h=record["h"], pv_vertex=record["pv_vertex"],
+                        h_vertex=record["h_vertex"], pv_edge=record["pv_edge"])
+    a = dict(tend_h=tend_h_adj, tend_u=tend_u_adj, pv_edge=None, u=None, pv_vertex=None, h=None,
+             b=None, h_edge=None)
+    for term in tend_terms:
+        term.adjoint(m, terms.base_of(term, m, base, physics), a, physics, mode)
+    pv_edge_part = a["pv_edge"]
+    if pv_terms:
+        a["pv_edge"] = pv_edge_adj if pv_edge_part is None else pv_edge_adj + pv_edge_part
+        for term in pv_terms:
+            term.adjoint(m, terms.base_of(term, m, base, physics), a, physics, mode)
+    if pv_edge_part is not None:            # the vertex pass reads the kernels' part alone
+        part = meshops.interp_v2e_adj(m, pv_edge_part, mode=mode)
+        a["pv_vertex"] = part if a["pv_vertex"] is None else a["pv_vertex"] + part
+    if a["h_edge"] is not None:
+        part = meshops.interp_c2e_adj(m, a["h_edge"], mode=mode)
+        a["h"] = part if a["h"] is None else a["h"] + part
+    return a["pv_vertex"], a["u"], a["h"], a["b"]
+
+
+def _add_extra(h_extra, b_extra, h_adj, b_adj, rk, k_adj) -> None:
+    """Add the h and b parts of the terms outside the kernels (`_operator_parts`) after the h pass,
+    in place: b_adj += b_extra; h_adj += h_extra, or with `rk` y_adj += h_extra and, with `next`,
+    the next k_adj (the tend_h_adj array) += a_coef * h_extra."""
+    if b_extra is not None:
+        b_adj += b_extra
+    if h_extra is None:
+        return
+    if rk is None:
+        h_adj += h_extra
+        return
+    y_adj = rk.y_adj[0]
+    y_adj += h_extra
+    if rk.next:
+        k_adj += rk.a_coef * h_extra

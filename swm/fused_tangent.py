@@ -10,7 +10,8 @@ passes, as the forward's stage does:
     sw_pv_edge     edges     dpv_edge = interp_v2e(dpv_vertex), less the tangent of the pv_edge
                              corrections (APVM, through its operators; the forward's kernels)
     sw_tl_cell     cells     dF = dh_edge u + h_edge du (written by each edge's first cell),
-                             dtend_h = -div(dF), dphi = dke + g (dh + db); the RK4 update of dh
+                             dtend_h = -div(dF), dphi = dke + g (dh + db); the RK4 update of dh,
+                             to which the tangent of the h terms outside the kernels is added
     sw_tl_edge     edges     dtend_u = pv_flux_e2e's tangent - grad_c2e(dphi) + the tangent of the
                              terms outside the fused kernels (`swm.terms`); the RK4 update of du
 
@@ -84,21 +85,22 @@ class FusedTangent:
                         c2vCoef=kite, du=du, dh=dh, pvVertex=record["pv_vertex"],
                         hVertex=record["h_vertex"], dPvVertex=d_pv_vertex,
                         vertexDegree=trisk.width(eov, stride), slotStride=stride)
-        base = dict(u=record["u"], pv_vertex=record["pv_vertex"])
-        t = dict(du=du, dh=dh, db=db, dpv_vertex=d_pv_vertex)
+        base = terms.Fields(m, u=record["u"], h=record["h"], pv_vertex=record["pv_vertex"],
+                            h_vertex=record["h_vertex"], pv_edge=record["pv_edge"])
+        t = terms.Fields(m, du=du, dh=dh, db=db, dpv_vertex=d_pv_vertex)
         d_pv_edge = scratch("dPvEdge", "edge", du)
-        corrections = terms.active_terms(physics, target="pv_edge")
-        if corrections:
-            base.update(terms.APVM.base(m, record["u"], record["pv_vertex"]))
-            correction = None
-            for term in corrections:
-                part = term.tangent(m, base, t, physics)
-                correction = part if correction is None else correction + part
+        if terms.active_terms(physics, target="pv_edge"):
+            correction = terms.tangent_sum(m, base, t, physics, target="pv_edge")
             fused._KERNELS.launch("sw_pv_edge_apvm", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
                                   pvVertex=d_pv_vertex, pvCorrection=correction, pvEdge=d_pv_edge)
         else:
             fused._KERNELS.launch("sw_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
                                   pvVertex=d_pv_vertex, pvEdge=d_pv_edge)
+
+        t["dpv_edge"] = d_pv_edge
+        # the terms outside the kernels, before the edge pass overwrites du
+        extra_h = terms.tangent_sum(m, base, t, physics, target="tend_h", fused=False)
+        extra = terms.tangent_sum(m, base, t, physics, target="tend_u", fused=False)
 
         d_phi, d_flux = scratch("dPhi", "cell", dh), scratch("dFlux", "edge", du)
         (eoc, across, div, ke), stride = m.stencil(("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef"),
@@ -108,11 +110,8 @@ class FusedTangent:
                         dhOld=old[0], dhNew=new[0], dhNext=next[0], dPhi=d_phi, dFlux=d_flux,
                         maxEdges=trisk.width(eoc, stride), slotStride=stride, gravity=physics.gravity,
                         hasDb=int(db is not None), **update.arguments())
-
-        extra = None
-        for term in terms.active_terms(physics, target="tend_u", fused=False):
-            part = term.tangent(m, base, t, physics)
-            extra = part if extra is None else extra + part
+        if extra_h is not None:
+            fused.apply_extra(update, extra_h, new[0], next[0])
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (d_flux, d_pv_edge, old[1], new[1], next[1]))
         _KERNELS.launch("sw_tl_edge", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
                         cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", du.dtype),

@@ -53,39 +53,42 @@ def diagnostics(mesh, h, u, f_vertex, physics: Physics) -> dict:
     pv_vertex = (f_vertex + vorticity) / meshops.interp_c2v(mesh, h)
     d = dict(h_edge=h_edge, vorticity=vorticity, pv_vertex=pv_vertex,
              pv_edge=meshops.interp_v2e(mesh, pv_vertex))
-    for term in terms.active_terms(physics, target="pv_edge"):
-        d["pv_edge"] = d["pv_edge"] - term.forward(mesh, h, u, None, d, physics)
+    correction = terms.pv_correction(mesh, h, u, d, physics)
+    if correction is not None:
+        d["pv_edge"] = d["pv_edge"] - correction
     d["ke"] = meshops.ke_e2c(mesh, u)
     return d
 
 
 def tendencies(mesh, h, u, b, f_vertex, physics: Physics):
     """(tend_h, tend_u) of the state (h, u) with topography b and Coriolis f_vertex: the sum of the
-    active terms of `swm.terms`, those the fused kernels compute first, then the others (`extra_u`),
-    as the fused step sums them."""
+    active terms of `swm.terms`, those the fused kernels compute first, then the others of each
+    target (`swm.terms.extra`), as the fused step sums them."""
     d = diagnostics(mesh, h, u, f_vertex, physics)
     tend = {"tend_h": None, "tend_u": None}
     for term in terms.active_terms(physics, fused=True):
         part = term.forward(mesh, h, u, b, d, physics)
         tend[term.target] = part if tend[term.target] is None else tend[term.target] + part
-    extra = terms.extra_u(mesh, h, u, b, d, physics)
-    if extra is not None:
-        tend["tend_u"] = tend["tend_u"] + extra
+    for target in tend:
+        extra = terms.extra(mesh, h, u, b, d, physics, target)
+        if extra is not None:
+            tend[target] = tend[target] + extra
     return tend["tend_h"], tend["tend_u"]
 
 
 # -- tangent-linear and adjoint --------------------------------------------------------------------
 
 def linearisation(mesh, h, u, f_vertex, physics: Physics) -> dict:
-    """What the tangent-linear and adjoint read of the base state (h, u): u, h_edge, h_vertex,
-    pv_vertex, pv_edge (corrected) and, with APVM, its `swm.terms.APVM.base` fields."""
+    """What the tangent-linear and adjoint read of the base state (h, u): u, h, h_edge, h_vertex,
+    pv_vertex, pv_edge (corrected). A term's own base fields come from its hook
+    (`swm.terms.base_of`) where it is used."""
     h_vertex = meshops.interp_c2v(mesh, h)
     pv_vertex = (f_vertex + meshops.curl_e2v(mesh, u)) / h_vertex
-    base = dict(u=u, h_edge=meshops.interp_c2e(mesh, h), h_vertex=h_vertex, pv_vertex=pv_vertex,
+    base = dict(u=u, h=h, h_edge=meshops.interp_c2e(mesh, h), h_vertex=h_vertex, pv_vertex=pv_vertex,
                 pv_edge=meshops.interp_v2e(mesh, pv_vertex))
-    for term in terms.active_terms(physics, target="pv_edge"):
-        base.update(term.base(mesh, u, pv_vertex))
-        base["pv_edge"] = base["pv_edge"] - term.forward(mesh, h, u, None, base, physics)
+    correction = terms.pv_correction(mesh, h, u, base, physics)
+    if correction is not None:
+        base["pv_edge"] = base["pv_edge"] - correction
     return base
 
 
@@ -97,18 +100,17 @@ def tendencies_tl(mesh, h, u, b, f_vertex, physics: Physics, dh, du, db):
     dpv_vertex = (meshops.curl_e2v(mesh, du) - base["pv_vertex"] * meshops.interp_c2v(mesh, dh)) / base["h_vertex"]
     t = dict(dh=dh, du=du, db=db, dh_edge=meshops.interp_c2e(mesh, dh), dpv_vertex=dpv_vertex,
              dpv_edge=meshops.interp_v2e(mesh, dpv_vertex))
-    for term in terms.active_terms(physics, target="pv_edge"):
-        t["dpv_edge"] = t["dpv_edge"] - term.tangent(mesh, base, t, physics)
+    correction = terms.tangent_sum(mesh, base, t, physics, target="pv_edge")
+    if correction is not None:
+        t["dpv_edge"] = t["dpv_edge"] - correction
     tend = {"tend_h": None, "tend_u": None}
     for term in terms.active_terms(physics, fused=True):
         part = term.tangent(mesh, base, t, physics)
         tend[term.target] = part if tend[term.target] is None else tend[term.target] + part
-    extra = None
-    for term in terms.active_terms(physics, target="tend_u", fused=False):
-        part = term.tangent(mesh, base, t, physics)
-        extra = part if extra is None else extra + part
-    if extra is not None:
-        tend["tend_u"] = tend["tend_u"] + extra
+    for target in tend:
+        extra = terms.tangent_sum(mesh, base, t, physics, target=target, fused=False)
+        if extra is not None:
+            tend[target] = tend[target] + extra
     return tend["tend_h"], tend["tend_u"]
 
 
@@ -126,14 +128,21 @@ def tendencies_adj(mesh, h, u, b, f_vertex, physics: Physics, tend_h_adj, tend_u
     base = linearisation(mesh, h, u, f_vertex, physics)
     a = dict(tend_h=tend_h_adj, tend_u=tend_u_adj, h=None, u=None, b=None, h_edge=None, pv_edge=None,
              pv_vertex=None)
-    for term in terms.active_terms(physics, fused=True) + terms.active_terms(physics, target="tend_u",
-                                                                          fused=False):
-        term.adjoint(mesh, base, a, physics, mode)
-    a["pv_vertex"] = meshops.interp_v2e_adj(mesh, a["pv_edge"], mode=mode)
+    for term in terms.active_terms(physics, fused=True) + _extra_terms(physics):
+        term.adjoint(mesh, terms.base_of(term, mesh, base, physics), a, physics, mode)
+    pv_vertex_adj = meshops.interp_v2e_adj(mesh, a["pv_edge"], mode=mode)
+    a["pv_vertex"] = pv_vertex_adj if a["pv_vertex"] is None else a["pv_vertex"] + pv_vertex_adj
     for term in terms.active_terms(physics, target="pv_edge"):
-        term.adjoint(mesh, base, a, physics, mode)
+        term.adjoint(mesh, terms.base_of(term, mesh, base, physics), a, physics, mode)
     vorticity_adj = a["pv_vertex"] / base["h_vertex"]
     u_adj = a["u"] + meshops.curl_e2v_adj(mesh, vorticity_adj, mode=mode)
     h_adj = (a["h"] - meshops.interp_c2v_adj(mesh, vorticity_adj * base["pv_vertex"], mode=mode)
              + meshops.interp_c2e_adj(mesh, a["h_edge"], mode=mode))
     return h_adj, u_adj, a["b"]
+
+
+def _extra_terms(physics) -> tuple:
+    """The active terms of tend_h and tend_u the fused kernels do not compute, in the order the
+    tendencies sum them."""
+    return (terms.active_terms(physics, target="tend_h", fused=False)
+            + terms.active_terms(physics, target="tend_u", fused=False))

@@ -14,18 +14,27 @@ flux reads. Tangents and adjoints follow the forward line by line (c = apvm * dt
     APVM           pv_edge -= c (u grad_c2e(pv_cell) + v grad_v2e(pv_vertex)),
                    v = tangential_e2e(u), pv_cell = interp_v2c(pv_vertex)
 
-The fused kernels (`swm.fused`, `swm.fused_adjoint`) compute the terms marked `fused`; the others
-they add through `forward` / `adjoint` here (the u part `extra` of the edge pass, APVM's pv_edge
-correction). A new term is a class here (and its physics setting): the tendencies, their tangent
-and adjoint, the fused paths and the halo depth pick it up from `TERMS`.
+The fused kernels (`swm.fused`, `swm.fused_tangent`, `swm.fused_adjoint`) compute the terms
+marked `fused`; the others, of every target, they add through `forward` / `tangent` / `adjoint`
+here (`extra`: tend_h added to the cell pass's update, tend_u to the edge pass's; the pv_edge
+corrections subtracted in the pv pass). A new term is a class here (and its physics setting), or
+an object in `Physics.extra_terms`: the tendencies, their tangent and adjoint, the RK4 step, the
+fused paths and the halo depth pick it up.
 
-`tangent(mesh, base, t, physics)` reads the base state's diagnostics `base`
-(`swm.tendencies.linearisation`) and the tangents `t` (dh, du, db, dh_edge, dpv_vertex, dpv_edge);
-`adjoint(mesh, base, a, physics, mode)` reads the adjoint tendencies a["tend_h"], a["tend_u"] and
-adds into the adjoints a["h"], a["u"], a["b"], a["h_edge"], a["pv_edge"], a["pv_vertex"] (None:
-zero so far).
+`forward(mesh, h, u, b, d, physics)` reads the state and its diagnostics `d` (b is None for a
+pv_edge term: the diagnostics do not read it). `tangent(mesh, base, t, physics)` reads the base
+state `base` (`swm.tendencies.linearisation`: u, h, h_edge, h_vertex, pv_vertex, pv_edge) and the
+tangents `t` (dh, du, db (None: no perturbation of b), dh_edge, dpv_vertex, dpv_edge);
+`adjoint(mesh, base, a, physics, mode)` reads the adjoint tendencies a["tend_h"], a["tend_u"],
+a["pv_edge"] and adds into the adjoints a["h"], a["u"], a["b"], a["h_edge"], a["pv_edge"] (a
+tend_* term), a["pv_vertex"] (None: zero so far). The fused paths hold some of these fields and
+derive the others when a term first reads one (`Fields`). A term that reads more of the base
+state has the hook `base(mesh, base, physics) -> dict` (APVM: v, grad_pv_cell, grad_pv_vertex):
+its tangent and adjoint get the shared fields with its own (`base_of`), its own alone.
 """
 from __future__ import annotations
+
+from collections import ChainMap
 
 import meshops
 
@@ -185,8 +194,10 @@ class APVM:
             u * meshops.grad_c2e(mesh, pv_cell) + v * meshops.grad_v2e(mesh, d["pv_vertex"]))
 
     @staticmethod
-    def base(mesh, u, pv_vertex) -> dict:
-        """What the tangent and adjoint read of the base state: v, grad_pv_cell, grad_pv_vertex."""
+    def base(mesh, base, physics) -> dict:
+        """What the tangent and adjoint read of the base state besides `base`: v, grad_pv_cell,
+        grad_pv_vertex."""
+        u, pv_vertex = base["u"], base["pv_vertex"]
         return dict(v=meshops.tangential_e2e(mesh, u),
                     grad_pv_cell=meshops.grad_c2e(mesh, meshops.interp_v2c(mesh, pv_vertex)),
                     grad_pv_vertex=meshops.grad_v2e(mesh, pv_vertex))
@@ -254,9 +265,63 @@ def chains(physics) -> list:
     return [chain for term in active_terms(physics) for chain in term.chains]
 
 
-def extra_u(mesh, h, u, b, d, physics):
-    """The sum of the u parts of the active terms the fused kernels do not compute (None: none)."""
+def extra(mesh, h, u, b, d, physics, target: str):
+    """The sum of the `target` (tend_h or tend_u) parts of the active terms the fused kernels do
+    not compute, in order (None: none)."""
     total = None
-    for term in active_terms(physics, target="tend_u", fused=False):
+    for term in active_terms(physics, target=target, fused=False):
         total = _add(total, term.forward(mesh, h, u, b, d, physics))
     return total
+
+
+def pv_correction(mesh, h, u, d, physics):
+    """The sum of the active pv_edge corrections (subtracted from pv_edge once), in order (None:
+    none)."""
+    total = None
+    for term in active_terms(physics, target="pv_edge"):
+        total = _add(total, term.forward(mesh, h, u, None, d, physics))
+    return total
+
+
+def base_of(term, mesh, base, physics):
+    """The base fields `term`'s tangent and adjoint read: `base`, with the term's own
+    (`term.base(mesh, base, physics)`) first where it has that hook."""
+    hook = getattr(term, "base", None)
+    return base if hook is None else ChainMap(hook(mesh, base, physics), base)
+
+
+
+def tangent_sum(mesh, base, t, physics, **select):
+    """The sum of the tangents of the active terms `select`ed (`active_terms`'s target, fused),
+    each with its own base fields (`base_of`), in order (None: none)."""
+    total = None
+    for term in active_terms(physics, **select):
+        total = _add(total, term.tangent(mesh, base_of(term, mesh, base, physics), t, physics))
+    return total
+
+#: How `Fields` derives a field it does not hold, from those it holds (MPAS names).
+DERIVED = {
+    "h_edge": lambda mesh, f: meshops.interp_c2e(mesh, f["h"]),
+    "h_vertex": lambda mesh, f: meshops.interp_c2v(mesh, f["h"]),
+    "vorticity": lambda mesh, f: meshops.curl_e2v(mesh, f["u"]),
+    "ke": lambda mesh, f: meshops.ke_e2c(mesh, f["u"]),
+    "pv_edge": lambda mesh, f: meshops.interp_v2e(mesh, f["pv_vertex"]),
+    "dh_edge": lambda mesh, f: meshops.interp_c2e(mesh, f["dh"]),
+    "dpv_edge": lambda mesh, f: meshops.interp_v2e(mesh, f["dpv_vertex"]),
+}
+
+
+class Fields(dict):
+    """The fields a fused path holds (diagnostics, base state or tangents), which derives one it
+    does not hold (`DERIVED`) when a term first reads it, as the operator path computes it."""
+
+    def __init__(self, mesh, **fields):
+        super().__init__(fields)
+        self.mesh = mesh
+
+    def __missing__(self, key):
+        if key not in DERIVED:
+            raise KeyError(f"swm.terms: a term read {key!r}; expected one of "
+                           f"{sorted(set(self) | set(DERIVED))}")
+        value = self[key] = DERIVED[key](self.mesh, self)
+        return value

@@ -147,3 +147,44 @@ def test_snapshot_room_is_shared_by_the_ranks_of_a_host_and_equal_on_all(comm):
     room, basis = capacity(comm, np, 2 ** 20)
     assert basis["sharers"] == sharers(comm, np) >= 1
     assert len(set(comm.allgather(room))) == 1 and room > 0
+
+
+def test_terms_of_every_target_on_ranks(comm, ico_mesh, rng):
+    """With terms of one's own of every target (tests/swm/test_term_targets.py: tend_h, tend_u
+    and a second pv_edge correction 3 halo layers deep) beside all physics, three steps on ranks:
+    the forward, the gathered tangent-linear and deterministic gradient equal one process's
+    bitwise, and the dot test over owned rows passes (1e-12)."""
+    from dataclasses import replace
+
+    from ..swm.test_term_targets import SurfaceRelaxation, ThicknessDrag, ThicknessSlopeCorrection
+
+    h, u, b, f = perturbed_state(ico_mesh, "williamson6", rng)
+    eta = 5000.0 + 300.0 * rng.standard_normal(ico_mesh.nCells)
+
+    def physics(eta_rows):
+        return replace(PHYSICS["all"], extra_terms=(SurfaceRelaxation(eta_rows, 1e-4), ThicknessDrag(1e-4),
+                                                    ThicknessSlopeCorrection(1e-8)))
+    serial = Model(ico_mesh, h, u, b, f, DT, physics(eta))
+    assert halo_depth(serial.physics) == 3
+    d = decomposition(comm, ico_mesh, method="metis", halo_depth=3)
+    dist = Distributed(d, comm, np.float64)
+    local = [dist.scatter(loc, a if comm.Get_rank() == 0 else None)
+             for loc, a in zip(("cell", "edge", "cell", "vertex"), (h, u, b, f))]
+    model = Model(d.mesh, *local, DT, physics(eta[d.local.l2g["cell"]]), distribution=dist)
+    x, y = directions(ico_mesh, rng), adjoint_inputs(ico_mesh, rng)
+    starts, serial_starts = _starts(model, 3), _starts(serial, 3)
+    results = [dist.gather(loc, a) for a, loc in zip(starts[-1], STATE)]
+    results += [dist.gather(loc, a) for a, loc in zip(_tl(model, starts, *_local(dist, x, CONTROLS)), STATE)]
+    results += [dist.gather(loc, a) for a, loc in
+                zip(_adj(model, starts, *_local(dist, y, STATE), "deterministic"), CONTROLS)]
+    if comm.Get_rank() == 0:
+        references = (*serial_starts[-1], *_tl(serial, serial_starts, *x),
+                      *_adj(serial, serial_starts, *y, "deterministic"))
+        for i, (got, ref) in enumerate(zip(results, references)):
+            assert np.array_equal(got, ref), i
+    result = dot_product_test(
+        lambda *dx: _tl(model, starts, *dx), lambda *a: _adj(model, starts, *a, "deterministic"),
+        _local(dist, x, CONTROLS), _local(dist, y, STATE),
+        restrict=lambda arrays, side: _owned(dist, arrays, CONTROLS if side == "domain" else STATE),
+        allreduce=allreduce_sum(comm))
+    assert result.relative_error <= 1e-12, result
