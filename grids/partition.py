@@ -90,13 +90,63 @@ def partition_metis(mesh, nparts: int, *, weights=None) -> np.ndarray:
     kwargs = {"recursive": False, "options": pymetis.Options(ncuts=METIS_NCUTS)}
     if w is not None:
         kwargs["vweights"] = w
-    if hasattr(pymetis, "CSRAdjacency"):    # pymetis >= 2025.2
-        result = pymetis.part_graph(nparts, adjacency=pymetis.CSRAdjacency(xadj, adjncy), **kwargs)
-    else:
-        result = pymetis.part_graph(nparts, xadj=xadj, adjncy=adjncy, **kwargs)
-    owner = np.asarray(result[1], dtype=np.int32)
+
+    def part():
+        if hasattr(pymetis, "CSRAdjacency"):    # pymetis >= 2025.2
+            return pymetis.part_graph(nparts, adjacency=pymetis.CSRAdjacency(xadj, adjncy),
+                                      **kwargs)[1]
+        return pymetis.part_graph(nparts, xadj=xadj, adjncy=adjncy, **kwargs)[1]
+
+    owner = _without_signals(part, mesh.nCells)
     check_partition(owner, mesh.nCells, nparts, source="METIS")
     return owner
+
+
+def _without_signals(part, n: int) -> np.ndarray:
+    """`part()` (n rank ids) computed in a forked child with SIGTERM and SIGINT blocked, the
+    result sent back through a pipe. METIS (GKlib) traps SIGTERM as its own error signal while it
+    runs, in whichever thread the kernel delivers it to, and then fails or crashes: in the child it
+    never sees the signal, which stays with the caller (whose handler stops the run; the child is
+    killed). Without fork (not POSIX): `part()` here."""
+    if not hasattr(os, "fork"):
+        return np.asarray(part(), dtype=np.int32)
+    import pickle
+    import signal
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                        # the child: never returns
+        status = 1
+        try:
+            os.close(read_end)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+            try:
+                payload = pickle.dumps(("ok", np.asarray(part(), dtype=np.int32)))
+            except Exception as exc:  # noqa: BLE001 - sent to the caller, raised there
+                payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(payload)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            payload = pipe.read()
+        os.waitpid(pid, 0)
+        pid = None
+    finally:
+        if pid is not None:                             # a signal (or error) while it ran
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    if not payload:
+        raise RuntimeError("METIS: the partitioning process ended without a result")
+    kind, value = pickle.loads(payload)
+    if kind == "error":
+        raise RuntimeError(f"METIS: {value}")
+    if value.shape != (n,):
+        raise RuntimeError(f"METIS: {value.shape[0]} rank ids for {n} cells")
+    return value
 
 
 # -- space-filling curve --------------------------------------------------------------------------

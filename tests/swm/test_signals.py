@@ -106,23 +106,42 @@ def test_a_signal_during_mesh_generation_leaves_no_cache_file(tmp_path):
                                                                       else []))
 
 
+@pytest.fixture(scope="module")
+def level8_cache(tmp_path_factory):
+    """A mesh cache holding the level-8 mesh (generated once for the start-up tests: its
+    decomposition and the history with the mesh inside take seconds, a start-up long enough to
+    be signalled in)."""
+    from grids.cache import CACHE_ENV, cached_icosahedral
+
+    cache = tmp_path_factory.mktemp("level8")
+    before = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(cache)
+    try:
+        cached_icosahedral(8)
+    finally:
+        if before is None:
+            del os.environ[CACHE_ENV]
+        else:
+            os.environ[CACHE_ENV] = before
+    return cache
+
+
 @pytest.mark.parametrize("ranks", RANKS)
-def test_a_signal_at_start_up_leaves_nothing(tmp_path, ranks):
-    """Between the mesh and the first step (decomposition, a history with the level-7 mesh
-    inside, the first record): no history, partial, restart or lock is left."""
-    cache = tmp_path / "cache"
-    path = make_config(tmp_path, "start", mesh={"generate": {"level": 7}},
-                       time={"days": 1, "dt": 150}, output={"mesh": "inside"})
+def test_a_signal_at_start_up_leaves_nothing(tmp_path, ranks, level8_cache):
+    """Between the mesh and the first step (decomposition, a history with the level-8 mesh
+    inside, the first record): no history, partial, restart or lock is left, the cache intact."""
+    path = make_config(tmp_path, "start", mesh={"generate": {"level": 8}},
+                       time={"days": 1, "dt": 75}, output={"mesh": "inside"})
     mine, before = user_files(tmp_path)
-    run = Background(path, cache=cache, ranks=ranks)
+    cached = snapshot(*sorted(level8_cache.iterdir()))
+    run = Background(path, cache=level8_cache, ranks=ranks)
     run.wait_for(lambda: "mesh and initial state" in run.text(), "the initial state")
     signal_ranks(run, signal.SIGTERM)
     stopped(run, signal.SIGTERM)
     assert "ready to step" not in run.text() and "day 0.000" not in run.text()
     assert snapshot(mine) == before
-    cached = [f"cache/{p.name}" for p in cache.iterdir()]
-    assert len(cached) == 1 and cached[0].endswith(".grid.nc")   # the mesh, complete
-    assert listing(tmp_path) == sorted(["cache", *cached, "notes.bin", "start.yaml"])
+    assert snapshot(*sorted(level8_cache.iterdir())) == cached   # the mesh, complete and alone
+    assert listing(tmp_path) == sorted(["notes.bin", "start.yaml"])
 
 
 # -- the stepping loop: a second signal while the first is handled ---------------------------------
