@@ -45,7 +45,6 @@ from meshops.operators import trisk
 from swm import terms
 from swm.fused import CUDA_DIR
 from swm.tendencies import Physics
-from swm.timestepping import RK4_A, RK4_B
 
 _RK = "int:rk real:bCoef real:aCoef int:next"
 _KERNELS = Family("shallow_water_adjoint", sources=CUDA_DIR, kernels=(
@@ -244,26 +243,6 @@ def _rk_fields(rk, which: int, unused, k_adj) -> dict:
         return dict(yAdj=unused, newAdj=unused, kAdj=unused, rk=0, bCoef=0.0, aCoef=0.0, next=0)
     return dict(yAdj=rk.y_adj[which], newAdj=rk.new_adj[which], kAdj=k_adj,
                 rk=2 if rk.start else 1, bCoef=rk.b_coef, aCoef=rk.a_coef, next=int(rk.next))
-
-
-def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physics, dt: float,
-                 h_adj, u_adj, mode: str | None = None, exchange=None):
-    """The adjoint of one RK4 step from the adjoint (h_adj, u_adj) of its end state: [h_adj, u_adj,
-    b_adj] of its start, from the stage records of its forward. The stages run in reverse
-    (swm.stepper's doc), their RK4 bookkeeping inside the kernels; on ranks `exchange` (the forward
-    exchange of (h, u) perturbations) brings each stage's adjoint tendencies up to date on halo
-    rows before the stage reads them. `mode`: the adjoint mode (None: the meshops default)."""
-    new_adj = (h_adj, u_adj)
-    y_adj = [array_module(h_adj).empty_like(h_adj), array_module(u_adj).empty_like(u_adj)]
-    k_adj = [(RK4_B[3] * dt) * a for a in new_adj]
-    b_adj = None
-    for stage in (3, 2, 1, 0):
-        if exchange is not None:
-            exchange(*k_adj)
-        rk = AdjointRK4(tuple(y_adj), new_adj, RK4_B[stage - 1] * dt if stage else 0.0,
-                        RK4_A[stage - 1] * dt if stage else 0.0, stage > 0, stage == 3)
-        _, _, b_adj = stage_adjoint(records[stage], physics, *k_adj, b_adj=b_adj, rk=rk, mode=mode)
-    return [y_adj[0], y_adj[1], b_adj]
 
 
 def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_h_adj, tend_u_adj, mode: str):
