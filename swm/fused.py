@@ -1,4 +1,6 @@
-"""The shallow-water RK4 step in fused kernels (swm/cuda/shallow_water.cu), for CuPy fields.
+"""The shallow-water RK4 stages in fused kernels (swm/cuda/shallow_water.cu), for CuPy fields, and
+`FusedStages`, the fused path's stage implementation for `swm.stepper` (which runs the stage loop
+of every sweep and the exchanges).
 
 Each RK4 stage, after the state exchange, runs four passes where the operator path
 (swm.tendencies, swm.timestepping) runs some twenty operator and elementwise kernels:

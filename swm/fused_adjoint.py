@@ -3,7 +3,7 @@ for CuPy fields; deterministic by default (gathers through transposed tables, no
 the same every run). The reference is the operator path, `swm.tendencies.tendencies_adj`.
 
 From the adjoint tendencies (tend_h_adj on cells, tend_u_adj on edges) of one stage, with the
-stage's record from the forward (`swm.fused.FusedRK4.stage_records`: its provisional state h, u and
+stage's record from the forward (`swm.fused.FusedRK4.record`: its provisional state h, u and
 its pv_vertex, h_vertex, pv_edge and flux = h_edge * u, so nothing of the forward is derived again), five
 passes where the operator path runs some 25 operator and 20 elementwise kernels:
 
@@ -115,7 +115,7 @@ class FusedStageAdjoint:
 
     def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None, rk=None,
                  mode: str | None = None):
-        """(h_adj, u_adj, b_adj) of the stage whose forward is `record` (a `stage_records` entry),
+        """(h_adj, u_adj, b_adj) of the stage whose forward is `record` (`swm.fused.FusedRK4.record`),
         from its adjoint tendencies; b_adj is this stage's part added to `b_adj` in place when one
         is given, else a new array. h_adj and u_adj are new arrays; with `rk` (an `AdjointRK4`)
         they are not stored but applied to its y_adj and next k_adj (which are the tend_*_adj
@@ -224,8 +224,8 @@ class FusedStageAdjoint:
 
 
 class AdjointRK4(NamedTuple):
-    """The RK4 bookkeeping of an adjoint step on one process, done by the last two passes of a
-    stage: y_adj (h, u) += the stage's adjoint p (with `start`, the step's last stage: y_adj =
+    """The RK4 bookkeeping of a stage's adjoint (`swm.timestepping.AdjointUpdate` with the arrays
+    it updates), done by the last two passes of the stage: y_adj (h, u) += the stage's adjoint p (with `start`, the step's last stage: y_adj =
     new_adj + p), and with `next` the earlier stage's adjoint tendency k_adj = b_coef * new_adj +
     a_coef * p (b_coef = b_{j-1} dt, a_coef = a_{j-1} dt)."""
     y_adj: tuple

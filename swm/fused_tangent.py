@@ -1,8 +1,8 @@
 """The tangent-linear of the shallow-water RK4 step in fused kernels (swm/cuda/shallow_water_tl.cu),
-for CuPy fields. The reference is the operator path, `swm.tendencies.tendencies_tl` in
-`swm.stepper.rk4_step_tl`.
+for CuPy fields: one stage (the loop is `swm.stepper.step_tl`'s, through `swm.fused.FusedStages`).
+The reference is the operator path, `swm.tendencies.tendencies_tl`.
 
-About the stage records of the step's forward (`swm.fused.FusedRK4.stage_records`: each stage's
+About the stage records of the step's forward (`swm.fused.FusedRK4.record`: each stage's
 provisional state h, u and its pv_vertex, h_vertex, pv_edge and flux), each tangent stage runs four
 passes, as the forward's stage does:
 
@@ -20,7 +20,6 @@ no tangent tendency is stored.
 """
 from __future__ import annotations
 
-from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
 from meshops.operators import trisk

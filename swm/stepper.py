@@ -147,11 +147,12 @@ def records(stages: Stages, state: Sequence, dt: float, exchange=None) -> list:
     return out
 
 
-def step_tl(stages: Stages, stage_records: list, dstate: Sequence, dcontrols: Sequence, dt: float,
+def step_tl(stages: Stages, recorded: list, dstate: Sequence, dcontrols: Sequence, dt: float,
             exchange_tl=None) -> tuple:
-    """The tangent-linear step on `stage_records` (`records`): (dstate, dcontrols) -> dstate one
-    step later, as new fields; inputs are not modified. `exchange_tl(*fields)`, when given,
-    updates the halo rows of each stage's perturbation (and of the controls' with the first)."""
+    """The tangent-linear step on the stage records `recorded` (`records`): (dstate, dcontrols)
+    -> dstate one step later, as new fields; inputs are not modified. `exchange_tl(*fields)`,
+    when given, updates the halo rows of each stage's perturbation (and of the controls' with the
+    first)."""
     dstate = [d.copy() for d in dstate]
     dcontrols = tuple(c.copy() for c in dcontrols)
     new = stages.outputs(dstate)
@@ -159,17 +160,16 @@ def step_tl(stages: Stages, stage_records: list, dstate: Sequence, dcontrols: Se
     for j, update in enumerate(updates(dt)):
         if exchange_tl is not None:
             exchange_tl(*dprovisional, *(() if j else dcontrols))
-        dprovisional = stages.stage_tl(j, stage_records[j], dprovisional, dcontrols, update, dstate,
-                                       new)
+        dprovisional = stages.stage_tl(j, recorded[j], dprovisional, dcontrols, update, dstate, new)
     return tuple(new)
 
 
-def step_adj(stages: Stages, stage_records: list, state_adj: Sequence, dt: float, mode: str,
+def step_adj(stages: Stages, recorded: list, state_adj: Sequence, dt: float, mode: str,
              exchange_tl=None) -> tuple:
-    """The adjoint step on `stage_records`: the adjoint of the end state -> (the state's adjoint
-    at the start, the controls' adjoint of this step), the stages in reverse (module doc);
-    `exchange_tl(*fields)`, when given, updates the halo rows of each stage's adjoint tendencies
-    before the stage reads them."""
+    """The adjoint step on the stage records `recorded`: the adjoint of the end state -> (the
+    state's adjoint at the start, the controls' adjoint of this step), the stages in reverse
+    (module doc); `exchange_tl(*fields)`, when given, updates the halo rows of each stage's
+    adjoint tendencies before the stage reads them."""
     state_adj = tuple(state_adj)
     y_adj = stages.outputs(state_adj)
     k_adj = [(RK4_B[-1] * dt) * a for a in state_adj]
@@ -177,7 +177,7 @@ def step_adj(stages: Stages, stage_records: list, state_adj: Sequence, dt: float
     for j, update in reversed(list(enumerate(adjoint_updates(dt)))):
         if exchange_tl is not None:
             exchange_tl(*k_adj)
-        k_adj, controls_adj = stages.stage_adj(j, stage_records[j], k_adj, update, y_adj, state_adj,
+        k_adj, controls_adj = stages.stage_adj(j, recorded[j], k_adj, update, y_adj, state_adj,
                                                controls_adj, mode)
     return y_adj, list(controls_adj)
 
