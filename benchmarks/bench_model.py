@@ -126,7 +126,7 @@ def bench_passes(mesh, level: int, dtype: str, reps: int, bandwidth: float,
     from meshops.device import kernels
 
     model = _model(mesh, dtype, cupy, "fused", level)
-    stepper, physics = model._fused, model.physics
+    stepper, physics = model.stages.forward, model.physics
     h, u, b, f = model.h, model.u, model.b, model.f_vertex
     h_new, u_new, h_next, u_next = (cupy.empty_like(x) for x in (h, u, h, u))
     update = Update(model.dt / 3, model.dt / 2, True, True)

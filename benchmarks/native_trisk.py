@@ -1,7 +1,7 @@
 """The TRiSK shallow-water RK4 step written natively in JAX or PyTorch with gathers (the peers'
 stencils, benchmarks/peers.py), as a user of those frameworks would write it; derivatives by the
 framework's own autodiff. The same arithmetic as `swm.tendencies` with `Physics()` (no APVM, no
-viscosity) and `swm.timestepping.rk4_step`:
+viscosity) and the RK4 step of `swm.stepper` (`swm.timestepping`'s coefficients):
 
     h_edge = interp_c2e(h),  pv_vertex = (f + curl_e2v(u)) / interp_c2v(h),  pv_edge = interp_v2e(pv_vertex)
     tend_h = -div(h_edge u),  tend_u = pv_flux(h_edge u, pv_edge) - grad_c2e(ke_e2c(u) + g (h + b))

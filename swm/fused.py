@@ -1,4 +1,6 @@
-"""The shallow-water RK4 step in fused kernels (swm/cuda/shallow_water.cu), for CuPy fields.
+"""The shallow-water RK4 stages in fused kernels (swm/cuda/shallow_water.cu), for CuPy fields, and
+`FusedStages`, the fused path's stage implementation for `swm.stepper` (which runs the stage loop
+of every sweep and the exchanges).
 
 Each RK4 stage, after the state exchange, runs four passes where the operator path
 (swm.tendencies, swm.timestepping) runs some twenty operator and elementwise kernels:
@@ -30,7 +32,6 @@ stencils of the operators they replace).
 from __future__ import annotations
 
 import pathlib
-from typing import NamedTuple
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from meshops.operators import trisk
 
 from swm import terms
 from swm.tendencies import Physics
-from swm.timestepping import RK4_A, RK4_B
+from swm.timestepping import AdjointUpdate, Update, updates
 
 #: The model's CUDA sources, beside the model (meshops/cuda is on their include path).
 CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
@@ -95,20 +96,6 @@ def _cells_across_on_cell(h):
     return np.where(present, np.where(first, -2 - other, other), -1)
 
 
-class Update(NamedTuple):
-    """How a pass applies the tendency k of a row: new = (new if `accumulate` else old) +
-    new_coef * k, and if `provisional` next = old + next_coef * k (new_coef = b_j dt, next_coef =
-    a_j dt of RK4 stage j)."""
-    new_coef: float
-    next_coef: float
-    accumulate: bool
-    provisional: bool
-
-    def arguments(self) -> dict:
-        return dict(newCoef=self.new_coef, nextCoef=self.next_coef,
-                    accumulate=int(self.accumulate), provisional=int(self.provisional))
-
-
 def apply_extra(update: Update, extra, y_new, y_next) -> None:
     """Add the tendency `extra` to a pass's update in place, as `update` applies k: y_new +=
     new_coef * extra, and with `provisional` y_next += next_coef * extra."""
@@ -118,13 +105,13 @@ def apply_extra(update: Update, extra, y_new, y_next) -> None:
 
 
 class FusedRK4:
-    """RK4 steps of the state (h on cells, u on edges) through the fused kernels on `mesh` (a
+    """The RK4 stages of the state (h on cells, u on edges) through the fused kernels on `mesh` (a
     `meshops.DeviceMesh` on CuPy, or a mesh), holding the scratch fields of a stage."""
 
     def __init__(self, mesh):
         self.mesh = mesh
         self._scratch: dict = {}
-        self._tag = ""      # "@j" while `stage_records` runs stage j: its own scratch fields
+        self._tag = ""      # "@j" while `record` runs stage j: its own scratch fields
 
     def scratch(self, name: str, location: str, like):
         """Scratch field `name` at `location` with the levels and dtype of `like`, kept between
@@ -136,62 +123,34 @@ class FusedRK4:
             field = self._scratch[key] = array_module(like).empty((n,) + like.shape[1:], like.dtype)
         return field
 
-    def step(self, h, u, b, f_vertex, dt: float, physics: Physics, exchange=None):
-        """(h, u) one RK4 step of `dt` later, as new arrays; `exchange(h_p, u_p)`, when given,
-        updates the halo rows of each stage's provisional state in place first."""
-        xp = array_module(h, u)
-        h_new, u_new = xp.empty_like(h), xp.empty_like(u)
-        h_next = (self.scratch("hProvisional0", "cell", h), self.scratch("hProvisional1", "cell", h))
-        u_next = self.scratch("uProvisional", "edge", u)   # the edge pass does not read u: in place
-        h_p, u_p = h, u
-        for j in range(4):
-            if exchange is not None:
-                exchange(h_p, u_p)
-            last = j == 3
-            update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
-            self.stage(h_p, u_p, b, f_vertex, physics, update, old=(h, u), new=(h_new, u_new),
-                       next=(h_next[j % 2], u_next))
-            h_p, u_p = h_next[j % 2], u_next
-        return h_new, u_new
-
-    def stage_records(self, h, u, b, f_vertex, dt: float, physics: Physics, exchange=None) -> list:
-        """The four stages of the RK4 step from (h, u) as its adjoint reads them, computed as
-        `step` computes them (bitwise; the last stage's u update, which nothing reads, is left
-        out): for each stage j a dict of its provisional state h, u
-        (halo rows exchanged in place, stage 1's being (h, u) itself) and its pv_vertex, h_vertex,
-        pv_edge (APVM included) and flux = h_edge * u, every stage in buffers of its own (kept)."""
-        xp = array_module(h, u)
-        h_new, u_new = xp.empty_like(h), xp.empty_like(u)
-        records, h_p, u_p = [], h, u
+    def record(self, j: int, h, u, b, f_vertex, physics: Physics, update: Update, old) -> tuple:
+        """(record, next provisional state) of stage j of the provisional state (h, u), computed
+        as `stage` computes it (bitwise; the last stage's u update, which nothing reads, is left
+        out, and the end state goes to scratch nobody reads): the record, as the adjoint reads
+        it, is a dict of (h, u) and its pv_vertex, h_vertex, pv_edge (APVM included) and flux =
+        h_edge * u, every stage in buffers of its own (kept)."""
+        new = (self.scratch("hRecordEnd", "cell", h), self.scratch("uRecordEnd", "edge", u))
+        self._tag = f"@{j}"
         try:
-            for j in range(4):
-                if exchange is not None:
-                    exchange(h_p, u_p)
-                self._tag = f"@{j}"
-                last = j == 3
-                update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
-                h_next, u_next = self.scratch("hProvisional", "cell", h), self.scratch("uProvisional", "edge", u)
-                h_vertex = self.scratch("hVertex", "vertex", h)
-                pv_vertex = self.vertex_pass(h_p, u_p, f_vertex, h_vertex)
-                pv_edge = self.pv_edge_pass(h_p, u_p, pv_vertex, physics)
-                # the last stage's u update is not read
-                extra = self.extra(h_p, u_p, b, pv_vertex, pv_edge, physics,
-                                   ("tend_h",) if last else ("tend_h", "tend_u"))
-                flux, phi = self.cell_pass(h_p, u_p, b, physics, update, h, h_new, h_next,
-                                           extra["tend_h"])
-                if not last:
-                    self.edge_pass(u_p, flux, pv_edge, phi, physics, update, u, u_new, u_next,
-                                   extra["tend_u"])
-                records.append(dict(h=h_p, u=u_p, pv_vertex=self.scratch("pvVertex", "vertex", h),
-                                    h_vertex=h_vertex,
-                                    pv_edge=self.scratch("pvEdge", "edge", u),
-                                    flux=self.scratch("flux", "edge", u)))
-                h_p, u_p = h_next, u_next
+            last = not update.provisional
+            h_next, u_next = self.scratch("hProvisional", "cell", h), self.scratch("uProvisional", "edge", u)
+            h_vertex = self.scratch("hVertex", "vertex", h)
+            pv_vertex = self.vertex_pass(h, u, f_vertex, h_vertex)
+            pv_edge = self.pv_edge_pass(h, u, pv_vertex, physics)
+            # the last stage's u update is not read
+            extra = self.extra(h, u, b, pv_vertex, pv_edge, physics,
+                               ("tend_h",) if last else ("tend_h", "tend_u"))
+            flux, phi = self.cell_pass(h, u, b, physics, update, old[0], new[0], h_next,
+                                       extra["tend_h"])
+            if not last:
+                self.edge_pass(u, flux, pv_edge, phi, physics, update, old[1], new[1], u_next,
+                               extra["tend_u"])
         finally:
             self._tag = ""
-        return records
+        return (dict(h=h, u=u, pv_vertex=pv_vertex, h_vertex=h_vertex, pv_edge=pv_edge, flux=flux),
+                (h_next, u_next))
 
-    def stage(self, h, u, b, f_vertex, physics: Physics, update: "Update", *, old, new,
+    def stage(self, h, u, b, f_vertex, physics: Physics, update: Update, *, old, new,
               next) -> None:
         """One RK4 stage of the provisional state (h, u): its tendencies k applied by `update` to
         the pairs (cells, edges) `old`, `new` and `next`; `next` must not hold h."""
@@ -244,7 +203,7 @@ class FusedRK4:
                             pvVertex=pv_vertex, pvEdge=pv_edge)
         return pv_edge
 
-    def cell_pass(self, h, u, b, physics: Physics, update: "Update", h_old, h_new, h_next,
+    def cell_pass(self, h, u, b, physics: Physics, update: Update, h_old, h_new, h_next,
                   extra=None):
         """(flux, phi) (scratch) of the provisional state, and the update of h, plus that of
         `extra` (the h part of the terms the kernels do not compute) when given."""
@@ -261,7 +220,7 @@ class FusedRK4:
             apply_extra(update, extra, h_new, h_next)
         return flux, phi
 
-    def edge_pass(self, u, flux, pv_edge, phi, physics: Physics, update: "Update", u_old, u_new,
+    def edge_pass(self, u, flux, pv_edge, phi, physics: Physics, update: Update, u_old, u_new,
                   u_next, extra_u=None) -> None:
         """The update of u from the cell pass's flux, pv_edge and phi, plus `extra_u` when given
         (the u part of the terms the kernels do not compute, `extra`: viscosity)."""
@@ -287,3 +246,65 @@ def fused_tendencies(mesh, h, u, b, f_vertex, physics: Physics):
     stepper.stage(h, u, b, f_vertex, physics, Update(1.0, 0.0, False, False),
                   old=(xp.zeros_like(h), xp.zeros_like(u)), new=(tend_h, tend_u), next=unused)
     return tend_h, tend_u
+
+
+
+def fused_record(mesh, h, u, b, f_vertex, physics: Physics) -> dict:
+    """The record of the state (h, u) as the fused tangent-linear and adjoint read it: stage 1 of
+    a step from it (`FusedRK4.record`)."""
+    return FusedRK4(mesh).record(0, h, u, b, f_vertex, physics, updates(1.0)[0], (h, u))[0]
+
+class FusedStages:
+    """The fused path's stages for `swm.stepper` (its `Stages`), of a shallow-water `model` (its
+    device_mesh, b, f_vertex and physics, read at each call): the forward and recording stages in
+    `FusedRK4`'s passes, the tangent-linear stage in `swm.fused_tangent`'s on the records, the
+    adjoint stage in `swm.fused_adjoint`'s with the RK4 bookkeeping inside its last two passes.
+    The provisional state of a stage goes to scratch fields (the cell pass reads h at its
+    neighbours, so h alternates between two; the edge pass does not read u: in place)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.forward = FusedRK4(model.device_mesh)
+        self._tangent = self._adjoint = None
+
+    def outputs(self, fields):
+        """Uninitialised buffers: each sweep's first stage writes them."""
+        xp = array_module(*fields)
+        return [xp.empty_like(y) for y in fields]
+
+    def stage(self, j, provisional, update, old, new):
+        m, scratch = self.model, self.forward.scratch
+        h, u = provisional
+        next = (scratch(f"hProvisional{j % 2}", "cell", h), scratch("uProvisional", "edge", u))
+        self.forward.stage(h, u, m.b, m.f_vertex, m.physics, update, old=old, new=new, next=next)
+        return next
+
+    def record(self, j, provisional, update, old):
+        m = self.model
+        return self.forward.record(j, *provisional, m.b, m.f_vertex, m.physics, update, old)
+
+    def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
+        if self._tangent is None:
+            from swm.fused_tangent import FusedTangent
+
+            self._tangent = FusedTangent(self.model.device_mesh)
+        scratch = self._tangent.scratch
+        dh, du = dprovisional
+        next = (scratch(f"dhProvisional{j % 2}", "cell", dh), scratch("duProvisional", "edge", du))
+        db = dcontrols[0] if dcontrols else None
+        self._tangent.stage(record, self.model.physics, dh, du, db, update, old=old, new=new,
+                            next=next)
+        return next
+
+    def stage_adj(self, j, record, k_adj, update: AdjointUpdate, y_adj, new_adj, controls_adj, mode):
+        """The stage's adjoint with its bookkeeping in the kernels: k_adj is overwritten by stage
+        j - 1's, b_adj accumulated in place."""
+        from swm.fused_adjoint import AdjointRK4, FusedStageAdjoint
+
+        if self._adjoint is None:
+            self._adjoint = FusedStageAdjoint(self.model.device_mesh)
+        rk = AdjointRK4(tuple(y_adj), tuple(new_adj), *update)
+        _, _, b_adj = self._adjoint(record, self.model.physics, *k_adj,
+                                    b_adj=None if controls_adj is None else controls_adj[0], rk=rk,
+                                    mode=mode)
+        return k_adj, (b_adj,)

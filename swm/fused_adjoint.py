@@ -3,7 +3,7 @@ for CuPy fields; deterministic by default (gathers through transposed tables, no
 the same every run). The reference is the operator path, `swm.tendencies.tendencies_adj`.
 
 From the adjoint tendencies (tend_h_adj on cells, tend_u_adj on edges) of one stage, with the
-stage's record from the forward (`swm.fused.FusedRK4.stage_records`: its provisional state h, u and
+stage's record from the forward (`swm.fused.FusedRK4.record`: its provisional state h, u and
 its pv_vertex, h_vertex, pv_edge and flux = h_edge * u, so nothing of the forward is derived again), five
 passes where the operator path runs some 25 operator and 20 elementwise kernels:
 
@@ -45,7 +45,6 @@ from meshops.operators import trisk
 from swm import terms
 from swm.fused import CUDA_DIR
 from swm.tendencies import Physics
-from swm.timestepping import RK4_A, RK4_B
 
 _RK = "int:rk real:bCoef real:aCoef int:next"
 _KERNELS = Family("shallow_water_adjoint", sources=CUDA_DIR, kernels=(
@@ -116,7 +115,7 @@ class FusedStageAdjoint:
 
     def __call__(self, record: dict, physics: Physics, tend_h_adj, tend_u_adj, b_adj=None, rk=None,
                  mode: str | None = None):
-        """(h_adj, u_adj, b_adj) of the stage whose forward is `record` (a `stage_records` entry),
+        """(h_adj, u_adj, b_adj) of the stage whose forward is `record` (`swm.fused.FusedRK4.record`),
         from its adjoint tendencies; b_adj is this stage's part added to `b_adj` in place when one
         is given, else a new array. h_adj and u_adj are new arrays; with `rk` (an `AdjointRK4`)
         they are not stored but applied to its y_adj and next k_adj (which are the tend_*_adj
@@ -225,8 +224,8 @@ class FusedStageAdjoint:
 
 
 class AdjointRK4(NamedTuple):
-    """The RK4 bookkeeping of an adjoint step on one process, done by the last two passes of a
-    stage: y_adj (h, u) += the stage's adjoint p (with `start`, the step's last stage: y_adj =
+    """The RK4 bookkeeping of a stage's adjoint (`swm.timestepping.AdjointUpdate` with the arrays
+    it updates), done by the last two passes of the stage: y_adj (h, u) += the stage's adjoint p (with `start`, the step's last stage: y_adj =
     new_adj + p), and with `next` the earlier stage's adjoint tendency k_adj = b_coef * new_adj +
     a_coef * p (b_coef = b_{j-1} dt, a_coef = a_{j-1} dt)."""
     y_adj: tuple
@@ -244,26 +243,6 @@ def _rk_fields(rk, which: int, unused, k_adj) -> dict:
         return dict(yAdj=unused, newAdj=unused, kAdj=unused, rk=0, bCoef=0.0, aCoef=0.0, next=0)
     return dict(yAdj=rk.y_adj[which], newAdj=rk.new_adj[which], kAdj=k_adj,
                 rk=2 if rk.start else 1, bCoef=rk.b_coef, aCoef=rk.a_coef, next=int(rk.next))
-
-
-def step_adjoint(stage_adjoint: FusedStageAdjoint, records: list, physics: Physics, dt: float,
-                 h_adj, u_adj, mode: str | None = None, exchange=None):
-    """The adjoint of one RK4 step from the adjoint (h_adj, u_adj) of its end state: [h_adj, u_adj,
-    b_adj] of its start, from the stage records of its forward. The stages run in reverse
-    (swm.stepper's doc), their RK4 bookkeeping inside the kernels; on ranks `exchange` (the forward
-    exchange of (h, u) perturbations) brings each stage's adjoint tendencies up to date on halo
-    rows before the stage reads them. `mode`: the adjoint mode (None: the meshops default)."""
-    new_adj = (h_adj, u_adj)
-    y_adj = [array_module(h_adj).empty_like(h_adj), array_module(u_adj).empty_like(u_adj)]
-    k_adj = [(RK4_B[3] * dt) * a for a in new_adj]
-    b_adj = None
-    for stage in (3, 2, 1, 0):
-        if exchange is not None:
-            exchange(*k_adj)
-        rk = AdjointRK4(tuple(y_adj), new_adj, RK4_B[stage - 1] * dt if stage else 0.0,
-                        RK4_A[stage - 1] * dt if stage else 0.0, stage > 0, stage == 3)
-        _, _, b_adj = stage_adjoint(records[stage], physics, *k_adj, b_adj=b_adj, rk=rk, mode=mode)
-    return [y_adj[0], y_adj[1], b_adj]
 
 
 def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_h_adj, tend_u_adj, mode: str):

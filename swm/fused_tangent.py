@@ -1,8 +1,8 @@
 """The tangent-linear of the shallow-water RK4 step in fused kernels (swm/cuda/shallow_water_tl.cu),
-for CuPy fields. The reference is the operator path, `swm.tendencies.tendencies_tl` in
-`swm.stepper.rk4_step_tl`.
+for CuPy fields: one stage (the loop is `swm.stepper.step_tl`'s, through `swm.fused.FusedStages`).
+The reference is the operator path, `swm.tendencies.tendencies_tl`.
 
-About the stage records of the step's forward (`swm.fused.FusedRK4.stage_records`: each stage's
+About the stage records of the step's forward (`swm.fused.FusedRK4.record`: each stage's
 provisional state h, u and its pv_vertex, h_vertex, pv_edge and flux), each tangent stage runs four
 passes, as the forward's stage does:
 
@@ -20,7 +20,6 @@ no tangent tendency is stored.
 """
 from __future__ import annotations
 
-from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
 from meshops.operators import trisk
@@ -28,7 +27,6 @@ from meshops.operators import trisk
 from swm import fused, terms
 from swm.fused import CUDA_DIR, Update
 from swm.tendencies import Physics
-from swm.timestepping import RK4_A, RK4_B
 
 _RK = "real:newCoef real:nextCoef int:accumulate int:provisional"
 _KERNELS = Family("shallow_water_tl", sources=CUDA_DIR, kernels=(
@@ -44,34 +42,17 @@ _KERNELS = Family("shallow_water_tl", sources=CUDA_DIR, kernels=(
 
 
 class FusedTangent:
-    """The tangent-linear RK4 step through the fused kernels on `mesh` (a `meshops.DeviceMesh` on
-    CuPy, or a mesh), holding the scratch fields of a stage (those of a `FusedRK4`)."""
+    """The tangent-linear RK4 stage through the fused kernels on `mesh` (a `meshops.DeviceMesh` on
+    CuPy, or a mesh), holding the scratch fields of a stage (those of a `FusedRK4`); the stage
+    loop is `swm.stepper.step_tl`'s (`swm.fused.FusedStages`)."""
 
     def __init__(self, mesh):
         self.mesh = mesh
         self._scratch = fused.FusedRK4(mesh)
 
-    def step(self, records: list, physics: Physics, dt: float, dh, du, db=None, exchange_tl=None):
-        """(dh_next, du_next) of the step whose forward is `records`, for the tangent (dh, du, db)
-        at its start (not modified); `exchange_tl(dh_p, du_p[, db])`, when given, updates the halo
-        rows of each stage's tangent (and of db with the first) in place first."""
-        xp = array_module(dh, du)
-        state = [dh.copy(), du.copy()]
-        db = None if db is None else db.copy()
-        new = (xp.empty_like(dh), xp.empty_like(du))
-        scratch = self._scratch.scratch
-        h_next = (scratch("dhProvisional0", "cell", dh), scratch("dhProvisional1", "cell", dh))
-        u_next = scratch("duProvisional", "edge", du)      # the edge pass does not read du
-        dh_p, du_p = state
-        for j in range(4):
-            if exchange_tl is not None:
-                exchange_tl(dh_p, du_p, *((db,) if j == 0 and db is not None else ()))
-            last = j == 3
-            update = Update(RK4_B[j] * dt, 0.0 if last else RK4_A[j] * dt, j > 0, not last)
-            self.stage(records[j], physics, dh_p, du_p, db, update, old=state, new=new,
-                       next=(h_next[j % 2], u_next))
-            dh_p, du_p = h_next[j % 2], u_next
-        return new
+    def scratch(self, name: str, location: str, like):
+        """Scratch field `name` (`swm.fused.FusedRK4.scratch`)."""
+        return self._scratch.scratch(name, location, like)
 
     def stage(self, record: dict, physics: Physics, dh, du, db, update: Update, *, old, new, next):
         """One tangent stage about `record` for the stage's tangent (dh, du): its tangent

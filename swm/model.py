@@ -1,5 +1,6 @@
 """The shallow-water model: mesh, state (h on cells, u on edges), fixed fields (b, f_vertex),
-physics, and the RK4 step of the TRiSK tendencies (`swm.stepper`)."""
+physics, and its stages (fused kernels or the TRiSK tendencies' operators) for the stepper
+(`swm.stepper`)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,9 +11,9 @@ import meshops
 from meshops.device.backend import array_module
 
 from swm.fused import TABLES as FUSED_TABLES
-from swm.fused import FusedRK4
-from swm.stepper import rk4_step
-from swm.tendencies import Physics
+from swm.fused import FusedStages
+from swm.stepper import TendencyStages, rk4_step
+from swm.tendencies import Physics, tendencies, tendencies_adj, tendencies_tl
 
 
 class Model:
@@ -24,7 +25,13 @@ class Model:
     tangent-linear and its adjoint (`swm.stepper`); None: one process. `fused` steps through the
     fused kernels of `swm.fused` (CuPy only; default: on CuPy fields), otherwise through the
     operators (`swm.tendencies`, `swm.timestepping`): the same arithmetic. A term of one's own
-    goes into the physics (`Physics(extra_terms=...)`, `swm.terms`), which every path sums."""
+    goes into the physics (`Physics(extra_terms=...)`, `swm.terms`), which every path sums.
+    `stages` is the path (`swm.stepper.Stages`), chosen here once."""
+
+    #: The locations of the state (h, u) and of the controls (b: the topography, the fixed field
+    #: the tangent-linear and adjoint steps perturb), in `swm.stepper`'s order.
+    state_locations = ("cell", "edge")
+    control_locations = ("cell",)
 
     def __init__(self, mesh, h, u, b, f_vertex, dt: float, physics: Physics | None = None,
                  distribution=None, device_mesh=None, fused: bool | None = None):
@@ -43,7 +50,7 @@ class Model:
         if self.fused and xp is np:
             raise ValueError("fused: the fused RK4 kernels run on CuPy fields, got NumPy arrays; "
                              "expected fused=False or None on NumPy")
-        self._fused = FusedRK4(self.device_mesh) if self.fused else None
+        self.stages = FusedStages(self) if self.fused else operator_stages(self)
         if self.fused:
             self.device_mesh.prebuild(FUSED_TABLES)
 
@@ -59,3 +66,15 @@ class Model:
     @property
     def time(self) -> float:
         return self.step_count * self.dt
+
+
+def operator_stages(model) -> TendencyStages:
+    """The operator path's stages of `model` (`swm.tendencies` on its device_mesh, b, f_vertex and
+    physics, read at each call); the control perturbation is db."""
+    def fixed():
+        return model.b, model.f_vertex, model.physics
+
+    return TendencyStages(
+        lambda p: tendencies(model.device_mesh, *p, *fixed()),
+        lambda p, dp, dc: tendencies_tl(model.device_mesh, *p, *fixed(), *dp, *(dc or (None,))),
+        lambda p, k_adj, mode: tendencies_adj(model.device_mesh, *p, *fixed(), *k_adj, mode=mode))

@@ -7,7 +7,7 @@ import pytest
 
 import meshops
 from adjoint import dot_product_test, tangent_taylor_test, taylor_test
-from swm.stepper import rk4_step_adj, rk4_step_tl, stage_states
+from swm.stepper import rk4_step_adj, rk4_step_tl, stage_records
 from adjoint.verification import inner
 from grids.icosahedral import generate_icosahedral
 from meshops.modes import ADJOINT_MODES
@@ -60,11 +60,12 @@ def run_adj(model, starts, h_adj, u_adj, mode):
     return h_adj, u_adj, b_adj
 
 
-def test_stage_states_are_the_forward_steps(ico, dmesh, rng):
-    """From the recomputed stage states the step's end state is the forward's, bitwise."""
+def test_stage_records_are_the_forward_steps(ico, dmesh, rng):
+    """From the recomputed stage states (the operator path's records) the step's end state is the
+    forward's, bitwise."""
     h, u, b, f = perturbed_state(ico, "williamson5", rng)
     model = _model(ico, dmesh, h.copy(), u.copy(), b, f, "all")
-    stages = stage_states(model, h, u)
+    stages = stage_records(model, h, u)
     model.step()
     new = [h.copy(), u.copy()]
     for stage, p in enumerate(stages):

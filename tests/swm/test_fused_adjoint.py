@@ -16,7 +16,7 @@ from swm.stepper import rk4_step_adj, rk4_step_tl
 from swm.tendencies import tendencies_adj
 from meshops.device import kernels
 from swm import fused_adjoint, fused_tangent
-from swm.fused import FusedRK4
+from swm.fused import fused_record
 from swm.fused_adjoint import FusedStageAdjoint
 from swm.model import Model
 
@@ -52,7 +52,7 @@ def any_mesh(request):
 def stage_adjoint(mesh, state, physics, adj, convert):
     """The fused adjoint of the tendencies at `state` (stage 1 of a step from it)."""
     h, u, b, f = map(convert, state)
-    record = FusedRK4(mesh).stage_records(h, u, b, f, DT, physics)[0]
+    record = fused_record(mesh, h, u, b, f, physics)
     return FusedStageAdjoint(mesh)(record, physics, *map(convert, adj))
 
 
@@ -127,7 +127,7 @@ def test_stage_adjoint_builds_the_tables_it_reads_first(ico, mode, on_host, rng)
 
     mesh = ico.replace()                                            # its own DeviceMesh
     h, u, b, f = map(host, random_state(mesh, rng))
-    record = FusedRK4(mesh).stage_records(h, u, b, f, DT, PHYSICS["plain"])[0]
+    record = fused_record(mesh, h, u, b, f, PHYSICS["plain"])
     m = for_fields(mesh, h)
     before = {key[0] for key in m._arrays}
     adj = map(host, adjoint_inputs(mesh, rng))
@@ -145,7 +145,7 @@ def test_atomic_stage_adjoint_on_host(any_mesh, physics, nlev, on_host, rng):
     state, adj = random_state(any_mesh, rng, nlev), adjoint_inputs(any_mesh, rng, nlev)
     ref = tendencies_adj(any_mesh, *state, physics, *adj, mode="atomic")
     h, u, b, f = map(host, state)
-    record = FusedRK4(any_mesh).stage_records(h, u, b, f, DT, physics)[0]
+    record = fused_record(any_mesh, h, u, b, f, physics)
     got = FusedStageAdjoint(any_mesh)(record, physics, *map(host, adj), mode="atomic")
     assert on_host["shallow_water_adjoint"] == ["sw_adj_edge_atomic", "sw_adj_edge_finish_atomic",
                                                 "sw_adj_vertex_atomic", "sw_adj_u_sum", "sw_adj_h_sum"]

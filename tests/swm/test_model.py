@@ -7,7 +7,7 @@ from swm import testcases
 from swm.constants import DAY, EARTH_RADIUS
 from swm.model import Model
 from swm.tendencies import Physics
-from swm.timestepping import rk4_step
+from swm.stepper import TendencyStages, step
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def test_rk4_is_fourth_order(rng):
     for n in (16, 32, 64):
         y = [y0.copy()]
         for _ in range(n):
-            y = rk4_step(lambda f: [A @ f[0]], y, 1.0 / n)
+            y = step(TendencyStages(lambda f: [A @ f[0]]), y, 1.0 / n)
         errors.append(np.abs(y[0] - exact).max())
     rates = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
     assert np.all(rates > 3.8), rates

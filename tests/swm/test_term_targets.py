@@ -18,11 +18,11 @@ import meshops
 from adjoint import dot_product_test, tangent_taylor_test
 from grids.decompose import local_mesh
 from grids.partition import partition_sfc
-from swm import terms, timestepping
+from swm import terms
 from swm.distribution import halo_depth
 from swm.fused import fused_tendencies
 from swm.model import Model
-from swm.stepper import rk4_step_adj, rk4_step_tl
+from swm.stepper import TendencyStages, rk4_step_adj, rk4_step_tl, step
 from swm.tendencies import Physics, diagnostics, tendencies, tendencies_adj, tendencies_tl
 
 from tests.adjoint.states import DT, adjoint_inputs, directions, perturbed_state
@@ -153,9 +153,9 @@ def reference_tendencies(mesh, h, u, b, f, physics, term):
 
 
 def reference_step(mesh, h, u, b, f, physics, term):
-    """One RK4 step of `reference_tendencies` (swm.timestepping)."""
-    return tuple(timestepping.rk4_step(
-        lambda y: reference_tendencies(mesh, *y, b, f, physics, term), (h, u), DT))
+    """One RK4 step of `reference_tendencies` (swm.stepper on its tendencies alone)."""
+    return step(TendencyStages(lambda y: reference_tendencies(mesh, *y, b, f, physics, term)),
+                (h, u), DT)
 
 
 # -- the operator path ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from adjoint import dot_product_test
 from swm import terms
 from swm.distribution import halo_depth
-from swm.fused import FusedRK4, fused_tendencies
+from swm.fused import fused_record, fused_tendencies
 from swm.fused_adjoint import FusedStageAdjoint
 from swm.tendencies import Physics, tendencies, tendencies_adj, tendencies_tl
 
@@ -89,7 +89,7 @@ def test_a_new_term_reaches_the_fused_step_and_adjoint_on_host(ico, with_drag, o
         assert np.array_equal(g, d) and _rel(g, r) <= 1e-13
     adj = (rng.standard_normal(ico.nCells), rng.standard_normal(ico.nEdges))
     ref = tendencies_adj(ico, h, u, b, f, physics, *adj, mode="deterministic")
-    record = FusedRK4(ico).stage_records(*map(host, (h, u, b, f)), 300.0, physics)[0]
+    record = fused_record(ico, *map(host, (h, u, b, f)), physics)
     for mode in ("deterministic", "atomic"):
         got = FusedStageAdjoint(ico)(record, physics, *map(host, adj), mode=mode)
         for name, r, g in zip(("h_adj", "u_adj", "b_adj"), ref, got):
@@ -118,7 +118,7 @@ def test_a_term_in_the_physics_reaches_every_path_on_host(ico, on_host, rng):
     for d, g in zip(device, got):
         assert np.array_equal(g, d)
     ref = tendencies_adj(ico, h, u, b, f, physics, *y, mode="deterministic")
-    record = FusedRK4(ico).stage_records(*map(host, (h, u, b, f)), 300.0, host_physics)[0]
+    record = fused_record(ico, *map(host, (h, u, b, f)), host_physics)
     got = FusedStageAdjoint(ico)(record, host_physics, *map(host, y))
     for name, r, g in zip(("h_adj", "u_adj", "b_adj"), ref, got):
         assert _rel(g, r) <= 1e-12, name
