@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import os
 import sys
 import traceback
 

@@ -14,6 +14,9 @@ from swm import config as _swm
 from swm.config import ConfigError, dump, find_config, shipped_configs, with_overrides  # noqa: F401
 from swm.config import Config as _ShallowWater
 
+__all__ = ["ConfigError", "DEFAULT_MODEL", "ShallowWaterConfig", "describe_schema", "dump", "find_config",
+           "load_config", "schema_of", "shipped_configs", "validate_tree", "with_overrides"]
+
 
 class ShallowWaterConfig(GradientApplications, _ShallowWater):
     """A shallow-water run: the model's sections (`swm.config.Config`) and the adjoint
