@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run the TRiSK shallow-water model from a YAML config, on one process or under mpiexec.
+"""Run a model from a YAML config, on one process or under mpiexec (the config's `model:`, default
+shallow_water: the TRiSK shallow-water model).
 
     python run_model.py configs/williamson5.yaml
     mpiexec -n 4 python run_model.py configs/williamson2.yaml --set time.days=2
@@ -8,11 +9,11 @@
     python run_model.py configs/sensitivity_williamson5.yaml --check-adjoint
     mpiexec -n 2 python run_model.py configs/fourdvar_twin.yaml            (a 4D-Var twin experiment)
 
-The command line lives in `swm.cli` (installed as the console script `swm-run`).
+The command line lives in `meshrun.cli` (installed as the console scripts `meshrun` and `swm-run`).
 """
 import sys
 
-from swm.cli import main
+from meshrun.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -312,7 +312,7 @@ def write_observations(path, cell, time, h, error) -> None:
 
 
 def make_cost(context: Context, cost_config, key: str = "sensitivity.cost"):
-    """The cost of a `swm.config.CostConfig`."""
+    """The cost of a `adjoint.config.CostConfig`."""
     if cost_config.kind == "misfit":
         return ObservationCost(context, cost_config.observations, f"{key}.observations")
     box = (tuple(cost_config.box.lat), tuple(cost_config.box.lon))

@@ -18,7 +18,7 @@ step is the run of one step. `mode` is the operators' adjoint mode (None: the me
 `meshops.get_adjoint_mode()`, when the function is made).
 
 Memory of a run (`checkpointing`): None keeps x_0 .. x_{N-1} from the forward (N states) and the
-backward reverses them without recomputation; a `swm.config.CheckpointConfig` (or a dict of its
+backward reverses them without recomputation; a `adjoint.config.CheckpointConfig` (or a dict of its
 keys) keeps x_0 only and the backward runs `run_gradient` under that schedule (Revolve, multistage
 with disk snapshots, two-level: forward steps recomputed, bitwise the same gradient). For a
 network inside a long run, `torch_step` per step lets autograd interleave the network's backward
@@ -55,7 +55,7 @@ from meshops.modes import resolve_mode
 from adjoint.gradient import advance, run_gradient, topography
 from swm.stepper import rk4_step_adj
 from adjoint.sensitivity import FinalStateProjection
-from swm.config import CheckpointConfig
+from adjoint.config import CheckpointConfig
 
 
 class _Core:
@@ -119,7 +119,7 @@ class _Core:
 
 
 def _checkpoint_config(checkpointing):
-    """None, or a `swm.config.CheckpointConfig` (from one, or from a dict of its keys)."""
+    """None, or a `adjoint.config.CheckpointConfig` (from one, or from a dict of its keys)."""
     if checkpointing is None:
         return None
 
@@ -127,7 +127,7 @@ def _checkpoint_config(checkpointing):
         return checkpointing
     if isinstance(checkpointing, dict):
         return CheckpointConfig.model_validate(checkpointing)
-    raise TypeError(f"checkpointing: expected None, a swm.config.CheckpointConfig or a dict of its "
+    raise TypeError(f"checkpointing: expected None, an adjoint.config.CheckpointConfig or a dict of its "
                     f"keys (schedule, snapshots_in_ram, snapshots_on_disk, period, directory), "
                     f"got {type(checkpointing).__name__}")
 

@@ -115,7 +115,7 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
     """(J, (dJ/dh0, dJ/du0, dJ/db), stats) of the run of n_steps from (h0, u0).
 
     `mode`: the operators' adjoint mode (None: the meshops default, `meshops.get_adjoint_mode()`).
-    `checkpointing` (a `swm.config.CheckpointConfig` or None) chooses the schedule, checked against
+    `checkpointing` (a `adjoint.config.CheckpointConfig` or None) chooses the schedule, checked against
     the memory free for snapshots before any step (`adjoint.snapshot_memory.plan`: `auto` snapshots
     become as many as fit; a setting that does not fit raises swm.config.ConfigError naming
     `checkpointing_key`); stats is the sweep's `adjoint.checkpointing.SweepStats` (its `memory`

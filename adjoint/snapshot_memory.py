@@ -139,7 +139,7 @@ def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "ch
     by the schedule `none` when all n_steps fit; a line saying what was chosen). Raises
     swm.config.ConfigError naming `key`'s setting when its states do not fit: the schedule `none`
     keeps all n_steps states, the others `snapshots_in_ram`. `checkpointing`: a
-    swm.config.CheckpointConfig; `sweep_bytes`: a step's measured work (`step_bytes`). Collective
+    adjoint.config.CheckpointConfig; `sweep_bytes`: a step's measured work (`step_bytes`). Collective
     on ranks."""
     from swm.config import ConfigError
 

@@ -120,7 +120,7 @@ def whole_gradient(level, dtype, xp, n_steps, schedule, snapshots, cache_dir) ->
     """Time, peak GPU memory and forward steps of one gradient of an n_steps run."""
     mesh, model = build(level, dtype, xp, cache_dir)
     cost = _cost(mesh, model, n_steps, xp, dtype)
-    from swm.config import CheckpointConfig
+    from adjoint.config import CheckpointConfig
 
     # untimed: the first gradient builds the adjoints' tables and compiles their kernels
     run_gradient(model, model.h, model.u, _cost(mesh, model, 2, xp, dtype), 2)

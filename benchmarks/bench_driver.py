@@ -26,7 +26,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from swm.config import load_config  # noqa: E402
+from meshrun.config import load_config  # noqa: E402
 
 READY = re.compile(r"ready to step in ([0-9.]+) s")
 RATE = re.compile(r"(\d+) steps in ([0-9.]+) s \(([0-9.]+) steps/s, ([0-9.]+) simulated days per "

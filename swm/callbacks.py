@@ -2,20 +2,24 @@
 bar, the history (fields, diagnostics, error norms) and the restarts. Each has a `schedule`;
 `start(sim)` and `finish(sim, outcome)` are optional (see `swm.simulation`).
 
-A new callback is a class with `schedule` and `__call__(sim)`, added to `sim.callbacks` (the driver
-builds them from the config in `swm.driver.build_simulation`).
+A new callback is a class with `schedule` and `__call__(sim)`, and one entry in `CALLBACKS` (at the
+bottom): its name and the function that builds it from the config and the run's pieces (`Run`);
+`swm.driver.build_simulation` builds them all, in that order. The run's files (`Files`) are not
+among them: the Simulation finishes them after every callback (`Simulation.files`). A callback of
+one's own can also be added to a built `sim.callbacks`.
 """
 from __future__ import annotations
 
 import logging
 import queue
+from dataclasses import dataclass
 
 import numpy as np
 
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
 from swm.constants import DAY
-from swm.schedules import IterationInterval
+from swm.schedules import IterationInterval, TimeInterval
 from swm.variables import FIELDS
 from swm.watchdog import WatchdogError
 
@@ -228,3 +232,44 @@ class RestartOutput:
 class _Never:
     def due(self, step, time, dt) -> bool:
         return False
+
+
+# -- the callbacks of a forward run ------------------------------------------------------------------
+
+@dataclass
+class Run:
+    """What a callback is built from besides the config: the run's `swm.driver.Setup`, its history
+    (rank 0; None elsewhere), writer thread (rank 0), diagnostics (`swm.diagnostics`), the files'
+    global attributes, and whether a progress bar is wanted."""
+    setup: object
+    history: object
+    writer: object
+    diagnostics: object
+    attributes: dict
+    progress: bool
+
+
+def _progress(config, run: Run) -> Progress:
+    s = run.setup
+    return Progress(s.total, s.start, run.progress and s.comm.Get_rank() == 0,
+                    IterationInterval(config.watchdog.interval_steps))
+
+
+def _history(config, run: Run) -> HistoryOutput:
+    interval = config.output.interval_hours * 3600.0
+    return HistoryOutput(run.history, run.setup.distribution, config.output.variables,
+                         run.diagnostics, TimeInterval(interval), interval,
+                         resumed_step=run.setup.start or None)
+
+
+def _restart(config, run: Run) -> RestartOutput:
+    s, hours = run.setup, config.restart.interval_hours
+    return RestartOutput(config.restart.path, s.distribution, s.fingerprint, run.writer,
+                         None if hours is None else TimeInterval(hours * 3600.0),
+                         at_end=hours is not None, attributes=run.attributes,
+                         saved_step=s.start or None)
+
+
+#: The callbacks of a forward run, in the order they fire and finish: name -> build(config, run)
+#: (None: not in this run). A new callback is one entry here.
+CALLBACKS = {"progress": _progress, "history": _history, "restart": _restart}

@@ -23,7 +23,6 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       field_validator, model_validator)
 
-from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE
 from swm.constants import DAY, EARTH_RADIUS, GRAVITY
 from swm.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
@@ -57,23 +56,12 @@ FloatPair = Annotated[tuple[float, float],
 
 
 
-def _snapshot_count(v):
-    """A number of states (an integer >= 0) or "auto", else one error saying so."""
-    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
-        return v
-    raise ValueError(f"expected a number of states (an integer >= 0) or auto, got {v!r}")
-
-
 def _once_each(names: list) -> list:
     """`names` when none is repeated, else one error naming the first repeated one."""
     repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if repeated is not None:
         raise ValueError(f"{repeated!r} is given twice; expected each name once")
     return names
-
-
-#: snapshots_in_ram: an integer >= 0 or "auto".
-SnapshotCount = Annotated[int | Literal["auto"], BeforeValidator(_snapshot_count)]
 
 
 class GeneratedMesh(Strict):
@@ -171,103 +159,6 @@ class RestartConfig(Strict):
     resume: bool = Field(False, description="start from the restart file")
 
 
-class BoxConfig(Strict):
-    lat: FloatPair = Field((-90.0, 90.0), description="latitude range (degrees), south to north")
-    lon: FloatPair = Field((0.0, 360.0), description="longitude range (degrees east); west > east "
-                           "wraps through 0")
-
-    @model_validator(mode="after")
-    def _ordered(self):
-        lat0, lat1 = self.lat
-        if not -90.0 <= lat0 <= lat1 <= 90.0:
-            raise ValueError(f"lat = {list(self.lat)}: expected -90 <= south <= north <= 90")
-        if not all(math.isfinite(x) for x in self.lon):
-            raise ValueError(f"lon = {list(self.lon)}: expected finite longitudes")
-        return self
-
-
-class CostConfig(Strict):
-    kind: Literal["mean", "energy", "misfit"] = Field(description="area-weighted mean or energy "
-                                                      "(mean of x^2 / 2) of a field in a box, or the "
-                                                      "squared misfit to observations")
-    field: Literal["h", "vorticity"] = Field("h", description="mean, energy: the field")
-    box: BoxConfig = Field(BoxConfig(), description="mean, energy: the region (default: the globe)")
-    window_hours: Optional[FloatPair] = Field(
-        None, description="mean, energy: average over the steps in [start, end] hours, within the "
-                          "run; none: the final time")
-    observations: Optional[FilePath] = Field(
-        None, description="misfit: netCDF file of cell (1-based), time (s), h (m), error (m)")
-
-    @model_validator(mode="after")
-    def _consistent(self):
-        if (self.kind == "misfit") != (self.observations is not None):
-            raise ValueError("cost.observations is needed with kind 'misfit', and only then")
-        if self.observations is not None and not self.observations.is_file():
-            raise ValueError(f"observations = {str(self.observations)!r}: no such file")
-        if self.window_hours is not None and not 0 <= self.window_hours[0] <= self.window_hours[1]:
-            raise ValueError(f"window_hours = {list(self.window_hours)}: expected 0 <= start <= end")
-        return self
-
-
-class CheckpointConfig(Strict):
-    schedule: Literal["none", "revolve", "multistage", "two_level"] = Field(
-        "none", description="none: every state kept in memory; revolve: snapshots_in_ram "
-                            "(its schedule is slow to build beyond a few thousand steps); "
-                            "multistage: binomial, in RAM and on disk; two_level: a disk snapshot every period "
-                            "steps, revolve with snapshots_in_ram between them")
-    snapshots_in_ram: SnapshotCount = Field(
-        0, description="states kept in memory (GPU memory on CuPy); auto: as many as fit beside the "
-                       "run (adjoint.snapshot_memory), the schedule none when every state fits")
-    snapshots_on_disk: int = Field(0, ge=0, description="multistage: states kept on disk")
-    period: int = Field(1, ge=1, description="two_level: steps between disk snapshots")
-    directory: Optional[FilePath] = Field(None, description="folder for disk snapshots (none: "
-                                          "the system's temporary folder)")
-
-    @model_validator(mode="after")
-    def _enough(self):
-        auto = self.snapshots_in_ram == "auto"
-        if auto and self.schedule == "none":
-            raise ValueError("snapshots_in_ram = 'auto': schedule 'none' keeps every state; "
-                             "expected schedule revolve, multistage or two_level with auto")
-        if auto:
-            return self
-        if self.schedule in ("revolve", "two_level") and self.snapshots_in_ram < 1:
-            raise ValueError(f"snapshots_in_ram = {self.snapshots_in_ram}: schedule "
-                             f"{self.schedule!r} needs at least 1")
-        if self.schedule == "multistage" and self.snapshots_in_ram + self.snapshots_on_disk < 1:
-            raise ValueError("multistage needs snapshots_in_ram + snapshots_on_disk >= 1")
-        return self
-
-
-class SensitivityConfig(Strict):
-    cost: CostConfig
-    controls: Annotated[list[Literal["h", "u", "b"]], AfterValidator(_once_each)] = Field(
-        ["h", "u", "b"], description="gradients written: initial h, initial u, topography b")
-    adjoint_mode: Literal[ADJOINT_MODES] = Field(
-        DEFAULT_ADJOINT_MODE, description="deterministic: bitwise reproducible gradients; atomic: "
-                                     "scatter with atomics on the GPU")
-    checkpointing: CheckpointConfig = CheckpointConfig()
-    output: FilePath = Field(pathlib.Path("sensitivity.nc"), description="gradient file (netCDF)")
-    plot: bool = Field(True, description="write PNG maps of the gradients beside the output")
-
-
-class FourDVarConfig(Strict):
-    observation_hours: list[float] = Field([6.0, 12.0, 18.0, 24.0], min_length=1, description=
-                                           "times of the observations (hours, within the run)")
-    observed_fraction: float = Field(0.25, gt=0, le=1, description="fraction of the cells observed "
-                                     "(a random subset, the same at every time)")
-    observation_error: float = Field(1.0, gt=0, description="observation error standard deviation "
-                                     "(m); the noise added to the truth")
-    first_guess_amplitude: float = Field(40.0, ge=0, description="amplitude (m) of the smooth h "
-                                         "perturbation of the first guess")
-    background_error_h: float = Field(100.0, gt=0, description="background error of h (m)")
-    background_error_u: float = Field(5.0, gt=0, description="background error of u (m/s)")
-    iterations: int = Field(50, ge=1, le=10000, description="L-BFGS-B iterations at most")
-    seed: int = Field(1, ge=0, description="random seed of the observation subset and noise")
-    output: FilePath = Field(pathlib.Path("fourdvar.nc"), description="analysis and convergence "
-                             "history (netCDF); a PNG plot beside it")
-
-
 class WatchdogConfig(Strict):
     interval_steps: int = Field(10, ge=1, le=100000, description="steps between checks of the state "
                                 "(finite values and the Courant number) on the device; a failure "
@@ -277,6 +168,12 @@ class WatchdogConfig(Strict):
 
 
 class Config(Strict):
+    """The shallow-water model's config. The adjoint applications' sections (sensitivity,
+    fourdvar) are composed onto it by the command line (`meshrun.config`); `inputs` and
+    `written_files` name the files a run reads and writes (an application adds its own)."""
+    model: Literal["shallow_water"] = Field(
+        "shallow_water", description="the model the config runs: shallow_water, this model (the "
+        "command line's registry meshrun.models names every model)")
     mesh: MeshConfig
     case: CaseConfig
     time: TimeConfig
@@ -287,23 +184,10 @@ class Config(Strict):
     output: OutputConfig = OutputConfig()
     restart: RestartConfig = RestartConfig()
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
-    sensitivity: Optional[SensitivityConfig] = Field(None, description="an adjoint sensitivity run: "
-                                                     "forward, cost, gradients of it")
-    fourdvar: Optional[FourDVarConfig] = Field(None, description="a 4D-Var twin experiment")
     watchdog: WatchdogConfig = Field(WatchdogConfig(), description="checks of the state during a run")
 
     @model_validator(mode="after")
-    def _one_kind(self):
-        if self.sensitivity is not None and self.fourdvar is not None:
-            raise ValueError("give at most one of sensitivity and fourdvar")
-        if self.restart.resume and self.sensitivity is not None:
-            raise ValueError("restart.resume: a sensitivity run starts from the case's initial state "
-                             "(its gradient is dJ/dh0 of that state); remove restart.resume or the "
-                             "sensitivity section")
-        if self.restart.resume and self.fourdvar is not None:
-            raise ValueError("restart.resume: a 4D-Var run starts from the case's initial state (its "
-                             "truth and first guess are built from it); remove restart.resume or the "
-                             "fourdvar section")
+    def _steps(self):
         if self.time.cfl is not None and self.time.cfl > self.watchdog.cfl_limit:
             raise ValueError(f"time.cfl = {self.time.cfl!r} is above watchdog.cfl_limit = "
                              f"{self.watchdog.cfl_limit!r}: the watchdog would stop the run; expected "
@@ -314,45 +198,20 @@ class Config(Strict):
             cfl_step_bound(self)
         return self
 
-    @model_validator(mode="after")
-    def _costs_within_the_run(self):
-        """A cost's window, a 4D-Var observation time and a misfit file's observation times lie
-        in [0, time.days] (a part past the run's end would be cut from the cost)."""
-        hours = self.time.days * 24.0
-        run = f"the run's length time.days = {self.time.days:g} ({hours:g} h)"
-        cost = None if self.sensitivity is None else self.sensitivity.cost
-        if cost is not None and cost.window_hours is not None and \
-                cost.window_hours[1] * 3600.0 > hours * 3600.0 + 1e-6:
-            raise ValueError(f"sensitivity.cost.window_hours = {list(cost.window_hours)}: ends after "
-                             f"{run}; expected a window within [0, {hours:g}] h")
-        if self.fourdvar is not None:
-            for i, t in enumerate(self.fourdvar.observation_hours):
-                if not -1e-6 <= t * 3600.0 <= hours * 3600.0 + 1e-6:
-                    raise ValueError(f"fourdvar.observation_hours[{i}] = {t!r}: outside {run}; "
-                                     f"expected times within [0, {hours:g}] h")
-        if cost is not None and cost.observations is not None:
-            late = _late_observation(cost.observations, hours * 3600.0)
-            if late is not None:
-                i, t = late
-                raise ValueError(f"sensitivity.cost.observations = {str(cost.observations)!r}: "
-                                 f"time[{i}] = {t:g} s is after the end of {run}; expected "
-                                 f"observation times within [0, {hours * 3600.0:g}] s")
-        return self
+    def inputs(self) -> list[tuple[str, pathlib.Path]]:
+        """(what, path) of the files the run reads besides the config and a restart file."""
+        found = []
+        if self.mesh.file is not None:
+            found.append(("the mesh file (mesh.file)", self.mesh.file))
+        if self.partition.file is not None:
+            found.append(("the partition file (partition.file)", self.partition.file))
+        return found
 
+    def written_files(self) -> list:
+        """Every file the run writes, per config key (`swm.files.written_files`)."""
+        from swm.files import written_files
 
-def _late_observation(path: pathlib.Path, seconds: float):
-    """(index, time) of the first observation of file `path` after `seconds`, or None; a file or
-    a `time` that cannot be read is `adjoint.costs.read_observations`'s to report."""
-    import netCDF4
-    import numpy as np
-
-    try:
-        with netCDF4.Dataset(path) as ds:
-            time = np.ma.filled(ds.variables["time"][:].astype(np.float64), np.nan).ravel()
-    except (OSError, KeyError, ValueError, TypeError):
-        return None
-    late = np.flatnonzero(time > seconds + 1e-6)
-    return None if not late.size else (int(late[0]), float(time[late[0]]))
+        return written_files(self)
 
 
 def fixed_steps(config: Config) -> tuple[float, int, int]:
@@ -505,9 +364,10 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_core_int)
 _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_core_float)
 
 
-def _read_yaml(text: str, where: str, prefix: tuple = ()):
+def _read_yaml(text: str, where: str, prefix: tuple = (), schema=None, tree=None):
     """The data of YAML `text`; ConfigError naming `where` for bad YAML, a repeated key or a number
-    too large for a float (their key paths below `prefix`)."""
+    too large for a float (their key paths below `prefix`; the expected number from `schema`, see
+    `validate_tree`, for the config `tree` that `text` sets a key of, or that `text` is)."""
     try:
         return yaml.load(text, Loader=_Loader)
     except _DuplicateKey as exc:
@@ -519,10 +379,44 @@ def _read_yaml(text: str, where: str, prefix: tuple = ()):
         path, value, line = exc.args
         key = ".".join(map(str, prefix + path)) or "(top level)"
         at = "" if prefix else f" line {line}:"                 # --set: one line anyway
+        try:                     # the bounds of the config's own schema (of the model it names)
+            model = _schema_of(schema, tree if prefix else _read_lenient(text), where)
+        except ConfigError:
+            model = Config
         raise ConfigError(f"{where}:{at} {key} = {value}: too large for a float; expected "
-                          f"{_expected_number(prefix + path)}") from None
+                          f"{_expected_number(prefix + path, schema=model)}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: not valid YAML: {exc}") from None
+
+
+class _Lenient(_Loader):
+    """`_Loader` reading a number too large for a float as infinity (to find a config's model
+    before its overflow is reported)."""
+
+    def construct_core_float(self, node):
+        try:
+            return super().construct_core_float(node)
+        except _Overflow:
+            return math.inf
+
+
+_Lenient.add_constructor("tag:yaml.org,2002:float", _Lenient.construct_core_float)
+
+
+def _read_lenient(text: str) -> dict:
+    try:
+        tree = yaml.load(text, Loader=_Lenient)
+    except (yaml.YAMLError, _DuplicateKey):
+        return {}
+    return tree if isinstance(tree, dict) else {}
+
+
+def _schema_of(schema, tree, source: str):
+    """The config class of `tree`: `schema` itself (a class; None: `Config`), or the class that
+    `schema(tree, source)` picks (a registry of models: the command line's `meshrun.config`)."""
+    if schema is None or isinstance(schema, type):
+        return schema or Config
+    return schema(tree if isinstance(tree, dict) else {}, source)
 
 
 def _set(tree: dict, path: str, value) -> None:
@@ -559,9 +453,9 @@ def find_config(name) -> pathlib.Path:
                       f"(expected a path or one of: {', '.join(shipped) or 'none found'})")
 
 
-def load_config(path, overrides=()) -> Config:
+def load_config(path, overrides=(), schema=None) -> Config:
     """The config of YAML file `path` (or of the shipped config of that name, see `find_config`)
-    with `overrides` ("a.b=value") applied, validated."""
+    with `overrides` ("a.b=value") applied, validated against `schema` (`validate_tree`)."""
     path = find_config(path)
     try:
         text = path.read_text()
@@ -569,28 +463,33 @@ def load_config(path, overrides=()) -> Config:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read the config: not text ({exc.reason})") from None
-    tree = _read_yaml(text, str(path)) or {}
+    tree = _read_yaml(text, str(path), schema=schema) or {}
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top, got {type(tree).__name__}")
-    return validate_tree(tree, overrides, source=str(path), config_file=path)
+    return validate_tree(tree, overrides, source=str(path), config_file=path, schema=schema)
 
 
 def with_overrides(config: Config, overrides=()) -> Config:
-    """`config` with `overrides` ("a.b=value") applied, validated again."""
-    return validate_tree(config.model_dump(mode="json", exclude_unset=True), overrides, source="config")
+    """`config` with `overrides` ("a.b=value") applied, validated again (by its own class)."""
+    return validate_tree(config.model_dump(mode="json", exclude_unset=True), overrides,
+                         source="config", schema=type(config))
 
 
-def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None) -> Config:
-    """The Config of a tree of sections with `overrides` applied; errors name `source`."""
+def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None, schema=None) -> Config:
+    """The config of a tree of sections with `overrides` applied; errors name `source`. `schema`:
+    the config class (None: `Config`, the shallow-water model's alone), or a function
+    (tree, source) -> the class of the model the tree names (`meshrun.config.schema_of`)."""
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE")
-        _set(tree, key.strip(), _read_yaml(text, f"--set {item!r}", tuple(key.strip().split("."))))
+        _set(tree, key.strip(), _read_yaml(text, f"--set {item!r}", tuple(key.strip().split(".")),
+                                           schema, tree))
+    model = _schema_of(schema, tree, source)
     try:
-        config = Config.model_validate(tree)
+        config = model.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(_describe(source, exc)) from None
+        raise ConfigError(_describe(source, exc, model)) from None
     problems = _path_problems(config_file, config)
     if problems:
         raise ConfigError("\n".join([f"{source}: {len(problems)} invalid setting(s):"]
@@ -600,15 +499,7 @@ def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None) ->
 
 def _inputs(path: pathlib.Path, config: Config) -> list[tuple[str, pathlib.Path]]:
     """(what, path) of every file the run reads (besides a restart file)."""
-    found = [("the config file itself", path)] if path is not None else []
-    if config.mesh.file is not None:
-        found.append(("the mesh file (mesh.file)", config.mesh.file))
-    if config.partition.file is not None:
-        found.append(("the partition file (partition.file)", config.partition.file))
-    if config.sensitivity is not None and config.sensitivity.cost.observations is not None:
-        found.append(("the observations file (sensitivity.cost.observations)",
-                      config.sensitivity.cost.observations))
-    return found
+    return ([("the config file itself", path)] if path is not None else []) + config.inputs()
 
 
 def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
@@ -655,12 +546,10 @@ def kind_problem(path: pathlib.Path) -> Optional[str]:
 
 def _path_problems(path: pathlib.Path, config: Config) -> list[str]:
     """Lines naming each output whose directory cannot take it, each file of the run that is not a
-    regular file, and each file of the run (`swm.files.written_files`) that is an input or another
+    regular file, and each file of the run (`config.written_files()`) that is an input or another
     file of the run."""
-    from swm.files import written_files
-
     problems = []
-    written = written_files(config)
+    written = config.written_files()
     for file in written:
         why = directory_problem(file.path) if file.what is None else kind_problem(file.path)
         if why is not None:
@@ -683,13 +572,13 @@ _KINDS = {bool: "a boolean", int: "an integer", float: "a float", str: "a string
           dict: "a mapping", type(None): "null"}
 
 
-def _describe(path, exc: ValidationError) -> str:
+def _describe(path, exc: ValidationError, schema=Config) -> str:
     lines = [f"{path}: {exc.error_count()} invalid setting(s):"]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            allowed = _keys_of(err["loc"][:-1])
+            allowed = _keys_of(err["loc"][:-1], schema)
             lines.append(f"  {key}: unknown key (value {value!r})"
                          + (f"; expected one of: {', '.join(allowed)}" if allowed else ""))
         elif err["type"] == "missing":
@@ -699,12 +588,12 @@ def _describe(path, exc: ValidationError) -> str:
         else:
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "finite_number":
-                msg += f" (not .inf or .nan); expected {_expected_number(err['loc'])}"
+                msg += f" (not .inf or .nan); expected {_expected_number(err['loc'], schema=schema)}"
             elif err["type"].endswith("_type") and type(value) in _KINDS:
                 msg += f", got {_KINDS[type(value)]}"
                 if isinstance(value, str) and err["type"] in ("int_type", "float_type"):
                     msg += " (write the number without quotes)" if _is_number(value) else \
-                        f"; expected {_expected_number(err['loc'], _NUMBER[err['type']])}" + \
+                        f"; expected {_expected_number(err['loc'], _NUMBER[err['type']], schema)}" + \
                         (" (YAML 1.2 has no base-60 numbers: write 1:30 as 1.5)" if ":" in value else "")
                 elif isinstance(value, str) and err["type"] == "bool_type":
                     msg += "; expected true or false (YAML 1.2: yes, no, on, off are strings)"
@@ -730,9 +619,10 @@ def _section(annotation):
                  if isinstance(a, type) and issubclass(a, BaseModel)), None)
 
 
-def _field_at(loc):
-    """The field (a pydantic FieldInfo) at `loc` (a path of keys from the top), or None."""
-    model, field = Config, None
+def _field_at(loc, schema=Config):
+    """The field (a pydantic FieldInfo) at `loc` (a path of keys from the top of `schema`), or
+    None."""
+    model, field = schema, None
     for part in loc:
         if model is None or not isinstance(part, str) or part not in model.model_fields:
             return None
@@ -741,9 +631,9 @@ def _field_at(loc):
     return field
 
 
-def _expected_number(loc, kind: str = "a finite number") -> str:
+def _expected_number(loc, kind: str = "a finite number", schema=Config) -> str:
     """'a finite number > 0 and <= 3650' for the key at `loc` (its bounds, where it has any)."""
-    field = _field_at(loc)
+    field = _field_at(loc, schema)
     bounds = [] if field is None else [
         f"{symbol} {getattr(m, attr)}" for m in field.metadata
         for attr, symbol in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
@@ -751,9 +641,10 @@ def _expected_number(loc, kind: str = "a finite number") -> str:
     return kind + (f" {' and '.join(bounds)}" if bounds else "")
 
 
-def _keys_of(loc) -> list[str]:
-    """The keys of the section at `loc` (a path of keys from the top), [] where none is found."""
-    model = Config
+def _keys_of(loc, schema=Config) -> list[str]:
+    """The keys of the section at `loc` (a path of keys from the top of `schema`), [] where none
+    is found."""
+    model = schema
     for part in loc:
         field = model.model_fields.get(part) if isinstance(part, str) else None
         model = _section(field.annotation) if field is not None else None

@@ -2,7 +2,9 @@
 over owned rows of every rank: total mass, total energy, potential enstrophy, the largest Courant
 number, min/max h, and for Williamson case 2 the normalised l1, l2 and linf errors against the
 analytic solution (Williamson et al. 1992, eq. 82-84). Each evaluation reads back one small vector
-of partial results; nothing of global size leaves the device. Names and units: `swm.variables`.
+of partial results; nothing of global size leaves the device. What each diagnostic is (name, units,
+its partial reductions) is its entry in `swm.variables.DIAGNOSTICS`; the fields they are made of
+are `Local`'s, each computed once per evaluation.
 
     mass   = sum_c areaCell h                energy = sum_c areaCell (h ke + g ((h + b)^2 - b^2) / 2)
     enstrophy = sum_v areaTriangle h_v pv^2 / 2,   pv = (f_vertex + curl_e2v(u)) / interp_c2v(h)
@@ -10,11 +12,14 @@ of partial results; nothing of global size leaves the device. Names and units: `
 """
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 import meshops
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
+from swm.variables import DIAGNOSTICS
 
 
 def _allreduce(comm, values: np.ndarray, op: str) -> np.ndarray:
@@ -28,8 +33,9 @@ def _allreduce(comm, values: np.ndarray, op: str) -> np.ndarray:
 
 
 class Diagnostics:
-    """The diagnostics of a model's state on `distribution`'s owned rows; with `exact_h` (a local
-    cell field, Williamson case 2's steady solution) also the error norms of h."""
+    """The diagnostics (`swm.variables.DIAGNOSTICS`) of a model's state on `distribution`'s owned
+    rows; with `exact_h` (a local cell field, Williamson case 2's steady solution) also those made
+    of it (the error norms of h)."""
 
     def __init__(self, model, distribution, gravity: float, exact_h=None):
         self.model, self.comm, self.gravity = model, distribution.comm, gravity
@@ -43,38 +49,85 @@ class Diagnostics:
         self.exact = None if exact_h is None else xp.asarray(np.asarray(exact_h)[:nc], np.float64)
 
     def names(self) -> tuple:
-        base = ("mass", "energy", "potential_enstrophy", "max_cfl", "h_min", "h_max")
-        return base + (("h_l1", "h_l2", "h_linf") if self.exact is not None else ())
+        return tuple(name for name, d in DIAGNOSTICS.items() if not d.exact or self.exact is not None)
 
     def __call__(self) -> dict:
-        model, g = self.model, self.gravity
-        xp = array_module(model.h)
-        nc, ne, nv = self.owned["cell"], self.owned["edge"], self.owned["vertex"]
-        f64 = lambda a: a.astype(np.float64, copy=False)  # noqa: E731
-        h_all = f64(model.h)
-        h, u, b = h_all[:nc].reshape(nc, -1), f64(model.u)[:ne].reshape(ne, -1), f64(model.b)[:nc].reshape(nc, -1)
-        area = self.area_cell[:, None]
-        ke = f64(meshops.ke_e2c(model.device_mesh, model.u))[:nc].reshape(nc, -1)
-        h_vertex = f64(meshops.interp_c2v(model.device_mesh, model.h))[:nv].reshape(nv, -1)
-        vorticity = f64(meshops.curl_e2v(model.device_mesh, model.u))[:nv].reshape(nv, -1)
-        pv = (f64(model.f_vertex)[:nv].reshape(nv, -1) + vorticity) / h_vertex
-        h_edge = 0.5 * h_all.reshape(h_all.shape[0], -1)[self.cells_on_edge].sum(axis=1)
-        speed = xp.abs(u) + xp.sqrt(g * xp.maximum(h_edge, 0.0))
-        sums = [xp.sum(area * h), xp.sum(area * (h * ke + 0.5 * g * ((h + b) ** 2 - b ** 2))),
-                xp.sum(0.5 * self.area_triangle[:, None] * h_vertex * pv ** 2)]
-        maxima = [xp.max(speed * model.dt / self.dc_edge[:, None]), xp.max(h), -xp.min(h)]
-        if self.exact is not None:
-            err = h[:, 0] - self.exact
-            w = self.area_cell
-            sums += [xp.sum(w * xp.abs(err)), xp.sum(w * xp.abs(self.exact)), xp.sum(w * err ** 2),
-                     xp.sum(w * self.exact ** 2)]
-            maxima += [xp.max(xp.abs(err)), xp.max(xp.abs(self.exact))]
-        local = xp.stack(sums + maxima)
-        local = to_host(local).astype(np.float64, copy=False)
-        s = _allreduce(self.comm, local[:len(sums)].copy(), "sum")
-        m = _allreduce(self.comm, local[len(sums):].copy(), "max")
-        out = {"mass": s[0], "energy": s[1], "potential_enstrophy": s[2], "max_cfl": m[0],
-               "h_min": -m[2], "h_max": m[1]}
-        if self.exact is not None:
-            out.update(h_l1=s[3] / s[4], h_l2=np.sqrt(s[5] / s[6]), h_linf=m[3] / m[4])
-        return {k: float(v) for k, v in out.items()}
+        local = Local(self)
+        chosen = [DIAGNOSTICS[name] for name in self.names()]
+        partials = [d.partials(local) for d in chosen]
+        sums = [v for p in partials for op, v in p if op == "sum"]
+        maxima = [v if op == "max" else -v for p in partials for op, v in p if op != "sum"]
+        stacked = to_host(local.xp.stack(sums + maxima)).astype(np.float64, copy=False)
+        s = iter(_allreduce(self.comm, stacked[:len(sums)].copy(), "sum"))
+        m = iter(_allreduce(self.comm, stacked[len(sums):].copy(), "max"))
+        out = {}
+        for d, p in zip(chosen, partials):
+            reduced = [next(s) if op == "sum" else next(m) if op == "max" else -next(m) for op, _ in p]
+            out[d.name] = float(d.value(reduced))
+        return out
+
+
+class Local:
+    """The owned rows of a model's state and the fields the diagnostics are made of, as float64
+    (rows, nlev) arrays on the state's device, each computed on first use: h, u, b, area (areaCell
+    as a column), area_cell, area_triangle, dc_edge, ke, h_vertex, vorticity, pv, speed (|u| +
+    sqrt(g h_edge)), error (h - exact, Williamson case 2) and g, dt, xp."""
+
+    def __init__(self, diagnostics: Diagnostics):
+        self._d = diagnostics
+        model = self.model = diagnostics.model
+        self.xp, self.g, self.dt = array_module(model.h), diagnostics.gravity, model.dt
+        self.nc, self.ne, self.nv = (diagnostics.owned[k] for k in ("cell", "edge", "vertex"))
+        self.area_cell, self.area_triangle = diagnostics.area_cell, diagnostics.area_triangle
+        self.dc_edge, self.exact = diagnostics.dc_edge, diagnostics.exact
+        self.area = self.area_cell[:, None]
+
+    @staticmethod
+    def _f64(a):
+        return a.astype(np.float64, copy=False)
+
+    @cached_property
+    def h_all(self):
+        return self._f64(self.model.h)
+
+    @cached_property
+    def h(self):
+        return self.h_all[:self.nc].reshape(self.nc, -1)
+
+    @cached_property
+    def u(self):
+        return self._f64(self.model.u)[:self.ne].reshape(self.ne, -1)
+
+    @cached_property
+    def b(self):
+        return self._f64(self.model.b)[:self.nc].reshape(self.nc, -1)
+
+    @cached_property
+    def ke(self):
+        model = self.model
+        return self._f64(meshops.ke_e2c(model.device_mesh, model.u))[:self.nc].reshape(self.nc, -1)
+
+    @cached_property
+    def h_vertex(self):
+        model, nv = self.model, self.nv
+        return self._f64(meshops.interp_c2v(model.device_mesh, model.h))[:nv].reshape(nv, -1)
+
+    @cached_property
+    def vorticity(self):
+        model, nv = self.model, self.nv
+        return self._f64(meshops.curl_e2v(model.device_mesh, model.u))[:nv].reshape(nv, -1)
+
+    @cached_property
+    def pv(self):
+        nv = self.nv
+        return (self._f64(self.model.f_vertex)[:nv].reshape(nv, -1) + self.vorticity) / self.h_vertex
+
+    @cached_property
+    def speed(self):
+        h_all = self.h_all
+        h_edge = 0.5 * h_all.reshape(h_all.shape[0], -1)[self._d.cells_on_edge].sum(axis=1)
+        return self.xp.abs(self.u) + self.xp.sqrt(self.g * self.xp.maximum(h_edge, 0.0))
+
+    @cached_property
+    def error(self):
+        return self.h[:, 0] - self.exact

@@ -15,7 +15,7 @@ import meshops
 from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
 from swm import stop, testcases
-from swm.callbacks import Files, HistoryOutput, Progress, RestartOutput, Watchdog
+from swm.callbacks import CALLBACKS, Files, Run, Watchdog
 from swm.collective import on_root
 from swm.config import Config, ConfigError, fixed_steps, step_counts
 from swm.constants import DAY, GRAVITY
@@ -26,7 +26,7 @@ from swm.model import Model
 from swm.output import (AsyncWriter, History, cells_fingerprint, check_resumed_history, claim,
                         mesh_fingerprint, mesh_form, mesh_settings, mpas_namelist, provenance,
                         read_restart, reference_grid, trajectory_settings)
-from swm.schedules import IterationInterval, TimeInterval
+from swm.schedules import IterationInterval
 from swm.simulation import Simulation
 from swm.tendencies import Physics
 from swm.watchdog import StateCheck, WatchdogError
@@ -151,7 +151,7 @@ def setup(config: Config) -> Setup:
     dt, per_output, total, fingerprint, start = on_root(comm, build)
     global_mesh, state = root.get("mesh"), root.get("state")
     physics = Physics(gravity=GRAVITY, visc2=config.diffusion.visc2, visc4=config.diffusion.visc4,
-                      apvm=config.diffusion.apvm, dt=dt)
+                      apvm=config.diffusion.apvm)             # dt: the model's (`Model.dt`)
     distribution = distribute(config, comm, global_mesh, physics, dtype)
     mesh = distribution.mesh
     if start:
@@ -217,9 +217,10 @@ def build_simulation(config: Config, *, progress: bool = True,
         s = setup(config)
         check_first_state(config, s)
         attributes.update(mpas_namelist(config, s.dt, s.total))
-        _history(config, s, files, writer, attributes, made)
-        return _simulation(config, s, made.get("history"), writer, files, attributes,
-                           progress), s
+        diagnostics = _diagnostics(config, s)
+        _history(config, s, files, writer, attributes, made, diagnostics.names())
+        return _simulation(config, s, Run(s, made.get("history"), writer, diagnostics, attributes,
+                                          progress), files), s
     except BaseException:            # nothing of the run is left: a new history is removed
         with stop.deferred():
             if made.get("history") is not None:
@@ -228,30 +229,28 @@ def build_simulation(config: Config, *, progress: bool = True,
         raise
 
 
-def _simulation(config: Config, s: Setup, history, writer, files: list, attributes: dict,
-                progress: bool) -> Simulation:
-    model, dist, comm = s.model, s.distribution, s.comm
+def _diagnostics(config: Config, s: Setup) -> Diagnostics:
+    """The run's global diagnostics (`swm.variables.DIAGNOSTICS`), the error norms of h against
+    the analytic solution for Williamson case 2."""
     exact = None
     if config.case.name == "williamson2":
         mesh = s.mesh
         exact = testcases.williamson2_height(mesh.latCell, mesh.lonCell, mesh.sphere_radius,
                                              config.case.alpha)
-    diagnostics = Diagnostics(model, dist, GRAVITY, exact)
-    interval = config.output.interval_hours * 3600.0
-    restart_interval = config.restart.interval_hours
-    sim = Simulation(model, s.total, comm=comm,
+    return Diagnostics(s.model, s.distribution, GRAVITY, exact)
+
+
+def _simulation(config: Config, s: Setup, run: Run, files: list) -> Simulation:
+    """The Simulation of the run: the watchdog, the callbacks of `swm.callbacks.CALLBACKS` in
+    their order, and the run's files (finished after every callback)."""
+    sim = Simulation(s.model, s.total, comm=s.comm,
                      watchdog=Watchdog(state_check(config, s),
-                                       IterationInterval(config.watchdog.interval_steps)))
-    sim.callbacks["progress"] = Progress(s.total, s.start, progress and comm.Get_rank() == 0,
-                                         IterationInterval(config.watchdog.interval_steps))
-    sim.callbacks["history"] = HistoryOutput(history, dist, config.output.variables, diagnostics,
-                                             TimeInterval(interval), interval,
-                                             resumed_step=s.start or None)
-    sim.callbacks["restart"] = RestartOutput(
-        config.restart.path, dist, s.fingerprint, writer,
-        None if restart_interval is None else TimeInterval(restart_interval * 3600.0),
-        at_end=restart_interval is not None, attributes=attributes, saved_step=s.start or None)
-    sim.callbacks["files"] = Files(writer, files)
+                                       IterationInterval(config.watchdog.interval_steps)),
+                     files=Files(run.writer, files))
+    for name, build in CALLBACKS.items():
+        callback = build(config, run)
+        if callback is not None:
+            sim.callbacks[name] = callback
     return sim
 
 
@@ -267,17 +266,15 @@ def plots_ok(config: Config) -> None:
                               f"{str(config.output.path)!r} {problem}")
 
 
-def _history(config: Config, s: Setup, files: list, writer, attributes: dict, made: dict):
-    """made["history"]: the History on rank 0 (none elsewhere): a new file (with the topography
-    h_s, the global `attributes`, and the mesh or its grid file's reference: `grid_reference`),
-    or the resumed run's history."""
+def _history(config: Config, s: Setup, files: list, writer, attributes: dict, made: dict,
+             diag: tuple):
+    """made["history"]: the History on rank 0 (none elsewhere) of the diagnostics `diag`: a new
+    file (with the topography h_s, the global `attributes`, and the mesh or its grid file's
+    reference: `grid_reference`), or the resumed run's history."""
     b = s.model.b
     topography = s.distribution.gather("cell", to_host(b))
 
     def make():
-        diag = ("mass", "energy", "potential_enstrophy", "max_cfl", "h_min", "h_max")
-        if config.case.name == "williamson2":
-            diag += ("h_l1", "h_l2", "h_linf")
         resume_time = None
         if s.start:
             resume_time = (s.start // s.per_output) * s.per_output * s.dt

@@ -7,14 +7,12 @@ an output that is another output's partial file, lock, grid file or PNG (`swm.co
                          STEM.h.png, STEM.vorticity.png, STEM.h_error.png (reserved with or
                          without --plot)
     restart.path         NAME, NAME.lock
-    sensitivity.output   NAME, NAME.lock, STEM.grid.nc, the maps STEM.dJdh0.png, STEM.dJdu0.png,
-                         STEM.dJdb.png (sensitivity.plot)
-    fourdvar.output      NAME, NAME.lock, STEM.observations.nc (and its lock), the plot STEM.png
 
-A forward run writes the files of output.path and restart.path, a sensitivity run those of
-sensitivity.output, a 4D-Var run those of fourdvar.output; the keys' own paths are listed for
-every kind of run. Temporaries of atomic writes (`grids.atomic`) have random names; disk
-snapshots of checkpointing live in a fresh folder of their own (`adjoint.checkpointing`).
+A forward run writes these; the adjoint applications' files (sensitivity.output, fourdvar.output:
+`adjoint.config.GradientApplications.written_files`) are named with the helpers below. The
+config's `written_files()` lists the files of its run. Temporaries of atomic writes
+(`grids.atomic`) have random names; disk snapshots of checkpointing live in a fresh folder of
+their own (`adjoint.checkpointing`).
 """
 from __future__ import annotations
 
@@ -104,39 +102,18 @@ def may_reference(config) -> bool:
 
 
 def written_files(config) -> list[Written]:
-    """Every file the run of `config` writes, per config key (the module doc lists them)."""
+    """Every file a forward run of `config` writes, per config key (the module doc lists them)."""
     out = [Written("output.path", config.output.path, config.output.path),
            Written("restart.path", config.restart.path, config.restart.path)]
-    sens, fv = config.sensitivity, config.fourdvar
-    for key, path in (("sensitivity.output", sens and sens.output),
-                      ("fourdvar.output", fv and fv.output)):
-        if path:
-            out.append(Written(key, path, path))
 
     def beside(key, owner, *items):
         out.extend(Written(key, owner, path, what) for what, path in items)
 
-    if sens is not None:
-        owner = sens.output
-        beside("sensitivity.output", owner, ("the lock file", lock_path(owner)))
-        if may_reference(config):
-            beside("sensitivity.output", owner, ("the grid file", beside_grid_path(owner)))
-        if sens.plot:
-            beside("sensitivity.output", owner,
-                   *(("the map", png) for png in gradient_maps(owner, sens.controls)))
-    elif fv is not None:
-        owner, observations = fv.output, observations_path(fv.output)
-        beside("fourdvar.output", owner, ("the lock file", lock_path(owner)),
-               ("the observations file", observations),
-               ("the lock file", lock_path(observations)),
-               ("the PNG plot", convergence_plot(owner)))
-    else:
-        owner = config.output.path
-        beside("output.path", owner, ("the partial file", partial_path(owner)),
-               ("the lock file", lock_path(owner)))
-        if may_reference(config):
-            beside("output.path", owner, ("the grid file", beside_grid_path(owner)))
-        beside("output.path", owner, *(("the --plot map", png) for png in history_maps(config)))
-        beside("restart.path", config.restart.path,
-               ("the lock file", lock_path(config.restart.path)))
+    owner = config.output.path
+    beside("output.path", owner, ("the partial file", partial_path(owner)),
+           ("the lock file", lock_path(owner)))
+    if may_reference(config):
+        beside("output.path", owner, ("the grid file", beside_grid_path(owner)))
+    beside("output.path", owner, *(("the --plot map", png) for png in history_maps(config)))
+    beside("restart.path", config.restart.path, ("the lock file", lock_path(config.restart.path)))
     return out

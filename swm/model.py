@@ -26,7 +26,11 @@ class Model:
     fused kernels of `swm.fused` (CuPy only; default: on CuPy fields), otherwise through the
     operators (`swm.tendencies`, `swm.timestepping`): the same arithmetic. A term of one's own
     goes into the physics (`Physics(extra_terms=...)`, `swm.terms`), which every path sums.
-    `stages` is the path (`swm.stepper.Stages`), chosen here once."""
+    `stages` is the path (`swm.stepper.Stages`), chosen here once.
+
+    `dt` is the one time step of the run: `physics` is the physics given with the model's dt
+    (the step APVM scales); a physics given with a dt of its own that differs is refused, and
+    setting `dt` sets the physics' too."""
 
     #: The locations of the state (h, u) and of the controls (b: the topography, the fixed field
     #: the tangent-linear and adjoint steps perturb), in `swm.stepper`'s order.
@@ -35,13 +39,12 @@ class Model:
 
     def __init__(self, mesh, h, u, b, f_vertex, dt: float, physics: Physics | None = None,
                  distribution=None, device_mesh=None, fused: bool | None = None):
-        if not dt > 0:
-            raise ValueError(f"dt: expected a positive time step in seconds, got {dt}")
         self.mesh, self.h, self.u, self.b, self.f_vertex = mesh, h, u, b, f_vertex
-        self.dt = float(dt)
-        self.physics = physics or Physics()
-        if self.physics.apvm and self.physics.dt != self.dt:
-            self.physics = replace(self.physics, dt=self.dt)
+        physics = physics or Physics()
+        if physics.dt and physics.dt != dt:
+            raise ValueError(f"physics.dt = {physics.dt}: differs from the model's dt = {dt}; "
+                             "expected a Physics without dt (the model's dt is the one APVM scales)")
+        self._physics, self.dt = physics, dt
         self.step_count = 0
         self.distribution = distribution
         xp = array_module(h)
@@ -62,6 +65,23 @@ class Model:
     def step(self) -> None:
         self.h, self.u = self.advance(self.h, self.u)
         self.step_count += 1
+
+    @property
+    def dt(self) -> float:
+        """The time step (s): the one place of it (`physics.dt` follows it)."""
+        return self._dt
+
+    @dt.setter
+    def dt(self, value: float) -> None:
+        if not value > 0:
+            raise ValueError(f"dt: expected a positive time step in seconds, got {value}")
+        self._dt = float(value)
+        self._physics = replace(self._physics, dt=self._dt)
+
+    @property
+    def physics(self) -> Physics:
+        """The physics of the tendencies, with the model's dt."""
+        return self._physics
 
     @property
     def time(self) -> float:

@@ -7,7 +7,8 @@
 The loop only steps the model and fires what is due (`schedule.due(step, time, dt)`); nothing in it
 moves the state to the host. A callback with `checked = True` (writers) gets a state that the
 watchdog has just passed: the watchdog runs on its own schedule and before any such callback.
-`finish(sim, outcome)` of every callback runs when the run ends: outcome "finished", "watchdog"
+`finish(sim, outcome)` of every callback runs when the run ends (the run's `files` last of all,
+whatever was added after them): outcome "finished", "watchdog"
 (the model holds the last good state), "interrupted" (SIGTERM or SIGINT: the model holds the state
 of the current step, which the watchdog checks first: "watchdog" when it fails), "error", or "not
 started" (`prepare` failed or was interrupted: the run's new files are removed). Signals:
@@ -32,12 +33,14 @@ def synchronize(array) -> None:
 
 class Simulation:
     """`model` (a `swm.model.Model`) stepped to `stop_step`; `callbacks` ordered by name;
-    `watchdog` (a `swm.callbacks.Watchdog` or None); `comm` the run's communicator."""
+    `watchdog` (a `swm.callbacks.Watchdog` or None); `comm` the run's communicator; `files` (a
+    `swm.callbacks.Files` or None): finished after every callback, so that the writers' last
+    records are queued before it closes the writer thread and the files."""
 
-    def __init__(self, model, stop_step: int, *, comm, callbacks=None, watchdog=None):
+    def __init__(self, model, stop_step: int, *, comm, callbacks=None, watchdog=None, files=None):
         self.model, self.stop_step, self.comm = model, int(stop_step), comm
         self.callbacks = dict(callbacks or {})
-        self.watchdog = watchdog
+        self.watchdog, self.files = watchdog, files
         self.outcome = None
         self.loop_seconds = self.finish_seconds = 0.0
         self._prepared = False
@@ -135,4 +138,5 @@ class Simulation:
         return errors
 
     def _all(self):
-        return ([self.watchdog] if self.watchdog is not None else []) + list(self.callbacks.values())
+        return ([self.watchdog] if self.watchdog is not None else []) + list(self.callbacks.values()) \
+            + ([self.files] if self.files is not None else [])

@@ -1,5 +1,5 @@
 """SIGTERM and SIGINT stop a run the same way in every phase: one `Interrupted`, cleanup in the
-`finally` blocks on its way up, one line from the command line (`swm.cli.report`), exit status
+`finally` blocks on its way up, one line from the command line (`meshrun.cli.report`), exit status
 128 + the signal's number.
 
 The command line installs one process-wide handler at its start (`install`). The first signal:

@@ -3,7 +3,9 @@ diagnostics, each with its location, units, long name (CF `standard_name` where 
 how it is computed from the model on the model's own backend (NumPy or CuPy arrays, local rows).
 
 The config's allowed `output.variables`, the history writer's metadata and `swm.plot`'s labels
-all read this table: a new output variable is one `Field` entry here. The bottom topography is
+all read this table: a new output variable is one `Field` entry here, a new global diagnostic one
+`Diagnostic` entry in `DIAGNOSTICS` (name, units, long name and the partial reductions it is
+made of; `swm.diagnostics` reduces them over the ranks and the history writes them). The bottom topography is
 not a per-record field: the history holds it once, as MPAS's `h_s(nCells)` (`swm.output`).
 Fields with `default=False` (MPAS's further shallow-water diagnostics) are written only when
 `output.variables` names them.
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Optional
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -39,10 +43,17 @@ class Field:
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """A global scalar time series (`swm.diagnostics` computes it)."""
+    """A global scalar time series. `partials(s)`: its rank-local partial reductions [(op, device
+    scalar)], op "sum", "max" or "min", of the owned rows `s` (`swm.diagnostics.Local`: h, u, b,
+    ke, pv, ... as (rows, nlev) float64 arrays); `value(reduced)`: the diagnostic of the
+    partials reduced over every rank (default: the one partial); `exact`: made of Williamson case
+    2's analytic h (`s.exact`), only in runs that have it."""
     name: str
     units: str
     long_name: str
+    partials: Callable
+    value: Callable = lambda reduced: reduced[0]
+    exact: bool = False
 
     def attributes(self) -> dict:
         return {"units": self.units, "long_name": self.long_name}
@@ -111,17 +122,30 @@ FIELDS = {f.name: f for f in (
 )}
 
 DIAGNOSTICS = {d.name: d for d in (
-    Diagnostic("mass", "m3", "total fluid volume (sum of areaCell h)"),
+    Diagnostic("mass", "m3", "total fluid volume (sum of areaCell h)",
+               lambda s: [("sum", s.xp.sum(s.area * s.h))]),
     Diagnostic("energy", "m5 s-2", "total energy per unit density (sum of areaCell (h ke + "
-               "g ((h + b)^2 - b^2) / 2))"),
+               "g ((h + b)^2 - b^2) / 2))",
+               lambda s: [("sum", s.xp.sum(s.area * (s.h * s.ke + 0.5 * s.g * ((s.h + s.b) ** 2
+                                                                              - s.b ** 2))))]),
     Diagnostic("potential_enstrophy", "m s-2", "potential enstrophy (sum of areaTriangle "
-               "h_vertex pv^2 / 2)"),
-    Diagnostic("max_cfl", "1", "largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge"),
-    Diagnostic("h_min", "m", "smallest fluid thickness"),
-    Diagnostic("h_max", "m", "largest fluid thickness"),
-    Diagnostic("h_l1", "1", "normalised l1 error of h against the analytic solution"),
-    Diagnostic("h_l2", "1", "normalised l2 error of h against the analytic solution"),
-    Diagnostic("h_linf", "1", "normalised linf error of h against the analytic solution"),
+               "h_vertex pv^2 / 2)",
+               lambda s: [("sum", s.xp.sum(0.5 * s.area_triangle[:, None] * s.h_vertex * s.pv ** 2))]),
+    Diagnostic("max_cfl", "1", "largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge",
+               lambda s: [("max", s.xp.max(s.speed * s.dt / s.dc_edge[:, None]))]),
+    Diagnostic("h_min", "m", "smallest fluid thickness", lambda s: [("min", s.xp.min(s.h))]),
+    Diagnostic("h_max", "m", "largest fluid thickness", lambda s: [("max", s.xp.max(s.h))]),
+    Diagnostic("h_l1", "1", "normalised l1 error of h against the analytic solution",
+               lambda s: [("sum", s.xp.sum(s.area_cell * s.xp.abs(s.error))),
+                          ("sum", s.xp.sum(s.area_cell * s.xp.abs(s.exact)))],
+               lambda r: r[0] / r[1], exact=True),
+    Diagnostic("h_l2", "1", "normalised l2 error of h against the analytic solution",
+               lambda s: [("sum", s.xp.sum(s.area_cell * s.error ** 2)),
+                          ("sum", s.xp.sum(s.area_cell * s.exact ** 2))],
+               lambda r: np.sqrt(r[0] / r[1]), exact=True),
+    Diagnostic("h_linf", "1", "normalised linf error of h against the analytic solution",
+               lambda s: [("max", s.xp.max(s.xp.abs(s.error))), ("max", s.xp.max(s.xp.abs(s.exact)))],
+               lambda r: r[0] / r[1], exact=True),
 )}
 
 #: Output variable names, in the registry's order (the config's allowed `output.variables`).

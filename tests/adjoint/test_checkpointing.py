@@ -9,7 +9,7 @@ from adjoint.checkpointing import make_schedule
 from adjoint.costs import RegionCost
 from adjoint.gradient import run_gradient
 from adjoint.sensitivity import cost_context
-from swm.config import load_config
+from meshrun.config import load_config
 from swm.driver import setup
 
 STEPS = 14

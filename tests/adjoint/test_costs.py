@@ -7,7 +7,7 @@ import yaml
 
 from adjoint.costs import CostError, ObservationCost, RegionCost, in_box, write_observations
 from adjoint.sensitivity import cost_context
-from swm.config import load_config
+from meshrun.config import load_config
 from swm.driver import setup
 
 

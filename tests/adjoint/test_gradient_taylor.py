@@ -9,7 +9,7 @@ from adjoint.costs import ObservationCost, RegionCost, write_observations
 from adjoint.gradient import cost_of_controls, run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.verification import taylor_test
-from swm.config import load_config
+from meshrun.config import load_config
 from swm.distribution import owned_inner
 from swm.driver import setup
 

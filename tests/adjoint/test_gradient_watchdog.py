@@ -12,7 +12,7 @@ import yaml
 from adjoint.costs import RegionCost
 from adjoint.gradient import advance, run_cost, run_gradient, run_tangent, watchdog
 from adjoint.sensitivity import cost_context
-from swm.config import load_config
+from meshrun.config import load_config
 from swm.driver import setup, state_check
 from swm.watchdog import WatchdogError
 

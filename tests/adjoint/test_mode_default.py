@@ -12,7 +12,7 @@ from adjoint.gradient import run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.costs import RegionCost
 from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE, resolve_mode
-from swm.config import ConfigError, load_config
+from meshrun.config import ConfigError, load_config
 from swm.driver import setup
 
 

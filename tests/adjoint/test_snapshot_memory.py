@@ -12,7 +12,8 @@ from adjoint.gradient import run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.gradient import prepare
 from adjoint.snapshot_memory import HEADROOM, WORK_STATES, capacity, plan, step_bytes
-from swm.config import CheckpointConfig, ConfigError, load_config
+from adjoint.config import CheckpointConfig
+from meshrun.config import ConfigError, load_config
 from swm.driver import setup
 
 STEPS = 12

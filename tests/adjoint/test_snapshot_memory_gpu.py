@@ -11,7 +11,8 @@ from adjoint.costs import RegionCost
 from adjoint.gradient import prepare, run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.snapshot_memory import WORK_STATES, step_bytes
-from swm.config import CheckpointConfig, load_config
+from adjoint.config import CheckpointConfig
+from meshrun.config import load_config
 from swm.driver import setup
 
 pytestmark = pytest.mark.gpu

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from benchmarks import published_cases
-from swm.config import load_config
+from meshrun.config import load_config
 from swm.driver import run
 
 

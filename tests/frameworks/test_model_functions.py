@@ -198,7 +198,7 @@ def test_torch_bad_inputs_are_named(problem):
         differentiable.torch_run(model, 0)
     with pytest.raises(ValueError, match=r"adjoint mode: expected one of \('atomic', 'deterministic'\), got 'fast'"):
         differentiable.torch_step(model, mode="fast")
-    with pytest.raises(TypeError, match="checkpointing: expected None, a swm.config.CheckpointConfig"):
+    with pytest.raises(TypeError, match="checkpointing: expected None, an adjoint.config.CheckpointConfig"):
         differentiable.torch_run(model, 3, checkpointing="revolve")
     with pytest.raises(Exception, match="snapshots_in_ram"):
         differentiable.torch_run(model, 3, checkpointing={"schedule": "revolve"})

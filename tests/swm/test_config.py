@@ -5,7 +5,8 @@ import sys
 import pytest
 import yaml
 
-from swm.config import CFL_LIMIT, ConfigError, describe_schema, dump, load_config
+from meshrun.config import ConfigError, describe_schema, dump, load_config
+from swm.config import CFL_LIMIT
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 GOOD = {"mesh": {"generate": {"level": 3}}, "case": {"name": "williamson5"},
@@ -34,7 +35,7 @@ def test_defaults_filled_in(tmp_path):
     ({"backend": "fortran"}, "backend", "'numpy' or 'cupy'"),
     ({"diffusion": {"visc4": -1.0}}, "diffusion.visc4", "greater than or equal to 0"),
     ({"mesh": {"file": "/nonexistent/x1.162.grid.nc"}}, "mesh", "no such file"),
-    ({"colour": "blue"}, "colour", "unknown key (value 'blue'); expected one of: mesh, "),
+    ({"colour": "blue"}, "colour", "unknown key (value 'blue'); expected one of: model, mesh, "),
     ({"output": {"path": "o.nc", "intervall_hours": 6}}, "output.intervall_hours",
      "unknown key (value 6); expected one of: path, interval_hours"),
     ({"output": {"variables": ["h", "temperature"]}}, "output.variables.1", "'h'"),

@@ -80,7 +80,7 @@ def history_and_grid(form, request):
 
 
 def check_provenance(attrs, config):
-    from swm.config import dump, load_config
+    from meshrun.config import dump, load_config
     from swm.output import MODEL_NAME
 
     import meshops
@@ -185,7 +185,7 @@ def test_topography_is_h_s_once(history):
 
 
 def test_b_is_not_an_output_variable(tmp_path):
-    from swm.config import ConfigError, load_config
+    from meshrun.config import ConfigError, load_config
 
     config = write_config(tmp_path, "b", output={"variables": ["h", "b"]})
     with pytest.raises(ConfigError) as err:

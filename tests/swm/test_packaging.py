@@ -1,6 +1,7 @@
 """What a user who installed the package (not the repository) can run: the wheel holds the shipped
-configs, `swm-run NAME` resolves a shipped config by name (also under mpiexec), and a name that is
-neither a file nor a shipped config is a one-line error listing the shipped ones."""
+configs, `swm-run NAME` (and `meshrun NAME`, the same command) resolves a shipped config by name (also
+under mpiexec), and a name that is neither a file nor a shipped config is a one-line error listing the
+shipped ones."""
 import importlib.metadata
 import json
 import pathlib
@@ -12,7 +13,7 @@ import zipfile
 import netCDF4
 import pytest
 
-from swm.config import ConfigError, find_config, shipped_configs
+from meshrun.config import ConfigError, find_config, shipped_configs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml"))
@@ -43,9 +44,10 @@ def _wheel_names(tmp_path) -> set[str]:
 def test_the_wheel_holds_every_shipped_config_and_the_console_script(tmp_path):
     names = _wheel_names(tmp_path)
     assert {f"swm/configs/{c}" for c in CONFIGS} <= names
-    assert "swm/cli.py" in names and {"swm/cuda/shallow_water.cu", "swm/cuda/shallow_water_adjoint.cu"} <= names
-    entry_points = _installed().entry_points
-    assert any(ep.name == "swm-run" and ep.value == "swm.cli:main" for ep in entry_points)
+    assert {"meshrun/cli.py", "meshrun/models.py", "adjoint/config.py"} <= names
+    assert {"swm/cuda/shallow_water.cu", "swm/cuda/shallow_water_adjoint.cu"} <= names
+    entry_points = {ep.name: ep.value for ep in _installed().entry_points}
+    assert entry_points["swm-run"] == entry_points["meshrun"] == "meshrun.cli:main"
 
 
 def test_a_shipped_config_is_found_by_name_and_a_path_wins(tmp_path, monkeypatch):
@@ -57,7 +59,7 @@ def test_a_shipped_config_is_found_by_name_and_a_path_wins(tmp_path, monkeypatch
     with pytest.raises(ConfigError, match=r"williamson9: no such config file.*one of: .*williamson5"):
         find_config("williamson9")
     with pytest.raises(ConfigError, match=r"sub/williamson5.yaml: cannot read"):
-        from swm.config import load_config
+        from meshrun.config import load_config
 
         load_config("sub/williamson5.yaml")                # a path is never looked up by name
 
@@ -82,11 +84,13 @@ def test_swm_run_runs_a_shipped_config_by_name(tmp_path, ranks):
         assert ds.core_name == "sw"
 
 
-def test_swm_run_names_itself_in_errors(tmp_path):
-    out = subprocess.run([str(SWM_RUN), "williamson9"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("script", ["swm-run", "meshrun"])
+def test_swm_run_names_itself_in_errors(tmp_path, script):
+    out = subprocess.run([str(SWM_RUN.with_name(script)), "williamson9"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
-    assert line.startswith("swm-run: error: williamson9: no such config file") and "williamson5" in line
+    assert line.startswith(f"{script}: error: williamson9: no such config file") and "williamson5" in line
 
 
 def test_one_gpu_extra_per_cuda_major_and_the_readme_says_which():

@@ -1,9 +1,11 @@
-"""Run the TRiSK shallow-water model from a YAML config, on one process or under mpiexec: the
-command line of `run_model.py` (a thin wrapper at the repository's top) and of the installed
-console script `swm-run`.
+"""Run a model from a YAML config, on one process or under mpiexec: the command line of
+`run_model.py` (a thin wrapper at the repository's top) and of the installed console scripts
+`meshrun` and `swm-run` (the same command). The config's `model:` picks the model from the
+registry (`meshrun.models`; default shallow_water); a section of an application (sensitivity,
+fourdvar) runs it instead of the forward run.
 
     python run_model.py configs/williamson5.yaml
-    swm-run williamson5                          (a config shipped with the package, by name)
+    meshrun williamson5                          (a config shipped with the package, by name)
     mpiexec -n 4 python run_model.py configs/williamson2.yaml --set time.days=2
     python run_model.py configs/galewsky.yaml --print-config
     python run_model.py configs/sensitivity_williamson5.yaml              (gradients of a cost)
@@ -15,22 +17,23 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import os
 import sys
 import traceback
 
 import grids
+from meshrun.models import MODELS, model_of
 
-#: The command's name in its messages: run_model.py or swm-run, as the user typed it.
-PROG = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0].endswith("swm-run") else "run_model.py"
+#: The command's name in its messages: run_model.py, meshrun or swm-run, as the user typed it.
+PROG = next((name for name in ("swm-run", "meshrun") if sys.argv and sys.argv[0].endswith(name)),
+            "run_model.py")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        prog=PROG, description="Run the TRiSK shallow-water model (Williamson 2/5/6, "
-        "Galewsky) from a YAML config, on one process or on every rank of mpiexec; with "
-        "backend: cupy, one GPU per rank. A config with a sensitivity section runs the model's "
-        "adjoint and writes the gradients of its cost; one with a fourdvar section runs a 4D-Var "
-        "twin experiment.",
+        prog=PROG, description="Run a model from a YAML config, on one process or on every rank "
+        "of mpiexec; with backend: cupy, one GPU per rank. The config's model key picks the model "
+        "(default shallow_water: the TRiSK shallow-water model, Williamson 2/5/6, Galewsky). A "
+        "config with a sensitivity section runs the model's adjoint and writes the gradients of "
+        "its cost; one with a fourdvar section runs a 4D-Var twin experiment.",
         epilog="Config keys: --help-config lists every key with its type, default, range and meaning.")
     p.add_argument("config", nargs="?", help="the run's YAML config: a path, or the name of a config "
                    "shipped with the package (e.g. williamson5; --list-configs names them)")
@@ -42,7 +45,8 @@ def parse_args(argv=None):
                    help="print the resolved config (defaults filled in) and exit")
     p.add_argument("--list-configs", action="store_true",
                    help="list the configs shipped with the package and exit")
-    p.add_argument("--help-config", action="store_true", help="list every config key and exit")
+    p.add_argument("--help-config", action="store_true", help="list every config key and exit "
+                   "(of the model that --set model=NAME names; default shallow_water)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plot", action="store_true",
                    help="after the run, write PNG maps of the last output (python -m swm.plot)")
@@ -70,11 +74,18 @@ def main(argv=None) -> int:
 
 
 def _main(args) -> int:
+    from meshrun.config import (DEFAULT_MODEL, ConfigError, describe_schema, dump, load_config,
+                                shipped_configs)
     from swm import stop
-    from swm.config import ConfigError, describe_schema, dump, load_config, shipped_configs
 
     if args.help_config:
-        print("\n".join(describe_schema()))
+        model = next((item.partition("=")[2].strip() for item in reversed(args.set)
+                      if item.partition("=")[0].strip() == "model"), DEFAULT_MODEL)
+        if model not in MODELS:
+            print(f"{PROG}: error: --set model={model}: unknown model; expected one of: "
+                  f"{', '.join(MODELS)}", file=sys.stderr)
+            return 2
+        print("\n".join(describe_schema(model)))
         return 0
     if args.list_configs:
         for name, path in shipped_configs().items():
@@ -93,9 +104,13 @@ def _main(args) -> int:
     except ConfigError as exc:
         config, error = None, str(exc)
     error = agree(comm, config, error)   # a config one rank refuses (its paths) stops every rank
-    if error is None and args.check_adjoint and config.sensitivity is None:
-        error = (f"--check-adjoint: {args.config} has no sensitivity section "
-                 "(see configs/sensitivity_williamson5.yaml)")
+    if error is None and args.check_adjoint:
+        checked = [a for a in model_of(config).applications if a.check is not None]
+        application = model_of(config).application(config)
+        if application is None or application.check is None:
+            error = (f"--check-adjoint: {args.config} has no "
+                     f"{' or '.join(a.key for a in checked) or 'checked application'} section"
+                     + "".join(f" (see {a.example})" for a in checked if a.example))
     if error is not None:
         stop.hold()
         if comm.Get_rank() == 0:
@@ -113,10 +128,10 @@ def _main(args) -> int:
     logging.getLogger("swm").info("config %s:\n%s", args.config, dump(config))
     try:
         status = run(config, args)
-        if status == 0 and args.plot and comm.Get_rank() == 0 and forward(config):
-            from swm.plot import plot_file
-
-            for target in plot_file(config.output.path):
+        model = model_of(config)
+        if status == 0 and args.plot and comm.Get_rank() == 0 and model.plot is not None \
+                and model.application(config) is None:
+            for target in model.plot(config):
                 print(f"wrote {target}")
     except (Exception, stop.Interrupted) as exc:  # noqa: BLE001 - one line, traceback with --debug
         stop.hold()
@@ -137,7 +152,7 @@ def agree(comm, config, error):
     with each rank's value. One allgather, before any other collective, so no rank waits in a
     collective for a rank that stopped."""
     from meshops.parallel.comm import is_serial
-    from swm.config import dump
+    from meshrun.config import dump
 
     if is_serial(comm):
         return error
@@ -170,29 +185,17 @@ def _flat(tree: dict, prefix: str = "") -> dict:
 
 
 def run(config, args) -> int:
+    """Run `config` as the registry says (`meshrun.models`): its application's check
+    (--check-adjoint: exit status 1 when it fails), its application, or the model's forward run."""
+    model = model_of(config)
+    application = model.application(config)
     if args.check_adjoint:
-        from adjoint.sensitivity import check_adjoint
-
-        return 0 if check_adjoint(config) else 1
-    if config.sensitivity is not None:
-        from adjoint.sensitivity import run_sensitivity
-
-        run_sensitivity(config, progress=not args.no_progress)
+        return 0 if application.check(config) else 1
+    if application is not None:
+        application.run(config, progress=not args.no_progress)
         return 0
-    if config.fourdvar is not None:
-        from adjoint.fourdvar import run_fourdvar
-
-        run_fourdvar(config)
-        return 0
-    from swm.driver import run as run_forward
-
-    run_forward(config, progress=not args.no_progress, plot=args.plot)
+    model.forward(config, progress=not args.no_progress, plot=args.plot)
     return 0
-
-
-def forward(config) -> bool:
-    """Whether `config` is a forward run (no sensitivity or fourdvar section)."""
-    return config.sensitivity is None and config.fourdvar is None
 
 
 def report(exc, comm, debug: bool) -> int:

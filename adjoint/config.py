@@ -1,0 +1,228 @@
+"""The config sections of the adjoint applications: `sensitivity` (gradients of a cost, with its
+`checkpointing`) and `fourdvar` (a 4D-Var twin experiment), beside the code that runs them
+(`adjoint.sensitivity`, `adjoint.fourdvar`).
+
+`GradientApplications` holds the two sections and their checks; the command line composes it with
+a model's config into the schema of a run (`meshrun.config.ShallowWaterConfig`), so the model's
+config (`swm.config`) knows nothing of the applications on top of it.
+"""
+from __future__ import annotations
+
+import math
+import pathlib
+from typing import Annotated, Literal, Optional
+
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+
+from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE
+from swm.config import FilePath, FloatPair, Strict, _once_each
+from swm.files import (Written, beside_grid_path, convergence_plot, gradient_maps, lock_path,
+                       may_reference, observations_path)
+
+
+def _snapshot_count(v):
+    """A number of states (an integer >= 0) or "auto", else one error saying so."""
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+        return v
+    raise ValueError(f"expected a number of states (an integer >= 0) or auto, got {v!r}")
+
+
+#: snapshots_in_ram: an integer >= 0 or "auto".
+SnapshotCount = Annotated[int | Literal["auto"], BeforeValidator(_snapshot_count)]
+
+
+class BoxConfig(Strict):
+    lat: FloatPair = Field((-90.0, 90.0), description="latitude range (degrees), south to north")
+    lon: FloatPair = Field((0.0, 360.0), description="longitude range (degrees east); west > east "
+                           "wraps through 0")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        lat0, lat1 = self.lat
+        if not -90.0 <= lat0 <= lat1 <= 90.0:
+            raise ValueError(f"lat = {list(self.lat)}: expected -90 <= south <= north <= 90")
+        if not all(math.isfinite(x) for x in self.lon):
+            raise ValueError(f"lon = {list(self.lon)}: expected finite longitudes")
+        return self
+
+
+class CostConfig(Strict):
+    kind: Literal["mean", "energy", "misfit"] = Field(description="area-weighted mean or energy "
+                                                      "(mean of x^2 / 2) of a field in a box, or the "
+                                                      "squared misfit to observations")
+    field: Literal["h", "vorticity"] = Field("h", description="mean, energy: the field")
+    box: BoxConfig = Field(BoxConfig(), description="mean, energy: the region (default: the globe)")
+    window_hours: Optional[FloatPair] = Field(
+        None, description="mean, energy: average over the steps in [start, end] hours, within the "
+                          "run; none: the final time")
+    observations: Optional[FilePath] = Field(
+        None, description="misfit: netCDF file of cell (1-based), time (s), h (m), error (m)")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if (self.kind == "misfit") != (self.observations is not None):
+            raise ValueError("cost.observations is needed with kind 'misfit', and only then")
+        if self.observations is not None and not self.observations.is_file():
+            raise ValueError(f"observations = {str(self.observations)!r}: no such file")
+        if self.window_hours is not None and not 0 <= self.window_hours[0] <= self.window_hours[1]:
+            raise ValueError(f"window_hours = {list(self.window_hours)}: expected 0 <= start <= end")
+        return self
+
+
+class CheckpointConfig(Strict):
+    schedule: Literal["none", "revolve", "multistage", "two_level"] = Field(
+        "none", description="none: every state kept in memory; revolve: snapshots_in_ram "
+                            "(its schedule is slow to build beyond a few thousand steps); "
+                            "multistage: binomial, in RAM and on disk; two_level: a disk snapshot every period "
+                            "steps, revolve with snapshots_in_ram between them")
+    snapshots_in_ram: SnapshotCount = Field(
+        0, description="states kept in memory (GPU memory on CuPy); auto: as many as fit beside the "
+                       "run (adjoint.snapshot_memory), the schedule none when every state fits")
+    snapshots_on_disk: int = Field(0, ge=0, description="multistage: states kept on disk")
+    period: int = Field(1, ge=1, description="two_level: steps between disk snapshots")
+    directory: Optional[FilePath] = Field(None, description="folder for disk snapshots (none: "
+                                          "the system's temporary folder)")
+
+    @model_validator(mode="after")
+    def _enough(self):
+        auto = self.snapshots_in_ram == "auto"
+        if auto and self.schedule == "none":
+            raise ValueError("snapshots_in_ram = 'auto': schedule 'none' keeps every state; "
+                             "expected schedule revolve, multistage or two_level with auto")
+        if auto:
+            return self
+        if self.schedule in ("revolve", "two_level") and self.snapshots_in_ram < 1:
+            raise ValueError(f"snapshots_in_ram = {self.snapshots_in_ram}: schedule "
+                             f"{self.schedule!r} needs at least 1")
+        if self.schedule == "multistage" and self.snapshots_in_ram + self.snapshots_on_disk < 1:
+            raise ValueError("multistage needs snapshots_in_ram + snapshots_on_disk >= 1")
+        return self
+
+
+class SensitivityConfig(Strict):
+    cost: CostConfig
+    controls: Annotated[list[Literal["h", "u", "b"]], AfterValidator(_once_each)] = Field(
+        ["h", "u", "b"], description="gradients written: initial h, initial u, topography b")
+    adjoint_mode: Literal[ADJOINT_MODES] = Field(
+        DEFAULT_ADJOINT_MODE, description="deterministic: bitwise reproducible gradients; atomic: "
+                                     "scatter with atomics on the GPU")
+    checkpointing: CheckpointConfig = CheckpointConfig()
+    output: FilePath = Field(pathlib.Path("sensitivity.nc"), description="gradient file (netCDF)")
+    plot: bool = Field(True, description="write PNG maps of the gradients beside the output")
+
+
+class FourDVarConfig(Strict):
+    observation_hours: list[float] = Field([6.0, 12.0, 18.0, 24.0], min_length=1, description=
+                                           "times of the observations (hours, within the run)")
+    observed_fraction: float = Field(0.25, gt=0, le=1, description="fraction of the cells observed "
+                                     "(a random subset, the same at every time)")
+    observation_error: float = Field(1.0, gt=0, description="observation error standard deviation "
+                                     "(m); the noise added to the truth")
+    first_guess_amplitude: float = Field(40.0, ge=0, description="amplitude (m) of the smooth h "
+                                         "perturbation of the first guess")
+    background_error_h: float = Field(100.0, gt=0, description="background error of h (m)")
+    background_error_u: float = Field(5.0, gt=0, description="background error of u (m/s)")
+    iterations: int = Field(50, ge=1, le=10000, description="L-BFGS-B iterations at most")
+    seed: int = Field(1, ge=0, description="random seed of the observation subset and noise")
+    output: FilePath = Field(pathlib.Path("fourdvar.nc"), description="analysis and convergence "
+                             "history (netCDF); a PNG plot beside it")
+
+
+class GradientApplications(Strict):
+    """The applications' sections of a run's config, composed with a model's config (`class
+    Run(GradientApplications, swm.config.Config)`): at most one of them; neither resumes a
+    restart; a cost's window and observation times lie within the run. `inputs` and
+    `written_files` add the application's files to the model's."""
+    sensitivity: Optional[SensitivityConfig] = Field(None, description="an adjoint sensitivity run: "
+                                                     "forward, cost, gradients of it")
+    fourdvar: Optional[FourDVarConfig] = Field(None, description="a 4D-Var twin experiment")
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        if self.sensitivity is not None and self.fourdvar is not None:
+            raise ValueError("give at most one of sensitivity and fourdvar")
+        if self.restart.resume and self.sensitivity is not None:
+            raise ValueError("restart.resume: a sensitivity run starts from the case's initial state "
+                             "(its gradient is dJ/dh0 of that state); remove restart.resume or the "
+                             "sensitivity section")
+        if self.restart.resume and self.fourdvar is not None:
+            raise ValueError("restart.resume: a 4D-Var run starts from the case's initial state (its "
+                             "truth and first guess are built from it); remove restart.resume or the "
+                             "fourdvar section")
+        return self
+
+    @model_validator(mode="after")
+    def _costs_within_the_run(self):
+        """A cost's window, a 4D-Var observation time and a misfit file's observation times lie
+        in [0, time.days] (a part past the run's end would be cut from the cost)."""
+        hours = self.time.days * 24.0
+        run = f"the run's length time.days = {self.time.days:g} ({hours:g} h)"
+        cost = None if self.sensitivity is None else self.sensitivity.cost
+        if cost is not None and cost.window_hours is not None and \
+                cost.window_hours[1] * 3600.0 > hours * 3600.0 + 1e-6:
+            raise ValueError(f"sensitivity.cost.window_hours = {list(cost.window_hours)}: ends after "
+                             f"{run}; expected a window within [0, {hours:g}] h")
+        if self.fourdvar is not None:
+            for i, t in enumerate(self.fourdvar.observation_hours):
+                if not -1e-6 <= t * 3600.0 <= hours * 3600.0 + 1e-6:
+                    raise ValueError(f"fourdvar.observation_hours[{i}] = {t!r}: outside {run}; "
+                                     f"expected times within [0, {hours:g}] h")
+        if cost is not None and cost.observations is not None:
+            late = _late_observation(cost.observations, hours * 3600.0)
+            if late is not None:
+                i, t = late
+                raise ValueError(f"sensitivity.cost.observations = {str(cost.observations)!r}: "
+                                 f"time[{i}] = {t:g} s is after the end of {run}; expected "
+                                 f"observation times within [0, {hours * 3600.0:g}] s")
+        return self
+
+    def inputs(self) -> list[tuple[str, pathlib.Path]]:
+        found = super().inputs()
+        if self.sensitivity is not None and self.sensitivity.cost.observations is not None:
+            found.append(("the observations file (sensitivity.cost.observations)",
+                          self.sensitivity.cost.observations))
+        return found
+
+    def written_files(self) -> list[Written]:
+        """The model's own output keys, sensitivity.output or fourdvar.output, and the files beside
+        the active application's output (the forward run's when neither is given)."""
+        sens, fv = self.sensitivity, self.fourdvar
+        if sens is None and fv is None:
+            return super().written_files()
+        out = [Written("output.path", self.output.path, self.output.path),
+               Written("restart.path", self.restart.path, self.restart.path)]
+        if sens is not None:
+            owner = sens.output
+            out += [Written("sensitivity.output", owner, owner),
+                    Written("sensitivity.output", owner, lock_path(owner), "the lock file")]
+            if may_reference(self):
+                out.append(Written("sensitivity.output", owner, beside_grid_path(owner),
+                                   "the grid file"))
+            if sens.plot:
+                out += [Written("sensitivity.output", owner, png, "the map")
+                        for png in gradient_maps(owner, sens.controls)]
+        else:
+            owner, observations = fv.output, observations_path(fv.output)
+            out += [Written("fourdvar.output", owner, owner)] + [
+                Written("fourdvar.output", owner, path, what) for what, path in (
+                    ("the lock file", lock_path(owner)), ("the observations file", observations),
+                    ("the lock file", lock_path(observations)),
+                    ("the PNG plot", convergence_plot(owner)))]
+        return out
+
+
+def _late_observation(path: pathlib.Path, seconds: float):
+    """(index, time) of the first observation of file `path` after `seconds`, or None; a file or
+    a `time` that cannot be read is `adjoint.costs.read_observations`'s to report."""
+    import netCDF4
+    import numpy as np
+
+    try:
+        with netCDF4.Dataset(path) as ds:
+            time = np.ma.filled(ds.variables["time"][:].astype(np.float64), np.nan).ravel()
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+    late = np.flatnonzero(time > seconds + 1e-6)
+    return None if not late.size else (int(late[0]), float(time[late[0]]))
+
+

@@ -1,0 +1,58 @@
+"""The full config of a run: the model's config (the one the config's `model:` key names, from the
+registry `meshrun.models`) composed with the sections of the applications on top of it, loaded
+with `swm.config`'s strict YAML and its one-line errors.
+
+    from meshrun.config import load_config
+    config = load_config("configs/sensitivity_williamson5.yaml", ["time.days=1"])
+
+`swm.config.load_config` alone reads the shallow-water model's own sections (what `swm.run` runs).
+"""
+from __future__ import annotations
+
+from adjoint.config import GradientApplications
+from swm import config as _swm
+from swm.config import ConfigError, dump, find_config, shipped_configs, with_overrides  # noqa: F401
+from swm.config import Config as _ShallowWater
+
+__all__ = ["ConfigError", "DEFAULT_MODEL", "ShallowWaterConfig", "describe_schema", "dump", "find_config",
+           "load_config", "schema_of", "shipped_configs", "validate_tree", "with_overrides"]
+
+
+class ShallowWaterConfig(GradientApplications, _ShallowWater):
+    """A shallow-water run: the model's sections (`swm.config.Config`) and the adjoint
+    applications' (`adjoint.config.GradientApplications`: sensitivity, fourdvar)."""
+
+
+#: The model a config runs when it names none.
+DEFAULT_MODEL = "shallow_water"
+
+
+def schema_of(tree: dict, source: str = "config"):
+    """The config class of the model that config `tree` names (`model:`, default shallow_water);
+    ConfigError naming `source`, the value and the known models for a model not registered."""
+    from meshrun.models import MODELS
+
+    name = tree.get("model", DEFAULT_MODEL)
+    if not isinstance(name, str) or name not in MODELS:
+        raise ConfigError(f"{source}: model = {name!r}: unknown model; expected one of: "
+                          f"{', '.join(MODELS)}")
+    return MODELS[name].schema()
+
+
+def load_config(path, overrides=()):
+    """The config of YAML file `path` (a path or a shipped config's name) with `overrides`
+    ("a.b=value"), validated against the schema of the model it names."""
+    return _swm.load_config(path, overrides, schema=schema_of)
+
+
+def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None):
+    """`swm.config.validate_tree` against the schema of the model that `tree` names."""
+    return _swm.validate_tree(tree, overrides, source=source, config_file=config_file,
+                              schema=schema_of)
+
+
+def describe_schema(model: str = DEFAULT_MODEL) -> list[str]:
+    """One line per key of `model`'s config: path, type, default, range and description."""
+    from meshrun.models import MODELS
+
+    return _swm.describe_schema(MODELS[model].schema())

@@ -1,0 +1,96 @@
+"""The registry of models the command line runs. A config names its model (`model:`, default
+shallow_water); each model registers, in one `Model` entry here:
+
+    schema        its config class (its own sections, with the applications' composed onto them)
+    forward       its forward run: forward(config, progress=..., plot=...)
+    plot          the PNGs `--plot` writes after a forward run (None: none)
+    applications  the runs a config section asks for instead of the forward run (shallow water:
+                  `sensitivity` and `fourdvar`, `adjoint`), each with its own entry point
+
+Entries import their model only when used, so `--help` and `--list-configs` load no model. A model
+of its own is one more entry in `MODELS` (docs/decisions/0023-model-framework.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+
+@dataclass(frozen=True)
+class Application:
+    """A run that config section `key` asks for instead of the forward run: `run(config,
+    progress=...)`; `check(config)` -> bool: the whole-run check of `--check-adjoint` (None: the
+    application has none); `example`: a config that has the section."""
+    key: str
+    run: Callable
+    check: Optional[Callable] = None
+    example: str = ""
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model of the command line: its `name` (the config's `model:`), what it is, its config
+    class (`schema()`, imported on use), its forward run, its `--plot` maps and its
+    applications."""
+    name: str
+    description: str
+    schema: Callable
+    forward: Callable
+    plot: Optional[Callable] = None
+    applications: tuple = ()
+
+    def application(self, config) -> Optional[Application]:
+        """The application `config` asks for (its section given), or None: a forward run."""
+        return next((a for a in self.applications if getattr(config, a.key) is not None), None)
+
+
+# -- shallow water: swm, with the adjoint applications ---------------------------------------------
+
+def _sw_schema():
+    from meshrun.config import ShallowWaterConfig
+
+    return ShallowWaterConfig
+
+
+def _sw_forward(config, *, progress: bool, plot: bool) -> None:
+    from swm.driver import run
+
+    run(config, progress=progress, plot=plot)
+
+
+def _sw_plot(config) -> list:
+    from swm.plot import plot_file
+
+    return plot_file(config.output.path)
+
+
+def _sensitivity(config, *, progress: bool) -> None:
+    from adjoint.sensitivity import run_sensitivity
+
+    run_sensitivity(config, progress=progress)
+
+
+def _check_adjoint(config) -> bool:
+    from adjoint.sensitivity import check_adjoint
+
+    return check_adjoint(config)
+
+
+def _fourdvar(config, *, progress: bool) -> None:
+    from adjoint.fourdvar import run_fourdvar
+
+    run_fourdvar(config)
+
+
+MODELS = {m.name: m for m in (
+    Model("shallow_water", "the TRiSK shallow-water model (swm): Williamson 2/5/6, Galewsky",
+          _sw_schema, _sw_forward, _sw_plot,
+          (Application("sensitivity", _sensitivity, _check_adjoint,
+                       "configs/sensitivity_williamson5.yaml"),
+           Application("fourdvar", _fourdvar, example="configs/fourdvar_twin.yaml"))),
+)}
+
+
+def model_of(config) -> Model:
+    """The registry's entry of the model `config` (a validated config) runs."""
+    return MODELS[config.model]

@@ -1,0 +1,196 @@
+"""The framework the models share (docs/decisions/0023-model-framework.md): the command line's
+registry of models (a config names its model; an unknown one is one line listing the known ones),
+imports that run one way only (grids -> meshops -> swm -> adjoint -> meshrun), one place for the
+time step, a global diagnostic as one registry entry, and a callback as one registry entry with
+the run's files finished after it."""
+import ast
+import pathlib
+import string
+
+import netCDF4
+import numpy as np
+import pytest
+
+from tests.swm.test_faults import RANKS, error_of, make_config, ok, run_model
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _name(rng) -> str:
+    return "".join(rng.choice(list(string.ascii_lowercase), size=int(rng.integers(4, 10))))
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_an_unknown_model_is_one_line_naming_the_known_ones(tmp_path, rng, ranks):
+    name = _name(rng)
+    path = make_config(tmp_path, "run", model=name)
+    out = run_model(path, ranks=ranks)
+    assert out.returncode == 2, out.stderr
+    assert error_of(out.stderr) == (f"run_model.py: error: {path}: model = {name!r}: unknown model; "
+                                    "expected one of: shallow_water")
+    assert not list(tmp_path.glob("*.nc*")) and not list(tmp_path.glob("*.lock"))
+    out = run_model(make_config(tmp_path, "set"), "--set", f"model={name}", ranks=ranks)
+    assert out.returncode == 2 and f"model = {name!r}: unknown model; expected one of: " \
+        "shallow_water" in error_of(out.stderr)
+
+
+def test_the_default_model_is_shallow_water_bitwise(tmp_path):
+    """`model: shallow_water` written or left out: the same run, bitwise, and --print-config
+    names the model."""
+    named = make_config(tmp_path, "named", model="shallow_water", time={"days": 0.25, "dt": 1800},
+                        output={"interval_hours": 3})
+    plain = make_config(tmp_path, "plain", time={"days": 0.25, "dt": 1800}, output={"interval_hours": 3})
+    ok(run_model(named, "--no-progress"))
+    ok(run_model(plain, "--no-progress"))
+    with netCDF4.Dataset(tmp_path / "named.nc") as a, netCDF4.Dataset(tmp_path / "plain.nc") as b:
+        for name in ("h", "u", "mass", "energy", "max_cfl"):
+            assert np.array_equal(a[name][:], b[name][:]), name
+        assert "model: shallow_water" in a.config.splitlines()
+    printed = ok(run_model(plain, "--print-config")).stdout
+    assert printed.splitlines()[0] == "model: shallow_water"
+
+
+def test_help_config_is_the_models(tmp_path, rng):
+    import subprocess
+    import sys
+
+    lines = subprocess.run([sys.executable, str(ROOT / "run_model.py"), "--help-config"], cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert lines[0].startswith("model: one of shallow_water, default 'shallow_water' -- ")
+    assert any(l.startswith("sensitivity.cost.kind: one of mean, energy, misfit") for l in lines)
+    name = _name(rng)
+    out = subprocess.run([sys.executable, str(ROOT / "run_model.py"), "--help-config", "--set",
+                          f"model={name}"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (f"run_model.py: error: --set model={name}: unknown model; "
+                                  "expected one of: shallow_water")
+
+
+#: What each package may import of the project's packages: data flows one way.
+BELOW = {"grids": set(), "meshops": {"grids"}, "swm": {"grids", "meshops"},
+         "adjoint": {"grids", "meshops", "swm"}, "meshrun": {"grids", "meshops", "swm", "adjoint"}}
+
+
+@pytest.mark.parametrize("package", sorted(BELOW))
+def test_nothing_imports_upward(package):
+    """Every import of every module of `package` (lazy ones inside functions too) names only
+    the packages below it."""
+    upward = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            upward += [(str(path.relative_to(ROOT)), n) for n in names
+                       if n.split(".")[0] in BELOW and n.split(".")[0] not in BELOW[package] | {package}]
+    assert not upward, upward
+
+
+def test_the_swm_config_alone_knows_no_application(tmp_path):
+    """`swm.config` (what `swm.run` reads) has the model's sections only; the command line's
+    schema adds the adjoint's (`adjoint.config`)."""
+    from meshrun.config import ShallowWaterConfig, load_config
+    from swm.config import Config, ConfigError
+    from swm.config import load_config as load_model_config
+
+    assert not {"sensitivity", "fourdvar"} & set(Config.model_fields)
+    assert issubclass(ShallowWaterConfig, Config)
+    path = ROOT / "configs/sensitivity_williamson5.yaml"
+    assert load_config(path).sensitivity.cost.kind == "mean"
+    with pytest.raises(ConfigError, match="  sensitivity: unknown key .*expected one of: model, mesh"):
+        load_model_config(path)
+
+
+# -- one place for dt ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def level2():
+    from grids.icosahedral import generate_icosahedral
+    from swm.constants import EARTH_RADIUS
+
+    return generate_icosahedral(2, sphere_radius=EARTH_RADIUS)
+
+
+def test_the_model_dt_is_the_one_apvm_scales(level2, rng):
+    """Physics takes its dt from the model: a physics with another dt is refused, and a model
+    whose dt is set steps as one made with that dt, bitwise."""
+    from swm import testcases
+    from swm.model import Model
+    from swm.tendencies import Physics
+
+    state = testcases.williamson5(level2)
+    fields = lambda: (state.h.copy(), state.u + rng_u, state.b, state.f_vertex)  # noqa: E731
+    rng_u = rng.standard_normal(state.u.shape)
+    dt, other = float(rng.uniform(300.0, 900.0)), float(rng.uniform(1000.0, 1500.0))
+    physics = Physics(apvm=0.5, visc4=1e14)
+    with pytest.raises(ValueError, match=f"physics.dt = {other}: differs from the model's dt = {dt}"):
+        Model(level2, *fields(), dt, Physics(apvm=0.5, dt=other))
+    made = Model(level2, *fields(), other, physics)
+    moved = Model(level2, *fields(), dt, physics)
+    assert moved.physics.dt == moved.dt == dt
+    moved.dt = other
+    assert moved.physics.dt == other
+    for model in (made, moved):
+        for _ in range(2):
+            model.step()
+    assert np.array_equal(made.h, moved.h) and np.array_equal(made.u, moved.u)
+    assert made.time == moved.time == 2 * other
+
+
+# -- a diagnostic, a callback: one registry entry each -----------------------------------------------
+
+@pytest.fixture
+def serial(tmp_path, monkeypatch):
+    monkeypatch.setenv("MESHOPS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MESHOPS_NO_MPI", "1")
+
+
+def test_a_diagnostic_is_one_registry_entry(tmp_path, serial, monkeypatch):
+    """An entry added to `swm.variables.DIAGNOSTICS` alone is computed, reduced and written to
+    the history with its units and long name."""
+    from meshrun.config import load_config
+    from swm.driver import run
+    from swm.variables import DIAGNOSTICS, Diagnostic
+
+    monkeypatch.setitem(DIAGNOSTICS, "u_max", Diagnostic(
+        "u_max", "m s-1", "largest normal velocity", lambda s: [("max", s.xp.max(s.xp.abs(s.u)))]))
+    path = make_config(tmp_path, "diag", time={"days": 0.25, "dt": 1800}, output={"interval_hours": 3})
+    run(load_config(path), progress=False)
+    with netCDF4.Dataset(tmp_path / "diag.nc") as ds:
+        assert ds["u_max"].units == "m s-1" and ds["u_max"].long_name == "largest normal velocity"
+        u = ds["u"][:]
+        assert np.array_equal(ds["u_max"][:], np.abs(u).reshape(u.shape[0], -1).max(axis=1))
+        assert ds["mass"][:].size == ds["u_max"][:].size == 3
+
+
+def test_a_callback_is_one_registry_entry_and_the_files_finish_after_it(tmp_path, serial, monkeypatch,
+                                                                         rng):
+    """An entry added to `swm.callbacks.CALLBACKS` is built for every run and fires on its
+    schedule; a write it queues in its own finish is done (the writer thread is closed after
+    every callback, not by the callbacks' order)."""
+    from meshrun.config import load_config
+    from swm.callbacks import CALLBACKS
+    from swm.driver import build_simulation
+    from swm.schedules import IterationInterval
+
+    every = int(rng.integers(2, 5))
+    seen, marker = [], tmp_path / "last.txt"
+
+    class Last:
+        schedule = IterationInterval(every)
+
+        def __init__(self, writer):
+            self.writer = writer
+
+        def __call__(self, sim):
+            seen.append(sim.step)
+
+        def finish(self, sim, outcome):
+            self.writer.submit(lambda: marker.write_text(f"{outcome} {sim.step}"))
+
+    monkeypatch.setitem(CALLBACKS, "last", lambda config, run: Last(run.writer))
+    path = make_config(tmp_path, "cb", time={"days": 0.5, "dt": 3600}, output={"interval_hours": 6})
+    sim, _ = build_simulation(load_config(path), progress=False)
+    assert list(sim.callbacks) == ["progress", "history", "restart", "last"]
+    sim.run()
+    assert seen == list(range(every, 13, every))
+    assert marker.read_text() == "finished 12" and (tmp_path / "cb.nc").exists()
