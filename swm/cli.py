@@ -115,6 +115,8 @@ def _main(args) -> int:
         status = run(config, args)
         if status == 0 and args.plot and comm.Get_rank() == 0 and config.sensitivity is None:
             from swm.plot import plot_file
+            if getattr(config, "model", None) == "hydrostatic":
+                from hydrostatic.plot import plot_file
 
             for target in plot_file(config.output.path):
                 print(f"wrote {target}")
@@ -184,7 +186,10 @@ def run(config, args) -> int:
 
         run_fourdvar(config)
         return 0
-    from swm.driver import run as run_forward
+    if getattr(config, "model", None) == "hydrostatic":
+        from hydrostatic.driver import run as run_forward
+    else:
+        from swm.driver import run as run_forward
 
     run_forward(config, progress=not args.no_progress)
     return 0

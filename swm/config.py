@@ -579,6 +579,11 @@ def with_overrides(config: Config, overrides=()) -> Config:
     return validate_tree(config.model_dump(mode="json", exclude_unset=True), overrides, source="config")
 
 
+#: The other models a config names with its `model` key (default shallow_water: `Config`), each
+#: with the module whose `validate_tree(tree, source=, config_file=)` checks its config.
+MODELS = {"hydrostatic": "hydrostatic.config"}
+
+
 def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None) -> Config:
     """The Config of a tree of sections with `overrides` applied; errors name `source`."""
     for item in overrides:
@@ -586,6 +591,15 @@ def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None) ->
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE")
         _set(tree, key.strip(), _read_yaml(text, f"--set {item!r}", tuple(key.strip().split("."))))
+    model = tree.pop("model", "shallow_water")
+    if model != "shallow_water":                     # another model's schema (MODELS)
+        if model not in MODELS:
+            raise ConfigError(f"{source}: model = {model!r}: expected one of shallow_water, "
+                              f"{', '.join(MODELS)}")
+        import importlib
+
+        return importlib.import_module(MODELS[model]).validate_tree(
+            {"model": model, **tree}, source=source, config_file=config_file)
     try:
         config = Config.model_validate(tree)
     except ValidationError as exc:
