@@ -82,12 +82,35 @@ def _fourdvar(config, *, progress: bool) -> None:
     run_fourdvar(config)
 
 
+# -- the hydrostatic primitive-equation core ----------------------------------------------------------
+
+def _hydrostatic_schema():
+    from hydrostatic.config import HydrostaticConfig
+
+    return HydrostaticConfig
+
+
+def _hydrostatic_forward(config, *, progress: bool, plot: bool) -> None:
+    from hydrostatic.driver import run
+
+    run(config, progress=progress)
+
+
+def _hydrostatic_plot(config) -> list:
+    from hydrostatic.plot import plot_file
+
+    return plot_file(config.output.path)
+
+
 MODELS = {m.name: m for m in (
     Model("shallow_water", "the TRiSK shallow-water model (swm): Williamson 2/5/6, Galewsky",
           _sw_schema, _sw_forward, _sw_plot,
           (Application("sensitivity", _sensitivity, _check_adjoint,
                        "configs/sensitivity_williamson5.yaml"),
            Application("fourdvar", _fourdvar, example="configs/fourdvar_twin.yaml"))),
+    Model("hydrostatic", "the hydrostatic primitive-equation core (hydrostatic): Jablonowski-"
+          "Williamson 2006, Held-Suarez", _hydrostatic_schema, _hydrostatic_forward,
+          _hydrostatic_plot),
 )}
 
 

@@ -1,0 +1,129 @@
+"""The hydrostatic core's config (`model: hydrostatic`): a YAML tree checked against this schema by
+`swm.config.validate_tree` for that model (`meshrun.models`). Sections as the shallow-water
+model's where they mean the same (mesh, partition; `swm.config`):
+
+    model: hydrostatic
+    mesh: {generate: {level: 5, lloyd: 100}}
+    vertical: {levels: jw06_26, nVertLevels: 26}
+    case: {name: jw06_baroclinic}           # jw06_steady, jw06_baroclinic, held_suarez
+    time: {days: 9, dt: 720}
+    diffusion: {visc4: 5.0e15}
+    output: {path: jw06.nc, interval_hours: 24, variables: [...]}
+    backend: numpy                          # or cupy
+    dtype: float64                          # or float32
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from swm.config import (MESH_INSIDE_MAX_CELLS, MIN_DT, FilePath, MeshConfig, PartitionConfig,
+                        Strict, _once_each)
+from swm.constants import DAY
+
+from hydrostatic.levels import LEVEL_SETS
+from hydrostatic.testcases import CASES
+from hydrostatic.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
+
+
+class VerticalConfig(Strict):
+    levels: Literal[tuple(LEVEL_SETS)] = Field("jw06_26", description="hybrid A, B coefficients: "
+                                               "jw06_26, the CAM3 26-level set of JW06 (p_top = 219.4 Pa)")
+    nVertLevels: int = Field(26, ge=1, description="layers (must be the level set's)")
+
+    @model_validator(mode="after")
+    def _matches(self):
+        n = LEVEL_SETS[self.levels][0]
+        if self.nVertLevels != n:
+            raise ValueError(f"vertical.nVertLevels = {self.nVertLevels}: levels {self.levels} has "
+                             f"{n} layers; expected nVertLevels: {n}")
+        return self
+
+
+class CaseConfig(Strict):
+    name: Literal[CASES] = Field(description="jw06_steady, jw06_baroclinic (Jablonowski and "
+                                 "Williamson 2006), held_suarez (the JW06 state, flat surface, "
+                                 "Held-Suarez 1994 forcing)")
+
+
+class TimeConfig(Strict):
+    days: float = Field(gt=0, le=3650, description="run length (days)")
+    dt: float = Field(gt=0, description="time step (s), a divisor of output.interval_hours")
+    max_steps: int = Field(1_000_000, ge=1, description="the most time steps a run may take")
+
+
+class DiffusionConfig(Strict):
+    visc2: float = Field(0.0, ge=0, description="del2 viscosity on u (m^2/s)")
+    visc4: float = Field(0.0, ge=0, description="del4 hyperviscosity on u (m^4/s)")
+    visc2_theta: float = Field(0.0, ge=0, description="del2 diffusion of theta (m^2/s)")
+    visc4_theta: float = Field(0.0, ge=0, description="del4 diffusion of theta (m^4/s)")
+
+
+class OutputConfig(Strict):
+    path: FilePath = Field(pathlib.Path("history.nc"), description="history file (netCDF)")
+    interval_hours: float = Field(24.0, gt=0, le=87600, description="output interval (hours)")
+    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(_once_each)] = Field(
+        list(DEFAULT_VARIABLES), description="fields written at each output time "
+        "(hydrostatic.variables)")
+    mesh: Literal["auto", "inside", "reference"] = Field(
+        "auto", description="the mesh in the history, or a reference to an MPAS grid file; auto: "
+        f"reference above {MESH_INSIDE_MAX_CELLS} cells")
+
+
+class HydrostaticConfig(Strict):
+    model: Literal["hydrostatic"]
+    mesh: MeshConfig
+    vertical: VerticalConfig = VerticalConfig()
+    case: CaseConfig
+    time: TimeConfig
+    backend: Literal["numpy", "cupy"] = Field("numpy", description="NumPy on CPU ranks, CuPy: one GPU per rank")
+    dtype: Literal["float64", "float32"] = Field("float64", description="floating type of the state")
+    diffusion: DiffusionConfig = DiffusionConfig()
+    partition: PartitionConfig = PartitionConfig()
+    output: OutputConfig = OutputConfig()
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+
+    #: The shallow-water applications a config may name; none for this model.
+    sensitivity: ClassVar[None] = None
+    fourdvar: ClassVar[None] = None
+
+    @model_validator(mode="after")
+    def _steps(self):
+        steps(self)
+        return self
+
+    def inputs(self) -> list[tuple[str, pathlib.Path]]:
+        """(what, path) of the files the run reads besides the config."""
+        return [(what, path) for what, path in (("the mesh file (mesh.file)", self.mesh.file),
+                                                ("the partition file (partition.file)",
+                                                 self.partition.file)) if path is not None]
+
+    def written_files(self) -> list:
+        """Every file the run writes, per config key (`swm.files.Written`): the history, its
+        partial and lock files."""
+        from swm.files import Written, lock_path, partial_path
+
+        out = self.output.path
+        return [Written("output.path", out, out),
+                Written("output.path", out, partial_path(out), "the partial file"),
+                Written("output.path", out, lock_path(out), "the lock file")]
+
+
+def steps(config: HydrostaticConfig) -> tuple[float, int, int]:
+    """(dt, steps per output, total steps): time.dt must divide output.interval_hours and
+    time.days, and the run take at most time.max_steps steps."""
+    dt, interval = config.time.dt, config.output.interval_hours * 3600.0
+    per_output = interval / dt
+    if dt < MIN_DT or abs(per_output - round(per_output)) > 1e-9 * per_output or round(per_output) < 1:
+        raise ValueError(f"time.dt = {dt}: expected a divisor of output.interval_hours = "
+                         f"{config.output.interval_hours} h ({interval:g} s), >= {MIN_DT} s")
+    total = config.time.days * DAY / dt
+    if abs(total - round(total)) > 1e-9 * max(total, 1) or round(total) < 1:
+        raise ValueError(f"time.days = {config.time.days}: expected a positive multiple of time.dt "
+                         f"= {dt} s")
+    if round(total) > config.time.max_steps:
+        raise ValueError(f"time.days = {config.time.days} with time.dt = {dt} s is {round(total)} "
+                         f"steps: expected at most time.max_steps = {config.time.max_steps}")
+    return dt, int(round(per_output)), int(round(total))

@@ -1,0 +1,63 @@
+"""Where the hydrostatic model's fields live: one process, or every rank with its local mesh and
+the state (mass, theta_mass, u; layers last) exchanged in one message per neighbour per RK stage
+(`meshops.parallel.StateExchange`, as `swm.distribution` exchanges (h, u))."""
+from __future__ import annotations
+
+from meshops.parallel import StateExchange, gather_field, layers_needed, scatter_field
+from meshops.parallel.comm import is_serial
+from swm.distribution import Serial as _SerialBase
+from swm.distribution import read_owner
+
+from hydrostatic.dynamics import CHAINS
+
+STATE = ("mass", "theta_mass", "u")
+LOCATIONS = {"mass": "cell", "theta_mass": "cell", "u": "edge"}
+
+
+def halo_depth() -> int:
+    """Cell layers of halo the tendencies need after one exchange per stage."""
+    return max(layers_needed(chain) for chain in CHAINS)
+
+
+class Serial(_SerialBase):
+    """One process: nothing to exchange."""
+
+    def exchange(self, mass, theta_mass, u) -> None:
+        pass
+
+
+class Distributed:
+    """Every rank of `comm` with its `grids.decompose.Decomposition`; (mass, theta_mass, u) of
+    nlev levels exchanged in one message per neighbour."""
+
+    def __init__(self, decomposition, comm, dtype, nlev: int, *, transport=None):
+        self.decomposition, self.comm, self.mesh = decomposition, comm, decomposition.mesh
+        self.owned = {loc: decomposition.n_owned(loc) for loc in ("cell", "edge", "vertex")}
+        specs = {name: (LOCATIONS[name], nlev, dtype) for name in STATE}
+        self.state_exchange = StateExchange(decomposition, specs, comm, transport=transport)
+
+    def scatter(self, location, field):
+        return scatter_field(self.decomposition, self.comm, field, location)
+
+    def gather(self, location, field):
+        return gather_field(self.decomposition, self.comm, field, location)
+
+    def exchange(self, mass, theta_mass, u) -> None:
+        self.state_exchange.exchange({"mass": mass, "theta_mass": theta_mass, "u": u})
+
+    def describe(self) -> str:
+        d = self.decomposition
+        return f"{d.nranks} ranks, halo depth {d.halo_depth}, rank 0 owns {self.owned['cell']} cells"
+
+
+def distribute(config, comm, global_mesh, dtype, nlev: int):
+    """Serial on one rank; else partition on rank 0 as config.partition says and distribute."""
+    owner = read_owner(config, comm, global_mesh)
+    if is_serial(comm):
+        return Serial(global_mesh, comm)
+    from grids.decompose import distribute_mesh
+
+    method = {"metis": "metis", "sfc": "sfc", "file": "auto"}[config.partition.method]
+    decomposition = distribute_mesh(comm, global_mesh, owner, halo_depth=halo_depth(),
+                                    method=method)
+    return Distributed(decomposition, comm, dtype, nlev)

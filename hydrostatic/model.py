@@ -1,0 +1,49 @@
+"""The hydrostatic model: local mesh, state (mass, theta_mass, u), fixed fields (phi_s, f_vertex),
+physics, and its RK4 step (`swm.timestepping`) with one state exchange per stage."""
+from __future__ import annotations
+
+import meshops
+from meshops.device.backend import array_module
+from swm import timestepping
+
+from hydrostatic.dynamics import Physics, tendencies
+
+
+class Model:
+    """State and stepping on `mesh` (a rank's local mesh in a distributed run): the fields are
+    NumPy or CuPy arrays, the operators run on the `meshops.DeviceMesh` of the mesh on their
+    backend. `distribution` (`hydrostatic.distribution`) brings the halo rows of the provisional
+    state up to date before each RK4 stage; None: one process."""
+
+    def __init__(self, mesh, mass, theta_mass, u, phi_s, f_vertex, dt: float, physics: Physics,
+                 distribution=None, device_mesh=None):
+        if not dt > 0:
+            raise ValueError(f"dt: expected a positive time step in seconds, got {dt}")
+        self.mesh, self.mass, self.theta_mass, self.u = mesh, mass, theta_mass, u
+        self.phi_s, self.f_vertex, self.dt, self.physics = phi_s, f_vertex, float(dt), physics
+        self.distribution, self.step_count = distribution, 0
+        self.device_mesh = device_mesh or meshops.device_mesh(mesh, array_module(mass))
+
+    def tendencies(self, mass, theta_mass, u):
+        """(tend_mass, tend_theta_mass, tend_u) of a state whose halo rows are valid."""
+        return tendencies(self.device_mesh, mass, theta_mass, u, self.phi_s, self.f_vertex,
+                          self.physics)
+
+    def advance(self, mass, theta_mass, u):
+        """The state one RK4 step later, as new arrays (halo rows of the inputs exchanged in
+        place)."""
+        exchange = None if self.distribution is None else self.distribution.exchange
+
+        def tendency(fields):
+            if exchange is not None:
+                exchange(*fields)
+            return self.tendencies(*fields)
+        return tuple(timestepping.rk4_step(tendency, (mass, theta_mass, u), self.dt))
+
+    def step(self) -> None:
+        self.mass, self.theta_mass, self.u = self.advance(self.mass, self.theta_mass, self.u)
+        self.step_count += 1
+
+    @property
+    def time(self) -> float:
+        return self.step_count * self.dt

@@ -1,0 +1,113 @@
+"""Initial states of the hydrostatic core, as functions of position and of eta = p / p0.
+
+Jablonowski and Williamson (2006, QJRMS 132, 2943; JW06): a steady, balanced, baroclinically
+unstable zonal jet on p_s = 1000 hPa, with the surface geopotential that balances it, and the
+baroclinic wave it grows into from a zonal-wind perturbation of u_p = 1 m/s, radius R = a / 10,
+centred at (lon, lat) = (20 E, 40 N) (JW06 eq. 12: (pi / 9, 2 pi / 9)). With eta_v = (eta - eta_0)
+pi / 2, eta_0 = 0.252, u_0 = 35 m/s, a Omega the Earth's radius times its rotation rate:
+
+    u      = u_0 cos^{3/2}(eta_v) sin^2(2 lat)
+    T      = T_bar(eta) + 3/4 (eta pi u_0 / R) sin(eta_v) cos^{1/2}(eta_v) (
+               (-2 sin^6 lat (cos^2 lat + 1/3) + 10/63) 2 u_0 cos^{3/2}(eta_v)
+               + (8/5 cos^3 lat (sin^2 lat + 2/3) - pi/4) a Omega)
+    T_bar  = T_0 eta^{R Gamma / g} (+ dT (eta_t - eta)^5 above eta_t = 0.2),  T_0 = 288 K,
+             Gamma = 0.005 K m-1, dT = 4.8e5 K
+    phi_s  = u_0 cos^{3/2}((1 - eta_0) pi / 2) ((-2 sin^6 lat (cos^2 lat + 1/3) + 10/63) u_0
+               cos^{3/2}((1 - eta_0) pi / 2) + (8/5 cos^3 lat (sin^2 lat + 2/3) - pi/4) a Omega)
+
+evaluated at each layer's eta = p / p0 (the layer pressure of the model, the mean of its interface
+pressures). The zonal jet enters as the normal velocity of its streamfunction, psi = -a u_0
+cos^{3/2}(eta_v) (lat / 2 - sin(4 lat) / 8) at vertices (discretely non-divergent, as
+`swm.testcases` initialises its flows); the perturbation as its normal component u_p exp(-(r/R)^2)
+cos(angleEdge). The layer masses are those of the hybrid coordinate at p_s = p0, and theta = T /
+(p / p0)^kappa.
+
+held_suarez: the JW06 baroclinic state on a flat surface (phi_s = 0) under the Held-Suarez forcing
+(`hydrostatic.forcing`); the flow adjusts and spins up toward the forcing's climate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from meshops.operators.vertical import CP_DRY, R_DRY
+from swm.constants import GRAVITY
+
+from hydrostatic import levels
+
+ETA_0, ETA_T, U_0, T_0, LAPSE, DELTA_T = 0.252, 0.2, 35.0, 288.0, 0.005, 4.8e5
+#: JW06's rotation rate (s-1) and the perturbation: amplitude (m/s), centre (lon, lat, radians).
+OMEGA_JW = 7.29212e-5
+U_P, LON_C, LAT_C = 1.0, np.pi / 9.0, 2.0 * np.pi / 9.0
+P_SURFACE = levels.P0
+CASES = ("jw06_steady", "jw06_baroclinic", "held_suarez")
+
+
+@dataclass
+class InitialState:
+    """mass, theta_mass (cells x layers), u (edges x layers), phi_s (cells), f_vertex (vertices):
+    NumPy float64 arrays on the global mesh."""
+    mass: np.ndarray
+    theta_mass: np.ndarray
+    u: np.ndarray
+    phi_s: np.ndarray
+    f_vertex: np.ndarray
+
+
+def jw06_temperature(lat, eta, a):
+    """JW06's temperature (K) at latitude `lat` (radians) and eta (broadcast together)."""
+    eta_v = (eta - ETA_0) * np.pi / 2.0
+    t_bar = T_0 * eta ** (R_DRY * LAPSE / GRAVITY) + np.where(
+        eta < ETA_T, DELTA_T * np.maximum(ETA_T - eta, 0.0) ** 5, 0.0)
+    s, c = np.sin(lat), np.cos(lat)
+    return t_bar + 0.75 * (eta * np.pi * U_0 / R_DRY) * np.sin(eta_v) * np.sqrt(np.cos(eta_v)) * (
+        (-2.0 * s ** 6 * (c ** 2 + 1.0 / 3.0) + 10.0 / 63.0) * 2.0 * U_0 * np.cos(eta_v) ** 1.5
+        + (1.6 * c ** 3 * (s ** 2 + 2.0 / 3.0) - np.pi / 4.0) * a * OMEGA_JW)
+
+
+def jw06_surface_geopotential(lat, a):
+    """JW06's surface geopotential (m2 s-2) that balances the steady state on p_s = p0."""
+    s, c = np.sin(lat), np.cos(lat)
+    cv = np.cos((1.0 - ETA_0) * np.pi / 2.0) ** 1.5
+    return U_0 * cv * ((-2.0 * s ** 6 * (c ** 2 + 1.0 / 3.0) + 10.0 / 63.0) * U_0 * cv
+                       + (1.6 * c ** 3 * (s ** 2 + 2.0 / 3.0) - np.pi / 4.0) * a * OMEGA_JW)
+
+
+def jw06_streamfunction(lat, eta, a):
+    """psi with -d psi / (a d lat) = u_0 cos^{3/2}(eta_v) sin^2(2 lat): the jet's streamfunction."""
+    eta_v = (eta - ETA_0) * np.pi / 2.0
+    return -a * U_0 * np.cos(eta_v) ** 1.5 * (lat / 2.0 - np.sin(4.0 * lat) / 8.0)
+
+
+def jw06_perturbation(lat, lon, a):
+    """The zonal-wind perturbation u_p exp(-(r / R)^2), r the great-circle distance to the centre."""
+    cos_r = np.sin(LAT_C) * np.sin(lat) + np.cos(LAT_C) * np.cos(lat) * np.cos(lon - LON_C)
+    r = a * np.arccos(np.clip(cos_r, -1.0, 1.0))
+    return U_P * np.exp(-(r / (a / 10.0)) ** 2)
+
+
+def layer_eta(A, B):
+    """eta = p / p0 of each layer at p_s = p0: the mean of its interfaces' (A + B p0) / p0."""
+    eta_i = (A + B * P_SURFACE) / levels.P0
+    return 0.5 * (eta_i[:-1] + eta_i[1:])
+
+
+def initial_state(mesh, case: str, A, B) -> InitialState:
+    """The initial state of `case` (one of CASES) on `mesh` with hybrid coefficients (A, B)."""
+    if case not in CASES:
+        raise ValueError(f"case.name = {case!r}: expected one of {', '.join(CASES)}")
+    a = mesh.sphere_radius
+    eta = layer_eta(A, B)[None, :]
+    mass = levels.layer_mass(A, B, np.full(mesh.nCells, P_SURFACE), GRAVITY)
+    temperature = jw06_temperature(mesh.latCell[:, None], eta, a)
+    theta = temperature / eta ** (R_DRY / CP_DRY)
+    psi = jw06_streamfunction(mesh.latVertex[:, None], eta, a)
+    v0, v1 = mesh.verticesOnEdge[:, 0], mesh.verticesOnEdge[:, 1]
+    u = -(psi[v1] - psi[v0]) / mesh.dvEdge[:, None]          # swm.testcases.velocity_from_streamfunction
+    if case != "jw06_steady":
+        u = u + (jw06_perturbation(mesh.latEdge, mesh.lonEdge, a) * np.cos(mesh.angleEdge))[:, None]
+    phi_s = jw06_surface_geopotential(mesh.latCell, a) if case != "held_suarez" else \
+        np.zeros(mesh.nCells)
+    f_vertex = 2.0 * OMEGA_JW * np.sin(mesh.latVertex)
+    return InitialState(mass, mass * theta, u, phi_s, f_vertex)

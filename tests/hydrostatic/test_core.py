@@ -1,0 +1,142 @@
+"""The hydrostatic core's discretisation on real generated meshes: JW06's steady state stays
+steady, mass and mass-weighted potential temperature are conserved to round-off, the column
+diagnostics satisfy their defining identities, the layers stay on the hybrid coordinate, and
+the baroclinic wave starts from p_s = 1000 hPa."""
+import numpy as np
+import pytest
+
+import meshops
+from grids.cache import cached_icosahedral
+from meshops.operators.vertical import R_DRY
+from swm.constants import GRAVITY
+
+from hydrostatic import levels, testcases
+from hydrostatic.dynamics import Physics, column_diagnostics, tendencies, vertical_mass_flux
+from hydrostatic.forcing import HeldSuarez
+from hydrostatic.model import Model
+
+A, B = levels.coefficients("jw06_26")
+DB = B[:-1] - B[1:]
+
+
+def physics(**kw):
+    return Physics(p_top=float(A[-1]), dB=DB, **kw)
+
+
+def state(level, case, lloyd=50):
+    mesh = cached_icosahedral(level, lloyd_iterations=lloyd)
+    return mesh, testcases.initial_state(mesh, case, A, B)
+
+
+def perturbed(rng, mesh, s):
+    """The baroclinic state with a fresh random perturbation of u, theta and p_s."""
+    ps = levels.P0 + 500.0 * rng.standard_normal(mesh.nCells)
+    mass = levels.layer_mass(A, B, ps, GRAVITY)
+    theta = s.theta_mass / s.mass * (1.0 + 1e-3 * rng.standard_normal(s.mass.shape))
+    u = s.u + rng.standard_normal(s.u.shape)
+    return mass, mass * theta, u
+
+
+def test_levels_table_is_jw06s():
+    assert A.shape == B.shape == (27,)
+    assert A[-1] == pytest.approx(219.4067) and B[0] == 1.0 and A[0] == 0.0 and B[-1] == 0.0
+    assert np.all(np.diff(A + B * levels.P0) < 0)          # pressure falls upward
+    assert DB.sum() == pytest.approx(1.0, abs=1e-15) and (DB >= 0).all()
+
+
+def test_baroclinic_wave_starts_at_1000_hPa():
+    mesh, s = state(3, "jw06_baroclinic")
+    d = column_diagnostics(mesh, s.mass, s.theta_mass, s.phi_s, physics())
+    np.testing.assert_allclose(d["p_i"][:, 0], 1.0e5, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(d["p_i"][:, -1], A[-1], rtol=1e-12)
+    # the perturbation: 1 m/s at (20E, 40N), nothing far away
+    lat, lon = np.degrees(mesh.latEdge), np.degrees(mesh.lonEdge)
+    du = testcases.jw06_perturbation(mesh.latEdge, mesh.lonEdge, mesh.sphere_radius)
+    centre = testcases.jw06_perturbation(np.radians(40.0), np.radians(20.0), mesh.sphere_radius)
+    assert centre == pytest.approx(1.0, abs=1e-12) and du.max() > 0.5 and du[np.hypot(lat - 40.0, (lon - 20.0 + 180) % 360 - 180) > 60].max() < 1e-4
+
+
+def test_column_diagnostics_identities(rng):
+    mesh, s = state(3, "jw06_baroclinic")
+    mass, theta_mass, u = perturbed(rng, mesh, s)
+    d = column_diagnostics(mesh, mass, theta_mass, s.phi_s, physics())
+    # interface pressure: hydrostatic sum of the layers; layer pressure their mean
+    np.testing.assert_allclose(d["p_i"][:, 0] - d["p_i"][:, -1], GRAVITY * mass.sum(1), rtol=1e-13)
+    np.testing.assert_allclose(d["p_i"][:, :-1] - d["p_i"][:, 1:], GRAVITY * mass, rtol=1e-11)
+    np.testing.assert_allclose(d["p"], 0.5 * (d["p_i"][:, 1:] + d["p_i"][:, :-1]), rtol=1e-14)
+    # ideal gas: alpha = R T / p; geopotential from the surface: d phi = alpha dp
+    temperature = d["theta"] * (d["p"] / 1e5) ** (2.0 / 7.0)
+    np.testing.assert_allclose(d["alpha"], R_DRY * temperature / d["p"], rtol=1e-13)
+    np.testing.assert_allclose(d["phi_i"][:, 0], s.phi_s, rtol=0, atol=0)
+    np.testing.assert_allclose(np.diff(d["phi_i"], axis=1), d["alpha"] * (d["p_i"][:, :-1] - d["p_i"][:, 1:]),
+                               rtol=1e-10)
+    np.testing.assert_allclose(d["pi"], 1004.5 * (d["p"] / 1e5) ** (2.0 / 7.0), rtol=1e-13)
+
+
+def test_layers_stay_on_the_hybrid_coordinate(rng):
+    """tend_mass[k] = dB[k] * (d p_s / dt) / g, W = 0 at the surface and (to round-off) the top."""
+    mesh, s = state(3, "jw06_baroclinic")
+    mass, theta_mass, u = perturbed(rng, mesh, s)
+    tend_mass = tendencies(mesh, mass, theta_mass, u, s.phi_s, s.f_vertex, physics())[0]
+    div = meshops.div_e2c(mesh, meshops.interp_c2e(mesh, mass) * u)
+    W = vertical_mass_flux(mesh, div, DB)
+    scale = np.abs(div).max()
+    assert np.all(W[:, 0] == 0) and np.abs(W[:, -1]).max() < 1e-12 * scale * 26
+    np.testing.assert_allclose(tend_mass, -DB * div.sum(1, keepdims=True), rtol=0, atol=1e-12 * scale)
+    assert np.abs(tend_mass[:, DB == 0]).max() < 1e-12 * scale
+
+
+def test_mass_and_theta_conserved_to_round_off(rng):
+    mesh, s = state(3, "jw06_baroclinic")
+    mass, theta_mass, u = perturbed(rng, mesh, s)
+    model = Model(mesh, mass, theta_mass, u, s.phi_s, s.f_vertex, 1200.0, physics(visc4=1e16))
+    area = mesh.areaCell[:, None]
+    total = [(area * mass).sum(), (area * theta_mass).sum()]
+    for _ in range(5):
+        model.step()
+    assert abs((area * model.mass).sum() / total[0] - 1) < 1e-14
+    assert abs((area * model.theta_mass).sum() / total[1] - 1) < 1e-14
+    assert np.abs(model.u - u).max() > 1e-3                    # it did move
+
+
+def test_jw06_steady_state_stays_steady():
+    """Level 4 (SCVT), 6 hours: the zonal jet of 35 m/s moves by less than 0.5 m/s and p_s by less
+    than 0.5 hPa (the discretisation's imbalance; a sign error in any term departs by far more)."""
+    mesh, s = state(4, "jw06_steady")
+    model = Model(mesh, s.mass, s.theta_mass, s.u, s.phi_s, s.f_vertex, 1200.0, physics())
+    for _ in range(18):
+        model.step()
+    assert np.abs(model.u - s.u).max() < 0.5
+    ps = A[-1] + GRAVITY * model.mass.sum(1)
+    assert np.abs(ps - 1e5).max() < 50.0
+
+
+def test_held_suarez_relaxes_toward_equilibrium(rng):
+    mesh, s = state(3, "held_suarez")
+    assert not s.phi_s.any()
+    forcing = HeldSuarez(mesh.latCell)
+    d = column_diagnostics(mesh, s.mass, s.theta_mass, s.phi_s, physics())
+    t_theta, t_u = forcing.tendencies(mesh, d, s.mass, s.u)
+    # friction only below sigma_b = 0.7, opposing u
+    sigma_e = meshops.interp_c2e(mesh, d["p"] / d["p_i"][:, :1])
+    assert np.all(t_u[sigma_e <= 0.7] == 0) and np.all(t_u * s.u <= 0)
+    assert (t_u != 0).any()
+    # temperature relaxed: hotter than T_eq cools; the rate at most k_s
+    t_eq_theta = d["theta"] + t_theta / (s.mass / (4 * 86400.0))
+    assert np.all(t_theta / s.mass * 4 * 86400.0 >= -(d["theta"] - 150.0))
+    warmer = d["theta"] > t_eq_theta + 1e-9
+    assert np.all(t_theta[warmer] < 0) and warmer.any()
+
+
+def test_float32_step_follows_float64(rng):
+    mesh, s = state(3, "jw06_baroclinic")
+    fields = perturbed(rng, mesh, s)
+    out = {}
+    for dtype in (np.float64, np.float32):
+        cast = [f.astype(dtype) for f in fields]
+        model = Model(mesh, *cast, s.phi_s.astype(dtype), s.f_vertex.astype(dtype), 1200.0,
+                      Physics(p_top=float(A[-1]), dB=DB.astype(dtype)))
+        model.step()
+        assert model.mass.dtype == model.theta_mass.dtype == model.u.dtype == dtype
+        out[dtype] = model.u
+    assert np.abs(out[np.float32] - out[np.float64]).max() < 1e-2
