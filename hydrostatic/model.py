@@ -1,10 +1,11 @@
 """The hydrostatic model: local mesh, state (mass, theta_mass, u), fixed fields (phi_s, f_vertex),
-physics, and its RK4 step (`swm.timestepping`) with one state exchange per stage."""
+physics, and its RK4 step: the shared stepper (`swm.stepper`) with this model's tendencies as its
+stages, one state exchange per stage."""
 from __future__ import annotations
 
 import meshops
 from meshops.device.backend import array_module
-from swm import timestepping
+from swm import stepper
 
 from hydrostatic.dynamics import Physics, tendencies
 
@@ -23,6 +24,7 @@ class Model:
         self.phi_s, self.f_vertex, self.dt, self.physics = phi_s, f_vertex, float(dt), physics
         self.distribution, self.step_count = distribution, 0
         self.device_mesh = device_mesh or meshops.device_mesh(mesh, array_module(mass))
+        self.stages = stepper.TendencyStages(lambda fields: self.tendencies(*fields))
 
     def tendencies(self, mass, theta_mass, u):
         """(tend_mass, tend_theta_mass, tend_u) of a state whose halo rows are valid."""
@@ -33,12 +35,7 @@ class Model:
         """The state one RK4 step later, as new arrays (halo rows of the inputs exchanged in
         place)."""
         exchange = None if self.distribution is None else self.distribution.exchange
-
-        def tendency(fields):
-            if exchange is not None:
-                exchange(*fields)
-            return self.tendencies(*fields)
-        return tuple(timestepping.rk4_step(tendency, (mass, theta_mass, u), self.dt))
+        return stepper.step(self.stages, (mass, theta_mass, u), self.dt, exchange)
 
     def step(self) -> None:
         self.mass, self.theta_mass, self.u = self.advance(self.mass, self.theta_mass, self.u)

@@ -11,9 +11,12 @@ import netCDF4
 import numpy as np
 import pytest
 
+from meshrun.models import MODELS
 from tests.swm.test_faults import RANKS, error_of, make_config, ok, run_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: The registered models, as the errors list them.
+KNOWN = ", ".join(MODELS)
 
 
 def _name(rng) -> str:
@@ -27,7 +30,7 @@ def test_an_unknown_model_is_one_line_naming_the_known_ones(tmp_path, rng, ranks
     out = run_model(path, ranks=ranks)
     assert out.returncode == 2, out.stderr
     assert error_of(out.stderr) == (f"run_model.py: error: {path}: model = {name!r}: unknown model; "
-                                    "expected one of: shallow_water")
+                                    f"expected one of: {KNOWN}")
     assert not list(tmp_path.glob("*.nc*")) and not list(tmp_path.glob("*.lock"))
     out = run_model(make_config(tmp_path, "set"), "--set", f"model={name}", ranks=ranks)
     assert out.returncode == 2 and f"model = {name!r}: unknown model; expected one of: " \
@@ -63,7 +66,7 @@ def test_help_config_is_the_models(tmp_path, rng):
                           f"model={name}"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == (f"run_model.py: error: --set model={name}: unknown model; "
-                                  "expected one of: shallow_water")
+                                  f"expected one of: {KNOWN}")
 
 
 #: What each package may import of the project's packages: data flows one way.

@@ -71,7 +71,7 @@ def test_two_ranks_write_the_one_process_history_bitwise(tmp_path):
     ({"case": {"name": "williamson5"}}, "case.name = 'williamson5': Input should be"),
     ({"time": {"dt": 700}}, "time.dt = 700.0: expected a divisor of output.interval_hours = 1.5 h"),
     ({"model": "nonhydrostatic"},
-     "model = 'nonhydrostatic': expected one of shallow_water, hydrostatic"),
+     "model = 'nonhydrostatic': unknown model; expected one of: shallow_water, hydrostatic"),
 ])
 def test_bad_config_is_one_line_naming_the_key(tmp_path, sections, expected):
     path = config(tmp_path, "bad", **sections)
