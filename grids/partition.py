@@ -107,11 +107,13 @@ def _without_signals(part, n: int) -> np.ndarray:
     result sent back through a pipe. METIS (GKlib) traps SIGTERM as its own error signal while it
     runs, in whichever thread the kernel delivers it to, and then fails or crashes: in the child it
     never sees the signal, which stays with the caller (whose handler stops the run; the child is
-    killed). Without fork (not POSIX): `part()` here."""
-    if not hasattr(os, "fork"):
-        return np.asarray(part(), dtype=np.int32)
-    import pickle
+    killed). Where SIGTERM has its default action (a library use, no handler to keep it for) or
+    without fork (not POSIX): `part()` here."""
     import signal
+
+    if not hasattr(os, "fork") or signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        return np.asarray(part(), dtype=np.int32)      # nobody handles SIGTERM: nothing to keep
+    import pickle
 
     read_end, write_end = os.pipe()
     pid = os.fork()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import yaml
 
-import swm.stepper
+import swm.model
 import meshops
 from adjoint.differentiable import _Core
 from adjoint.gradient import run_gradient
@@ -30,13 +30,13 @@ def run_setup(tmp_path_factory):
 def test_the_meshops_setting_reaches_run_gradient(run_setup, monkeypatch, mode):
     s = run_setup
     seen = []
-    original = swm.stepper.tendencies_adj
+    original = swm.model.tendencies_adj
 
     def spy(*args, mode=None, **kwargs):
         seen.append(resolve_mode(mode))
         return original(*args, mode=mode, **kwargs)
 
-    monkeypatch.setattr(swm.stepper, "tendencies_adj", spy)
+    monkeypatch.setattr(swm.model, "tendencies_adj", spy)   # the operator path's adjoint stages
     cost = RegionCost(cost_context(s), "h", "mean", ((0.0, 60.0), (230.0, 330.0)))
     rng = np.random.default_rng()
     h0 = s.model.h + rng.standard_normal(s.model.h.shape)

@@ -26,7 +26,7 @@ from tests.swm.test_fused import (FAMILIES, PHYSICS, _rel, ico, ico4, mpas, padd
                                   random_state, rank_mesh)
 
 host_kernels, on_host = host_fixtures(*FAMILIES, "shallow_water_adjoint", "shallow_water_tl")
-DT = 300.0
+DT = 600.0          # the apvm physics' dt (tests.swm.test_fused.PHYSICS): the model's must equal it
 
 
 def adjoint_inputs(mesh, rng, nlev=None, dtype=np.float64):

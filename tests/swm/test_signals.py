@@ -137,10 +137,17 @@ def test_a_signal_at_start_up_leaves_nothing(tmp_path, ranks, level8_cache):
     run = Background(path, cache=level8_cache, ranks=ranks)
     run.wait_for(lambda: "mesh and initial state" in run.text(), "the initial state")
     signal_ranks(run, signal.SIGTERM)
-    stopped(run, signal.SIGTERM)
-    assert "ready to step" not in run.text() and "day 0.000" not in run.text()
+    line = stopped(run, signal.SIGTERM)
     assert snapshot(mine) == before
     assert snapshot(*sorted(level8_cache.iterdir())) == cached   # the mesh, complete and alone
+    if "ready to step" in run.text():
+        # Under mpiexec a rank busy in a collective may act on the signal at the first step's
+        # check instead: then the run stops there as the stepping loop does, resumable.
+        assert ranks > 1 and "resume with --set restart.resume=true" in line, line
+        assert listing(tmp_path) == sorted(["notes.bin", "start.nc.partial", "start.restart.nc",
+                                            "start.yaml"])
+        return
+    assert "day 0.000" not in run.text()
     assert listing(tmp_path) == sorted(["notes.bin", "start.yaml"])
 
 
