@@ -9,6 +9,7 @@ model's where they mean the same (mesh, partition; `swm.config`):
     time: {days: 9, dt: 720}
     diffusion: {visc4: 5.0e15}
     output: {path: jw06.nc, interval_hours: 24, variables: [...]}
+    watchdog: {interval_steps: 10, max_wind: 300, min_theta: 100, max_theta: 4000}
     backend: numpy                          # or cupy
     dtype: float64                          # or float32
 """
@@ -72,6 +73,23 @@ class OutputConfig(Strict):
         f"reference above {MESH_INSIDE_MAX_CELLS} cells")
 
 
+class WatchdogConfig(Strict):
+    interval_steps: int = Field(10, ge=1, le=100000, description="steps between checks of the state "
+                                "(hydrostatic.watchdog); a failure writes the last checked state")
+    max_wind: float = Field(300.0, gt=0, description="largest |u| (m/s) a check allows")
+    min_theta: float = Field(100.0, gt=0, description="smallest potential temperature (K) a check "
+                             "allows")
+    max_theta: float = Field(4000.0, gt=0, description="largest potential temperature (K) a check "
+                             "allows")
+
+    @model_validator(mode="after")
+    def _range(self):
+        if not self.min_theta < self.max_theta:
+            raise ValueError(f"watchdog.min_theta = {self.min_theta}: expected below "
+                             f"watchdog.max_theta = {self.max_theta}")
+        return self
+
+
 class HydrostaticConfig(Strict):
     model: Literal["hydrostatic"]
     mesh: MeshConfig
@@ -83,6 +101,7 @@ class HydrostaticConfig(Strict):
     diffusion: DiffusionConfig = DiffusionConfig()
     partition: PartitionConfig = PartitionConfig()
     output: OutputConfig = OutputConfig()
+    watchdog: WatchdogConfig = WatchdogConfig()
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
 
     #: The shallow-water applications a config may name; none for this model.

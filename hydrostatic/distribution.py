@@ -45,6 +45,9 @@ class Distributed:
     def exchange(self, mass, theta_mass, u) -> None:
         self.state_exchange.exchange({"mass": mass, "theta_mass": theta_mass, "u": u})
 
+    def global_index(self, location, i) -> int:
+        return int(self.decomposition.local.l2g[location][i])
+
     def describe(self) -> str:
         d = self.decomposition
         return f"{d.nranks} ranks, halo depth {d.halo_depth}, rank 0 owns {self.owned['cell']} cells"

@@ -1,6 +1,7 @@
 """A hydrostatic run from a config: output claimed, mesh (cached when generated), decomposition,
-initial state, model, and the loop: one RK4 step at a time, a record every output interval (the
-state checked finite on every rank first), the history renamed to its final name at the end."""
+initial state, model, and the shared `swm.simulation.Simulation` loop with this core's callbacks
+(`hydrostatic.callbacks`): the watchdog of the state, the progress bar, the history records, the
+output's claim released last. Signals stop it as they stop a shallow-water run (`swm.stop`)."""
 from __future__ import annotations
 
 import logging
@@ -9,26 +10,29 @@ import time
 import numpy as np
 
 import meshops
-from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
+from swm import stop
+from swm.callbacks import Files, Progress
 from swm.collective import on_root
 from swm.config import ConfigError
 from swm.constants import DAY, GRAVITY
 from swm.driver import build_mesh, grid_reference
 from swm.output import claim, provenance, release
+from swm.schedules import IterationInterval, TimeInterval
+from swm.simulation import Simulation
 from swm.watchdog import WatchdogError
 
 from hydrostatic import levels, testcases
+from hydrostatic.callbacks import HistoryRecords, Watchdog
 from hydrostatic.config import steps
 from hydrostatic.distribution import distribute
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
-from hydrostatic.output import History, diagnostics_of, fields_of
-from hydrostatic.variables import FIELDS
+from hydrostatic.watchdog import StateCheck
+from hydrostatic.output import History
 
 log = logging.getLogger("swm")
-LOCATION = {"nCells": "cell", "nEdges": "edge"}
 
 
 def array_module(config):
@@ -79,7 +83,30 @@ def setup(config, comm):
 
 def run(config, *, progress: bool = True) -> dict:
     """Run `config` on one process or on every rank of the world communicator; returns the last
-    diagnostics (every rank)."""
+    diagnostics (every rank). Raises WatchdogError or `swm.stop.Interrupted` when the run stops
+    early (the history keeps the records so far: `hydrostatic.callbacks.HistoryRecords`)."""
+    t0 = time.perf_counter()
+    sim, dist = build_simulation(config, progress=progress)
+    try:
+        sim.prepare()
+        log.info("ready to step in %.2f s", time.perf_counter() - t0)
+        sim.run()
+    except WatchdogError:
+        log.error("the state of step %d (day %.4f) was written to %s", sim.step, sim.time / DAY,
+                  config.output.path)
+        raise
+    except BaseException:
+        sim.abandon()                        # stopped before the loop's own finish
+        raise
+    steps, wall = sim.stop_step, sim.loop_seconds
+    log.info("%d steps in %.2f s (%.1f simulated days per hour); output %s", steps, wall,
+             steps * sim.model.dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path)
+    return sim.callbacks["history"].last
+
+
+def build_simulation(config, *, progress: bool = True):
+    """(the `swm.simulation.Simulation` of a run of `config`, its distribution): the watchdog,
+    the progress bar and the history records, the claimed output finished last (`Files`)."""
     comm = meshops.parallel.world()
     t0 = time.perf_counter()
     files = claim(comm, [("output.path", config.output.path)])
@@ -94,31 +121,25 @@ def run(config, *, progress: bool = True) -> dict:
             return History(files[0], global_mesh, config.output.variables, config.dtype,
                            config.vertical.nVertLevels, A, B, phi_s / GRAVITY, attributes, grid)
         history = _on_root_keep(comm, make)
-        log.info("mesh %s; %s; %d levels; backend %s %s; dt %g s, %d steps; ready in %.2f s",
+        log.info("mesh %s; %s; %d levels; backend %s %s; dt %g s, %d steps; set up in %.2f s",
                  "" if global_mesh is None else f"{global_mesh.nCells} cells", dist.describe(),
                  config.vertical.nVertLevels, config.backend, config.dtype, dt, total,
                  time.perf_counter() - t0)
-        last = _record(model, dist, history, 0, config.output.variables)
-        t1 = time.perf_counter()
-        while model.step_count < total:
-            model.step()
-            if model.step_count % per_output == 0 or model.step_count == total:
-                record = -(-model.step_count // per_output)
-                last = _record(model, dist, history, record, config.output.variables)
-                if progress:
-                    log.info("day %.3f: mass %.12e kg (%.1f s)", model.time / DAY, last["mass"],
-                             time.perf_counter() - t1)
-        wall = time.perf_counter() - t1
-        log.info("%d steps in %.2f s (%.1f simulated days per hour); output %s", total, wall,
-                 total * dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path)
-        if history is not None:
-            history.close(finished=True)
-            history = None
-        return last
-    finally:
-        if history is not None:
-            history.close(finished=False)
-        release(files)
+        w, interval = config.watchdog, config.output.interval_hours * 3600.0
+        sim = Simulation(model, total, comm=comm, resumable=False, files=Files(None, files),
+                         watchdog=Watchdog(StateCheck(dist, w.max_wind, w.min_theta, w.max_theta),
+                                           IterationInterval(w.interval_steps)))
+        sim.callbacks["progress"] = Progress(total, 0, progress and comm.Get_rank() == 0,
+                                             IterationInterval(w.interval_steps))
+        sim.callbacks["history"] = HistoryRecords(history, dist, config.output.variables,
+                                                  TimeInterval(interval), interval)
+        return sim, dist
+    except BaseException:            # nothing of the run is left: a new history is removed
+        with stop.deferred():
+            if history is not None:
+                history.close(finished=False)
+            release(files)
+        raise
 
 
 def _on_root_keep(comm, make):
@@ -129,24 +150,3 @@ def _on_root_keep(comm, make):
         kept["value"] = make()
     on_root(comm, work)
     return kept.get("value")
-
-
-def _record(model, dist, history, record: int, variables) -> dict:
-    """Check the state finite on every rank, then write output record `record` (rank 0) from the
-    gathered owned rows; returns the diagnostics."""
-    owned = [to_host(f[:dist.owned[loc]]) for f, loc in
-             ((model.mass, "cell"), (model.theta_mass, "cell"), (model.u, "edge"))]
-    bad = sum(int(not np.isfinite(f).all()) for f in owned)
-    if meshops.parallel.comm.allreduce_sum(dist.comm)(bad):
-        raise WatchdogError(f"the state is not finite at step {model.step_count} (day "
-                            f"{model.time / DAY:.4f}); expected a smaller time.dt or more "
-                            "diffusion")
-    if model.distribution is not None:
-        model.distribution.exchange(model.mass, model.theta_mass, model.u)
-    fields = fields_of(model, variables)
-    gathered = {name: dist.gather(LOCATION[FIELDS[name][0][0]], to_host(value))
-                for name, value in fields.items()}
-    diagnostics = diagnostics_of(model, dist)
-    if history is not None:
-        history.write(record, model.time, gathered, diagnostics)
-    return diagnostics

@@ -42,5 +42,10 @@ class Model:
         self.step_count += 1
 
     @property
+    def state(self) -> tuple:
+        """The prognostic fields, in the order `advance` takes them."""
+        return self.mass, self.theta_mass, self.u
+
+    @property
     def time(self) -> float:
         return self.step_count * self.dt

@@ -1,7 +1,8 @@
 """The hydrostatic core's history: a netCDF-4 file with MPAS-Atmosphere names and units, written on
 rank 0 from the gathered owned rows, under `<path>.partial` and renamed when the run finishes
 (nothing half-written under the final name; a file the model did not write is never replaced:
-`swm.output.claim`).
+`swm.output.claim`); a run stopped by a signal or an error keeps the records so far there
+(`hydrostatic.callbacks.HistoryRecords`).
 
 Contents: the mesh (or a reference to its grid file, `output.mesh`, as the shallow-water history:
 `swm.output.create_mesh_part`), the terrain height `ter` (m, phi_s / g), the hybrid coefficients
@@ -90,11 +91,12 @@ class History:
             self.ds[name][record] = value
         self.ds.sync()
 
-    def close(self, finished: bool) -> None:
-        """Close the file: renamed to its final name when the run finished, else removed."""
+    def close(self, finished: bool, discard: bool = True) -> None:
+        """Close the file: renamed to its final name when the run finished; else removed with
+        `discard`, kept as the partial file (the records so far) without."""
         if getattr(self, "ds", None) is not None and self.ds.isopen():
             self.ds.close()
         if finished:
             os.replace(self.partial, self.path)
-        else:
+        elif discard:
             self.partial.unlink(missing_ok=True)

@@ -67,6 +67,11 @@ class Model:
         self.step_count += 1
 
     @property
+    def state(self) -> tuple:
+        """The prognostic fields, in the order `advance` takes them."""
+        return self.h, self.u
+
+    @property
     def dt(self) -> float:
         """The time step (s): the one place of it (`physics.dt` follows it)."""
         return self._dt

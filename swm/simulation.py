@@ -4,7 +4,8 @@
     sim.callbacks["history"] = HistoryOutput(...)          # swm.callbacks
     sim.run()
 
-The loop only steps the model and fires what is due (`schedule.due(step, time, dt)`); nothing in it
+The model has `step()`, `advance(*state)`, `state` (its prognostic fields), `step_count`, `time`
+and `dt` (`swm.model.Model`, `hydrostatic.model.Model`). The loop only steps the model and fires what is due (`schedule.due(step, time, dt)`); nothing in it
 moves the state to the host. A callback with `checked = True` (writers) gets a state that the
 watchdog has just passed: the watchdog runs on its own schedule and before any such callback.
 `finish(sim, outcome)` of every callback runs when the run ends (the run's `files` last of all,
@@ -35,10 +36,13 @@ class Simulation:
     """`model` (a `swm.model.Model`) stepped to `stop_step`; `callbacks` ordered by name;
     `watchdog` (a `swm.callbacks.Watchdog` or None); `comm` the run's communicator; `files` (a
     `swm.callbacks.Files` or None): finished after every callback, so that the writers' last
-    records are queued before it closes the writer thread and the files."""
+    records are queued before it closes the writer thread and the files; `resumable`: a run
+    stopped by a signal wrote a restart to resume from (its message says so)."""
 
-    def __init__(self, model, stop_step: int, *, comm, callbacks=None, watchdog=None, files=None):
+    def __init__(self, model, stop_step: int, *, comm, callbacks=None, watchdog=None, files=None,
+                 resumable: bool = True):
         self.model, self.stop_step, self.comm = model, int(stop_step), comm
+        self.resumable = resumable
         self.callbacks = dict(callbacks or {})
         self.watchdog, self.files = watchdog, files
         self.outcome = None
@@ -73,7 +77,7 @@ class Simulation:
         self._prepared = True
         try:
             with np.errstate(all="ignore"):
-                self.model.advance(self.model.h, self.model.u)
+                self.model.advance(*self.model.state)
             for cb in self._all():
                 if hasattr(cb, "start"):
                     cb.start(self)
@@ -111,8 +115,8 @@ class Simulation:
                                 self.watchdog(self)
                             raise stop.interrupted(signum, f" at step {self.step} (day "
                                                    f"{self.time / DAY:.4f})", collective=True,
-                                                   resume=True)
-                    synchronize(self.model.h)
+                                                   resume=self.resumable)
+                    synchronize(self.model.state[0])
                 outcome = "finished"
             except WatchdogError:
                 outcome = "watchdog"
