@@ -1,16 +1,22 @@
 """run_model.py with `model: hydrostatic`, for real in a subprocess: a tiny JW06 run writes a
 history that xarray reads (MPAS names, units, dimensions, the mesh); 2 ranks under mpiexec write
 the same history bitwise; a bad config stops with one line naming the key, the value and what is
-expected; the plot module draws the maps."""
+expected; the plot module draws the maps; the shared stepping loop's faults: a SIGTERM while
+stepping is one line and exit 143 with the records so far kept, the watchdog names the field,
+level and place of a state that blows up for real, and of a first state out of its limits."""
+import re
+import signal
 import subprocess
 import sys
 
+import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
 import yaml
 
-from tests.swm.test_faults import ROOT, env, error_of, ok, run_model
+from tests.swm.test_faults import RANKS, Background, env, error_of, ok, run_model, snapshot
+from tests.swm.test_signals import listing, stopped, user_files
 
 VARIABLES = ["theta", "temperature", "pressure", "surface_pressure", "temperature_850hPa", "u",
              "uReconstructZonal", "uReconstructMeridional", "zgrid"]
@@ -88,3 +94,63 @@ def test_output_that_is_not_the_models_is_left_intact(tmp_path):
     assert out.returncode == 2
     assert "output.path" in error_of(out.stderr) and "did not write" in error_of(out.stderr)
     assert target.read_bytes() == b"a user's file"
+
+
+# -- the shared stepping loop (swm.simulation.Simulation) ------------------------------------------
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_sigterm_while_stepping_is_one_line_and_keeps_the_records(tmp_path, ranks):
+    """SIGTERM after two records: one line naming the step, exit 143, the partial history holding
+    the records so far and the stopped step (checked finite), no lock, the user's file intact."""
+    rng = np.random.default_rng()
+    path = config(tmp_path, "term", time={"days": 40, "dt": 1800},
+                  diffusion={"visc4": float(rng.uniform(0.5e17, 2.0e17))})
+    mine, before = user_files(tmp_path)
+    run = Background(path, ranks=ranks)
+    run.wait_for(lambda: "day 0.125:" in run.text(), "two records after the first")
+    run.proc.send_signal(signal.SIGTERM)
+    line = stopped(run, signal.SIGTERM, "at step")
+    assert "resume" not in line                      # no restart to resume from
+    step = int(re.search(r"at step (\d+)", line)[1])
+    assert 6 <= step < 40 * 48
+    assert snapshot(mine) == before
+    with netCDF4.Dataset(tmp_path / "term.nc.partial") as ds:
+        assert round(float(ds["Time"][-1]) * 48) == step
+        assert len(ds["Time"]) == -(-step // 3) + 1        # a record every 3 steps, then the stop's
+        assert np.isfinite(ds["theta"][:]).all() and np.isfinite(ds["mass"][:]).all()
+    assert listing(tmp_path) == sorted(["cache", *(f"cache/{p.name}" for p in
+                                                   (tmp_path / "cache").iterdir()),
+                                        "notes.bin", "term.nc.partial", "term.yaml"])
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_watchdog_names_the_field_level_and_place_of_a_blow_up(tmp_path, ranks):
+    """A 6 h step on a level-2 mesh: the second step makes a layer's mass negative; the watchdog
+    (before the record due at that step) names step, field, level, cell and lat/lon, exit 3, and the
+    history under its final name ends with the last good state."""
+    path = config(tmp_path, "blow", time={"days": 3, "dt": 21600},
+                  output={"interval_hours": 6, "variables": ["theta", "u"]})
+    out = run_model(path, ranks=ranks)
+    assert out.returncode == 3, out.stderr
+    line = error_of(out.stderr)
+    assert re.search(r"stopped: step 2: mass = -[0-9.e+]+ at level \d+ of 26 \(1: lowest\), cell "
+                     r"\d+ \(lat -?[0-9.]+, lon [0-9.]+ deg\): not positive \(a layer without mass\); "
+                     r"the last checked state \(step 1, day 0.2500\) is kept", line), line
+    with netCDF4.Dataset(tmp_path / "blow.nc") as ds:
+        assert len(ds["Time"]) == 2 and float(ds["Time"][-1]) == 0.25
+        assert np.isfinite(ds["theta"][:]).all() and (ds["mass"][:] > 0).all()
+    assert not (tmp_path / "blow.nc.partial").exists() and not (tmp_path / "blow.nc.lock").exists()
+
+
+def test_a_first_state_out_of_the_watchdog_limits_stops_before_stepping(tmp_path):
+    """watchdog.max_wind below the JW06 jet: the first state is refused, naming u, its level and
+    edge; no history is left."""
+    limit = float(np.random.default_rng().uniform(5.0, 20.0))
+    path = config(tmp_path, "jet", watchdog={"max_wind": limit})
+    out = run_model(path)
+    assert out.returncode == 3, out.stderr
+    line = error_of(out.stderr)
+    assert re.search(r"stopped: step 0: u = -?[0-9.e+]+ at level \d+ of 26 \(1: lowest\), edge \d+ "
+                     rf"\(lat .*\): \|u\| above watchdog.max_wind = {limit:g} m/s: the initial state "
+                     "is out of range", line), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "jet.yaml"]
