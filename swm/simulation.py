@@ -5,9 +5,10 @@
     sim.run()
 
 The model has `step()`, `advance(*state)`, `state` (its prognostic fields), `step_count`, `time`
-and `dt` (`swm.model.Model`, `hydrostatic.model.Model`). The loop only steps the model and fires what is due (`schedule.due(step, time, dt)`); nothing in it
-moves the state to the host. A callback with `checked = True` (writers) gets a state that the
-watchdog has just passed: the watchdog runs on its own schedule and before any such callback.
+and `dt` (`swm.model.Model`, `hydrostatic.model.Model`). The loop only steps the model and fires
+what is due (`schedule.due(step, time, dt)`); nothing in it moves the state to the host. A
+callback with `checked = True` (writers) gets a state that the watchdog has just passed: the
+watchdog runs on its own schedule and before any such callback.
 `finish(sim, outcome)` of every callback runs when the run ends (the run's `files` last of all,
 whatever was added after them): outcome "finished", "watchdog"
 (the model holds the last good state), "interrupted" (SIGTERM or SIGINT: the model holds the state
