@@ -2,9 +2,9 @@
 // Columns of N = nVertLevels layers and N + 1 interfaces, levels contiguous, counted from the
 // surface up (interface k below layer k). Fields of one kernel hold different level counts, so
 // these kernels run one level per thread (the launcher picks W = 1; the W template parameter only
-// keeps the common signature): the scans and the interpolation one thread per column (nlev = 1
-// lane per row), the two-level stencils one thread per (column, output level). The pointwise
-// thermodynamics are ordinary kernels on fields of one shape, one thread per (row, lane).
+// keeps the common signature): the scans (staged in shared memory) and the interpolation one thread
+// per column (nlev = 1 lane per row), the two-level stencils one thread per (column, output
+// level). The pointwise thermodynamics are ordinary kernels on fields of one shape, one thread per (row, lane).
 #include "common.cuh"
 
 #ifndef __CUDACC__
@@ -16,79 +16,140 @@ using std::pow;
 using meshops::Lanes;
 using meshops::load;
 
-// -- scans: one thread per column ---------------------------------------------------------------
+// -- scans: one thread per column, the columns staged in shared memory ---------------------------
+// A thread reading its own column straight from global memory makes a warp touch 32 columns 26
+// levels apart at each step (about a tenth of the copy bandwidth at 26 levels); a block instead
+// loads its columns' contiguous chunk into shared memory with coalesced loads, each thread scans
+// its column there, and the block stores the result chunk coalesced (most of the copy bandwidth:
+// benchmarks/bench_vertical_layout.py). Sums run in the same order as the NumPy path.
 
-// y[k] = sum_{j >= k} x[j] (y[N] = 0), summed from the top down.
+namespace {
+
+constexpr int kColumnTileBytes = 32768;
+
+// y[k] = sum_{j >= k} x[j] (y[N] = 0): x N values, y N + 1.
+struct FromTop {
+    template <typename T>
+    __device__ __forceinline__ static void scan(const T* x, T* y, int N)
+    {
+        T sum = 0;
+        y[N] = sum;
+        for (int k = N - 1; k >= 0; --k) {
+            sum += x[k];
+            y[k] = sum;
+        }
+    }
+};
+
+// x_adj[j] = sum_{k <= j} g[k]: g N + 1 values, x_adj N.
+struct FromTopAdj {
+    template <typename T>
+    __device__ __forceinline__ static void scan(const T* g, T* x_adj, int N)
+    {
+        T sum = 0;
+        for (int k = 0; k < N; ++k) {
+            sum += g[k];
+            x_adj[k] = sum;
+        }
+    }
+};
+
+// y[k] = sum_{j < k} x[j] (y[0] = 0): x N values, y N + 1.
+struct FromBottom {
+    template <typename T>
+    __device__ __forceinline__ static void scan(const T* x, T* y, int N)
+    {
+        T sum = 0;
+        y[0] = sum;
+        for (int k = 0; k < N; ++k) {
+            sum += x[k];
+            y[k + 1] = sum;
+        }
+    }
+};
+
+// x_adj[j] = sum_{k > j} g[k]: g N + 1 values, x_adj N.
+struct FromBottomAdj {
+    template <typename T>
+    __device__ __forceinline__ static void scan(const T* g, T* x_adj, int N)
+    {
+        T sum = 0;
+        for (int k = N - 1; k >= 0; --k) {
+            sum += g[k + 1];
+            x_adj[k] = sum;
+        }
+    }
+};
+
+// Scan::scan of the columns [first, last) of x (nx values a column) into y (ny a column). A block
+// takes `cols` columns at a time (as many as the tile holds, at most its threads); columns too
+// tall for the tile are scanned in global memory, one thread each.
+template <typename Scan, typename T>
+__device__ __forceinline__ void scan_columns(const T* __restrict__ x, int nx, T* __restrict__ y,
+                                             int ny, int N, int first, int last)
+{
+    __shared__ alignas(16) unsigned char raw[kColumnTileBytes];
+    T* tile = reinterpret_cast<T*>(raw);
+    const int stride = nx + ny, threads = (int)blockDim.x, t = (int)threadIdx.x;
+    const int fit = kColumnTileBytes / ((int)sizeof(T) * stride);
+    const int cols = fit < threads ? fit : threads;
+    if (cols == 0) {
+        for (meshops_offset c = (meshops_offset)first + (meshops_offset)blockIdx.x * threads + t;
+             c < last; c += (meshops_offset)gridDim.x * threads)
+            Scan::scan(x + c * nx, y + c * ny, N);
+        return;
+    }
+    for (meshops_offset base = (meshops_offset)first + (meshops_offset)blockIdx.x * cols; base < last;
+         base += (meshops_offset)gridDim.x * cols) {
+        const int n = last - base < cols ? (int)(last - base) : cols;
+        const T* xb = x + base * nx;
+        for (int i = t; i < n * nx; i += threads) {
+            const int c = i / nx;
+            tile[c * stride + (i - c * nx)] = xb[i];
+        }
+        __syncthreads();
+        if (t < n) Scan::scan(tile + t * stride, tile + t * stride + nx, N);
+        __syncthreads();
+        T* yb = y + base * ny;
+        for (int i = t; i < n * ny; i += threads) {
+            const int c = i / ny;
+            yb[i] = tile[c * stride + nx + (i - c * ny)];
+        }
+        __syncthreads();
+    }
+}
+
+}  // namespace
+
 template <typename T, int W>
 __global__ void sum_layers_from_top_l2i(const T* __restrict__ x, T* __restrict__ y, int nVertLevels,
                                         int first, int last, int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        const int c = meshops_entity(i, nlev);
-        const T* xc = x + (meshops_offset)c * nVertLevels;
-        T* yc = y + (meshops_offset)c * (nVertLevels + 1);
-        T sum = 0;
-        yc[nVertLevels] = sum;
-        for (int k = nVertLevels - 1; k >= 0; --k) {
-            sum += xc[k];
-            yc[k] = sum;
-        }
-    }
+    scan_columns<FromTop>(x, nVertLevels, y, nVertLevels + 1, nVertLevels, first, last);
 }
 MESHOPS_INSTANTIATE(sum_layers_from_top_l2i)
 
-// Adjoint: x_adj[j] = sum_{k <= j} g[k], summed from the surface up.
 template <typename T, int W>
 __global__ void sum_layers_from_top_l2i_adj(const T* __restrict__ g, T* __restrict__ x_adj,
                                             int nVertLevels, int first, int last, int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        const int c = meshops_entity(i, nlev);
-        const T* gc = g + (meshops_offset)c * (nVertLevels + 1);
-        T* xc = x_adj + (meshops_offset)c * nVertLevels;
-        T sum = 0;
-        for (int k = 0; k < nVertLevels; ++k) {
-            sum += gc[k];
-            xc[k] = sum;
-        }
-    }
+    scan_columns<FromTopAdj>(g, nVertLevels + 1, x_adj, nVertLevels, nVertLevels, first, last);
 }
 MESHOPS_INSTANTIATE(sum_layers_from_top_l2i_adj)
 
-// y[k] = sum_{j < k} x[j] (y[0] = 0), summed from the surface up.
 template <typename T, int W>
 __global__ void sum_layers_from_bottom_l2i(const T* __restrict__ x, T* __restrict__ y,
                                            int nVertLevels, int first, int last, int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        const int c = meshops_entity(i, nlev);
-        const T* xc = x + (meshops_offset)c * nVertLevels;
-        T* yc = y + (meshops_offset)c * (nVertLevels + 1);
-        T sum = 0;
-        yc[0] = sum;
-        for (int k = 0; k < nVertLevels; ++k) {
-            sum += xc[k];
-            yc[k + 1] = sum;
-        }
-    }
+    scan_columns<FromBottom>(x, nVertLevels, y, nVertLevels + 1, nVertLevels, first, last);
 }
 MESHOPS_INSTANTIATE(sum_layers_from_bottom_l2i)
 
-// Adjoint: x_adj[j] = sum_{k > j} g[k], summed from the top down.
 template <typename T, int W>
 __global__ void sum_layers_from_bottom_l2i_adj(const T* __restrict__ g, T* __restrict__ x_adj,
                                                int nVertLevels, int first, int last, int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        const int c = meshops_entity(i, nlev);
-        const T* gc = g + (meshops_offset)c * (nVertLevels + 1);
-        T* xc = x_adj + (meshops_offset)c * nVertLevels;
-        T sum = 0;
-        for (int k = nVertLevels - 1; k >= 0; --k) {
-            sum += gc[k + 1];
-            xc[k] = sum;
-        }
-    }
+    scan_columns<FromBottomAdj>(g, nVertLevels + 1, x_adj, nVertLevels, nVertLevels, first, last);
 }
 MESHOPS_INSTANTIATE(sum_layers_from_bottom_l2i_adj)
 

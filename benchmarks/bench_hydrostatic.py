@@ -1,0 +1,153 @@
+"""Time the hydrostatic core's RK4 step (JW06 baroclinic wave, 26 levels) on one GPU or CPU
+process, against the step's memory-traffic floor over the measured copy bandwidth, with the share
+of each operator in a tendency evaluation.
+
+    python benchmarks/bench_hydrostatic.py --levels 8 9 --dtypes float64 float32 [--breakdown]
+        [--backend numpy] [--json out.json]
+
+Traffic floor of one RK4 step: 4 stages, each reading the provisional state (mass, theta_mass, u)
+and writing the next one, and reading and writing the accumulated new state: 4 x 3 x |state|
+(the fixed fields and the mesh tables, read once a stage, are left out: they are a few per cent).
+`--breakdown` times every meshops operator of one tendency evaluation on its own (CUDA events
+around each call, so the launches are serialised): the rest of the evaluation is the elementwise
+arithmetic between them.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from common import copy_bandwidth, synchronize  # noqa: E402
+from meshes import icosahedral_mesh  # noqa: E402
+
+import meshops  # noqa: E402
+from hydrostatic import dynamics, levels, testcases  # noqa: E402
+from hydrostatic.dynamics import Physics  # noqa: E402
+from hydrostatic.model import Model  # noqa: E402
+from swm.constants import GRAVITY  # noqa: E402
+
+#: dt (s) and del4 viscosity (m4 s-1) of the JW06 configs at level 5; dt halves with each level
+#: and the viscosity scales with the grid distance cubed (configs/jw06_*).
+DT_LEVEL5, VISC4_LEVEL5 = 720.0, 5.0e15
+
+
+def build(mesh, level, dtype, xp):
+    A, B = levels.coefficients("jw06_26")
+    state = testcases.initial_state(mesh, "jw06_baroclinic", A, B)
+    cast = lambda a: xp.asarray(np.asarray(a, dtype=dtype))  # noqa: E731
+    physics = Physics(p_top=float(A[-1]), dB=cast(B[:-1] - B[1:]), gravity=GRAVITY,
+                      visc4=VISC4_LEVEL5 / 8.0 ** (level - 5))
+    return Model(mesh, cast(state.mass), cast(state.theta_mass), cast(state.u), cast(state.phi_s),
+                 cast(state.f_vertex), DT_LEVEL5 / 2 ** (level - 5), physics)
+
+
+def time_steps(model, xp, steps: int) -> float:
+    """Seconds per step over `steps` steps after two warm-up steps."""
+    for _ in range(2):
+        model.step()
+    synchronize(xp)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        model.step()
+    synchronize(xp)
+    return (time.perf_counter() - t0) / steps
+
+
+class OperatorTimes:
+    """Replaces `hydrostatic.dynamics.meshops` by a proxy that times each operator call."""
+
+    def __init__(self, xp):
+        self.xp, self.seconds, self.calls = xp, collections.defaultdict(float), collections.Counter()
+
+    def __getattr__(self, name):
+        fn = getattr(meshops, name)
+
+        def timed(*args, **kwargs):
+            synchronize(self.xp)
+            t0 = time.perf_counter()
+            out = fn(*args, **kwargs)
+            synchronize(self.xp)
+            self.seconds[name] += time.perf_counter() - t0
+            self.calls[name] += 1
+            return out
+        return timed
+
+
+def breakdown(model, xp, reps: int = 5) -> dict:
+    """{operator: (ms per tendency evaluation, calls)} and the whole evaluation's ms."""
+    state = model.state
+    for _ in range(2):
+        model.tendencies(*state)
+    synchronize(xp)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        model.tendencies(*state)
+    synchronize(xp)
+    whole = (time.perf_counter() - t0) / reps
+    timer = OperatorTimes(xp)
+    dynamics.meshops = timer
+    try:
+        for _ in range(reps):
+            model.tendencies(*state)
+    finally:
+        dynamics.meshops = meshops
+    ops = {name: (1e3 * s / reps, timer.calls[name] // reps)
+           for name, s in sorted(timer.seconds.items(), key=lambda kv: -kv[1])}
+    return dict(tendency_ms=1e3 * whole, operators=ops)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--levels", type=int, nargs="+", default=[8])
+    ap.add_argument("--dtypes", nargs="+", default=["float64"])
+    ap.add_argument("--backend", choices=("cupy", "numpy"), default="cupy")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--breakdown", action="store_true")
+    ap.add_argument("--json", type=pathlib.Path)
+    args = ap.parse_args(argv)
+    if args.backend == "cupy":
+        import cupy as xp
+        device = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        bandwidth = copy_bandwidth(xp)
+    else:
+        xp, device, bandwidth = np, "CPU", copy_bandwidth(np)
+    rows = []
+    for level in args.levels:
+        mesh = icosahedral_mesh(level)
+        for dtype in args.dtypes:
+            model = build(mesh, level, np.dtype(dtype), xp)
+            seconds = time_steps(model, xp, args.steps)
+            state_bytes = sum(int(f.nbytes) for f in model.state)
+            floor = 12 * state_bytes / bandwidth
+            days_per_hour = model.dt / 86400.0 * 3600.0 / seconds
+            row = dict(level=level, cells=mesh.nCells, dtype=dtype, dt=model.dt,
+                       step_ms=1e3 * seconds, floor_ms=1e3 * floor, ratio=seconds / floor,
+                       days_per_hour=days_per_hour)
+            print(f"level {level} ({mesh.nCells} cells) {dtype}: step {1e3 * seconds:.2f} ms, floor "
+                  f"{1e3 * floor:.2f} ms ({seconds / floor:.1f}x), dt {model.dt:g} s, "
+                  f"{days_per_hour:.2f} simulated days per hour", flush=True)
+            if args.breakdown:
+                row["breakdown"] = b = breakdown(model, xp)
+                rest = b["tendency_ms"] - sum(ms for ms, _ in b["operators"].values())
+                print(f"  one tendency evaluation {b['tendency_ms']:.2f} ms; operators:")
+                for name, (ms, calls) in b["operators"].items():
+                    print(f"    {name:32s} {ms:8.2f} ms  ({calls} calls)")
+                print(f"    {'(elementwise arithmetic)':32s} {rest:8.2f} ms", flush=True)
+            rows.append(row)
+            del model
+    if args.json:
+        args.json.write_text(json.dumps(dict(date=datetime.date.today().isoformat(), device=device,
+                                             bandwidth=bandwidth, rows=rows), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
