@@ -52,7 +52,7 @@ import numpy as np
 
 from meshops.modes import resolve_mode
 
-from adjoint.gradient import advance, run_gradient, topography
+from adjoint.gradient import advance, controls, run_gradient
 from swm.stepper import rk4_step_adj
 from adjoint.sensitivity import FinalStateProjection
 from adjoint.config import CheckpointConfig
@@ -81,7 +81,7 @@ class _Core:
         model = self.model
         state = [h, u] if model.distribution is None else [h.copy(), u.copy()]
         kept = [] if keep and self.stores_trajectory else None
-        with topography(self.model, b):
+        with controls(self.model, (b,)):
             for k in range(self.n_steps):
                 if kept is not None and k:
                     kept.append(state)
@@ -91,9 +91,9 @@ class _Core:
     def backward(self, h0, u0, b, kept, h_adj, u_adj):
         """(dJ/dh0, dJ/du0, dJ/db) of J = <x_N, (h_adj, u_adj)> (module doc)."""
         model = self.model
-        with topography(self.model, b):
+        with controls(self.model, (b,)):
             if kept is None:
-                _, grads, _ = run_gradient(model, h0, u0,
+                _, grads, _ = run_gradient(model, (h0, u0),
                                            FinalStateProjection(h_adj, u_adj, self.n_steps),
                                            self.n_steps, mode=self.mode,
                                            checkpointing=self.checkpointing, rank=self.rank)

@@ -93,7 +93,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     from scipy.optimize import minimize
 
     from swm.collective import on_root
-    from swm.driver import setup, state_check
+    from swm.driver import setup, state_checker
 
     fv = config.fourdvar
     attributes = provenance(config)
@@ -103,7 +103,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
     obs_steps = _checked(lambda: observation_steps(config, s.dt, s.total), comm)
     n_steps = obs_steps[-1]
     obs_path = observations_path(out)
-    check = watchdog(state_check(config, s), s.dt, n_steps, config.watchdog.interval_steps,
+    check = watchdog(state_checker(config, s), n_steps, config.watchdog.interval_steps,
                      start=s.start)
     nothing = f"no analysis written to fourdvar.output = {str(out)!r}"
 
@@ -157,7 +157,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
         h0 = s.xp.asarray(dist.scatter("cell", None if x0 is None else x0[:g.nCells]), dtype=s.dtype)
         u0 = s.xp.asarray(dist.scatter("edge", None if x0 is None else x0[g.nCells:]), dtype=s.dtype)
         try:
-            j_obs, (gh, gu, _), _ = run_gradient(model, h0, u0, cost, n_steps, rank=rank,
+            j_obs, (gh, gu, _), _ = run_gradient(model, (h0, u0), cost, n_steps, rank=rank,
                                                  check=check)
         except WatchdogError as exc:
             raise WatchdogError(f"{exc} (a forward run of the minimisation); {nothing}") from None

@@ -1,11 +1,14 @@
-"""Gradients and tangents of a whole model run with respect to its controls (h0, u0, b).
+"""Gradients and tangents of a whole model run with respect to its initial state x_0 and its
+controls c (any model of the shared stepper: shallow water x = (h, u), c = (b,); the hydrostatic
+core x = (mass, theta_mass, u), c = (phi_s,)).
 
-    J(h0, u0, b) = sum_k J_k(x_k),   x_{k+1} = M(x_k; b),   x = (h, u)
+    J(x_0, c) = sum_k J_k(x_k),   x_{k+1} = M(x_k; c)
 
-`run_gradient` returns J and (dJ/dh0, dJ/du0, dJ/db) from the adjoint model (`swm.stepper`)
-through a checkpoint schedule (`adjoint.checkpointing`); `run_tangent` propagates a perturbation
-(dh0, du0, db) to the final state with the tangent-linear model; `run_cost` is J alone. All fields
-are local arrays of the run's model (owned rows first); gradients are zero on halo rows. Inner
+`run_gradient` returns J and (dJ/dx_0, dJ/dc) from the adjoint model (`swm.stepper`) through a
+checkpoint schedule (`adjoint.checkpointing`); `run_tangent` propagates a perturbation (dx_0, dc)
+to the final state with the tangent-linear model; `run_cost` is J alone. A model gives `state`,
+`state_locations`, `control_locations` and `controls` (a tuple it can be set to). All fields are
+local arrays of the run's model (owned rows first); gradients are zero on halo rows. Inner
 products of controls are sums over owned rows and ranks (`swm.distribution.owned_inner`).
 
 Each takes an optional `check(k, x_k)`, called on every state x_0 .. x_N of the (first) forward
@@ -28,27 +31,28 @@ def advance(model, state):
 
 
 @contextlib.contextmanager
-def topography(model, b):
-    """model.b = b inside the block (b as a control of a run), the model's own b after it."""
-    saved = model.b
-    model.b = b
+def controls(model, values):
+    """model.controls = values inside the block (the controls of a run), the model's own after
+    it."""
+    saved = model.controls
+    model.controls = tuple(values)
     try:
         yield
     finally:
-        model.b = saved
+        model.controls = saved
 
 
-def watchdog(state_check, dt: float, n_steps: int, interval: int, *, start: int = 0):
-    """A `check(k, x_k)` for the functions here: `state_check.check(h, u, dt, start + k)` (a
-    `swm.watchdog.StateCheck`: raises `swm.watchdog.WatchdogError` on every rank together,
-    naming the step, field, entity and place) on the first state, every `interval` steps and at
-    the last step `n_steps`, the schedule of the forward run's watchdog
-    (`watchdog.interval_steps`)."""
+def watchdog(check_state, n_steps: int, interval: int, *, start: int = 0):
+    """A `check(k, x_k)` for the functions here: `check_state(x_k, start + k)` (a model's state
+    check, e.g. `swm.watchdog.StateCheck.check` of (h, u) at the run's dt: raises
+    `swm.watchdog.WatchdogError` on every rank together, naming the step, field, entity and
+    place) on the first state, every `interval` steps and at the last step `n_steps`, the schedule
+    of the forward run's watchdog (`watchdog.interval_steps`)."""
     interval = max(int(interval), 1)
 
     def check(k: int, state) -> None:
         if k == n_steps or k % interval == 0:
-            state_check.check(state[0], state[1], dt, start + k)
+            check_state(state, start + k)
     return check
 
 
@@ -64,16 +68,19 @@ def _checked_value(cost, check):
 
 
 def cost_of_controls(model, cost, n_steps: int, *, check=None):
-    """J(h0, u0, b): `run_cost` with topography b, as a function of all three controls."""
-    def functional(h0, u0, b):
-        with topography(model, b):
-            return run_cost(model, h0, u0, cost, n_steps, check=check)
+    """J(*x_0, *c): `run_cost` with the controls c, as a function of the initial state's fields
+    and the controls."""
+    n = len(model.state_locations)
+
+    def functional(*fields):
+        with controls(model, fields[n:]):
+            return run_cost(model, fields[:n], cost, n_steps, check=check)
     return functional
 
 
-def run_cost(model, h0, u0, cost, n_steps: int, *, check=None) -> float:
-    """J of the run of n_steps from (h0, u0), no adjoint; `check(k, x_k)` on every state."""
-    state, total = [h0.copy(), u0.copy()], 0.0
+def run_cost(model, state0, cost, n_steps: int, *, check=None) -> float:
+    """J of the run of n_steps from x_0 = state0, no adjoint; `check(k, x_k)` on every state."""
+    state, total = [x.copy() for x in state0], 0.0
     value = _checked_value(cost, check)
     for k in range(n_steps + 1):
         total += value(k, state)
@@ -89,9 +96,9 @@ def prepare(model, *, mode=None) -> int:
     what was live before them (`adjoint.snapshot_memory.step_bytes`), measured on a second pair
     once the first has built everything; kept as `model.sweep_bytes[mode]`."""
     def steps():
-        h, u = model.h.copy(), model.u.copy()
-        advance(model, [h.copy(), u.copy()])
-        rk4_step_adj(model, h, u, h * 0, u * 0, mode=mode)
+        state = [x.copy() for x in model.state]
+        advance(model, [x.copy() for x in state])
+        rk4_step_adj(model, *state, *(x * 0 for x in state), mode=mode)
 
     steps()
     with step_bytes(model.device_mesh.xp) as measured:
@@ -109,10 +116,11 @@ def sweep_bytes(model, mode=None) -> int:
     return known[mode] if mode in known else prepare(model, mode=mode)
 
 
-def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=None,
+def run_gradient(model, state0, cost, n_steps: int, *, schedule="none", mode=None,
                  checkpointing=None, rank: int = 0, on_step=None, check=None,
                  checkpointing_key: str = "checkpointing", planned: str | None = None):
-    """(J, (dJ/dh0, dJ/du0, dJ/db), stats) of the run of n_steps from (h0, u0).
+    """(J, (*dJ/dx_0, *dJ/dc), stats) of the run of n_steps from x_0 = state0 (shallow water:
+    (J, (dJ/dh0, dJ/du0, dJ/db), stats)).
 
     `mode`: the operators' adjoint mode (None: the meshops default, `meshops.get_adjoint_mode()`).
     `checkpointing` (a `adjoint.config.CheckpointConfig` or None) chooses the schedule, checked against
@@ -127,17 +135,17 @@ def run_gradient(model, h0, u0, cost, n_steps: int, *, schedule="none", mode=Non
     their disk snapshots removed."""
     # A signal stops every rank after the same step (not inside numba's compiling of a schedule).
     with stop.deferred():
-        return _gradient(model, h0, u0, cost, n_steps, schedule, mode, checkpointing, rank,
+        return _gradient(model, list(state0), cost, n_steps, schedule, mode, checkpointing, rank,
                          on_step, check, checkpointing_key, planned)
 
 
-def _gradient(model, h0, u0, cost, n_steps, schedule, mode, checkpointing, rank, on_step, check,
+def _gradient(model, state0, cost, n_steps, schedule, mode, checkpointing, rank, on_step, check,
               checkpointing_key, planned):
     memory, slots = planned or "", None
     if checkpointing is not None:
         if planned is None:
             comm = getattr(model.distribution, "comm", None)
-            checkpointing, memory = plan(checkpointing, n_steps, h0.nbytes + u0.nbytes, comm,
+            checkpointing, memory = plan(checkpointing, n_steps, sum(x.nbytes for x in state0), comm,
                                          model.device_mesh.xp, checkpointing_key,
                                          sweep_bytes(model, mode))
         if checkpointing.schedule in ("revolve", "multistage", "two_level"):
@@ -150,13 +158,14 @@ def _gradient(model, h0, u0, cost, n_steps, schedule, mode, checkpointing, rank,
     else:
         schedule = make_schedule(schedule, n_steps) if isinstance(schedule, str) else schedule
         directory = None
-    b_adj = model.b * 0
+    n = len(model.state_locations)
+    controls_adj = [c * 0 for c in model.controls]
 
     def adjoint(state, lam):
-        nonlocal b_adj
-        h_adj, u_adj, b_step = rk4_step_adj(model, state[0], state[1], lam[0], lam[1], mode=mode)
-        b_adj = b_adj + b_step
-        return [h_adj, u_adj]
+        adj = rk4_step_adj(model, *state, *lam, mode=mode)
+        for i, step_part in enumerate(adj[n:]):
+            controls_adj[i] = controls_adj[i] + step_part
+        return list(adj[:n])
 
     comm = getattr(model.distribution, "comm", None)
     sweep = ["forward"]                 # "adjoint" from the first adjoint step (recomputing too)
@@ -173,26 +182,26 @@ def _gradient(model, h0, u0, cost, n_steps, schedule, mode, checkpointing, rank,
         return lam
 
     cost_value, lam, stats = reverse_sweep(
-        schedule, n_steps, [h0, u0], forward=forward_step, adjoint=adjoint_step,
+        schedule, n_steps, state0, forward=forward_step, adjoint=adjoint_step,
         cost_value=_checked_value(cost, check), cost_gradient=cost.gradient,
         disk_directory=directory, rank=rank, on_step=on_step, memory_slots=slots)
     stats.memory = memory
-    return cost_value, (lam[0], lam[1], b_adj), stats
+    return cost_value, (*lam, *controls_adj), stats
 
 
-def run_tangent(model, h0, u0, dh0, du0, db, n_steps: int, *, check=None):
-    """(dh_N, du_N): the tangent-linear model of the n_steps run from (h0, u0) applied to
-    (dh0, du0, db); `check(k, x_k)` on every state of the base run."""
-    state, tangent = [h0.copy(), u0.copy()], (dh0.copy(), du0.copy())
+def run_tangent(model, state0, dstate0, dcontrols, n_steps: int, *, check=None):
+    """dx_N: the tangent-linear model of the n_steps run from x_0 = state0 applied to (dx_0 =
+    dstate0, dc = dcontrols); `check(k, x_k)` on every state of the base run."""
+    state, tangent = [x.copy() for x in state0], tuple(dx.copy() for dx in dstate0)
     for k in range(n_steps):
         if check is not None:
             check(k, state)
-        tangent = rk4_step_tl(model, state[0], state[1], tangent[0], tangent[1], db)
+        tangent = rk4_step_tl(model, *state, *tangent, *dcontrols)
         state = advance(model, state)
     if check is not None:
         check(n_steps, state)
     return tangent
 
 
-__all__ = ["advance", "prepare", "cost_of_controls", "run_cost", "run_gradient", "run_tangent", "sweep_bytes",
-           "topography", "watchdog"]
+__all__ = ["advance", "controls", "prepare", "cost_of_controls", "run_cost", "run_gradient",
+           "run_tangent", "sweep_bytes", "watchdog"]

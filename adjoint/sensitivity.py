@@ -87,13 +87,13 @@ def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
 
 def _sensitivity(config: Config, progress: bool) -> dict:
     from swm.collective import on_root
-    from swm.driver import setup, state_check
+    from swm.driver import setup, state_checker
 
     sens = config.sensitivity
     s = setup(config)
     cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
     model = s.model
-    check = watchdog(state_check(config, s), s.dt, s.total, config.watchdog.interval_steps,
+    check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
                      start=s.start)
     show = progress and s.comm.Get_rank() == 0
     bars = {kind: tqdm.tqdm(total=s.total, desc=desc, unit="step", disable=not show,
@@ -121,7 +121,7 @@ def _sensitivity(config: Config, progress: bool) -> dict:
     t0 = time.perf_counter()
     try:
         with quiet_floats():
-            value, grads, stats = run_gradient(model, model.h, model.u, cost, s.total,
+            value, grads, stats = run_gradient(model, model.state, cost, s.total,
                                                mode=sens.adjoint_mode,
                                                checkpointing=checkpointing,
                                                rank=s.comm.Get_rank(), on_step=on_step,
@@ -298,12 +298,12 @@ def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
     """The whole-run dot-product test (TLM against ADM) and a Taylor table of the config's cost
     and controls, printed on rank 0; True when both pass (dot <= 1e-12 relative in float64,
     every Taylor rate >= 1.9)."""
-    from swm.driver import setup, state_check
+    from swm.driver import setup, state_checker
 
     sens = config.sensitivity
     s = setup(config)
     cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
-    check = watchdog(state_check(config, s), s.dt, s.total, config.watchdog.interval_steps,
+    check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
                      start=s.start)
     with quiet_floats():
         return _check_adjoint(s, sens, cost, check, seed)
@@ -318,17 +318,17 @@ def _check_adjoint(s, sens, cost, check, seed) -> bool:
     yh, yu = directions["y"]
 
     # Dot-product test of the n-step run: <TLM dx, y> against <dx, ADM y>.
-    th, tu = run_tangent(model, h0, u0, dh, du, db, n, check=check)
+    th, tu = run_tangent(model, (h0, u0), (dh, du), (db,), n, check=check)
     lhs = owned_inner(dist, [("cell", th, yh), ("edge", tu, yu)])
 
-    _, (ah, au, ab), _ = run_gradient(model, h0, u0, FinalStateProjection(yh, yu, n), n,
+    _, (ah, au, ab), _ = run_gradient(model, (h0, u0), FinalStateProjection(yh, yu, n), n,
                                       mode=sens.adjoint_mode, rank=comm.Get_rank(), check=check)
     rhs = owned_inner(dist, [("cell", dh, ah), ("edge", du, au), ("cell", db, ab)])
     dot = abs(lhs - rhs) / max(abs(lhs), 1e-300)
     dot_ok = dot <= DOT_TOLERANCE[np.dtype(s.dtype)]
 
     # Taylor test of the config's cost along a random direction of the controls.
-    value, (gh, gu, gb), _ = run_gradient(model, h0, u0, cost, n, mode=sens.adjoint_mode,
+    value, (gh, gu, gb), _ = run_gradient(model, (h0, u0), cost, n, mode=sens.adjoint_mode,
                                           checkpointing=sens.checkpointing, rank=comm.Get_rank(),
                                           check=check, checkpointing_key="sensitivity.checkpointing")
     active = set(sens.controls)

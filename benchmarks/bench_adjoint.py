@@ -123,7 +123,7 @@ def whole_gradient(level, dtype, xp, n_steps, schedule, snapshots, cache_dir) ->
     from adjoint.config import CheckpointConfig
 
     # untimed: the first gradient builds the adjoints' tables and compiles their kernels
-    run_gradient(model, model.h, model.u, _cost(mesh, model, 2, xp, dtype), 2)
+    run_gradient(model, (model.h, model.u), _cost(mesh, model, 2, xp, dtype), 2)
     pool = None
     if xp is not np:
         pool = xp.get_default_memory_pool()
@@ -132,7 +132,7 @@ def whole_gradient(level, dtype, xp, n_steps, schedule, snapshots, cache_dir) ->
         base = pool.total_bytes()
     t0 = time.perf_counter()
     checkpointing = CheckpointConfig(schedule=schedule, snapshots_in_ram=snapshots)
-    value, grads, stats = run_gradient(model, model.h, model.u, cost, n_steps,
+    value, grads, stats = run_gradient(model, (model.h, model.u), cost, n_steps,
                                        checkpointing=checkpointing)
     if xp is not np:
         xp.cuda.Device().synchronize()

@@ -180,6 +180,13 @@ def state_check(config: Config, s: Setup) -> StateCheck:
     return StateCheck(s.model, s.distribution, GRAVITY, config.watchdog.cfl_limit)
 
 
+def state_checker(config: Config, s: Setup):
+    """check(state, step) of a state (h, u) of the run at its dt (`state_check`): the watchdog
+    of its gradients (`adjoint.gradient.watchdog`)."""
+    check = state_check(config, s)
+    return lambda state, step: check.check(*state, s.dt, step)
+
+
 def check_first_state(config: Config, s: Setup) -> None:
     """The watchdog's check of the state the run starts from (the case's, or the restart's),
     before the first step: a Courant number above watchdog.cfl_limit stops the run with the

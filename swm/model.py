@@ -72,6 +72,16 @@ class Model:
         return self.h, self.u
 
     @property
+    def controls(self) -> tuple:
+        """The fixed fields a gradient is taken with respect to, in `control_locations` order:
+        (b,)."""
+        return (self.b,)
+
+    @controls.setter
+    def controls(self, values) -> None:
+        (self.b,) = values
+
+    @property
     def dt(self) -> float:
         """The time step (s): the one place of it (`physics.dt` follows it)."""
         return self._dt

@@ -33,7 +33,7 @@ def stored(run_setup):
                       window_hours=(3, 7))
     rng = np.random.default_rng()
     h0 = s.model.h * (1 + 1e-3 * rng.standard_normal(s.model.h.shape))
-    value, grads, stats = run_gradient(s.model, h0, s.model.u, cost, STEPS, schedule="none")
+    value, grads, stats = run_gradient(s.model, (h0, s.model.u), cost, STEPS, schedule="none")
     return cost, h0, value, grads, stats
 
 
@@ -47,7 +47,7 @@ def test_checkpointed_gradient_is_bitwise_the_stored_trajectory_gradient(run_set
     s = run_setup
     cost, h0, value, grads, full = stored
     schedule = make_schedule(name, STEPS, **options)
-    got_value, got, stats = run_gradient(s.model, h0, s.model.u, cost, STEPS, schedule=schedule)
+    got_value, got, stats = run_gradient(s.model, (h0, s.model.u), cost, STEPS, schedule=schedule)
     assert got_value == value
     for a, b in zip(got, grads):
         assert np.array_equal(a, b)
@@ -65,7 +65,7 @@ def test_disk_snapshots_are_removed_after_the_sweep(run_setup, stored, tmp_path)
     cost, h0, value, grads, _ = stored
     config = SimpleNamespace(schedule="multistage", snapshots_in_ram=0, snapshots_on_disk=3,
                              period=1, directory=tmp_path / "snapshots")
-    _, got, stats = run_gradient(s.model, h0, s.model.u, cost, STEPS, checkpointing=config)
+    _, got, stats = run_gradient(s.model, (h0, s.model.u), cost, STEPS, checkpointing=config)
     assert all(np.array_equal(a, b) for a, b in zip(got, grads))
     assert stats.max_states_on_disk == 3
     assert list((tmp_path / "snapshots").iterdir()) == []

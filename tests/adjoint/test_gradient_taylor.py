@@ -52,7 +52,7 @@ def test_gradient_of_every_cost_passes_the_taylor_test(run_setup, kind, schedule
     h0, u0, b0 = model.h.copy(), model.u.copy(), model.b.copy()
     sched = make_schedule(schedule, STEPS) if schedule == "none" else \
         make_schedule(schedule, STEPS, snapshots_in_ram=1, snapshots_on_disk=1)
-    _, (gh, gu, gb), stats = run_gradient(model, h0, u0, cost, STEPS, schedule=sched)
+    _, (gh, gu, gb), stats = run_gradient(model, (h0, u0), cost, STEPS, schedule=sched)
     assert (stats.recomputed > 0) == (schedule != "none")
     dm = (rng.standard_normal(h0.shape), rng.standard_normal(u0.shape) * 0.1,
           rng.standard_normal(b0.shape))

@@ -13,7 +13,7 @@ from adjoint.costs import RegionCost
 from adjoint.gradient import advance, run_cost, run_gradient, run_tangent, watchdog
 from adjoint.sensitivity import cost_context
 from meshrun.config import load_config
-from swm.driver import setup, state_check
+from swm.driver import setup, state_checker
 from swm.watchdog import WatchdogError
 
 STEPS = 9
@@ -71,13 +71,13 @@ def test_check_sees_every_state_of_the_first_pass_in_order(calm, schedule, tmp_p
     options = SimpleNamespace(**{"snapshots_in_ram": 0, "snapshots_on_disk": 0, "period": 1,
                                  "directory": tmp_path, **schedule})
     seen = []
-    value, grads, stats = run_gradient(s.model, s.model.h, s.model.u, cost, STEPS,
+    value, grads, stats = run_gradient(s.model, (s.model.h, s.model.u), cost, STEPS,
                                        checkpointing=options,
                                        check=lambda k, x: seen.append((k, x[0].copy(), x[1].copy())))
     assert [k for k, _, _ in seen] == list(range(STEPS + 1))
     for (_, h, u), (h_ref, u_ref) in zip(seen, trajectory(s, STEPS)):
         assert np.array_equal(h, h_ref) and np.array_equal(u, u_ref)
-    plain_value, plain, _ = run_gradient(s.model, s.model.h, s.model.u, cost, STEPS,
+    plain_value, plain, _ = run_gradient(s.model, (s.model.h, s.model.u), cost, STEPS,
                                          checkpointing=options)
     assert value == plain_value
     assert all(np.array_equal(a, b) for a, b in zip(grads, plain))
@@ -94,7 +94,7 @@ def test_what_check_raises_ends_the_sweep_before_any_adjoint_step(calm, tmp_path
             raise WatchdogError(f"step {k}: stop")
 
     with pytest.raises(WatchdogError, match="step 6: stop"):
-        run_gradient(s.model, s.model.h, s.model.u, cost_of(s, STEPS), STEPS,
+        run_gradient(s.model, (s.model.h, s.model.u), cost_of(s, STEPS), STEPS,
                      checkpointing=options, check=check, on_step=steps.append)
     assert set(steps) == {"forward"} and len(steps) == 6
     assert list((tmp_path / "snapshots").iterdir()) == []
@@ -104,12 +104,12 @@ def test_run_cost_and_run_tangent_check_every_state(calm):
     _, s = calm
     cost = cost_of(s, STEPS)
     seen = []
-    value = run_cost(s.model, s.model.h, s.model.u, cost, STEPS, check=lambda k, x: seen.append(k))
+    value = run_cost(s.model, (s.model.h, s.model.u), cost, STEPS, check=lambda k, x: seen.append(k))
     assert seen == list(range(STEPS + 1))
-    assert value == run_cost(s.model, s.model.h, s.model.u, cost, STEPS)
+    assert value == run_cost(s.model, (s.model.h, s.model.u), cost, STEPS)
     seen.clear()
     h, u, b = s.model.h, s.model.u, s.model.b
-    run_tangent(s.model, h, u, h * 1e-3, u * 1e-3, b * 0, STEPS,
+    run_tangent(s.model, (h, u), (h * 1e-3, u * 1e-3), (b * 0,), STEPS,
                 check=lambda k, x: seen.append(k))
     assert seen == list(range(STEPS + 1))
 
@@ -122,21 +122,20 @@ def test_run_cost_and_run_tangent_check_every_state(calm):
 ])
 def test_watchdog_checks_the_first_state_every_interval_and_the_last_step(n, interval, start, expected):
     steps = []
-    fake = SimpleNamespace(check=lambda h, u, dt, step: steps.append((step, dt, h, u)))
-    check = watchdog(fake, 60.0, n, interval, start=start)
+    check = watchdog(lambda state, step: steps.append((step, state)), n, interval, start=start)
     for k in range(n + 1):
         check(k, ["h", "u"])
-    assert [step for step, _, _, _ in steps] == expected
-    assert all((dt, h, u) == (60.0, "h", "u") for _, dt, h, u in steps)
+    assert [step for step, _ in steps] == expected
+    assert all(state == ["h", "u"] for _, state in steps)
 
 
 def test_the_forward_runs_watchdog_stops_a_gradient_that_blows_up(blowup):
     config, s = blowup
     n = s.total
     adjoint_steps = []
-    check = watchdog(state_check(config, s), s.dt, n, config.watchdog.interval_steps)
+    check = watchdog(state_checker(config, s), n, config.watchdog.interval_steps)
     with pytest.raises(WatchdogError) as error, np.errstate(all="ignore"):
-        run_gradient(s.model, s.model.h, s.model.u, cost_of(s, n), n,
+        run_gradient(s.model, (s.model.h, s.model.u), cost_of(s, n), n,
                      checkpointing=SimpleNamespace(schedule="revolve", snapshots_in_ram=2,
                                                    snapshots_on_disk=0, period=1, directory=None),
                      check=check, on_step=adjoint_steps.append)
@@ -146,7 +145,7 @@ def test_the_forward_runs_watchdog_stops_a_gradient_that_blows_up(blowup):
     assert "adjoint" not in adjoint_steps
     # the same config without the check: J is not finite (what the sensitivity run used to write)
     with np.errstate(all="ignore"):
-        value, _, _ = run_gradient(s.model, s.model.h, s.model.u, cost_of(s, n), n)
+        value, _, _ = run_gradient(s.model, (s.model.h, s.model.u), cost_of(s, n), n)
     assert not np.isfinite(value)
 
 

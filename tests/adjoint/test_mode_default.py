@@ -41,7 +41,7 @@ def test_the_meshops_setting_reaches_run_gradient(run_setup, monkeypatch, mode):
     rng = np.random.default_rng()
     h0 = s.model.h + rng.standard_normal(s.model.h.shape)
     with meshops.adjoint_mode(mode):
-        _, gradients, _ = run_gradient(s.model, h0, s.model.u.copy(), cost, 2)
+        _, gradients, _ = run_gradient(s.model, (h0, s.model.u.copy()), cost, 2)
     assert seen and set(seen) == {mode}
     assert np.abs(gradients[0]).max() > 0
     assert meshops.get_adjoint_mode() == DEFAULT_ADJOINT_MODE

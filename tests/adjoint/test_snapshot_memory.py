@@ -34,9 +34,9 @@ def run_setup(tmp_path_factory):
 
 def test_auto_snapshots_fit_and_give_the_stored_trajectory_gradient(run_setup):
     s, cost, h0 = run_setup
-    value, grads, _ = run_gradient(s.model, h0, s.model.u, cost, STEPS, schedule="none")
+    value, grads, _ = run_gradient(s.model, (h0, s.model.u), cost, STEPS, schedule="none")
     auto = CheckpointConfig(schedule="revolve", snapshots_in_ram="auto")
-    got_value, got, stats = run_gradient(s.model, h0, s.model.u, cost, STEPS, checkpointing=auto)
+    got_value, got, stats = run_gradient(s.model, (h0, s.model.u), cost, STEPS, checkpointing=auto)
     assert got_value == value and all(np.array_equal(a, b) for a, b in zip(got, grads))
     assert stats.memory.startswith("checkpointing.snapshots_in_ram = auto: every state (schedule "
                                    "none) (room for ")
@@ -111,10 +111,10 @@ def test_snapshots_in_memory_sit_in_slots_reserved_before_the_first_step(run_set
 
 def test_a_checkpointed_gradient_in_reserved_slots_is_the_stored_one(run_setup):
     s, cost, h0 = run_setup
-    value, grads, _ = run_gradient(s.model, h0, s.model.u, cost, STEPS, schedule="none")
+    value, grads, _ = run_gradient(s.model, (h0, s.model.u), cost, STEPS, schedule="none")
     for schedule in ("revolve", "multistage"):
         config = CheckpointConfig(schedule=schedule, snapshots_in_ram=3)
-        got_value, got, stats = run_gradient(s.model, h0, s.model.u, cost, STEPS,
+        got_value, got, stats = run_gradient(s.model, (h0, s.model.u), cost, STEPS,
                                              checkpointing=config)
         assert stats.recomputed > 0
         assert got_value == value and all(np.array_equal(a, b) for a, b in zip(got, grads))
@@ -129,7 +129,7 @@ def test_snapshots_that_cannot_fit_are_refused_with_the_room(run_setup):
                                           r"beside the run \(.* a state, .* free on the host, a "
                                           r"step.s work .*\); "
                                           r"expected at most \d+ snapshots"):
-        run_gradient(s.model, h0, s.model.u, cost, STEPS, checkpointing=config,
+        run_gradient(s.model, (h0, s.model.u), cost, STEPS, checkpointing=config,
                      checkpointing_key="sensitivity.checkpointing")
 
 
@@ -141,7 +141,7 @@ def test_a_run_too_long_to_keep_every_state_is_refused_before_any_step(run_setup
     with pytest.raises(ConfigError, match=r"checkpointing.schedule = 'none' keeps all \d+ states "
                                           r".* expected schedule multistage with "
                                           r"snapshots_in_ram: auto"):
-        run_gradient(s.model, h0, s.model.u, cost, 10 ** 12, checkpointing=config,
+        run_gradient(s.model, (h0, s.model.u), cost, 10 ** 12, checkpointing=config,
                      on_step=steps.append)
     assert steps == []
 

@@ -34,7 +34,7 @@ def test_auto_snapshots_run_inside_a_capped_pool(tmp_path, dtype):
     cost = RegionCost(cost_context(s), "h", "mean", ((20.0, 50.0), (300.0, 340.0)))
     rng = np.random.default_rng()
     h0 = model.h * (1 + 1e-3 * cupy.asarray(rng.standard_normal(model.h.shape), model.h.dtype))
-    value, grads, _ = run_gradient(model, h0, model.u, cost, STEPS, schedule="none")
+    value, grads, _ = run_gradient(model, (h0, model.u), cost, STEPS, schedule="none")
     grads = [g.get() for g in grads]
     state = h0.nbytes + model.u.nbytes
     work = prepare(model)
@@ -42,7 +42,7 @@ def test_auto_snapshots_run_inside_a_capped_pool(tmp_path, dtype):
     snapshots = 2 * ROOM
     fixed = CheckpointConfig(schedule="multistage", snapshots_in_ram=snapshots)
     with step_bytes(cupy) as sweep:                  # the whole sweep's high-water mark
-        run_gradient(model, h0, model.u, cost, STEPS, checkpointing=fixed)
+        run_gradient(model, (h0, model.u), cost, STEPS, checkpointing=fixed)
     budget = work + (snapshots + WORK_STATES) * state
     assert sweep["peak"] <= budget, (f"the sweep held {sweep['peak']} bytes, the plan budgets "
                                      f"{budget}: work {work}, state {state}, {snapshots} snapshots")
@@ -53,7 +53,7 @@ def test_auto_snapshots_run_inside_a_capped_pool(tmp_path, dtype):
     try:
         config = CheckpointConfig(schedule="multistage", snapshots_in_ram="auto")
         try:
-            got_value, got, stats = run_gradient(model, h0, model.u, cost, STEPS,
+            got_value, got, stats = run_gradient(model, (h0, model.u), cost, STEPS,
                                                  checkpointing=config)
             cupy.cuda.Device().synchronize()
         except cupy.cuda.memory.OutOfMemoryError as exc:
