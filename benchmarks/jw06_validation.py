@@ -4,16 +4,22 @@ spectral primitive-equation core, https://github.com/neuralgcm/dinosaur), both i
 JW06's 26 CAM3 hybrid levels. Each subcommand writes one small .npz into --out; `table` reads them
 all and prints Markdown. dinosaur is imported here only (never by the package).
 
-On one H200 (JAX CUDA and CuPy), one call (about 6 minutes, meshes generated on the way):
+On one H200 (JAX CUDA and CuPy), in two device calls (each well inside 10 minutes; estimates, not
+yet measured: the reference about 4 minutes, our runs about 5, meshes generated on the way; level 8
+would need 8640 steps, past one call):
 
-    python benchmarks/jw06_validation.py reference --truncation 170 --days 9 --out jw06
-    python benchmarks/jw06_validation.py reference --truncation 170 --days 30 --case jw06_steady --out jw06
-    for L in 5 6 7; do python benchmarks/jw06_validation.py model --level $L --days 9 --backend cupy --out jw06; done
-    python benchmarks/jw06_validation.py model --level 5 --days 30 --case jw06_steady --backend cupy --out jw06
+    python benchmarks/jw06_validation.py reference --truncation 170 --days 9 --out $OUT/jw06 &&
+    python benchmarks/jw06_validation.py reference --truncation 170 --days 30 --case jw06_steady --out $OUT/jw06
+
+    for L in 5 6 7; do python benchmarks/jw06_validation.py model --level $L --days 9 --backend cupy --out $OUT/jw06 || exit 1; done &&
+    python benchmarks/jw06_validation.py model --level 5 --days 30 --case jw06_steady --backend cupy --out $OUT/jw06
+
+then, anywhere (NumPy only), on the files of both calls gathered in one directory:
+
     python benchmarks/jw06_validation.py table --out jw06
 
-and on a CPU, small: `reference --truncation 21 --days 0.5`, `model --level 3 --days 0.5
---backend numpy`, `table`.
+On a CPU, small: `reference --truncation 21 --days 0.5`, `model --level 3 --days 0.5 --backend
+numpy`, `table` (tests/benchmarks/test_jw06_validation.py runs these).
 
 reference: dinosaur's `PrimitiveEquationsHybrid` (Simmons and Burridge 1981 vertical
 discretisation) on JW06's 26 hybrid levels (`hydrostatic.levels`, the same A and B as our core:
@@ -39,7 +45,9 @@ Delaunay triangles of the cell centres (each triangle the three cells around a m
 
 (K = ke_e2c(u), T = theta exner(p): the hydrostatic energy with a constant-pressure top in its
 enthalpy form, Dubos et al. 2015, GMD 8, 3131, as dinosaur's tests check theirs); the wave's
-relative drift of E reports what RK4 and the hyperviscosity remove.
+relative drift of E reports what RK4 and the hyperviscosity remove (without hyperviscosity, level 4,
+one day: about 2e-10 whatever dt, 1440 to 360 s: the semi-discrete budget of this E is closed to
+that, not to round-off).
 
 Common grid: 1 degree, longitudes 0..359 E, latitudes -89.5..89.5 (180 x 360), weighted by
 cos(lat). Steady state (JW06 section 5): the zonal mean of the zonal wind on each model level, u_bar
@@ -155,6 +163,10 @@ def reference(args) -> int:
                           primitive_equations_states, scales, spherical_harmonic, time_integration,
                           units, xarray_utils)
 
+    import dinosaur
+    if not hasattr(primitive_equations, "PrimitiveEquationsHybrid"):
+        raise ValueError(f"dinosaur {getattr(dinosaur, '__version__', '(version unknown)')}: expected "
+                         "one with PrimitiveEquationsHybrid (hybrid levels; written against 1.5.1)")
     t_start = time.perf_counter()
     U = scales.units
     specs = units.SimUnits.from_si(radius_si=EARTH_RADIUS * U.m,
@@ -168,7 +180,8 @@ def reference(args) -> int:
         longitude_wavenumbers=grid.longitude_wavenumbers, total_wavenumbers=grid.total_wavenumbers,
         longitude_nodes=LON.size, latitude_nodes=LAT.size, latitude_spacing="equiangular",
         radius=specs.radius)
-    assert np.allclose(np.degrees(on_grid.latitudes), LAT) and np.allclose(np.degrees(on_grid.longitudes), LON)
+    assert np.allclose(np.degrees(on_grid.latitudes), LAT)
+    assert np.allclose(np.degrees(on_grid.longitudes), LON)
     hyai, hybi = np.asarray(levels.HYAI_26), np.asarray(levels.HYBI_26)    # top down, as dinosaur's
     vertical = hybrid_coordinates.HybridCoordinates(a_boundaries=hyai * levels.P0 / 100.0,  # hPa
                                                     b_boundaries=hybi)
@@ -243,7 +256,7 @@ def reference(args) -> int:
     ps, _, u_bar0, mass0, energy0 = record(state)
     out = dict(days=[], ps_min=[], ps_min_lon=[], ps_min_lat=[], ps_max=[], mass_change=[],
                energy_drift=[], u_l2=[], u_linf=[], ps_days=[], ps=[])
-    stepping, t_now = 0.0, 0.0
+    stepping = 0.0
     for day, span in zip(days, spans):
         t0 = time.perf_counter()
         state = jax.block_until_ready(runs[steps_of(span, dt_s, "record")](state))

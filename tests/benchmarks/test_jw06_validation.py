@@ -24,7 +24,8 @@ def test_triangle_weights_are_linear_interpolation(lloyd):
 
     def field(lat_r, lon_r):
         p = jw.unit_vectors(lat_r, lon_r)
-        return np.sin(a[0] * p[..., 0] + b[0]) * p[..., 1] + np.cos(a[1] * p[..., 2] + b[1]) + b[2] * p[..., 0] ** 2
+        return (np.sin(a[0] * p[..., 0] + b[0]) * p[..., 1] + np.cos(a[1] * p[..., 2] + b[1])
+                + b[2] * p[..., 0] ** 2)
 
     errors = []
     for level in (3, 4, 5):
@@ -39,13 +40,14 @@ def test_triangle_weights_are_linear_interpolation(lloyd):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Half-day runs into one directory: ours at level 3 (wave and steady state), dinosaur T21."""
+    """Half-day runs into one directory, wave and steady state: ours at level 3, dinosaur T21."""
     out = tmp_path_factory.mktemp("jw06")
     for case in jw.CASES:
         assert jw.main(["model", "--level", "3", "--days", "0.5", "--case", case, "--out", str(out)]) == 0
-    done = subprocess.run([sys.executable, str(SCRIPT), "reference", "--truncation", "21", "--days", "0.5",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+        done = subprocess.run([sys.executable, str(SCRIPT), "reference", "--truncation", "21", "--days",
+                               "0.5", "--case", case, "--out", str(out)], capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
     return out
 
 
@@ -63,12 +65,15 @@ def test_model_conserves_mass_and_records(runs):
 def test_reference_and_table(runs, capsys):
     with np.load(runs / "reference_T21_jw06_baroclinic.npz") as f:
         assert f["ps"].shape == (1, 180, 360) and abs(f["mass_change"][-1]) < 1e-8
+    with np.load(runs / "reference_T21_jw06_steady.npz") as f:
+        assert 0 < f["u_l2"][-1] < 0.5
     assert jw.main(["table", "--out", str(runs)]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| 3 | 642 |"))
     l2 = float(row.split("|")[5].split()[0])
     assert 0.0 < l2 < 2.0, row                              # hPa, half a day in
-    assert "| meshops level 3 | 0.5 |" in out and "to be verified" in out
+    assert "| meshops level 3 | 0.5 |" in out and "| dinosaur T21 | 0.5 |" in out
+    assert "to be verified" in out
 
 
 def test_bad_input_is_named(tmp_path, capsys):
