@@ -222,6 +222,15 @@ def diagnostics(mesh, mass, theta_mass, u, phi_s, f_vertex, physics: Physics) ->
                 **flux_diagnostics(mesh, mass, u, d["theta"], f_vertex, physics))
 
 
+def diagnostics_tl(mesh, b, dmass, dtheta_mass, du, dphi_s, physics: Physics) -> dict:
+    """Tangent-linear of `diagnostics` about `b`: the tangents the terms read, of the same names
+    (dphi_s None: no perturbation of phi_s)."""
+    t = dict(mass=dmass, theta_mass=dtheta_mass, u=du, phi_s=dphi_s,
+             **column_diagnostics_tl(mesh, b, b["mass"], dmass, dtheta_mass, dphi_s, physics))
+    t.update(flux_diagnostics_tl(mesh, b, dmass, du, t["theta"], physics))
+    return t
+
+
 # -- the tendencies, their tangent-linear and adjoint ---------------------------------------------
 
 TARGETS = ("tend_mass", "tend_theta_mass", "tend_u")
@@ -259,9 +268,7 @@ def tendencies_tl(mesh, mass, theta_mass, u, phi_s, f_vertex, physics: Physics, 
     then each term's and the forcing's, summed as the forward sums them. dphi_s None: no
     perturbation of phi_s."""
     b = diagnostics(mesh, mass, theta_mass, u, phi_s, f_vertex, physics)
-    t = dict(mass=dmass, theta_mass=dtheta_mass, u=du, phi_s=dphi_s,
-             **column_diagnostics_tl(mesh, b, mass, dmass, dtheta_mass, dphi_s, physics))
-    t.update(flux_diagnostics_tl(mesh, b, dmass, du, t["theta"], physics))
+    t = diagnostics_tl(mesh, b, dmass, dtheta_mass, du, dphi_s, physics)
     tend = dict.fromkeys(TARGETS)
     for term in terms.active_terms(physics):
         tend[term.target] = _add(tend[term.target], term.tangent(mesh, b, t, physics))
