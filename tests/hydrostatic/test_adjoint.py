@@ -103,7 +103,8 @@ def test_column_diagnostics(mesh, rng, setup):
     def forward(m, tm, ph):
         d = dynamics.column_diagnostics(mesh, m, tm, ph, p)
         return tuple(d[n] for n in COLUMN)
-    result = tangent_taylor_test(forward, lambda m, tm, ph, *dx: tangent(*dx), (mass, theta_mass, phi_s), x, y)
+    result = tangent_taylor_test(forward, lambda m, tm, ph, *dx: tangent(*dx),
+                                 (mass, theta_mass, phi_s), x, y)
     assert result.passed(1.9), result
 
 
