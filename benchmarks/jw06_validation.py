@@ -414,7 +414,7 @@ def model(args) -> int:
                 device=device, setup_s=round(t_setup - t_start, 2), stepping_s=round(stepping, 2),
                 wall_s=round(time.perf_counter() - t_start, 2), peak_bytes=int(peak))
     arrays = {k: np.asarray(v) for k, v in out.items()}
-    write(pathlib.Path(args.out), f"model_l{L}_{args.case}_{args.backend}_{args.dtype}", meta, arrays)
+    write(pathlib.Path(args.out), f"model_l{L}_lloyd{args.lloyd}_{args.case}_{args.backend}_{args.dtype}", meta, arrays)
     return 0
 
 
@@ -459,15 +459,15 @@ def table(args) -> int:
 
     ref = refs["jw06_baroclinic"]
     wave = sorted((r for r in runs if r["kind"] == "model" and r["case"] == "jw06_baroclinic"),
-                  key=lambda r: (r["level"], r["backend"], r["dtype"]))
+                  key=lambda r: (r["level"], r["lloyd"], r["backend"], r["dtype"]))
     if wave:
         print(f"JW06 baroclinic wave against {ref['model'] if ref else '(no reference run)'}: "
               "l2 of the p_s difference on the 1-degree grid (cos(lat) weights), min p_s (hPa) and "
               "its place on each model's own grid at the last day; mass and energy change over the run.")
         print()
-        print("| level | cells | dt (s) | day | l2 dp_s day 7 / 8 / 9 (hPa) | min p_s ours | "
-              "min p_s reference | mass change | energy drift |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| level | cells | Lloyd | dtype | dt (s) | day | l2 dp_s day 7 / 8 / 9 (hPa) | "
+              "min p_s ours | min p_s reference | mass change | energy drift |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in wave:
             day = float(r["days"][-1])
             diffs = []
@@ -475,7 +475,7 @@ def table(args) -> int:
                 if ref is not None and d in set(ref["ps_days"]) and d in set(r["ps_days"]):
                     diffs.append(f"{l2_difference(r, ref, d) / 100:.2f} (d{d:g})")
             k = list(ref["days"]).index(day) if ref is not None and day in set(ref["days"]) else None
-            print(f"| {r['level']} | {r['cells']} | {r['dt']:g} | {day:g} | {' / '.join(diffs) or '-'} "
+            print(f"| {r['level']} | {r['cells']} | {r['lloyd']} | {r['dtype']} | {r['dt']:g} | {day:g} | {' / '.join(diffs) or '-'} "
                   f"| {place(r)} | {place(ref, k) if k is not None else '-'} "
                   f"| {r['mass_change'][-1]:+.1e} | {r['energy_drift'][-1]:+.2e} |")
         if ref is not None:
