@@ -40,10 +40,10 @@ def fields_of(model, names) -> dict:
 
 
 def diagnostics_of(model, distribution) -> dict:
-    """{name: value} of `hydrostatic.variables.DIAGNOSTICS`: each entry's partials over the owned
-    cells, summed over the ranks."""
-    n, total = distribution.owned["cell"], allreduce_sum(distribution.comm)
-    return {name: total(d.partial(model, n)) for name, d in DIAGNOSTICS.items()}
+    """{name: value} of `hydrostatic.variables.DIAGNOSTICS`: each entry's partial over the owned
+    rows, summed over the ranks."""
+    total = allreduce_sum(distribution.comm)
+    return {name: total(d.partial(model, distribution.owned)) for name, d in DIAGNOSTICS.items()}
 
 
 class History:

@@ -31,16 +31,18 @@ DEFAULT_VARIABLES = ("theta", "temperature", "pressure", "surface_pressure", "te
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """A global time series (float64, per record): its units, long name and `partial(model, n)`,
-    this rank's part of the global sum over its `n` owned cells (summed over the ranks by
-    `hydrostatic.output.diagnostics_of`)."""
+    """A global time series (float64, per record): its units, long name and `partial(model,
+    owned)`, this rank's part of the global sum over its owned rows (`owned`: their counts by
+    location, "cell", "edge", "vertex"), summed over the ranks by
+    `hydrostatic.output.diagnostics_of`."""
     units: str
     long_name: str
     partial: Callable
 
 
-def _mass(model, n: int) -> float:
+def _mass(model, owned: dict) -> float:
     """sum_i areaCell[i] sum_k mass[i, k] over owned cells i (kg), in float64."""
+    n = owned["cell"]
     area = np.asarray(model.mesh.areaCell[:n], dtype=np.float64)
     return float((area[:, None] * to_host(model.mass[:n]).astype(np.float64)).sum())
 
