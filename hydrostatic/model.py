@@ -62,5 +62,15 @@ class Model:
         return self.mass, self.theta_mass, self.u
 
     @property
+    def controls(self) -> tuple:
+        """The fixed fields a gradient is taken with respect to, in `control_locations` order:
+        (phi_s,)."""
+        return (self.phi_s,)
+
+    @controls.setter
+    def controls(self, values) -> None:
+        (self.phi_s,) = values
+
+    @property
     def time(self) -> float:
         return self.step_count * self.dt

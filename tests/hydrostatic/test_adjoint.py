@@ -344,3 +344,45 @@ def test_cupy_tangent_and_adjoint_equal_numpy(mesh, rng, mode):
     result = dot_product_test(lambda *d: _steps_tl(model, starts, *d),
                               lambda *a: _steps_adj(model, starts, mode, *a), dx, dy)
     assert result.relative_error <= 1e-12, result
+
+
+class _SurfacePressureSquares:
+    """J = sum_k (w . p_s(x_k))^2 / 2 over the steps of a run: a nonlinear cost of every state."""
+
+    def __init__(self, weights):
+        self.w = weights
+
+    def _ps(self, mass):
+        return GRAVITY * mass.sum(axis=1)
+
+    def value(self, k, state):
+        return 0.5 * float(self.w @ self._ps(state[0])) ** 2
+
+    def gradient(self, k, state):
+        mass, theta_mass, u = state
+        g = float(self.w @ self._ps(mass)) * GRAVITY * self.w
+        return [np.repeat(g[:, None], mass.shape[1], axis=1), np.zeros_like(theta_mass),
+                np.zeros_like(u)]
+
+
+def test_whole_run_gradient_through_run_gradient(mesh, rng):
+    """`adjoint.gradient.run_gradient` of the hydrostatic model (its state and its control phi_s)
+    under a Revolve schedule: the Taylor test of J(mass0, theta_mass0, u0, phi_s) over four steps
+    against the gradient, and the gradient independent of the schedule (bitwise)."""
+    from adjoint.checkpointing import make_schedule
+    from adjoint.gradient import cost_of_controls, run_gradient
+    from adjoint.verification import taylor_test
+
+    state = base_state(mesh, rng)
+    model = _model(mesh, state, physics_of("all", mesh))
+    cost = _SurfacePressureSquares(rng.random(mesh.nCells) / mesh.nCells)
+    value, grads, _ = run_gradient(model, state[:3], cost, 4, schedule="none")
+    _, revolve, _ = run_gradient(model, state[:3], cost, 4,
+                                 schedule=make_schedule("revolve", 4, snapshots_in_ram=2))
+    assert all(np.array_equal(a, b) for a, b in zip(grads, revolve))
+    assert [g.shape for g in grads] == [a.shape for a in state[:4]]
+    m, dm = state[:4], direction(state, rng)
+    derivative = sum(float(np.vdot(g, d)) for g, d in zip(grads, dm))
+    result = taylor_test(cost_of_controls(model, cost, 4), m, dm, derivative, eps0=1e-2, steps=4)
+    assert result.passed(1.9), result
+    assert np.array_equal(model.phi_s, state[3])        # the model's own control is restored
