@@ -23,8 +23,8 @@ Derivatives are meshops's own: the backward of a linear operator A is its adjoin
 default the meshops default, `deterministic`), the backward of A^T is A, so every order works. The
 backward of a nonlinear N about x is its adjoint about x, differentiable in the incoming gradient
 (through the tangent-linear model). Second derivatives through the base state x need the second
-derivative of N: for a quadratic N (`OperatorSpec.quadratic`, every nonlinear operator registered
-in meshops) it is exact from the tangent and adjoint (T(x) y = T(y) x); for any other nonlinear
+derivative of N: for a quadratic N (`OperatorSpec.quadratic`: flux_div_e2c, ke_e2c, pv_flux_e2e)
+it is exact from the tangent and adjoint (T(x) y = T(y) x); for any other nonlinear
 operator asking for it raises NotImplementedError, and derivatives in the other inputs still work.
 Forward mode (`torch.autograd.forward_ad`, `torch.func.jvp`) runs the same maps: the tangent of a
 linear map is the map of the tangents, that of N the tangent-linear model.
