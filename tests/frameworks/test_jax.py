@@ -139,6 +139,9 @@ def test_bad_inputs_name_the_input(mesh, rng):
             mj.div_e2c(mesh, e, callback="ffi")
     with pytest.raises(ValueError, match="adjoint mode"):
         mj.div_e2c(mesh, e, mode="fast")
+    with pytest.raises(ValueError, match=r"meshops.jax.diff_i2l: input 0: expected an interface field of shape "
+                                         r"\(n, nVertLevels \+ 1\), n one of nCells=162"):
+        mj.diff_i2l(mesh, jnp.ones((mesh.nCells + 1, 3)))
 
 
 @pytest.mark.gpu

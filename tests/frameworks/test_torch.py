@@ -244,6 +244,20 @@ def test_bad_inputs_name_the_input(mesh, rng):
         mt.div_c2e
 
 
+def test_bad_column_inputs_name_the_input(mesh):
+    """Vertical operators: one set of columns (cells, edges or vertices) with one nVertLevels."""
+    layers = torch.ones(mesh.nCells, 4, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"avg_l2i: input 0: expected a layer field of shape \(n, nVertLevels\), "
+                                         r"n one of nCells=162, nEdges=480, nVertices=320, got shape \(162,\)"):
+        mt.avg_l2i(mesh, layers[:, 0])
+    with pytest.raises(ValueError, match=r"input 1: expected a layer field of shape \(162, 4\) .* got shape \(480, 4\)"):
+        mt.interp_level_l2p(mesh, layers, torch.ones(mesh.nEdges, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"interp_level_l2p_adj: input 2: expected a column field of shape \(162,\)"):
+        mt.interp_level_l2p_adj(mesh, layers, layers, layers)
+    with pytest.raises(ValueError, match=r"input 1: dtype torch.float32, device cpu; expected those of input 0"):
+        mt.specific_volume(mesh, layers, layers.float())
+
+
 # -- torch.compile ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["div_e2c", "pv_flux_e2e", "reconstruct_zonal_meridional_e2c",
