@@ -7,9 +7,12 @@ adjoint `X_adj` and, for a nonlinear operator, its tangent-linear model `X_tl`:
     g = jax.jit(jax.grad(lambda u: meshops.jax.ke_e2c(mesh, u).sum()))(u)
 
 `mesh` is a mesh (`meshops.contracts.MeshLike`) or a `meshops.DeviceMesh`, a Python object held by
-the caller (close over it; it is not a JAX value). Fields are float32 or float64 arrays of shape
-(n,) or (n, nlev), every input of one call with one dtype and nlev (float64 needs
-`jax.config.update("jax_enable_x64", True)`). Every function works eagerly and under `jax.jit`.
+the caller (close over it; it is not a JAX value). Fields are float32 or float64 arrays, every
+input of one call with one dtype (float64 needs `jax.config.update("jax_enable_x64", True)`): of
+shape (n,) or (n, nlev) with one nlev for the horizontal operators; for the vertical ones (columns,
+`meshops.operators.vertical`) layers (n, nVertLevels), interfaces (n, nVertLevels + 1) and columns
+(n,), with one n (cells, edges or vertices) and one nVertLevels. Every function works eagerly and
+under `jax.jit`.
 
 Derivatives (docs/decisions/0011-autodiff-adapters.md): each map is a `jax.custom_jvp` whose tangent
 is a `jax.custom_derivatives.linear_call` of the tangent map with meshops's adjoint as its
@@ -26,7 +29,7 @@ How the maps run (`callback`, per call or `set_callback`):
 - "buffer": `jax.experimental.buffer_callback` on the device buffers, in place: NumPy on the CPU,
   CuPy on the GPU (DLPack, on XLA's compute stream), one device copy into the output buffer;
 - "ffi" (GPU): a typed XLA FFI custom call that replays the map's launch plan
-  (`meshops.device.plans`: its kernels, recorded once per map, mesh, dtype and levels on JAX's
+  (`meshops.device.plans`: its kernels, recorded once per map, mesh, dtype and input shapes on JAX's
   default GPU) on XLA's stream into XLA's buffers: no Python and no copy when the program runs.
   A map with no plan runs as "buffer".
 The default is "ffi" where JAX's default backend is a GPU and the runner builds (`meshops.native`:
@@ -193,13 +196,12 @@ class _Operator:
 
     def host(self, kind, *arrays) -> tuple:
         """Map `kind` through the callback, not differentiable."""
-        outs = self.io[kind][1]
-        like = arrays[0]
-        shapes = tuple(jax.ShapeDtypeStruct((n,) + tuple(like.shape[1:]), like.dtype)
-                       for n in autodiff.rows(self.mesh, outs))
-        spec, mesh, mode = self.spec, self.mesh, self.mode
+        spec, mesh, mode, like = self.spec, self.mesh, self.mode, arrays[0]
+        ins = tuple(tuple(a.shape) for a in arrays)
+        shapes = tuple(jax.ShapeDtypeStruct(shape, like.dtype) for shape in autodiff.output_shapes(
+            spec, kind, autodiff.output_rows(spec, kind, mesh, ins), ins))
         if self.callback == "ffi":
-            plan = plans.plan(spec, kind, mesh, mode, like.dtype, tuple(like.shape[1:]), _default_gpu())
+            plan = plans.plan(spec, kind, mesh, mode, like.dtype, ins, _default_gpu())
             if plan is not None:
                 return tuple(jax.ffi.ffi_call(_ffi_target(), shapes, vmap_method="sequential")(
                     *arrays, plan=plan.words))

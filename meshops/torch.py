@@ -9,18 +9,22 @@ adjoint `X_adj` and, for a nonlinear operator, its tangent-linear model `X_tl`, 
 `mesh` is a mesh (`meshops.contracts.MeshLike`) or a `meshops.DeviceMesh`, held by the caller; the
 tables are those meshops keeps per mesh, backend and device (`meshops.device_mesh`). CPU tensors are
 shared with NumPy without copies (`Tensor.numpy`, `torch.from_numpy`). On CUDA a map replays its
-launch plan (`meshops.device.plans`: its kernels, recorded once per map, mesh, dtype, levels and
-device) through the native runner on torch's current stream, into tensors from torch's allocator;
-a map without a plan runs meshops on CuPy views of the tensors (DLPack), on the same stream. Fields
-are float32 or float64 of shape (n,) or (n, nlev), every input of one call on one device with one
-dtype and nlev.
+launch plan (`meshops.device.plans`: its kernels, recorded once per map, mesh, dtype, input shapes
+and device) through the native runner on torch's current stream, into tensors from torch's
+allocator; a map without a plan runs meshops on CuPy views of the tensors (DLPack), on the same
+stream. Fields are float32 or float64, every input of one call on one device with one dtype: of
+shape (n,) or (n, nlev) with one nlev for the horizontal operators; for the vertical ones (columns,
+`meshops.operators.vertical`) layers (n, nVertLevels), interfaces (n, nVertLevels + 1) and columns
+(n,), with one n (cells, edges or vertices) and one nVertLevels:
+
+    p_i = meshops.torch.sum_layers_from_top_l2i(mesh, dp)  # (nCells, N) -> (nCells, N + 1)
 
 Derivatives are meshops's own: the backward of a linear operator A is its adjoint A^T (in `mode`,
 default the meshops default, `deterministic`), the backward of A^T is A, so every order works. The
 backward of a nonlinear N about x is its adjoint about x, differentiable in the incoming gradient
 (through the tangent-linear model). Second derivatives through the base state x need the second
-derivative of N: for a quadratic N (`OperatorSpec.quadratic`, every nonlinear operator registered
-in meshops) it is exact from the tangent and adjoint (T(x) y = T(y) x); for any other nonlinear
+derivative of N: for a quadratic N (`OperatorSpec.quadratic`: flux_div_e2c, ke_e2c, pv_flux_e2e)
+it is exact from the tangent and adjoint (T(x) y = T(y) x); for any other nonlinear
 operator asking for it raises NotImplementedError, and derivatives in the other inputs still work.
 Forward mode (`torch.autograd.forward_ad`, `torch.func.jvp`) runs the same maps: the tangent of a
 linear map is the map of the tangents, that of N the tangent-linear model.
@@ -147,6 +151,10 @@ def _rows(tensors) -> list:
     return [int(t.shape[0]) for t in tensors]
 
 
+def _shapes(tensors) -> tuple:
+    return tuple(tuple(t.shape) for t in tensors)
+
+
 # -- one operator: its maps, their locations and their derivative rules ----------------------------
 
 class _Maps:
@@ -173,7 +181,7 @@ def _replay(spec, kind: str, key: int, mode: str, tensors):
     t = tensors[0]
     index = t.device.index if t.device.index is not None else torch.cuda.current_device()
     try:
-        plan = plans.plan(spec, kind, _mesh(key), mode, _NUMPY_DTYPES[t.dtype], tuple(t.shape[1:]), index)
+        plan = plans.plan(spec, kind, _mesh(key), mode, _NUMPY_DTYPES[t.dtype], _shapes(tensors), index)
     except native.NativeUnavailable as exc:
         _PLANS["on"] = False
         warnings.warn(f"meshops.torch: launch plans are unavailable, maps run through CuPy: {exc}",
@@ -220,13 +228,12 @@ class _Rules:
         g_x = self._through_base(needs, lambda: call("adjoint", key, mode, _rows(x), *rest, *grads))
         return g_x + tuple(g_dx)
 
-    def jvp(self, kind, key, mode, inputs, rows, tangents) -> tuple:
-        """The tangents of map `kind`'s outputs from `tangents`, those of its inputs (`inputs`, with
-        row counts `rows`, saved for a nonlinear operator only; a None tangent is zero)."""
+    def jvp(self, kind, key, mode, inputs, shapes, tangents) -> tuple:
+        """The tangents of map `kind`'s outputs from `tangents`, those of its inputs (`inputs`, of
+        `shapes`, saved for a nonlinear operator only; a None tangent is zero)."""
         spec, call, k = self.spec, self.call, self.k
         if spec.linear:                         # d(A x) = A dx, d(A^T g) = A^T dg
-            tangents = [t if t is not None else _zeros_like_rows(tangents, n) for t, n in zip(tangents, rows)]
-            return call(kind, key, mode, None, *tangents)
+            return call(kind, key, mode, None, *_zeros_for_none(tangents, shapes))
         x, xd, rest, rest_d = inputs[:k], tangents[:k], inputs[k:], tangents[k:]
         if kind == "forward":                   # dN(x) = T(x) xd
             return call("tangent", key, mode, None, *x, *_zeros_for_none(xd, [t.shape for t in x]))
@@ -295,15 +302,10 @@ def _zeros_for_none(grads, shapes):
     return tuple(like.new_zeros(s) if g is None else g for g, s in zip(grads, shapes))
 
 
-def _zeros_like_rows(tensors, n: int):
-    like = next(t for t in tensors if t is not None)
-    return like.new_zeros((n,) + tuple(like.shape[1:]))
-
-
 def _save(ctx, spec, key, mode, tensors, out) -> None:
-    """What a backward needs: the inputs of a nonlinear map (its base state), the row counts of the
-    inputs and the shapes of the outputs (a linear map keeps no tensor alive)."""
-    ctx.key, ctx.mode, ctx.rows = key, mode, _rows(tensors)
+    """What a backward needs: the inputs of a nonlinear map (its base state), the row counts and
+    shapes of the inputs and the shapes of the outputs (a linear map keeps no tensor alive)."""
+    ctx.key, ctx.mode, ctx.rows, ctx.in_shapes = key, mode, _rows(tensors), _shapes(tensors)
     ctx.shapes = [o.shape for o in out]
     ctx.save_for_backward(*(() if spec.linear else tensors))
 
@@ -333,16 +335,19 @@ def _function(name: str, kind: str, transforms: bool = False) -> type:
 
     def save(ctx, key, mode, tensors, output):
         _save(ctx, spec, key, mode, tensors, output)
+        ctx.set_materialize_grads(False)    # an input without a tangent gets None, not zeros
         if not spec.linear:
             ctx.save_for_forward(*tensors)
 
     class Derivatives(torch.autograd.Function):
         @staticmethod
         def jvp(ctx, _key, _mode, *tangents):
-            return rules.jvp(kind, ctx.key, ctx.mode, ctx.saved_tensors, ctx.rows, tangents)
+            return rules.jvp(kind, ctx.key, ctx.mode, ctx.saved_tensors, ctx.in_shapes, tangents)
 
         @staticmethod
         def backward(ctx, *grads):
+            if all(g is None for g in grads):
+                return (None,) * (2 + len(ctx.rows))
             grads = _zeros_for_none(grads, ctx.shapes)
             return (None, None) + tuple(rules.backward(kind, ctx.key, ctx.mode, ctx.saved_tensors,
                                                        ctx.rows, ctx.needs_input_grad[2:], grads))
@@ -409,7 +414,8 @@ def custom_op(name: str, kind: str):
         return out[0] if single else out
 
     def fake(mesh, mode, rows, *tensors):
-        out = tuple(tensors[0].new_empty((n,) + tuple(tensors[0].shape[1:])) for n in rows)
+        out = tuple(tensors[0].new_empty(shape)
+                    for shape in autodiff.output_shapes(spec, kind, rows, _shapes(tensors)))
         return out[0] if single else out
 
     def setup_context(ctx, inputs, output):
@@ -444,7 +450,7 @@ class _Entry:
 
     def __init__(self, name: str, kind: str):
         self.spec, self.kind = _spec(name), kind
-        self.ins, self.outs = autodiff.maps(self.spec)[kind]
+        self.ins = autodiff.maps(self.spec)[kind][0]
         self.where, self.k = f"meshops.torch.{name}{_SUFFIX[kind]}", len(self.spec.domain)
         self.plain = self.spec.linear or kind == "forward"   # no guard on the base state needed
         self.maps = _Maps(self.spec)
@@ -488,7 +494,8 @@ def apply(name: str, kind: str, mesh, *tensors, mode: str | None = None):
     mode = resolve_mode(mode)
     if torch.compiler.is_compiling():
         _check(entry.where, mesh, entry.ins, tensors)
-        key, rows = _traced_mesh_key(id(mesh)), list(autodiff.rows(mesh, entry.outs))
+        key = _traced_mesh_key(id(mesh))
+        rows = list(autodiff.output_rows(entry.spec, kind, mesh, _shapes(tensors)))
         op, k = custom_op(name, kind), entry.k
         if entry.plain:
             return op(key, mode, rows, *tensors)

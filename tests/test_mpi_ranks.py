@@ -97,15 +97,18 @@ NO_MPI_SCRIPT = textwrap.dedent("""
     mesh = read_mesh(sys.argv[1])
     halo = HaloExchange(distribute_mesh(comm, mesh), comm)
     rng = np.random.default_rng()
-    sizes = {"cell": mesh.nCells, "edge": mesh.nEdges, "vertex": mesh.nVertices}
+    n = mesh.nCells
+    shapes = {"cell": n, "edge": mesh.nEdges, "vertex": mesh.nVertices, "layer": (n, 3), "interface": (n, 4),
+              "column": n}                   # vertical operators: on the columns of cells
     for name, op in distributed_operators(halo).items():
-        x = [rng.standard_normal(sizes[loc]) for loc in op.spec.domain]
+        x = [rng.standard_normal(shapes[loc]) for loc in op.spec.domain]
+        x = list(op.spec.sample(*x)) if op.spec.sample is not None else x
         y = op.forward(*[a.copy() for a in x])
         ref = op.spec.forward(mesh, *x)
         for a, b in zip(y if isinstance(y, tuple) else (y,), ref if isinstance(ref, tuple) else (ref,)):
             assert np.array_equal(a, b), name
         op.adjoint(*([] if op.spec.linear else x),
-                   *[rng.standard_normal(sizes[loc]) for loc in op.spec.range])
+                   *[rng.standard_normal(shapes[loc]) for loc in op.spec.range])
     print("serial ok", halo.transport_name(np))
 """)
 

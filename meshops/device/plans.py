@@ -9,8 +9,10 @@ map (exactly, or to round-off where atomics reorder sums); a map whose outputs n
 gets clears; a map that does work outside the launcher (CuPy element-wise code on its inputs) fails
 the check and gets no plan. The native runner (`meshops.native`) replays a plan on a stream:
 PyTorch through ctypes, JAX as a typed XLA FFI custom call. A plan is specific to the map, the
-mesh, the adjoint mode, the dtype, the trailing shape (levels) and the CUDA device; buffers must be
-aligned as the lanes recorded need (checked at every run).
+mesh, the adjoint mode, the dtype, the shapes of the inputs (levels; a vertical operator's columns)
+and the CUDA device; buffers must be aligned as the lanes recorded need (checked at every run).
+The random inputs of a nonlinear operator defined on part of its domain only start from a base
+state where it is defined (`OperatorSpec.sample`).
 
 `MESHOPS_LAUNCH_PLANS=0` turns plans off (the adapters then run meshops through Python).
 """
@@ -114,22 +116,23 @@ def encode(device: int, buffers, alignment: int, launches, clears=()) -> tuple[n
     return np.array(words, dtype=np.int64), tuple(keep)
 
 
-def record(spec, kind: str, mesh, mode: str, dtype, trailing: tuple, device: int):
-    """The Plan of map `kind` of `spec` on `mesh` for fields of `dtype` and trailing shape
-    `trailing` on CUDA device `device`, checked by a replay; None when the map cannot be replayed
-    from its launches alone."""
+def record(spec, kind: str, mesh, mode: str, dtype, shapes: tuple, device: int):
+    """The Plan of map `kind` of `spec` on `mesh` for inputs of `dtype` and `shapes` on CUDA device
+    `device`, checked by a replay; None when the map cannot be replayed from its launches alone."""
     import cupy
 
-    ins = autodiff.maps(spec)[kind][0]
     dtype = np.dtype(dtype)
     rng = cupy.random.default_rng()
+    n_base = 0 if spec.linear or spec.sample is None else len(spec.domain)   # the base state's inputs
 
-    def fields(locations):
-        return [rng.standard_normal((n,) + tuple(trailing), dtype=np.float64).astype(dtype)
-                for n in autodiff.rows(mesh, locations)]
+    def fields():
+        xs = [rng.standard_normal(shape, dtype=np.float64) for shape in shapes]
+        if n_base:
+            xs[:n_base] = spec.sample(*xs[:n_base])
+        return [x.astype(dtype) for x in xs]
 
     with cupy.cuda.Device(device):
-        xs = fields(ins)
+        xs = fields()
         autodiff.compute(spec, kind, mesh, xs, mode)           # tables built, kernels compiled
         launches, widths = [], []
         base = kernels.launcher()
@@ -145,7 +148,7 @@ def record(spec, kind: str, mesh, mode: str, dtype, trailing: tuple, device: int
         for clears in ((), tuple(range(len(xs), len(buffers)))):
             words, keep = encode(device, buffers, alignment, launches, clears)
             plan = Plan(words, outputs, keep)
-            if _replays(plan, spec, kind, mesh, mode, fields(ins), outputs):
+            if _replays(plan, spec, kind, mesh, mode, fields(), outputs):
                 return plan
     return None
 
@@ -171,16 +174,18 @@ def _replays(plan: Plan, spec, kind, mesh, mode, xs, outputs) -> bool:
 _PLANS: dict[int, tuple] = {}   # id(mesh) -> (weak reference, {key: Plan or None})
 
 
-def plan(spec, kind: str, mesh, mode: str, dtype, trailing: tuple, device: int):
-    """The Plan of a map (recorded on first use, kept while the mesh object lives), or None."""
+def plan(spec, kind: str, mesh, mode: str, dtype, shapes: tuple, device: int):
+    """The Plan of map `kind` for inputs of `dtype` and `shapes` (one shape per input; recorded on
+    first use, kept while the mesh object lives), or None."""
     entry = _PLANS.get(id(mesh))
     if entry is None or entry[0]() is not mesh:
         entry = _PLANS[id(mesh)] = (weakref.ref(mesh), {})
         weakref.finalize(mesh, _forget, id(mesh), entry[0])
-    key = (spec.name, kind, mode, np.dtype(dtype).str, tuple(trailing), device)
+    shapes = tuple(tuple(int(n) for n in shape) for shape in shapes)
+    key = (spec.name, kind, mode, np.dtype(dtype).str, shapes, device)
     plans = entry[1]
     if key not in plans:
-        plans[key] = record(spec, kind, mesh, mode, dtype, trailing, device)
+        plans[key] = record(spec, kind, mesh, mode, dtype, shapes, device)
     return plans[key]
 
 

@@ -224,7 +224,7 @@ def sum_layers_from_bottom_l2i_adj(mesh, g, *, mode=None):
     g, (n, N, dt) = _column(g, mesh, "g", "interface")
     xp = array_module(g)
     if xp is np:
-        return np.cumsum(g[:, :0:-1], axis=1)[:, ::-1]
+        return np.ascontiguousarray(np.cumsum(g[:, :0:-1], axis=1)[:, ::-1])
     x_adj = xp.empty((n, N), dt)
     _KERNELS.launch("sum_layers_from_bottom_l2i_adj", n, g=g, x_adj=x_adj, nVertLevels=N)
     return x_adj

@@ -24,13 +24,17 @@ n_int = `n_interior(range location, spec.halo_depth)` the leading ones that read
 which is the same arithmetic per output row as y = P A(E x). NumPy inputs, n_int = 0, operators
 whose outputs lie at different locations and operators applied twice (not `single_pass`: their
 first pass would run over all rows in both calls) take the plain path (exchange, then A).
+
+Vertical operators (`ColumnOperator`) act on the columns at one horizontal location (cells by
+default), which never cross ranks: E is the identity, nothing is exchanged, and only the owned
+columns are computed (y = P A x, x_adj = P A^T P^T y_adj), with the same contract as above.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from meshops.device.backend import array_module
-from meshops.registry import OPERATORS, OperatorSpec
+from meshops.registry import LOCATIONS, OPERATORS, OperatorSpec
 
 
 def _as_tuple(r):
@@ -76,9 +80,18 @@ class DistributedOperator:
     def _exchange(self, fields, locations, transport):
         return self._end(self._begin(fields, locations, transport))
 
+    def _exchange_adjoint(self, fields, locations, transport):
+        """E^T: halo values added into their owners, halo rows zeroed."""
+        pending = [self.halo.begin(f, loc, adjoint=True, transport=transport)
+                   for f, loc in zip(fields, locations, strict=True)]
+        return tuple(self.halo.end(p) for p in pending)
+
+    def _n_owned(self, location: str) -> int:
+        return self.halo.decomposition.n_owned(location)
+
     def _restrict(self, outputs, locations):
         for y, loc in zip(outputs, locations, strict=True):
-            y[self.halo.decomposition.n_owned(loc):] = 0
+            y[self._n_owned(loc):] = 0
         return outputs
 
     def _prepare(self, fields, locations, what):
@@ -141,7 +154,7 @@ class DistributedOperator:
                   for f in self._prepare(args, spec.range, "adjoint"))
         # P^T: the halo rows of y_adj are zeroed for the local adjoint and restored afterwards
         # (only the halo rows are copied, not the field).
-        n_owned = [self.halo.decomposition.n_owned(loc) for loc in spec.range]
+        n_owned = [self._n_owned(loc) for loc in spec.range]
         halo_rows = [f[n:].copy() for f, n in zip(y, n_owned)]
         for f, n in zip(y, n_owned):
             f[n:] = 0
@@ -151,24 +164,64 @@ class DistributedOperator:
         finally:
             for f, n, rows in zip(y, n_owned, halo_rows):
                 f[n:] = rows
-        pending = [self.halo.begin(f, loc, adjoint=True, transport=transport)
-                   for f, loc in zip(x_adj, spec.domain, strict=True)]
-        return _single(tuple(self.halo.end(p) for p in pending))
+        return _single(self._exchange_adjoint(x_adj, spec.domain, transport))
 
 
-def distributed(name: str, halo) -> DistributedOperator:
-    """The distributed version of the registered operator `name` on `halo`'s decomposition."""
+class ColumnOperator(DistributedOperator):
+    """Vertical operator `spec` on a rank's local columns at horizontal location `columns` (module
+    doc): no exchange; forward and tangent compute the owned columns only (`rows`), the adjoint
+    zeroes the halo columns of its result. The inputs' halo rows are neither read for owned
+    outputs nor changed. `transport` is taken for the signature the horizontal operators share;
+    nothing is sent."""
+
+    def __init__(self, spec: OperatorSpec, halo, columns: str = "cell"):
+        if columns not in LOCATIONS:
+            raise ValueError(f"operator {spec.name!r}: columns {columns!r}; expected one of {LOCATIONS}")
+        self.spec, self.halo, self.name, self.columns = spec, halo, spec.name, columns
+
+    def _n_owned(self, location: str) -> int:
+        return self.halo.decomposition.n_owned(self.columns)
+
+    def _prepare(self, fields, locations, what):
+        fields = super()._prepare(fields, locations, what)
+        n = self.halo.decomposition.n_local(self.columns)
+        for i, f in enumerate(fields):
+            if getattr(f, "shape", (None,))[0] != n:
+                raise ValueError(f"{self.name}.{what}: input {i}: expected a field of the {n} local "
+                                 f"{self.columns} columns of this rank, got shape {getattr(f, 'shape', None)}")
+        return fields
+
+    def n_interior(self) -> int:
+        return 0
+
+    def _exchange(self, fields, locations, transport):
+        return tuple(fields)
+
+    def _exchange_adjoint(self, fields, locations, transport):
+        return self._restrict(fields, locations)
+
+    def _apply(self, fn, fields, locations, transport):
+        return _as_tuple(fn(self.mesh, *fields, rows=(0, self._n_owned(self.columns))))
+
+
+def distributed(name: str, halo, *, columns: str | None = None) -> DistributedOperator:
+    """The distributed version of the registered operator `name` on `halo`'s decomposition; a
+    vertical operator acts on the columns at `columns` (default "cell"; no exchange), a horizontal
+    one takes no `columns`."""
     if name not in OPERATORS:
         raise KeyError(f"operator {name!r} is not registered; registered: {sorted(OPERATORS)}")
-    if OPERATORS[name].vertical:
-        raise ValueError(f"operator {name!r} acts on columns, which never cross ranks: apply it to "
-                         f"the local fields directly (no exchange)")
-    return DistributedOperator(OPERATORS[name], halo)
+    spec = OPERATORS[name]
+    if spec.vertical:
+        return ColumnOperator(spec, halo, "cell" if columns is None else columns)
+    if columns is not None:
+        raise ValueError(f"operator {name!r}: columns={columns!r}; only a vertical operator acts on "
+                         f"columns (its locations are {spec.domain} -> {spec.range})")
+    return DistributedOperator(spec, halo)
 
 
-def distributed_operators(halo) -> dict[str, DistributedOperator]:
-    """{name: DistributedOperator} for every registered horizontal operator whose halo depth fits
-    (a vertical one needs no exchange)."""
+def distributed_operators(halo, *, columns: str = "cell") -> dict[str, DistributedOperator]:
+    """{name: DistributedOperator} for every registered operator whose halo depth fits, the
+    vertical ones on the columns at `columns` (`ColumnOperator`)."""
     depth = halo.decomposition.halo_depth
-    return {name: DistributedOperator(spec, halo) for name, spec in OPERATORS.items()
-            if spec.halo_depth <= depth and not spec.vertical}
+    return {name: (ColumnOperator(spec, halo, columns) if spec.vertical else DistributedOperator(spec, halo))
+            for name, spec in OPERATORS.items() if spec.halo_depth <= depth}

@@ -1,5 +1,6 @@
-"""meshops.jax: every registered operator inside jax.jit, derivatives by jax.test_util.check_grads in
-float64 (forward and reverse mode) through each callback, values against meshops, and the errors."""
+"""meshops.jax: every registered operator (horizontal and vertical) inside jax.jit, derivatives by
+jax.test_util.check_grads in float64 (forward and reverse mode) through each callback, values
+against meshops, jax.vmap of the forward maps, and the errors."""
 import numpy as np
 import pytest
 
@@ -7,7 +8,7 @@ from meshops.autodiff import maps
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
-from .conftest import fields, planned_maps
+from .conftest import fields, map_inputs, planned_maps
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -16,13 +17,16 @@ from jax.test_util import check_grads  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-NAMES = sorted(n for n, s in OPERATORS.items() if not s.vertical)   # what the adapter wraps
+NAMES = sorted(OPERATORS)   # what the adapter wraps
+#: check_grads's finite-difference step: small enough that the pressure-level interpolation's
+#: brackets (where its derivative jumps) are crossed by a negligible fraction of draws.
+EPS = 1e-6
 CALLBACKS = ["pure", pytest.param("buffer", marks=pytest.mark.skipif(
     not mj.buffer_callback_available(), reason="jax.experimental.buffer_callback is not in this JAX"))]
 
 
 def _inputs(mesh, name, kind, rng, nlev=2):
-    return tuple(jnp.asarray(a) for a in fields(mesh, maps(OPERATORS[name])[kind][0], rng, nlev))
+    return tuple(jnp.asarray(a) for a in map_inputs(OPERATORS[name], kind, mesh, rng, nlev))
 
 
 def _as_tuple(r):
@@ -30,11 +34,15 @@ def _as_tuple(r):
 
 
 def _scaled(f, args):
-    """f / s, s = |f(x)| / |x|: check_grads's tolerance is partly absolute, and on an Earth-sized mesh
-    the Jacobians' entries are tiny (about 1e-23 for del4_e2e); scaled, they are of order one."""
+    """(z -> f(c z) / s, z = x / c): each input in units of its root mean square c and the output
+    divided by s = |f(x)| / |x| in those units. check_grads's tolerance is partly absolute, and on an
+    Earth-sized mesh the Jacobians' entries are tiny (about 1e-23 for del4_e2e); scaled, they are of
+    order one, as are the inputs (pressures of 1e5 Pa would make its finite differences round-off)."""
     norm = lambda t: float(np.sqrt(sum(float(jnp.vdot(a, a)) for a in t)))  # noqa: E731
-    s = norm(_as_tuple(f(*args))) / norm(args)
-    return lambda *a: tuple(o / s for o in _as_tuple(f(*a)))
+    c = [norm((a,)) / np.sqrt(a.size) for a in args]
+    z = tuple(a / ci for a, ci in zip(args, c))
+    s = norm(_as_tuple(f(*args))) / norm(z)
+    return (lambda *a: tuple(o / s for o in _as_tuple(f(*(ci * ai for ci, ai in zip(c, a)))))), z
 
 
 def _function(name, kind):
@@ -48,13 +56,13 @@ def test_check_grads_under_jit(name, callback, mesh, rng):
     finite differences (for the adjoint and tangent of a nonlinear operator: in their linear
     input, about a fixed base state); second derivatives of a linear operator's maps."""
     spec = OPERATORS[name]
-    for kind, (ins, _) in maps(spec).items():
+    for kind in maps(spec):
         fn = _function(name, kind)
         x = _inputs(mesh, name, kind, rng)
         n_base = 0 if (spec.linear or kind == "forward") else len(spec.domain)
         base, args = x[:n_base], x[n_base:]
-        f = _scaled(lambda *a, fn=fn, base=base: fn(mesh, *base, *a, callback=callback), args)
-        check_grads(jax.jit(f), args, order=2 if spec.linear else 1, modes=("fwd", "rev"))
+        f, z = _scaled(lambda *a, fn=fn, base=base: fn(mesh, *base, *a, callback=callback), args)
+        check_grads(jax.jit(f), z, order=2 if spec.linear else 1, modes=("fwd", "rev"), eps=EPS)
 
 
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
@@ -64,7 +72,7 @@ def test_derivatives_are_meshops(name, mode, mesh, rng):
     model (the forward for a linear operator), to the last bit."""
     spec = OPERATORS[name]
     x = _inputs(mesh, name, "forward", rng)
-    dx = _inputs(mesh, name, "forward", rng)
+    dx = tuple(jnp.asarray(a) for a in fields(mesh, spec.domain, rng))
     g = tuple(jnp.asarray(a) for a in fields(mesh, spec.range, rng))
     f = lambda *a: _as_tuple(getattr(mj, name)(mesh, *a, mode=mode))  # noqa: E731
     y, pullback = jax.vjp(f, *x)
@@ -92,8 +100,8 @@ def test_gradient_of_a_gradient_in_the_cotangent(mesh, rng):
     """w -> grad_u <w, ke_e2c(u)> is linear in w: its derivatives are the tangent-linear model."""
     (u,) = _inputs(mesh, "ke_e2c", "forward", rng)
     w = jnp.asarray(fields(mesh, ("cell",), rng)[0])
-    f = _scaled(lambda w: jax.grad(lambda u: jnp.vdot(w, mj.ke_e2c(mesh, u)))(u), (w,))
-    check_grads(jax.jit(f), (w,), order=2, modes=("fwd", "rev"))
+    f, z = _scaled(lambda w: jax.grad(lambda u: jnp.vdot(w, mj.ke_e2c(mesh, u)))(u), (w,))
+    check_grads(jax.jit(f), z, order=2, modes=("fwd", "rev"))
 
 
 def test_second_derivative_through_the_base_state_raises(mesh, rng):
@@ -106,11 +114,16 @@ def test_second_derivative_through_the_base_state_raises(mesh, rng):
         jax.jvp(lambda u: mj.ke_e2c_adj(mesh, u, w), (u,), (u,))
 
 
-def test_vmap_of_the_forward(mesh, rng):
-    x = jnp.asarray(rng.standard_normal((3, mesh.nCells, 2)))
-    y = jax.jit(jax.vmap(lambda x: mj.interp_c2v(mesh, x)))(x)
-    for i in range(3):
-        assert np.array_equal(np.asarray(y[i]), OPERATORS["interp_c2v"].forward(mesh, np.asarray(x[i])))
+@pytest.mark.parametrize("name", ["interp_c2v", "flux_div_e2c", "diff_l2i", "interp_level_l2p"])
+def test_vmap_of_the_forward(name, mesh, rng):
+    """jax.vmap over a batch of inputs, jitted: each element meshops's forward."""
+    spec = OPERATORS[name]
+    batch = [map_inputs(spec, "forward", mesh, rng) for _ in range(3)]
+    x = tuple(jnp.asarray(np.stack(a)) for a in zip(*batch))
+    y = _as_tuple(jax.jit(jax.vmap(lambda *a: getattr(mj, name)(mesh, *a)))(*x))
+    for i, xi in enumerate(batch):
+        for a, b in zip(y, _as_tuple(spec.forward(mesh, *xi)), strict=True):
+            assert np.array_equal(np.asarray(a[i]), b)
 
 
 def test_bad_inputs_name_the_input(mesh, rng):
@@ -126,6 +139,9 @@ def test_bad_inputs_name_the_input(mesh, rng):
             mj.div_e2c(mesh, e, callback="ffi")
     with pytest.raises(ValueError, match="adjoint mode"):
         mj.div_e2c(mesh, e, mode="fast")
+    with pytest.raises(ValueError, match=r"meshops.jax.diff_i2l: input 0: expected an interface field of shape "
+                                         r"\(n, nVertLevels \+ 1\), n one of nCells=162"):
+        mj.diff_i2l(mesh, jnp.ones((mesh.nCells + 1, 3)))
 
 
 @pytest.mark.gpu
@@ -148,7 +164,8 @@ def test_gpu_callbacks_match_numpy(name, mode, callback, mesh, rng):
     for got, want in ((y, spec.forward(mesh, *xn)), (x_adj, spec.adjoint(mesh, *base, *gn, mode=mode))):
         for a, b in zip(_as_tuple(got), _as_tuple(want), strict=True):
             assert np.abs(np.asarray(a) - b).max() <= 1e-13 * np.abs(b).max()
-    check_grads(jax.jit(_scaled(f, x)), x, order=1, modes=("fwd", "rev"))
+    f, z = _scaled(f, x)
+    check_grads(jax.jit(f), z, order=1, modes=("fwd", "rev"), eps=EPS)
 
 
 @pytest.mark.gpu

@@ -1,22 +1,27 @@
-"""meshops.torch: every registered operator in PyTorch autograd (eager autograd Functions and custom
-ops), first and second derivatives by gradcheck / gradgradcheck against finite differences, values
-against meshops, torch.compile(fullgraph=True), zero-copy sharing and the errors."""
+"""meshops.torch: every registered operator (horizontal and vertical) in PyTorch autograd (eager
+autograd Functions and custom ops), first and second derivatives by gradcheck / gradgradcheck
+against finite differences, values against meshops, torch.compile(fullgraph=True), zero-copy
+sharing and the errors."""
 import contextlib
 import dataclasses
 
 import numpy as np
 import pytest
 
-from meshops.autodiff import maps
+from meshops.autodiff import maps, output_rows
 from meshops.modes import ADJOINT_MODES
 from meshops.registry import OPERATORS
 
-from .conftest import fields, planned_maps
+from .conftest import fields, fixed_base, map_inputs, planned_maps
 
 torch = pytest.importorskip("torch")
 mt = pytest.importorskip("meshops.torch")
 
-NAMES = sorted(n for n, s in OPERATORS.items() if not s.vertical)   # what the adapter wraps
+NAMES = sorted(OPERATORS)   # what the adapter wraps
+#: Operators with second derivatives: linear and quadratic ones (the others: through their base
+#: state, a NotImplementedError).
+SECOND = [n for n in NAMES if OPERATORS[n].linear or OPERATORS[n].quadratic]
+NOT_QUADRATIC = [n for n in NAMES if n not in SECOND]
 
 
 def _tensors(arrays, device="cpu", requires_grad=True):
@@ -24,7 +29,7 @@ def _tensors(arrays, device="cpu", requires_grad=True):
 
 
 def _inputs(mesh, name, kind, rng, nlev=2):
-    return fields(mesh, maps(OPERATORS[name])[kind][0], rng, nlev)
+    return map_inputs(OPERATORS[name], kind, mesh, rng, nlev)
 
 
 def _as_tuple(r):
@@ -48,13 +53,17 @@ def test_values_are_meshops(name, mesh, rng):
 
 
 def _scaled(f, xt):
-    """f / s, s = |f(x)| / |x|: gradcheck's tolerance is partly absolute (atol 1e-5), and on an
-    Earth-sized mesh the Jacobians' entries are tiny (about 1e-23 for del4_e2e), so unscaled every
-    check would pass; scaled, their entries are of order one."""
+    """(z -> f(c z) / s, z = x / c): each input in units of its root mean square c and the output
+    divided by s = |f(x)| / |x| in those units. gradcheck's tolerance is partly absolute (atol 1e-5),
+    and on an Earth-sized mesh the Jacobians' entries are tiny (about 1e-23 for del4_e2e), so
+    unscaled every check would pass; scaled, their entries are of order one, as are the inputs
+    (pressures of 1e5 Pa would make its finite differences round-off)."""
     with torch.no_grad():
+        c = [float(x.square().mean().sqrt()) for x in xt]
+        zt = tuple((x / ci).detach().requires_grad_(x.requires_grad) for x, ci in zip(xt, c))
         y = _as_tuple(f(*xt))
-        s = float(torch.sqrt(sum(o.square().sum() for o in y)) / torch.sqrt(sum(x.square().sum() for x in xt)))
-    return lambda *x: tuple(o / s for o in _as_tuple(f(*x)))
+        s = float(torch.sqrt(sum(o.square().sum() for o in y)) / torch.sqrt(sum(z.square().sum() for z in zt)))
+    return (lambda *z: tuple(o / s for o in _as_tuple(f(*(ci * zi for ci, zi in zip(c, z)))))), zt
 
 
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
@@ -62,37 +71,61 @@ def _scaled(f, xt):
 def test_gradcheck(name, mode, mesh, rng):
     """The gradient (meshops's adjoint in `mode`) against finite differences, whole Jacobian."""
     xt = _tensors(_inputs(mesh, name, "forward", rng, nlev=None))
-    assert torch.autograd.gradcheck(_scaled(lambda *x: getattr(mt, name)(mesh, *x, mode=mode), xt), xt)
+    f, zt = _scaled(lambda *x: getattr(mt, name)(mesh, *x, mode=mode), xt)
+    assert torch.autograd.gradcheck(f, zt)
 
 
-FULL = ["div_e2c", "ke_e2c", "reconstruct_zonal_meridional_e2c"]
+FULL = ["div_e2c", "ke_e2c", "reconstruct_zonal_meridional_e2c", "sum_layers_from_top_l2i"]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", SECOND)
 def test_gradgradcheck(name, mesh, rng):
     """Second derivatives (linear operators: through A and A^T; quadratic nonlinear ones also
     through their base state), in gradcheck's fast mode (random projections u^T J v)."""
-    xt = _tensors(_inputs(mesh, name, "forward", rng))
-    assert torch.autograd.gradgradcheck(_scaled(lambda *x: getattr(mt, name)(mesh, *x), xt), xt, fast_mode=True)
+    f, zt = _scaled(lambda *x: getattr(mt, name)(mesh, *x), _tensors(_inputs(mesh, name, "forward", rng)))
+    assert torch.autograd.gradgradcheck(f, zt, fast_mode=True)
 
 
-@pytest.mark.parametrize("name", [n if n in FULL else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
+@pytest.mark.parametrize("name", [n if n in FULL else pytest.param(n, marks=pytest.mark.slow) for n in SECOND])
 def test_gradgradcheck_full_jacobians(name, mesh, rng):
-    """As above with whole Jacobians, entry by entry (one level)."""
-    xt = _tensors(_inputs(mesh, name, "forward", rng, nlev=None))
-    assert torch.autograd.gradgradcheck(_scaled(lambda *x: getattr(mt, name)(mesh, *x), xt), xt)
+    """As above with whole Jacobians, entry by entry (one level; vertical operators: LAYERS)."""
+    f, zt = _scaled(lambda *x: getattr(mt, name)(mesh, *x), _tensors(_inputs(mesh, name, "forward", rng, nlev=None)))
+    assert torch.autograd.gradgradcheck(f, zt)
+
+
+@pytest.mark.parametrize("name", NOT_QUADRATIC)
+def test_second_derivatives_of_an_operator_that_is_not_quadratic(name, mesh, rng):
+    """Through the base state: a NotImplementedError naming the operator; in the incoming gradient
+    w (the gradient of <w, N(x)> is N'(x)^T w, meshops's adjoint), gradcheck and gradgradcheck pass,
+    also for the adjoint map about a base state that requires gradients."""
+    spec = OPERATORS[name]
+    xt = _tensors(_inputs(mesh, name, "forward", rng))
+    wt = _tensors(fields(mesh, spec.range, rng))
+    grads = torch.autograd.grad(_as_tuple(getattr(mt, name)(mesh, *xt)), xt, wt, create_graph=True)
+    x, w = [t.detach().numpy() for t in xt], [t.detach().numpy() for t in wt]
+    for a, b in zip(grads, _as_tuple(spec.adjoint(mesh, *x, *w)), strict=True):
+        assert np.array_equal(a.detach().numpy(), b)
+    with pytest.raises(NotImplementedError, match=f"second derivative of {name} through its base state"):
+        torch.autograd.grad(sum(g.sum() for g in grads), xt)
+    f, wz = _scaled(lambda *w: getattr(mt, name + "_adj")(mesh, *xt, *w), wt)
+    assert torch.autograd.gradcheck(f, wz) and torch.autograd.gradgradcheck(f, wz, fast_mode=True)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_adjoint_and_tangent_maps_are_differentiable(name, mesh, rng):
-    for kind in maps(OPERATORS[name]):
+    """The tangent and adjoint maps: gradcheck and gradgradcheck in every input (in the linear ones
+    only, about a fixed base state, for an operator that is not quadratic)."""
+    spec = OPERATORS[name]
+    for kind in maps(spec):
         if kind == "forward":
             continue
-        xt = _tensors(_inputs(mesh, name, kind, rng, nlev=None))
+        x = _inputs(mesh, name, kind, rng, nlev=None)
+        k = fixed_base(spec, kind)
+        base, xt = _tensors(x[:k], requires_grad=False), _tensors(x[k:])
         f = getattr(mt, name + ("_adj" if kind == "adjoint" else "_tl"))
-        f = _scaled(lambda *x, f=f: f(mesh, *x), xt)
-        assert torch.autograd.gradcheck(f, xt), kind
-        assert torch.autograd.gradgradcheck(f, xt, fast_mode=True), kind
+        f, zt = _scaled(lambda *a, f=f: f(mesh, *base, *a), xt)
+        assert torch.autograd.gradcheck(f, zt), kind
+        assert torch.autograd.gradgradcheck(f, zt, fast_mode=True), kind
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -102,10 +135,12 @@ def test_forward_mode(name, mesh, rng):
     whole Jacobians), and jvp of the forward equal to meshops's tangent (or the operator itself)."""
     spec = OPERATORS[name]
     for kind in maps(spec):
-        xt = _tensors(_inputs(mesh, name, kind, rng, nlev=None))
+        x = _inputs(mesh, name, kind, rng, nlev=None)
+        k = fixed_base(spec, kind)
+        base = _tensors(x[:k], requires_grad=False)
         op = getattr(mt, name + {"forward": "", "adjoint": "_adj", "tangent": "_tl"}[kind])
-        f = _scaled(lambda *x, op=op: op(mesh, *x), xt)
-        assert torch.autograd.gradcheck(f, xt, check_forward_ad=True, check_backward_ad=False,
+        f, zt = _scaled(lambda *a, op=op: op(mesh, *base, *a), _tensors(x[k:]))
+        assert torch.autograd.gradcheck(f, zt, check_forward_ad=True, check_backward_ad=False,
                                         check_undefined_grad=False, check_batched_grad=False), kind
     x = _inputs(mesh, name, "forward", rng)
     dx = fields(mesh, spec.domain, rng)
@@ -118,22 +153,24 @@ def test_forward_mode(name, mesh, rng):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_custom_ops_gradcheck_and_gradgradcheck(name, mesh, rng):
-    """The custom ops (what torch.compile runs) have the same derivatives."""
+    """The custom ops (what torch.compile runs) have the same derivatives (second ones where the
+    operator has them) and fake implementations of the right shapes."""
     spec = OPERATORS[name]
     xt = _tensors(_inputs(mesh, name, "forward", rng, nlev=None))
     op, key = getattr(torch.ops.meshops, name), mt.mesh_key(mesh)
-    rows = [getattr(mesh, {"cell": "nCells", "edge": "nEdges", "vertex": "nVertices"}[r]) for r in spec.range]
-    f = _scaled(lambda *x: op(key, "atomic", rows, *x), xt)
-    assert torch.autograd.gradcheck(f, xt)
-    assert torch.autograd.gradgradcheck(f, xt, fast_mode=True)
+    rows = list(output_rows(spec, "forward", mesh, [x.shape for x in xt]))
+    f, zt = _scaled(lambda *x: op(key, "atomic", rows, *x), xt)
+    assert torch.autograd.gradcheck(f, zt)
+    if name in SECOND:
+        assert torch.autograd.gradgradcheck(f, zt, fast_mode=True)
     torch.library.opcheck(op, (key, "atomic", rows) + xt, test_utils=("test_schema", "test_faketensor"))
 
 
 def test_gradgradcheck_on_a_generated_mesh(ico_mesh, rng):
     x = _tensors(fields(ico_mesh, ("edge",), rng, nlev=None))
-    f = _scaled(lambda u: mt.vector_laplacian_e2e(ico_mesh, u), x)
-    assert torch.autograd.gradcheck(f, x, fast_mode=True)
-    assert torch.autograd.gradgradcheck(f, x, fast_mode=True)
+    f, z = _scaled(lambda u: mt.vector_laplacian_e2e(ico_mesh, u), x)
+    assert torch.autograd.gradcheck(f, z, fast_mode=True)
+    assert torch.autograd.gradgradcheck(f, z, fast_mode=True)
 
 
 def test_float32(mesh, rng):
@@ -163,7 +200,7 @@ def test_second_order_of_a_non_quadratic_operator_raises(mesh, rng, monkeypatch)
         torch.autograd.grad(gu.sum(), u)
     with pytest.raises(NotImplementedError, match="second derivative of ke_e2c"):
         torch.autograd.grad(mt.ke_e2c_adj(mesh, u, w).sum(), u)
-    assert torch.autograd.gradcheck(_scaled(lambda w: mt.ke_e2c_adj(mesh, u, w), (w,)), (w,))
+    assert torch.autograd.gradcheck(*_scaled(lambda w: mt.ke_e2c_adj(mesh, u, w), (w,)))
 
 
 def _shares_memory(mesh, rng, monkeypatch, device, address, requires_grad):
@@ -207,9 +244,24 @@ def test_bad_inputs_name_the_input(mesh, rng):
         mt.div_c2e
 
 
+def test_bad_column_inputs_name_the_input(mesh):
+    """Vertical operators: one set of columns (cells, edges or vertices) with one nVertLevels."""
+    layers = torch.ones(mesh.nCells, 4, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"avg_l2i: input 0: expected a layer field of shape \(n, nVertLevels\), "
+                                         r"n one of nCells=162, nEdges=480, nVertices=320, got shape \(162,\)"):
+        mt.avg_l2i(mesh, layers[:, 0])
+    with pytest.raises(ValueError, match=r"input 1: expected a layer field of shape \(162, 4\) .* got shape \(480, 4\)"):
+        mt.interp_level_l2p(mesh, layers, torch.ones(mesh.nEdges, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"interp_level_l2p_adj: input 2: expected a column field of shape \(162,\)"):
+        mt.interp_level_l2p_adj(mesh, layers, layers, layers)
+    with pytest.raises(ValueError, match=r"input 1: dtype torch.float32, device cpu; expected those of input 0"):
+        mt.specific_volume(mesh, layers, layers.float())
+
+
 # -- torch.compile ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["div_e2c", "pv_flux_e2e", "reconstruct_zonal_meridional_e2c"])
+@pytest.mark.parametrize("name", ["div_e2c", "pv_flux_e2e", "reconstruct_zonal_meridional_e2c",
+                                  "sum_layers_from_top_l2i", "interp_level_l2p"])
 def test_compile_fullgraph(name, mesh, rng):
     """A loss through the operator compiles into one graph (fullgraph=True: no breaks) and gives
     the eager value and gradient."""
@@ -292,8 +344,9 @@ def test_cuda_gradcheck_and_compile(name, mesh, rng):
     _cuda()
     xt = _tensors(_inputs(mesh, name, "forward", rng), "cuda")
     f = lambda *x: getattr(mt, name)(mesh, *x)  # noqa: E731
-    assert torch.autograd.gradcheck(_scaled(f, xt), xt, check_forward_ad=True)
-    assert torch.autograd.gradgradcheck(_scaled(f, xt), xt, fast_mode=True)
+    assert torch.autograd.gradcheck(*_scaled(f, xt), check_forward_ad=True)
+    if name in SECOND:
+        assert torch.autograd.gradgradcheck(*_scaled(f, xt), fast_mode=True)
     torch._dynamo.reset()
     loss = lambda *x: sum(y.square().sum() for y in _as_tuple(f(*x)))  # noqa: E731
     value = torch.compile(loss, fullgraph=True)(*xt)

@@ -93,6 +93,20 @@ def global_field(mesh, location, rng, nlev=None, dtype=np.float64):
     return rng.standard_normal(shape).astype(dtype)
 
 
+def global_columns(mesh, locations, rng, columns, nlev, spec=None, dtype=np.float64):
+    """Fresh global fields at vertical `locations`, the columns at horizontal location `columns`
+    with nlev layers: (n, nlev) on layers, (n, nlev + 1) on interfaces, (n,) on columns; the first
+    len(spec.domain) made a base state of nonlinear operator `spec` where it is defined
+    (`OperatorSpec.sample`: positive pressures)."""
+    n = getattr(mesh, SIZES[columns])
+    x = [rng.standard_normal({"layer": (n, nlev), "interface": (n, nlev + 1), "column": (n,)}[loc])
+         for loc in locations]
+    if spec is not None and not spec.linear and spec.sample is not None:
+        k = len(spec.domain)
+        x[:k] = spec.sample(*x[:k])
+    return [a.astype(dtype) for a in x]
+
+
 def scatter(d, location, field, fill=np.nan):
     """Local copy of a global field: owned rows from it, halo rows `fill` (to be exchanged)."""
     x = np.ascontiguousarray(field[d.local.l2g[location]])

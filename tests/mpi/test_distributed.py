@@ -1,5 +1,6 @@
 """Every registered operator, distributed: bitwise forward equality with one rank, and global
-dot-product tests of the distributed adjoint (both modes) over owned entries summed across ranks."""
+dot-product tests of the distributed adjoint (both modes) over owned entries summed across ranks;
+the vertical ones on the columns at cells, edges and vertices, without a message sent."""
 import numpy as np
 import pytest
 
@@ -10,7 +11,7 @@ from meshops.modes import ADJOINT_MODES
 from meshops.parallel.comm import allreduce_sum
 from meshops.registry import OPERATORS
 
-from .conftest import decomposition, global_field, scatter
+from .conftest import decomposition, global_columns, global_field, scatter
 
 TOLERANCE = {np.float64: 1e-12}
 
@@ -105,3 +106,81 @@ def test_operator_deeper_than_the_halo_is_refused(comm, mesh):
     deep = type(spec)(spec.name, spec.forward, spec.adjoint, spec.domain, spec.range, None, 3)
     with pytest.raises(ValueError, match="needs halo_depth >= 3"):
         DistributedOperator(deep, HaloExchange(decomposition(comm, mesh), comm))
+
+
+# -- vertical operators: columns never cross ranks ------------------------------------------------
+
+VERTICAL_NAMES = sorted(n for n, s in OPERATORS.items() if s.vertical)
+
+
+@pytest.mark.parametrize("columns", ["cell", "edge", "vertex"])
+@pytest.mark.parametrize("name", VERTICAL_NAMES)
+def test_column_operator_equals_one_rank_without_messages(comm, mesh, rng, name, columns):
+    """Forward and tangent: owned columns bitwise those of one rank, halo columns zero, inputs (their
+    halo rows NaN: never exchanged) unchanged; forward, tangent and adjoint send nothing."""
+    spec = OPERATORS[name]
+    halo = _halo(comm, mesh, spec)
+    d, op = halo.decomposition, distributed(name, halo, columns=columns)
+    n_owned, owned = d.n_owned(columns), d.local.l2g[columns][: d.n_owned(columns)]
+    xg = global_columns(mesh, spec.domain * 2, rng, columns, 4, spec)
+    runs = [(op.forward, spec.forward, xg[: len(spec.domain)])]
+    if not spec.linear:
+        runs.append((op.tangent, spec.tangent, xg))
+    before = halo.stats.snapshot()
+    for distributed_map, one_rank, fields in runs:
+        local = [scatter(d, columns, g) for g in fields]
+        copies = [a.copy() for a in local]
+        for res, ref in zip(_tuple(distributed_map(*local)), _tuple(one_rank(mesh, *fields)), strict=True):
+            assert np.array_equal(res[:n_owned], ref[owned]), name
+            assert not res[n_owned:].any(), name
+        for a, b in zip(local, copies, strict=True):
+            assert np.array_equal(a, b, equal_nan=True), name
+    base = [] if spec.linear else [scatter(d, columns, g) for g in xg[: len(spec.domain)]]
+    y = [scatter(d, columns, g, fill=0) for g in global_columns(mesh, spec.range, rng, columns, 4)]
+    x_adj = _tuple(op.adjoint(*base, *y))
+    assert all(np.isfinite(a).all() and not a[n_owned:].any() for a in x_adj), name
+    assert halo.stats - before == type(before)(), name
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
+@pytest.mark.parametrize("name", VERTICAL_NAMES)
+def test_column_operator_dot_product(comm, mesh, rng, name, mode, dtype):
+    """<P A x, y> = <x, P A^T P^T y> over owned columns summed across ranks (random halo rows in
+    x and y, NaN ones in a base state: they take no part)."""
+    spec = OPERATORS[name]
+    halo = _halo(comm, mesh, spec)
+    d, op = halo.decomposition, distributed(name, halo, columns="edge")
+    n_owned = d.n_owned("edge")
+
+    def local(locations, base=None, fill=np.nan):
+        return tuple(scatter(d, "edge", g, fill) for g in global_columns(mesh, locations, rng, "edge", 5, base, dtype))
+
+    x, y = local(spec.domain), local(spec.range)
+    for f in x + y:
+        f[n_owned:] = rng.standard_normal(f[n_owned:].shape)
+    if spec.linear:
+        forward, adjoint = op.forward, (lambda *ys: op.adjoint(*ys, mode=mode))
+    else:
+        base = local(spec.domain, spec)
+        forward = lambda *dxs: op.tangent(*base, *dxs)  # noqa: E731
+        adjoint = lambda *ys: op.adjoint(*base, *ys, mode=mode)  # noqa: E731
+
+    def restrict(arrays, side):
+        return tuple(a[:n_owned] for a in arrays)
+
+    result = dot_product_test(forward, adjoint, x, y, restrict=restrict, allreduce=allreduce_sum(comm))
+    assert result.relative_error <= {np.float32: 1e-5, np.float64: 1e-12}[dtype], result
+
+
+def test_column_operator_refuses_fields_of_other_columns(comm, mesh):
+    halo = _halo(comm, mesh, OPERATORS["avg_l2i"])
+    d = halo.decomposition
+    op = distributed("avg_l2i", halo, columns="vertex")
+    with pytest.raises(ValueError, match=rf"avg_l2i.forward: input 0: expected a field of the {d.n_local('vertex')} "
+                                         r"local vertex columns of this rank, got shape"):
+        op.forward(np.ones((d.n_local("cell"), 3)))
+    with pytest.raises(ValueError, match="columns='edge'; only a vertical operator acts on columns"):
+        distributed("div_e2c", halo, columns="edge")
+    with pytest.raises(ValueError, match="columns 'layer'; expected one of"):
+        distributed("avg_l2i", halo, columns="layer")

@@ -1,5 +1,6 @@
 """GPU halo exchange under MPI (one GPU per rank) with NCCL and with staging through host memory:
-halo contents, the adjoint exchange's dot test, distributed operators bitwise equal to one rank."""
+halo contents, the adjoint exchange's dot test, distributed operators bitwise equal to one rank
+(the vertical ones on CuPy columns, without an exchange)."""
 import numpy as np
 import pytest
 
@@ -10,7 +11,7 @@ from meshops.modes import ADJOINT_MODES
 from meshops.parallel.comm import allreduce_sum, select_device
 from meshops.registry import OPERATORS
 
-from .conftest import skip_nccl_on_shared_gpu, decomposition, global_field, scatter
+from .conftest import skip_nccl_on_shared_gpu, decomposition, global_columns, global_field, scatter
 
 pytestmark = pytest.mark.gpu
 TRANSPORTS = ["nccl", "staging"]
@@ -85,3 +86,33 @@ def test_gpu_distributed_operator(comm, mesh, rng, transport, name):
             x, y, allreduce=allreduce_sum(comm),
             restrict=lambda arrs, side: tuple(a[: d.n_owned(l)] for a, l in zip(arrs, locs[side])))
         assert result.relative_error <= 1e-12, (mode, result)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in OPERATORS.items() if s.vertical))
+def test_gpu_column_operator(comm, mesh, rng, name):
+    """CuPy columns: owned columns bitwise those of one rank, the global dot product, no message."""
+    import cupy
+
+    spec = OPERATORS[name]
+    halo = _halo(comm, mesh, "staging")
+    d, op = halo.decomposition, distributed(name, halo)
+    n_owned, owned = d.n_owned("cell"), d.local.l2g["cell"][: d.n_owned("cell")]
+    before = halo.stats.snapshot()
+    xg = global_columns(mesh, spec.domain, rng, "cell", 6, spec)
+    reference = _tuple(spec.forward(mesh, *(cupy.asarray(a) for a in xg)))
+    result = _tuple(op.forward(*(cupy.asarray(scatter(d, "cell", g)) for g in xg)))
+    for ref, res in zip(reference, result, strict=True):
+        assert np.array_equal(cupy.asnumpy(res)[:n_owned], cupy.asnumpy(ref)[owned])
+
+    def local(locations, base=None):
+        return tuple(cupy.asarray(scatter(d, "cell", g)) for g in global_columns(mesh, locations, rng, "cell", 6, base))
+
+    base = () if spec.linear else local(spec.domain, spec)
+    fwd = op.forward if spec.linear else (lambda *dx: op.tangent(*base, *dx))
+    for mode in ADJOINT_MODES:
+        x, y = local(spec.domain), local(spec.range)
+        result = dot_product_test(fwd, lambda *ys: op.adjoint(*base, *ys, mode=mode), x, y,
+                                  allreduce=allreduce_sum(comm),
+                                  restrict=lambda arrs, side: tuple(a[:n_owned] for a in arrs))
+        assert result.relative_error <= 1e-12, (mode, result)
+    assert halo.stats - before == type(before)()
