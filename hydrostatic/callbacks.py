@@ -1,6 +1,6 @@
 """The hydrostatic core's callbacks on the shared `swm.simulation.Simulation`: the watchdog of its
 state (`hydrostatic.watchdog`) and the history records (`hydrostatic.output.History`); the progress
-bar and the run's files are `swm.callbacks`' (Progress, Files)."""
+bar, the restarts and the run's files are `swm.callbacks`' (Progress, RestartOutput, Files)."""
 from __future__ import annotations
 
 import logging
@@ -30,8 +30,9 @@ class Watchdog:
         try:
             self.check.check(m.mass, m.theta_mass, m.u, sim.step)
         except WatchdogError as exc:
-            raise WatchdogError(f"{exc}: the initial state is out of range; expected a case "
-                                "within the watchdog section's limits") from None
+            which = "the restart's state" if sim.step else "the initial state"
+            raise WatchdogError(f"{exc}: {which} is out of range; expected a case within the "
+                                "watchdog section's limits") from None
         self.good = (m.mass, m.theta_mass, m.u, sim.step)
 
     def __call__(self, sim) -> None:
@@ -53,21 +54,25 @@ class HistoryRecords:
     gathered from the owned rows and the diagnostics; record k = time / interval (a final state
     off that grid: the next record). The history ends under its final name when the run finished
     or the watchdog stopped it (holding the last good state), stays a partial file when a signal or
-    an error stopped it, and is removed when the run did not start."""
+    an error stopped it (a resumed run continues it), and is removed when the run did not start.
+    A run resumed at `resumed_step` does not write that step again: the history holds it."""
 
     checked = True
 
-    def __init__(self, history, distribution, variables, schedule, interval: float):
+    def __init__(self, history, distribution, variables, schedule, interval: float, *,
+                 resumed_step: int | None = None):
         self.history, self.distribution, self.variables = history, distribution, tuple(variables)
         self.schedule, self.interval = schedule, interval
-        self.written_step, self.last = None, {}
+        self.written_step = self.resumed_step = resumed_step
+        self.last = {}
 
     def record(self, time: float) -> int:
         k = time / self.interval
         return int(round(k)) if abs(k - round(k)) < 1e-9 * max(k, 1.0) else int(k) + 1
 
     def start(self, sim) -> None:
-        self(sim)
+        if sim.step != self.resumed_step:
+            self(sim)
 
     def __call__(self, sim) -> None:
         model, dist = sim.model, self.distribution

@@ -21,3 +21,8 @@ DEFAULT_VARIABLES = ("theta", "temperature", "pressure", "surface_pressure", "te
                      "uReconstructZonal", "uReconstructMeridional")
 #: Global time series (float64, per record).
 DIAGNOSTICS = {"mass": ("kg", "total mass of the atmosphere (sum of areaCell * mass)")}
+#: The state in a restart file: (name, location, attributes) of each field of `Model.state`.
+STATE = (("mass", "cell", {"units": "kg m-2", "long_name": "layer mass per unit area (dp / g)"}),
+         ("theta_mass", "cell", {"units": "K kg m-2",
+                                 "long_name": "layer mass times potential temperature"}),
+         ("u", "edge", {"units": "m s-1", "long_name": "normal velocity at edges"}))
