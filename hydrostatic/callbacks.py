@@ -1,7 +1,8 @@
 """The hydrostatic core's callbacks on the shared `swm.simulation.Simulation`: the watchdog of its
 state (`hydrostatic.watchdog`) and the history records (`hydrostatic.output.History`), each the
 shared callback (`swm.callbacks`: Watchdog, HistoryCallback) with this model's fields; the
-progress bar and the run's files are `swm.callbacks`' (Progress, Files)."""
+progress bar, the restarts and the run's files are `swm.callbacks`' (Progress, RestartOutput,
+Files)."""
 from __future__ import annotations
 
 import logging
@@ -31,15 +32,20 @@ class Watchdog(callbacks.Watchdog):
 
 class HistoryRecords(callbacks.HistoryCallback):
     """Records of `history` (rank 0; None elsewhere) every `schedule`: the fields of `variables`
-    gathered from the owned rows and the diagnostics."""
+    gathered from the owned rows and the diagnostics (`swm.callbacks.HistoryCallback`: records,
+    the end of the run). A run resumed at `resumed_step` does not write that step again: the
+    history holds it."""
 
-    def __init__(self, history, distribution, variables, schedule, interval: float):
+    def __init__(self, history, distribution, variables, schedule, interval: float, *,
+                 resumed_step: int | None = None):
         self.history, self.distribution, self.variables = history, distribution, tuple(variables)
         self.schedule, self.interval = schedule, interval
-        self.written_step, self.last = None, {}
+        self.written_step = self.resumed_step = resumed_step
+        self.last = {}
 
     def start(self, sim) -> None:
-        self(sim)
+        if sim.step != self.resumed_step:
+            self(sim)
 
     def __call__(self, sim) -> None:
         model, dist = sim.model, self.distribution

@@ -9,6 +9,7 @@ model's where they mean the same (mesh, partition; `swm.config`):
     time: {days: 9, dt: 720}
     diffusion: {visc4: 5.0e15}
     output: {path: jw06.nc, interval_hours: 24, variables: [...]}
+    restart: {path: jw06.restart.nc, interval_hours: 24, resume: false}
     watchdog: {interval_steps: 10, max_wind: 300, min_theta: 100, max_theta: 4000}
     backend: numpy                          # or cupy
     dtype: float64                          # or float32
@@ -21,7 +22,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Dtype, FilePath, LogLevel, MeshConfig,
-                        PartitionConfig, Strict, _once_each, fixed_steps)
+                        PartitionConfig, RestartConfig, Strict, _once_each, fixed_steps)
 
 from hydrostatic.levels import LEVEL_SETS
 from hydrostatic.testcases import CASES
@@ -100,6 +101,10 @@ class HydrostaticConfig(Strict):
     diffusion: DiffusionConfig = DiffusionConfig()
     partition: PartitionConfig = PartitionConfig()
     output: OutputConfig = OutputConfig()
+    restart: RestartConfig = Field(RestartConfig(), description="restart files (written every "
+                                   "interval_hours, at the end, and when a signal or the watchdog "
+                                   "stops the run) and resuming from one, as the shallow-water "
+                                   "model's")
     watchdog: WatchdogConfig = WatchdogConfig()
     log_level: LogLevel = "info"
 
@@ -120,11 +125,15 @@ class HydrostaticConfig(Strict):
 
     def written_files(self) -> list:
         """Every file the run writes, per config key (`swm.files.Written`): the history, its
-        partial and lock files."""
-        from swm.files import Written, lock_path, partial_path
+        partial and lock files and the grid file beside it (`swm.files.may_reference`), the
+        restart file and its lock."""
+        from swm.files import Written, beside_grid_path, lock_path, may_reference, partial_path
 
-        out = self.output.path
-        return [Written("output.path", out, out),
-                Written("output.path", out, partial_path(out), "the partial file"),
-                Written("output.path", out, lock_path(out), "the lock file")]
+        out, restart = self.output.path, self.restart.path
+        files = [Written("output.path", out, out), Written("restart.path", restart, restart),
+                 Written("output.path", out, partial_path(out), "the partial file"),
+                 Written("output.path", out, lock_path(out), "the lock file")]
+        if may_reference(self):
+            files.append(Written("output.path", out, beside_grid_path(out), "the grid file"))
+        return files + [Written("restart.path", restart, lock_path(restart), "the lock file")]
 

@@ -1,24 +1,27 @@
 """A hydrostatic run from a config: output claimed, mesh (cached when generated), decomposition,
-initial state, model, and the shared `swm.simulation.Simulation` loop with this core's callbacks
-(`hydrostatic.callbacks`): the watchdog of the state, the progress bar, the history records, the
-output's claim released last. Signals stop it as they stop a shallow-water run (`swm.stop`)."""
+initial state (or the restart's: `restart.resume`), model, and the shared
+`swm.simulation.Simulation` loop with this core's callbacks (`hydrostatic.callbacks`): the watchdog
+of the state, the progress bar, the history records, the restarts (`swm.callbacks.RestartOutput`),
+the writer thread and the output's claim released last. Signals stop it as they stop a
+shallow-water run (`swm.stop`), with a restart to resume from."""
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 import meshops
 from meshops.parallel.comm import is_serial
 from swm import stop
-from swm.callbacks import Files, Progress
+from swm.callbacks import Files, Progress, RestartOutput
 from swm.collective import on_root
 from swm.config import ConfigError
 from swm.config import fixed_steps as steps
 from swm.constants import DAY, GRAVITY
 from swm.driver import build_mesh, grid_reference
-from swm.output import claim, provenance, release
+from swm.output import AsyncWriter, check_resumed_history, claim, provenance, read_restart
 from swm.schedules import IterationInterval, TimeInterval
 from swm.simulation import Simulation
 from swm.watchdog import WatchdogError
@@ -29,8 +32,9 @@ from hydrostatic.distribution import distribute
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
+from hydrostatic.output import History, fingerprint
+from hydrostatic.variables import STATE
 from hydrostatic.watchdog import StateCheck
-from hydrostatic.output import History
 
 log = logging.getLogger("swm")
 
@@ -46,23 +50,57 @@ def array_module(config):
     return cupy
 
 
-def setup(config, comm):
-    """(model, distribution, global mesh on rank 0 or None, (A, B)) of `config` on every rank."""
+@dataclass
+class Setup:
+    """A run's pieces on this rank: the model, where its fields live, on rank 0 the global mesh
+    and surface geopotential (None elsewhere), the hybrid coefficients (A, B), the run's
+    fingerprint (`hydrostatic.output.fingerprint`), its first step (a restart's), steps per
+    output and in all."""
+    model: Model
+    distribution: object
+    global_mesh: object
+    coefficients: tuple
+    phi_s: object
+    fingerprint: dict
+    start: int
+    per_output: int
+    total: int
+
+
+def setup(config, comm) -> Setup:
+    """Mesh, decomposition, initial state (or the restart's) and model of `config` on every rank."""
     xp, dtype = array_module(config), np.dtype(config.dtype)
     if xp is not np:
         meshops.parallel.comm.select_device(comm)
     A, B = levels.coefficients(config.vertical.levels)
+    dt, per_output, total = steps(config)
     root = {}
 
     def build():
         t0 = time.perf_counter()
         root["mesh"] = mesh = build_mesh(config)
-        root["state"] = testcases.initial_state(mesh, config.case.name, A, B)
+        root["state"] = state = testcases.initial_state(mesh, config.case.name, A, B)
+        found, start = fingerprint(config, mesh, dt), 0
+        if config.restart.resume:
+            saved, start = read_restart(config.restart.path,
+                                        locations={name: loc for name, loc, _ in STATE},
+                                        sizes={"nCells": mesh.nCells, "nEdges": mesh.nEdges},
+                                        dtype=dtype, fingerprint=found,
+                                        levels=config.vertical.nVertLevels)
+            if start >= total:
+                raise ConfigError(f"restart.resume: the restart {config.restart.path} is at day "
+                                  f"{start * dt / DAY:.4g}, at or past the run's end (time.days = "
+                                  f"{config.time.days}); expected a longer time.days to extend it")
+            state.mass, state.theta_mass, state.u = (saved[name] for name, _, _ in STATE)
         log.info("mesh and initial state in %.2f s", time.perf_counter() - t0)
-    on_root(comm, build)
+        return found, start
+    found, start = on_root(comm, build)
     global_mesh, state = root.get("mesh"), root.get("state")
     distribution = distribute(config, comm, global_mesh, dtype, config.vertical.nVertLevels)
     mesh = distribution.mesh
+    if start:
+        log.info("resumed from %s at step %d (day %.4g)", config.restart.path, start,
+                 start * dt / DAY)
 
     def local(location, name):
         field = None if state is None else np.asarray(getattr(state, name), dtype=dtype)
@@ -74,71 +112,90 @@ def setup(config, comm):
                       visc2_theta=diffusion.visc2_theta, visc4_theta=diffusion.visc4_theta,
                       forcing=HeldSuarez(xp.asarray(mesh.latCell, dtype=dtype))
                       if config.case.name == "held_suarez" else None)
-    dt = steps(config)[0]
     model = Model(mesh, local("cell", "mass"), local("cell", "theta_mass"), local("edge", "u"),
                   local("cell", "phi_s"), local("vertex", "f_vertex"), dt, physics,
                   distribution=None if is_serial(comm) else distribution)
-    return model, distribution, global_mesh, (A, B), (None if state is None else state.phi_s)
+    model.step_count = start
+    return Setup(model, distribution, global_mesh, (A, B), None if state is None else state.phi_s,
+                 found, start, per_output, total)
 
 
 def run(config, *, progress: bool = True) -> dict:
     """Run `config` on one process or on every rank of the world communicator; returns the last
     diagnostics (every rank). Raises WatchdogError or `swm.stop.Interrupted` when the run stops
-    early (the history keeps the records so far: `hydrostatic.callbacks.HistoryRecords`)."""
+    early (its state written to the history and the restart file: a resume continues them)."""
     t0 = time.perf_counter()
-    sim, dist = build_simulation(config, progress=progress)
+    sim, s = build_simulation(config, progress=progress)
     try:
         sim.prepare()
         log.info("ready to step in %.2f s", time.perf_counter() - t0)
         sim.run()
     except WatchdogError:
-        log.error("the state of step %d (day %.4f) was written to %s", sim.step, sim.time / DAY,
-                  config.output.path)
+        log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
+                  sim.time / DAY, config.output.path, config.restart.path)
         raise
     except BaseException:
         sim.abandon()                        # stopped before the loop's own finish
         raise
-    steps, wall = sim.stop_step, sim.loop_seconds
+    steps, wall = s.total - s.start, sim.loop_seconds
     log.info("%d steps in %.2f s (%.1f simulated days per hour); output %s", steps, wall,
              steps * sim.model.dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path)
     return sim.callbacks["history"].last
 
 
 def build_simulation(config, *, progress: bool = True):
-    """(the `swm.simulation.Simulation` of a run of `config`, its distribution): the watchdog,
-    the progress bar and the history records, the claimed output finished last (`Files`)."""
+    """(the `swm.simulation.Simulation` of a run of `config`, its `Setup`): the watchdog, the
+    progress bar, the history records and the restarts; the writer thread and the claimed
+    outputs finished last (`Files`). A resume with another output.interval_hours or
+    output.variables than the history's is refused before any work
+    (`swm.output.check_resumed_history`)."""
     comm = meshops.parallel.world()
     t0 = time.perf_counter()
-    files = claim(comm, [("output.path", config.output.path)])
-    history = None
+    files = claim(comm, [("output.path", config.output.path, True),   # [history, restart] on
+                         ("restart.path", config.restart.path)],      # rank 0, [] elsewhere
+                  (lambda: check_resumed_history(config)) if config.restart.resume else None)
+    writer, history = None, None
     try:
-        model, dist, global_mesh, (A, B), phi_s = setup(config, comm)
+        writer = AsyncWriter() if comm.Get_rank() == 0 else None
+        s = setup(config, comm)
         dt, per_output, total = steps(config)
-        attributes = provenance(config)
+        attributes = {**provenance(config), "core_name": "atmosphere"}
 
         def make():
-            grid = grid_reference(config, global_mesh, config.output.path, "output.path")
-            return History(files[0], global_mesh, config.output.variables, config.dtype,
-                           config.vertical.nVertLevels, A, B, phi_s / GRAVITY, attributes, grid)
+            resume_time = (s.start // per_output) * per_output * dt if s.start else None
+            grid = None if resume_time is not None else grid_reference(
+                config, s.global_mesh, config.output.path, "output.path")
+            return History(files[0], writer, s.global_mesh, config.dtype, config.output.variables,
+                           config.vertical.nVertLevels, s.coefficients,
+                           None if s.phi_s is None else s.phi_s / GRAVITY,
+                           fingerprint=s.fingerprint, attributes=attributes, grid=grid,
+                           resume_time=resume_time)
         history = _on_root_keep(comm, make)
+        dist, global_mesh = s.distribution, s.global_mesh
         log.info("mesh %s; %s; %d levels; backend %s %s; dt %g s, %d steps; set up in %.2f s",
                  "" if global_mesh is None else f"{global_mesh.nCells} cells", dist.describe(),
                  config.vertical.nVertLevels, config.backend, config.dtype, dt, total,
                  time.perf_counter() - t0)
         w, interval = config.watchdog, config.output.interval_hours * 3600.0
-        sim = Simulation(model, total, comm=comm, resumable=False, files=Files(None, files),
+        sim = Simulation(s.model, total, comm=comm, files=Files(writer, files),
                          watchdog=Watchdog(StateCheck(dist, w.max_wind, w.min_theta, w.max_theta),
                                            IterationInterval(w.interval_steps)))
-        sim.callbacks["progress"] = Progress(total, 0, progress and comm.Get_rank() == 0,
+        sim.callbacks["progress"] = Progress(total, s.start, progress and comm.Get_rank() == 0,
                                              IterationInterval(w.interval_steps))
         sim.callbacks["history"] = HistoryRecords(history, dist, config.output.variables,
-                                                  TimeInterval(interval), interval)
-        return sim, dist
+                                                  TimeInterval(interval), interval,
+                                                  resumed_step=s.start or None)
+        hours = config.restart.interval_hours
+        sim.callbacks["restart"] = RestartOutput(
+            config.restart.path, dist, s.fingerprint, writer,
+            None if hours is None else TimeInterval(hours * 3600.0), at_end=hours is not None,
+            attributes=attributes, saved_step=s.start or None, state=STATE)
+        return sim, s
     except BaseException:            # nothing of the run is left: a new history is removed
         with stop.deferred():
             if history is not None:
-                history.close(finished=False)
-            release(files)
+                history.close(finished=False, discard=True)
+            Files(writer, files).finish(None, "error")
         raise
 
 

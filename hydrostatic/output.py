@@ -1,24 +1,23 @@
 """The hydrostatic core's history: a netCDF-4 file with MPAS-Atmosphere names and units, written on
-rank 0 from the gathered owned rows, under `<path>.partial` and renamed when the run finishes
-(nothing half-written under the final name; a file the model did not write is never replaced:
-`swm.output.claim`); a run stopped by a signal or an error keeps the records so far there
-(`hydrostatic.callbacks.HistoryRecords`).
+rank 0 from the gathered owned rows by the run's writer thread: `swm.output.History` (its partial
+file, the claim of its path, the continuation by a resumed run, a full disk as one line) with
+this core's contents.
 
 Contents: the mesh (or a reference to its grid file, `output.mesh`, as the shallow-water history:
 `swm.output.create_mesh_part`), the terrain height `ter` (m, phi_s / g), the hybrid coefficients
 `hyai` (Pa) and `hybi` at the interfaces (nVertLevelsP1, from the surface up), and per record the
 fields of `hydrostatic.variables.FIELDS` asked for (dimensions Time, nCells | nEdges,
-nVertLevels | nVertLevelsP1), `Time` (CF units), `xtime` and the diagnostics' time series.
+nVertLevels | nVertLevelsP1), `Time` (CF units), `xtime` and the diagnostics' time series; the
+fingerprints a resumed run checks (`mesh_fingerprint`, `trajectory_settings`). The restart file is
+`swm.output.write_restart`'s with the state of `hydrostatic.variables.STATE`.
 """
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
 import meshops
-from meshops.parallel.comm import allreduce_sum
-from swm.output import create_mesh_part, create_time, partial_path, set_time
+from swm import output
+from swm.output import cells_fingerprint, mesh_fingerprint, mesh_settings, trajectory_settings
 
 from hydrostatic.dynamics import column_diagnostics
 from hydrostatic.variables import DIAGNOSTICS, FIELDS
@@ -40,61 +39,54 @@ def fields_of(model, names) -> dict:
 
 
 def diagnostics_of(model, distribution) -> dict:
-    """{name: value} of `hydrostatic.variables.DIAGNOSTICS`: each entry's partial over the owned
-    rows, summed over the ranks."""
-    total = allreduce_sum(distribution.comm)
-    return {name: total(d.partial(model, distribution.owned)) for name, d in DIAGNOSTICS.items()}
+    """{name: value} of `hydrostatic.variables.DIAGNOSTICS` (every rank): each entry's column
+    values gathered in global cell order and summed on rank 0, so that it is bitwise the same on
+    any number of ranks."""
+    values = {}
+    for name, d in DIAGNOSTICS.items():
+        columns = distribution.gather("cell", d.columns(model))
+        values[name] = distribution.comm.bcast(None if columns is None else float(columns.sum()),
+                                               root=0)
+    return values
 
 
-class History:
-    """The history on rank 0: `global_mesh`, the claimed `swm.output.OutputFile` `target`, the
-    field names, the state's dtype, level count, coefficients (A, B), terrain phi_s / g,
-    provenance `attributes` and the grid reference `grid` (None: the mesh inside)."""
+def fingerprint(config, mesh, dt: float) -> dict:
+    """The run's fingerprint (`swm.output`): the mesh's, the settings that change the trajectory
+    (the shallow-water model's keys with vertical.levels) and what names another cell order."""
+    settings = {**trajectory_settings(config, dt), "vertical.levels": config.vertical.levels}
+    return {"mesh": mesh_fingerprint(mesh), "settings": settings,
+            "cells": cells_fingerprint(mesh), "mesh_settings": mesh_settings(config)}
 
-    def __init__(self, target, global_mesh, variables, dtype, nlev, A, B, terrain, attributes,
-                 grid=None):
-        self.path, self.partial = target.path, partial_path(target.path)
-        self.variables = tuple(variables)
-        if self.partial.exists():
-            self.partial.unlink()
-        try:
-            self.ds = ds = create_mesh_part(self.partial, global_mesh, grid, attributes, self.path)
-            ds.setncatts({"core_name": "atmosphere"})
-            ds.createDimension("nVertLevels", nlev)
-            ds.createDimension("nVertLevelsP1", nlev + 1)
-            create_time(ds)
-            for name, value, dims, units, long_name in (
-                    ("ter", terrain, ("nCells",), "m", "terrain height (surface geopotential / g)"),
-                    ("hyai", A, ("nVertLevelsP1",), "Pa", "hybrid A: p = hyai + hybi * p_s"),
-                    ("hybi", B, ("nVertLevelsP1",), "1", "hybrid B: p = hyai + hybi * p_s")):
-                var = ds.createVariable(name, np.float64, dims)
-                var.setncatts({"units": units, "long_name": long_name})
-                var[:] = value
-            for name in self.variables:
-                dims, units, long_name = FIELDS[name]
-                var = ds.createVariable(name, np.dtype(dtype), ("Time",) + dims)
-                var.setncatts({"units": units, "long_name": long_name})
-            for name, d in DIAGNOSTICS.items():
-                ds.createVariable(name, np.float64, ("Time",)).setncatts(
-                    {"units": d.units, "long_name": d.long_name})
-        except BaseException:
-            self.close(finished=False)
-            raise
 
-    def write(self, record: int, seconds: float, fields: dict, diagnostics: dict) -> None:
-        set_time(self.ds, record, seconds)
+class History(output.History):
+    """The history on rank 0 (`swm.output.History`: grows under NAME.partial on the writer
+    thread, continued by a resumed run, a full disk one line that keeps the previous file): a
+    new one holds `hyai`, `hybi` (`coefficients` (A, B)), the terrain `ter` (phi_s / g) and the
+    fields of `variables` and DIAGNOSTICS."""
+
+    core_name = "atmosphere"
+
+    def __init__(self, target, writer, global_mesh, dtype, variables, nlev: int, coefficients,
+                 terrain, *, fingerprint: dict, attributes: dict, grid=None, resume_time=None):
+        self.coefficients = coefficients
+        super().__init__(target, writer, global_mesh, dtype, variables, tuple(DIAGNOSTICS),
+                         fingerprint=fingerprint, resume_time=resume_time, nlev=nlev,
+                         topography=terrain, attributes=attributes, grid=grid)
+
+    def _contents(self, ds, dtype, nlev, terrain) -> None:
+        A, B = self.coefficients
+        ds.createDimension("nVertLevelsP1", nlev + 1)
+        for name, value, dims, units, long_name in (
+                ("ter", terrain, ("nCells",), "m", "terrain height (surface geopotential / g)"),
+                ("hyai", A, ("nVertLevelsP1",), "Pa", "hybrid A: p = hyai + hybi * p_s"),
+                ("hybi", B, ("nVertLevelsP1",), "1", "hybrid B: p = hyai + hybi * p_s")):
+            var = ds.createVariable(name, np.float64, dims)
+            var.setncatts({"units": units, "long_name": long_name})
+            var[:] = value
         for name in self.variables:
-            self.ds[name][record] = fields[name]
-        for name, value in diagnostics.items():
-            self.ds[name][record] = value
-        self.ds.sync()
-
-    def close(self, finished: bool, discard: bool = True) -> None:
-        """Close the file: renamed to its final name when the run finished; else removed with
-        `discard`, kept as the partial file (the records so far) without."""
-        if getattr(self, "ds", None) is not None and self.ds.isopen():
-            self.ds.close()
-        if finished:
-            os.replace(self.partial, self.path)
-        elif discard:
-            self.partial.unlink(missing_ok=True)
+            dims, units, long_name = FIELDS[name]
+            var = ds.createVariable(name, np.dtype(dtype), ("Time",) + dims)
+            var.setncatts({"units": units, "long_name": long_name})
+        for name, d in DIAGNOSTICS.items():
+            ds.createVariable(name, np.float64, ("Time",)).setncatts(
+                {"units": d.units, "long_name": d.long_name})

@@ -31,22 +31,26 @@ DEFAULT_VARIABLES = ("theta", "temperature", "pressure", "surface_pressure", "te
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """A global time series (float64, per record): its units, long name and `partial(model,
-    owned)`, this rank's part of the global sum over its owned rows (`owned`: their counts by
-    location, "cell", "edge", "vertex"), summed over the ranks by
-    `hydrostatic.output.diagnostics_of`."""
+    """A global time series (float64, per record): its units, long name and `columns(model)`, its
+    summands on the cells of the rank's mesh (float64, host), summed over the owned cells in
+    global cell order by `hydrostatic.output.diagnostics_of`: bitwise the same on any number of
+    ranks."""
     units: str
     long_name: str
-    partial: Callable
+    columns: Callable
 
 
-def _mass(model, owned: dict) -> float:
-    """sum_i areaCell[i] sum_k mass[i, k] over owned cells i (kg), in float64."""
-    n = owned["cell"]
-    area = np.asarray(model.mesh.areaCell[:n], dtype=np.float64)
-    return float((area[:, None] * to_host(model.mass[:n]).astype(np.float64)).sum())
+def _mass(model):
+    """areaCell[i] sum_k mass[i, k] of each cell i (kg), in float64."""
+    area = np.asarray(model.mesh.areaCell, dtype=np.float64)
+    return area * to_host(model.mass).astype(np.float64).sum(axis=1)
 
 
 #: The global diagnostics written to the history and logged at every record.
 DIAGNOSTICS = {"mass": Diagnostic("kg", "total mass of the atmosphere (sum of areaCell * mass)",
                                   _mass)}
+#: The state in a restart file: (name, location, attributes) of each field of `Model.state`.
+STATE = (("mass", "cell", {"units": "kg m-2", "long_name": "layer mass per unit area (dp / g)"}),
+         ("theta_mass", "cell", {"units": "K kg m-2",
+                                 "long_name": "layer mass times potential temperature"}),
+         ("u", "edge", {"units": "m s-1", "long_name": "normal velocity at edges"}))

@@ -58,8 +58,9 @@ class Watchdog:
             try:
                 self.inspect(sim.model, sim.step)
             except WatchdogError as exc:
-                raise WatchdogError(f"{exc}: the initial state is out of range; expected a case "
-                                    "within the watchdog section's limits") from None
+                which = "the restart's state" if sim.step else "the initial state"
+                raise WatchdogError(f"{exc}: {which} is out of range; expected a case within the "
+                                    "watchdog section's limits") from None
         self.good = self._state(sim)
 
     def __call__(self, sim) -> None:
@@ -226,18 +227,25 @@ class Files:
                 target.close()
 
 
+#: The shallow-water state in a restart file: (name, location, variable attributes) of each field
+#: of `swm.model.Model.state`, in its order.
+STATE = (("h", "cell", FIELDS["h"].attributes()), ("u", "edge", FIELDS["u"].attributes()))
+
+
 class RestartOutput:
     """Restart files every `schedule` (None: only when a run stops early, and at its end when
     `at_end`), written atomically on rank 0 from the gathered state by the writer thread.
-    `saved_step`: the step the restart file holds already (a resumed run's first), not written
-    again."""
+    `state`: (name, location, variable attributes) of each field of the model's `state` (default:
+    the shallow-water model's, `STATE`). `saved_step`: the step the restart file holds already (a
+    resumed run's first), not written again."""
 
     checked = True
 
     def __init__(self, path, distribution, fingerprint: dict, writer, schedule=None, *,
-                 at_end=False, attributes: dict | None = None, saved_step: int | None = None):
+                 at_end=False, attributes: dict | None = None, saved_step: int | None = None,
+                 state=STATE):
         self.path, self.distribution, self.fingerprint = path, distribution, fingerprint
-        self.writer, self.attributes = writer, attributes
+        self.writer, self.attributes, self.state = writer, attributes, tuple(state)
         self.schedule = schedule if schedule is not None else _Never()
         self.at_end = at_end
         self.saved_step = saved_step
@@ -246,11 +254,11 @@ class RestartOutput:
         from swm.output import write_restart
 
         dist, model = self.distribution, sim.model
-        h = dist.gather("cell", host(model.h))
-        u = dist.gather("edge", host(model.u))
+        fields = {name: (dist.gather(location, host(value)), location, attributes)
+                  for (name, location, attributes), value in zip(self.state, model.state)}
         if dist.comm.Get_rank() == 0:
             step, dt = sim.step, model.dt
-            self.writer.submit(lambda: write_restart(self.path, h, u, step, dt, self.fingerprint,
+            self.writer.submit(lambda: write_restart(self.path, fields, step, dt, self.fingerprint,
                                                      self.attributes))
         self.saved_step = sim.step
 

@@ -138,13 +138,14 @@ def setup(config: Config) -> Setup:
                        "cells": cells_fingerprint(mesh), "mesh_settings": mesh_settings(config)}
         start = 0
         if config.restart.resume:
-            h0, u0, start = read_restart(config.restart.path, n_cells=mesh.nCells,
-                                         n_edges=mesh.nEdges, dtype=dtype, fingerprint=fingerprint)
+            state, start = read_restart(config.restart.path, locations={"h": "cell", "u": "edge"},
+                                        sizes={"nCells": mesh.nCells, "nEdges": mesh.nEdges},
+                                        dtype=dtype, fingerprint=fingerprint)
             if start >= total:
                 raise ConfigError(f"restart.resume: the restart {config.restart.path} is at day "
                                   f"{start * dt / DAY:.4g}, at or past the run's end (time.days = "
                                   f"{config.time.days}); expected a longer time.days to extend it")
-            root["state"].h, root["state"].u = h0, u0
+            root["state"].h, root["state"].u = state["h"], state["u"]
         log.info("mesh and initial state in %.2f s", time.perf_counter() - t0)
         return dt, per_output, total, fingerprint, start
 

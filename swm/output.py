@@ -27,10 +27,11 @@ history's folder), its fingerprint (`mesh_file_fingerprint`, `stored_fingerprint
 `file_id` as MPAS's `parent_id`. `open_history` reads either form as one xarray Dataset;
 UXarray reads it as `uxarray.open_dataset(grid, history)`.
 
-Restart: h and u in the state's dtype, its time (`Time`, `xtime`), the step count, dt, and the
-fingerprints of the mesh and of every setting that changes the trajectory, checked when a run
-resumes from it; the mesh settings and the fingerprint of the set of cells (`cells_fingerprint`)
-name the setting that differs (e.g. the cell order) when the mesh is not the run's.
+Restart: the state's fields (h and u; the hydrostatic core's mass, theta_mass and u) in its dtype,
+its time (`Time`, `xtime`), the step count, dt, and the fingerprints of the mesh and of every
+setting that changes the trajectory, checked when a run resumes from it; the mesh settings and the
+fingerprint of the set of cells (`cells_fingerprint`) name the setting that differs (e.g. the cell
+order) when the mesh is not the run's.
 
 Every file of a run (history, restart, and the sensitivity and 4D-Var files of `adjoint`) carries
 the global attributes of `provenance`: model_name, core_name, model_version, the resolved config
@@ -705,7 +706,11 @@ def check_resumed_history(config) -> None:
 
 
 class History:
-    """The history file on rank 0 (other ranks hold None and take part in the gathers only)."""
+    """The history file on rank 0 (other ranks hold None and take part in the gathers only). A
+    model's own history overrides `_contents` (what a new file holds besides its mesh part) and
+    `core_name`."""
+
+    core_name = "sw"
 
     def __init__(self, target: OutputFile, writer: AsyncWriter, global_mesh, dtype, variables,
                  diagnostics, *, fingerprint: dict, resume_time: float | None = None, nlev: int = 1,
@@ -758,9 +763,14 @@ class History:
             self.partial.unlink()
         self.made = True
         self.ds = ds = create_mesh_part(self.partial, global_mesh, grid, attributes, self.path)
-        ds.setncatts({"core_name": "sw", **_attrs(fingerprint)})
+        ds.setncatts({"core_name": self.core_name, **_attrs(fingerprint)})
         ds.createDimension("nVertLevels", nlev)
         create_time(ds)
+        self._contents(ds, dtype, nlev, topography)
+
+    def _contents(self, ds, dtype, nlev, topography) -> None:
+        """The model's part of a new history `ds` (its mesh part, Time and nVertLevels made): the
+        topography h_s, a variable per output field and per diagnostic."""
         h_s = ds.createVariable("h_s", np.dtype(dtype), ("nCells",))
         h_s.setncatts(TOPOGRAPHY)
         h_s[:] = 0.0 if topography is None else np.asarray(topography).reshape(-1)
@@ -841,7 +851,7 @@ class History:
                     set_time(ds, record, seconds)
                     for name in self.variables:
                         value = fields[name]
-                        ds[name][record] = value.reshape(value.shape[0], -1)
+                        ds[name][record] = value.reshape(ds[name].shape[1:])
                     for name, value in diagnostics.items():
                         if name in ds.variables:
                             ds[name][record] = value
@@ -926,17 +936,20 @@ def _another_mesh(ds, fingerprint: dict) -> str:
             "mesh.file)")
 
 
-def write_restart(path, h, u, step: int, dt: float, fingerprint: dict,
+def write_restart(path, fields: dict, step: int, dt: float, fingerprint: dict,
                   attributes: dict | None = None) -> None:
-    """Write the global state (rank 0) atomically: temporary file, fsync, rename; `attributes`:
-    `provenance`'s."""
+    """Write the global state (rank 0) atomically: temporary file, fsync, rename. `fields`: {name:
+    (array (rows[, levels]), location, variable attributes)} in the state's dtype, each stored
+    as (nCells | nEdges, nVertLevels); `attributes`: `provenance`'s."""
     import netCDF4
 
     with reporting_space(path, "restart.path", kept="the restart file there is kept as it was"), \
             atomic_path(path) as tmp, netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
-        ds.createDimension("nCells", h.shape[0])
-        ds.createDimension("nEdges", u.shape[0])
-        ds.createDimension("nVertLevels", 1 if h.ndim == 1 else h.shape[1])
+        for value, location, _ in fields.values():
+            if SIZE_OF[location] not in ds.dimensions:
+                ds.createDimension(SIZE_OF[location], value.shape[0])
+        first = next(iter(fields.values()))[0]
+        ds.createDimension("nVertLevels", 1 if first.ndim == 1 else first.shape[1])
         stamp(ds, attributes)
         ds.setncatts({"step": np.int64(step), "dt": np.float64(dt),
                       "xtime": xtime(step * dt), **_attrs(fingerprint)})
@@ -945,14 +958,18 @@ def write_restart(path, h, u, step: int, dt: float, fingerprint: dict,
                           "mesh_settings": json.dumps(fingerprint["mesh_settings"])})
         create_time(ds)
         set_time(ds, 0, step * dt)
-        for name, value, dim in (("h", h, "nCells"), ("u", u, "nEdges")):
-            var = ds.createVariable(name, value.dtype, (dim, "nVertLevels"))
-            var.setncatts(FIELDS[name].attributes())
+        for name, (value, location, var_attributes) in fields.items():
+            var = ds.createVariable(name, value.dtype, (SIZE_OF[location], "nVertLevels"))
+            var.setncatts(var_attributes)
             var[:] = value.reshape(value.shape[0], -1)
 
 
-def read_restart(path, *, n_cells: int, n_edges: int, dtype, fingerprint: dict):
-    """(h, u, step) of a restart file, checked against the run's mesh, dtype and settings."""
+def read_restart(path, *, locations: dict, sizes: dict, dtype, fingerprint: dict,
+                 levels: int | None = None) -> tuple[dict, int]:
+    """({name: global array}, step) of the state fields `locations` ({name: location}) of a
+    restart file, checked against the run's mesh (`sizes`: {dimension: size}), dtype, levels and
+    settings. `levels` None: a one-level state, returned as vectors; else the nVertLevels
+    expected, the arrays (rows, levels)."""
     import netCDF4
 
     path = pathlib.Path(path)
@@ -966,15 +983,17 @@ def read_restart(path, *, n_cells: int, n_edges: int, dtype, fingerprint: dict):
     with ds:
         ds.set_auto_mask(False)
         attributes = set(ds.ncattrs())
-        if getattr(ds, "model_name", None) != MODEL_NAME or not {"h", "u"} <= set(ds.variables) \
+        if getattr(ds, "model_name", None) != MODEL_NAME \
+                or not set(locations) <= set(ds.variables) \
                 or not {"step", "dt", "mesh_fingerprint", "trajectory_settings"} <= attributes \
-                or not {"nCells", "nEdges"} <= set(ds.dimensions):
+                or not set(sizes) | {"nVertLevels"} <= set(ds.dimensions):
             history = " (a history file: it has a Time dimension)" if "Time" in ds.dimensions else ""
             raise OutputError(f"{where}: not a restart file of this model{history}; expected the "
                               "restart.path of the run being resumed")
-        found = {"nCells": len(ds.dimensions["nCells"]), "nEdges": len(ds.dimensions["nEdges"]),
-                 "dtype": np.dtype(ds["h"].dtype).name}
-        expected = {"nCells": n_cells, "nEdges": n_edges, "dtype": np.dtype(dtype).name}
+        expected = {**sizes, "nVertLevels": 1 if levels is None else levels,
+                    "dtype": np.dtype(dtype).name}
+        found = {key: len(ds.dimensions[key]) for key in expected if key != "dtype"}
+        found["dtype"] = np.dtype(ds[next(iter(locations))].dtype).name
         for key in expected:
             if found[key] != expected[key]:
                 raise OutputError(f"{where}: restart {key} = {found[key]!r}, expected "
@@ -986,6 +1005,7 @@ def read_restart(path, *, n_cells: int, n_edges: int, dtype, fingerprint: dict):
             if settings.get(key) != value:
                 raise OutputError(f"{where}: written with {key} = {settings.get(key)}, the config "
                                   f"gives {value}; expected the settings of the run being resumed")
-        h, u = ds["h"][:], ds["u"][:]
-        squeeze = (lambda a: a[:, 0]) if h.shape[1] == 1 else (lambda a: a)
-        return squeeze(h), squeeze(u), int(ds.step)
+        state = {name: ds[name][:] for name in locations}
+        if levels is None:
+            state = {name: value[:, 0] for name, value in state.items()}
+        return state, int(ds.step)

@@ -167,7 +167,7 @@ def test_a_diagnostic_is_one_registry_entry(tmp_path, serial, monkeypatch):
 
 def test_a_hydrostatic_diagnostic_is_one_registry_entry(tmp_path, serial, monkeypatch, rng):
     """An entry added to `hydrostatic.variables.DIAGNOSTICS` alone is computed, summed over the
-    owned rows and written to the history with its units and long name."""
+    cells in global order and written to the history with its units and long name."""
     from hydrostatic.driver import run
     from hydrostatic.variables import DIAGNOSTICS, Diagnostic
     from meshops.device.backend import to_host
@@ -175,16 +175,17 @@ def test_a_hydrostatic_diagnostic_is_one_registry_entry(tmp_path, serial, monkey
     from tests.hydrostatic.test_run import config
 
     weight = float(rng.uniform(0.5, 2.0))
-    monkeypatch.setitem(DIAGNOSTICS, "u_squares", Diagnostic(
-        "m2 s-2", "weighted sum of u^2 over edges and levels", lambda model, owned: weight * float(
-            (to_host(model.u[:owned["edge"]]).astype(np.float64) ** 2).sum())))
-    run(load_config(config(tmp_path, "diag", output={"variables": ["u"]})), progress=False)
+    monkeypatch.setitem(DIAGNOSTICS, "theta_squares", Diagnostic(
+        "K2", "weighted sum of theta^2 over cells and levels", lambda model: weight * (
+            to_host(model.theta_mass / model.mass).astype(np.float64) ** 2).sum(axis=1)))
+    run(load_config(config(tmp_path, "diag", output={"variables": ["theta"]})), progress=False)
     with netCDF4.Dataset(tmp_path / "diag.nc") as ds:
-        assert ds["u_squares"].units == "m2 s-2"
-        assert ds["u_squares"].long_name == "weighted sum of u^2 over edges and levels"
-        u = ds["u"][:].astype(np.float64)
-        np.testing.assert_allclose(ds["u_squares"][:], weight * (u ** 2).sum(axis=(1, 2)), rtol=1e-12)
-        assert ds["mass"][:].size == ds["u_squares"][:].size == 3
+        assert ds["theta_squares"].units == "K2"
+        assert ds["theta_squares"].long_name == "weighted sum of theta^2 over cells and levels"
+        theta = ds["theta"][:].astype(np.float64)
+        np.testing.assert_allclose(ds["theta_squares"][:], weight * (theta ** 2).sum(axis=(1, 2)),
+                                   rtol=1e-12)
+        assert ds["mass"][:].size == ds["theta_squares"][:].size == 3
 
 
 def test_a_callback_is_one_registry_entry_and_the_files_finish_after_it(tmp_path, serial, monkeypatch,

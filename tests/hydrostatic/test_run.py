@@ -1,9 +1,10 @@
 """run_model.py with `model: hydrostatic`, for real in a subprocess: a tiny JW06 run writes a
-history that xarray reads (MPAS names, units, dimensions, the mesh); 2 ranks under mpiexec write
-the same history bitwise; a bad config stops with one line naming the key, the value and what is
-expected; the plot module draws the maps; the shared stepping loop's faults: a SIGTERM while
-stepping is one line and exit 143 with the records so far kept, the watchdog names the field,
-level and place of a state that blows up for real, and of a first state out of its limits."""
+history that xarray reads (MPAS names, units, dimensions, the mesh); a bad config stops with one
+line naming the key, the value and what is expected; the plot module draws the maps; the shared
+stepping loop's faults: a SIGTERM while stepping is one line and exit 143 with the records so far
+kept and a restart that resumes bitwise, the watchdog names the field, level and place of a state
+that blows up for real (its last good state in the history and the restart), and of a first
+state out of its limits. Restarts, resuming and rank counts: test_restart.py."""
 import re
 import signal
 import subprocess
@@ -15,7 +16,8 @@ import pytest
 import xarray as xr
 import yaml
 
-from tests.swm.test_faults import RANKS, Background, env, error_of, ok, run_model, snapshot
+from tests.swm.test_faults import (RANKS, Background, Records, assert_same, env, error_of, ok,
+                                   run_model, snapshot)
 from tests.swm.test_signals import listing, stopped, user_files
 
 VARIABLES = ["theta", "temperature", "pressure", "surface_pressure", "temperature_850hPa", "u",
@@ -23,16 +25,29 @@ VARIABLES = ["theta", "temperature", "pressure", "surface_pressure", "temperatur
 
 
 def config(tmp_path, name, **sections):
+    """`name`.yaml in tmp_path: a level-2 JW06 wave, 3 steps of 1800 s, records every 1.5 h to
+    `name`.nc, restarts to `name`.restart.nc; each section given merged into it."""
     tree = {"model": "hydrostatic", "mesh": {"generate": {"level": 2, "lloyd": 20}},
             "case": {"name": "jw06_baroclinic"}, "time": {"days": 0.125, "dt": 1800},
             "diffusion": {"visc4": 1.0e17},
             "output": {"path": str(tmp_path / f"{name}.nc"), "interval_hours": 1.5,
-                       "variables": VARIABLES}}
+                       "variables": VARIABLES},
+            "restart": {"path": str(tmp_path / f"{name}.restart.nc")}}
     for key, value in sections.items():
         tree[key] = {**tree.get(key, {}), **value} if isinstance(value, dict) else value
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(tree))
     return path
+
+
+def history(path) -> Records:
+    """{name: array} of every variable of a history or restart file (`timed`: along Time)."""
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        out = Records((name, ds[name][:]) for name in ds.variables)
+        out.timed = frozenset(n for n in ds.variables if ds[n].dimensions[:1] == ("Time",))
+    assert {"Time", "xtime"} <= out.timed
+    return out
 
 
 def test_history_is_read_by_xarray_with_mpas_names(tmp_path):
@@ -60,15 +75,6 @@ def test_history_is_read_by_xarray_with_mpas_names(tmp_path):
     assert out.returncode == 0, out.stderr
     for name in ("surface_pressure", "temperature_850hPa"):
         assert (tmp_path / f"one.{name}.day0.125.png").stat().st_size > 1000
-
-
-@pytest.mark.mpi
-def test_two_ranks_write_the_one_process_history_bitwise(tmp_path):
-    ok(run_model(config(tmp_path, "one")))
-    ok(run_model(config(tmp_path, "two"), ranks=2))
-    with xr.open_dataset(tmp_path / "one.nc") as a, xr.open_dataset(tmp_path / "two.nc") as b:
-        for name in VARIABLES:
-            assert np.array_equal(a[name].values, b[name].values), name
 
 
 @pytest.mark.parametrize("sections, expected", [
@@ -100,17 +106,18 @@ def test_output_that_is_not_the_models_is_left_intact(tmp_path):
 
 @pytest.mark.parametrize("ranks", RANKS)
 def test_sigterm_while_stepping_is_one_line_and_keeps_the_records(tmp_path, ranks):
-    """SIGTERM after two records: one line naming the step, exit 143, the partial history holding
-    the records so far and the stopped step (checked finite), no lock, the user's file intact."""
+    """SIGTERM after two records: one line naming the step and the resume, exit 143, the partial
+    history holding the records so far and the stopped step (checked finite), the restart of that
+    step, no lock, the user's file intact; the resumed run's history and final state are bitwise
+    those of an uninterrupted run."""
     rng = np.random.default_rng()
-    path = config(tmp_path, "term", time={"days": 40, "dt": 1800},
-                  diffusion={"visc4": float(rng.uniform(0.5e17, 2.0e17))})
+    diffusion = {"visc4": float(rng.uniform(0.5e17, 2.0e17))}
+    path = config(tmp_path, "term", time={"days": 40, "dt": 1800}, diffusion=diffusion)
     mine, before = user_files(tmp_path)
     run = Background(path, ranks=ranks)
     run.wait_for(lambda: "day 0.125:" in run.text(), "two records after the first")
     run.proc.send_signal(signal.SIGTERM)
-    line = stopped(run, signal.SIGTERM, "at step")
-    assert "resume" not in line                      # no restart to resume from
+    line = stopped(run, signal.SIGTERM, "at step", "resume with --set restart.resume=true")
     step = int(re.search(r"at step (\d+)", line)[1])
     assert 6 <= step < 40 * 48
     assert snapshot(mine) == before
@@ -118,16 +125,29 @@ def test_sigterm_while_stepping_is_one_line_and_keeps_the_records(tmp_path, rank
         assert round(float(ds["Time"][-1]) * 48) == step
         assert len(ds["Time"]) == -(-step // 3) + 1        # a record every 3 steps, then the stop's
         assert np.isfinite(ds["theta"][:]).all() and np.isfinite(ds["mass"][:]).all()
+    with netCDF4.Dataset(tmp_path / "term.restart.nc") as ds:
+        assert int(ds.step) == step and np.isfinite(ds["theta_mass"][:]).all()
     assert listing(tmp_path) == sorted(["cache", *(f"cache/{p.name}" for p in
                                                    (tmp_path / "cache").iterdir()),
-                                        "notes.bin", "term.nc.partial", "term.yaml"])
+                                        "notes.bin", "term.nc.partial", "term.restart.nc",
+                                        "term.yaml"])
+
+    days = f"time.days={(step // 3 + 2) * 3 / 48!r}"        # two records past the stop
+    whole = config(tmp_path, "whole", time={"dt": 1800}, diffusion=diffusion,
+                   restart={"interval_hours": 1.5})
+    ok(run_model(whole, "--set", days, ranks=ranks))
+    ok(run_model(path, "--set", "restart.resume=true", "--set", days,
+                 "--set", "restart.interval_hours=1.5", ranks=ranks))
+    assert_same(history(tmp_path / "whole.nc"), history(tmp_path / "term.nc"))
+    assert_same(history(tmp_path / "whole.restart.nc"), history(tmp_path / "term.restart.nc"))
+    assert snapshot(mine) == before and not (tmp_path / "term.nc.partial").exists()
 
 
 @pytest.mark.parametrize("ranks", RANKS)
 def test_watchdog_names_the_field_level_and_place_of_a_blow_up(tmp_path, ranks):
     """A 6 h step on a level-2 mesh: the second step makes a layer's mass negative; the watchdog
     (before the record due at that step) names step, field, level, cell and lat/lon, exit 3, and the
-    history under its final name ends with the last good state."""
+    history under its final name ends with the last good state, which the restart holds."""
     path = config(tmp_path, "blow", time={"days": 3, "dt": 21600},
                   output={"interval_hours": 6, "variables": ["theta", "u"]})
     out = run_model(path, ranks=ranks)
@@ -139,6 +159,8 @@ def test_watchdog_names_the_field_level_and_place_of_a_blow_up(tmp_path, ranks):
     with netCDF4.Dataset(tmp_path / "blow.nc") as ds:
         assert len(ds["Time"]) == 2 and float(ds["Time"][-1]) == 0.25
         assert np.isfinite(ds["theta"][:]).all() and (ds["mass"][:] > 0).all()
+    with netCDF4.Dataset(tmp_path / "blow.restart.nc") as ds:       # the last good state
+        assert int(ds.step) == 1 and (ds["mass"][:] > 0).all()
     assert not (tmp_path / "blow.nc.partial").exists() and not (tmp_path / "blow.nc.lock").exists()
 
 
