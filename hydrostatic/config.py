@@ -20,9 +20,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from swm.config import (MESH_INSIDE_MAX_CELLS, MIN_DT, FilePath, MeshConfig, PartitionConfig,
-                        Strict, _once_each)
-from swm.constants import DAY
+from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Dtype, FilePath, LogLevel, MeshConfig,
+                        PartitionConfig, Strict, _once_each, fixed_steps)
 
 from hydrostatic.levels import LEVEL_SETS
 from hydrostatic.testcases import CASES
@@ -96,13 +95,13 @@ class HydrostaticConfig(Strict):
     vertical: VerticalConfig = VerticalConfig()
     case: CaseConfig
     time: TimeConfig
-    backend: Literal["numpy", "cupy"] = Field("numpy", description="NumPy on CPU ranks, CuPy: one GPU per rank")
-    dtype: Literal["float64", "float32"] = Field("float64", description="floating type of the state")
+    backend: Backend = "numpy"
+    dtype: Dtype = "float64"
     diffusion: DiffusionConfig = DiffusionConfig()
     partition: PartitionConfig = PartitionConfig()
     output: OutputConfig = OutputConfig()
     watchdog: WatchdogConfig = WatchdogConfig()
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    log_level: LogLevel = "info"
 
     #: The shallow-water applications a config may name; none for this model.
     sensitivity: ClassVar[None] = None
@@ -110,7 +109,7 @@ class HydrostaticConfig(Strict):
 
     @model_validator(mode="after")
     def _steps(self):
-        steps(self)
+        fixed_steps(self)
         return self
 
     def inputs(self) -> list[tuple[str, pathlib.Path]]:
@@ -129,20 +128,3 @@ class HydrostaticConfig(Strict):
                 Written("output.path", out, partial_path(out), "the partial file"),
                 Written("output.path", out, lock_path(out), "the lock file")]
 
-
-def steps(config: HydrostaticConfig) -> tuple[float, int, int]:
-    """(dt, steps per output, total steps): time.dt must divide output.interval_hours and
-    time.days, and the run take at most time.max_steps steps."""
-    dt, interval = config.time.dt, config.output.interval_hours * 3600.0
-    per_output = interval / dt
-    if dt < MIN_DT or abs(per_output - round(per_output)) > 1e-9 * per_output or round(per_output) < 1:
-        raise ValueError(f"time.dt = {dt}: expected a divisor of output.interval_hours = "
-                         f"{config.output.interval_hours} h ({interval:g} s), >= {MIN_DT} s")
-    total = config.time.days * DAY / dt
-    if abs(total - round(total)) > 1e-9 * max(total, 1) or round(total) < 1:
-        raise ValueError(f"time.days = {config.time.days}: expected a positive multiple of time.dt "
-                         f"= {dt} s")
-    if round(total) > config.time.max_steps:
-        raise ValueError(f"time.days = {config.time.days} with time.dt = {dt} s is {round(total)} "
-                         f"steps: expected at most time.max_steps = {config.time.max_steps}")
-    return dt, int(round(per_output)), int(round(total))

@@ -1,12 +1,14 @@
 """Where the hydrostatic model's fields live: one process, or every rank with its local mesh and
 the state (mass, theta_mass, u; layers last) exchanged in one message per neighbour per RK stage
-(`meshops.parallel.StateExchange`, as `swm.distribution` exchanges (h, u))."""
+(`meshops.parallel.StateExchange`, as `swm.distribution` exchanges (h, u)); the tangent-linear
+and adjoint steps exchange perturbations and adjoint tendencies the same way (`exchange_tl`), the
+surface geopotential's perturbation in the same message with the first stage's."""
 from __future__ import annotations
 
-from meshops.parallel import StateExchange, gather_field, layers_needed, scatter_field
+from meshops.parallel import StateExchange, layers_needed
 from meshops.parallel.comm import is_serial
+from swm.distribution import Ranks, read_owner
 from swm.distribution import Serial as _SerialBase
-from swm.distribution import read_owner
 
 from hydrostatic.dynamics import CHAINS
 
@@ -25,32 +27,32 @@ class Serial(_SerialBase):
     def exchange(self, mass, theta_mass, u) -> None:
         pass
 
+    def exchange_tl(self, dmass, dtheta_mass, du, dphi_s=None) -> None:
+        pass
 
-class Distributed:
+
+class Distributed(Ranks):
     """Every rank of `comm` with its `grids.decompose.Decomposition`; (mass, theta_mass, u) of
-    nlev levels exchanged in one message per neighbour."""
+    nlev levels exchanged in one message per neighbour; with a perturbation of phi_s, the four
+    fields through a second exchange, `control_exchange` {mass, theta_mass, u, phi_s}."""
 
     def __init__(self, decomposition, comm, dtype, nlev: int, *, transport=None):
-        self.decomposition, self.comm, self.mesh = decomposition, comm, decomposition.mesh
-        self.owned = {loc: decomposition.n_owned(loc) for loc in ("cell", "edge", "vertex")}
+        super().__init__(decomposition, comm)
         specs = {name: (LOCATIONS[name], nlev, dtype) for name in STATE}
         self.state_exchange = StateExchange(decomposition, specs, comm, transport=transport)
-
-    def scatter(self, location, field):
-        return scatter_field(self.decomposition, self.comm, field, location)
-
-    def gather(self, location, field):
-        return gather_field(self.decomposition, self.comm, field, location)
+        self.control_exchange = StateExchange(decomposition, {**specs, "phi_s": ("cell", None, dtype)},
+                                              comm, transport=transport)
 
     def exchange(self, mass, theta_mass, u) -> None:
         self.state_exchange.exchange({"mass": mass, "theta_mass": theta_mass, "u": u})
 
-    def global_index(self, location, i) -> int:
-        return int(self.decomposition.local.l2g[location][i])
-
-    def describe(self) -> str:
-        d = self.decomposition
-        return f"{d.nranks} ranks, halo depth {d.halo_depth}, rank 0 owns {self.owned['cell']} cells"
+    def exchange_tl(self, dmass, dtheta_mass, du, dphi_s=None) -> None:
+        """The forward exchange of a perturbation (dmass, dtheta_mass, du[, dphi_s]), in place."""
+        fields = {"mass": dmass, "theta_mass": dtheta_mass, "u": du}
+        if dphi_s is None:
+            self.state_exchange.exchange(fields)
+        else:
+            self.control_exchange.exchange({**fields, "phi_s": dphi_s})
 
 
 def distribute(config, comm, global_mesh, dtype, nlev: int):

@@ -15,6 +15,7 @@ from swm import stop
 from swm.callbacks import Files, Progress
 from swm.collective import on_root
 from swm.config import ConfigError
+from swm.config import fixed_steps as steps
 from swm.constants import DAY, GRAVITY
 from swm.driver import build_mesh, grid_reference
 from swm.output import claim, provenance, release
@@ -24,7 +25,6 @@ from swm.watchdog import WatchdogError
 
 from hydrostatic import levels, testcases
 from hydrostatic.callbacks import HistoryRecords, Watchdog
-from hydrostatic.config import steps
 from hydrostatic.distribution import distribute
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez

@@ -1,20 +1,28 @@
 """The hydrostatic model: local mesh, state (mass, theta_mass, u), fixed fields (phi_s, f_vertex),
-physics, and its RK4 step: the shared stepper (`swm.stepper`) with this model's tendencies as its
-stages, one state exchange per stage."""
+physics, and its RK4 step: the shared stepper (`swm.stepper`) with this model's tendencies, their
+tangent-linear and adjoint (`hydrostatic.dynamics`) as its stages, one state exchange per stage;
+`swm.stepper.rk4_step_tl` / `rk4_step_adj` take the model, with the surface geopotential phi_s as
+its control."""
 from __future__ import annotations
 
 import meshops
 from meshops.device.backend import array_module
 from swm import stepper
 
-from hydrostatic.dynamics import Physics, tendencies
+from hydrostatic.dynamics import Physics, tendencies, tendencies_adj, tendencies_tl
 
 
 class Model:
     """State and stepping on `mesh` (a rank's local mesh in a distributed run): the fields are
     NumPy or CuPy arrays, the operators run on the `meshops.DeviceMesh` of the mesh on their
     backend. `distribution` (`hydrostatic.distribution`) brings the halo rows of the provisional
-    state up to date before each RK4 stage; None: one process."""
+    state up to date before each RK4 stage (with `exchange_tl`, the perturbations and adjoint
+    tendencies of the tangent-linear and adjoint steps); None: one process."""
+
+    #: The locations of the state (mass, theta_mass, u) and of the controls (phi_s: the fixed field
+    #: the tangent-linear and adjoint steps perturb), in `swm.stepper`'s order.
+    state_locations = ("cell", "cell", "edge")
+    control_locations = ("cell",)
 
     def __init__(self, mesh, mass, theta_mass, u, phi_s, f_vertex, dt: float, physics: Physics,
                  distribution=None, device_mesh=None):
@@ -24,7 +32,14 @@ class Model:
         self.phi_s, self.f_vertex, self.dt, self.physics = phi_s, f_vertex, float(dt), physics
         self.distribution, self.step_count = distribution, 0
         self.device_mesh = device_mesh or meshops.device_mesh(mesh, array_module(mass))
-        self.stages = stepper.TendencyStages(lambda fields: self.tendencies(*fields))
+        self.stages = stepper.TendencyStages(
+            lambda p: self.tendencies(*p),
+            lambda p, dp, dc: tendencies_tl(self.device_mesh, *p, *self._fixed(), *dp, *(dc or (None,))),
+            lambda p, k_adj, mode: tendencies_adj(self.device_mesh, *p, *self._fixed(), *k_adj,
+                                                  mode=mode))
+
+    def _fixed(self) -> tuple:
+        return self.phi_s, self.f_vertex, self.physics
 
     def tendencies(self, mass, theta_mass, u):
         """(tend_mass, tend_theta_mass, tend_u) of a state whose halo rows are valid."""

@@ -17,7 +17,6 @@ import os
 import numpy as np
 
 import meshops
-from meshops.device.backend import to_host
 from meshops.parallel.comm import allreduce_sum
 from swm.output import create_mesh_part, create_time, partial_path, set_time
 
@@ -41,11 +40,10 @@ def fields_of(model, names) -> dict:
 
 
 def diagnostics_of(model, distribution) -> dict:
-    """The global diagnostics: total mass (kg), summed over owned cells of every rank."""
-    n = distribution.owned["cell"]
-    area = np.asarray(model.mesh.areaCell[:n], dtype=np.float64)
-    mass = float((area[:, None] * to_host(model.mass[:n]).astype(np.float64)).sum())
-    return {"mass": allreduce_sum(distribution.comm)(mass)}
+    """{name: value} of `hydrostatic.variables.DIAGNOSTICS`: each entry's partial over the owned
+    rows, summed over the ranks."""
+    total = allreduce_sum(distribution.comm)
+    return {name: total(d.partial(model, distribution.owned)) for name, d in DIAGNOSTICS.items()}
 
 
 class History:
@@ -76,9 +74,9 @@ class History:
                 dims, units, long_name = FIELDS[name]
                 var = ds.createVariable(name, np.dtype(dtype), ("Time",) + dims)
                 var.setncatts({"units": units, "long_name": long_name})
-            for name, (units, long_name) in DIAGNOSTICS.items():
+            for name, d in DIAGNOSTICS.items():
                 ds.createVariable(name, np.float64, ("Time",)).setncatts(
-                    {"units": units, "long_name": long_name})
+                    {"units": d.units, "long_name": d.long_name})
         except BaseException:
             self.close(finished=False)
             raise

@@ -1,5 +1,13 @@
-"""The history's variables: MPAS-Atmosphere names, dimensions, units and long names."""
+"""The history's variables: MPAS-Atmosphere names, dimensions, units and long names; the global
+diagnostics with their computation (a new one is one `Diagnostic` entry in DIAGNOSTICS)."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from meshops.device.backend import to_host
 
 #: name -> (dimensions after Time, units, long_name). Levels from the surface up.
 FIELDS = {
@@ -19,5 +27,26 @@ FIELDS = {
 OUTPUT_VARIABLES = tuple(FIELDS)
 DEFAULT_VARIABLES = ("theta", "temperature", "pressure", "surface_pressure", "temperature_850hPa",
                      "uReconstructZonal", "uReconstructMeridional")
-#: Global time series (float64, per record).
-DIAGNOSTICS = {"mass": ("kg", "total mass of the atmosphere (sum of areaCell * mass)")}
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A global time series (float64, per record): its units, long name and `partial(model,
+    owned)`, this rank's part of the global sum over its owned rows (`owned`: their counts by
+    location, "cell", "edge", "vertex"), summed over the ranks by
+    `hydrostatic.output.diagnostics_of`."""
+    units: str
+    long_name: str
+    partial: Callable
+
+
+def _mass(model, owned: dict) -> float:
+    """sum_i areaCell[i] sum_k mass[i, k] over owned cells i (kg), in float64."""
+    n = owned["cell"]
+    area = np.asarray(model.mesh.areaCell[:n], dtype=np.float64)
+    return float((area[:, None] * to_host(model.mass[:n]).astype(np.float64)).sum())
+
+
+#: The global diagnostics written to the history and logged at every record.
+DIAGNOSTICS = {"mass": Diagnostic("kg", "total mass of the atmosphere (sum of areaCell * mass)",
+                                  _mass)}

@@ -1,6 +1,8 @@
 """The callbacks and writers a run's `swm.simulation.Simulation` fires: the watchdog, the progress
 bar, the history (fields, diagnostics, error norms) and the restarts. Each has a `schedule`;
-`start(sim)` and `finish(sim, outcome)` are optional (see `swm.simulation`).
+`start(sim)` and `finish(sim, outcome)` are optional (see `swm.simulation`). Watchdog,
+HistoryCallback, Progress and Files serve every model (the hydrostatic core's
+`hydrostatic.callbacks` subclasses the first two).
 
 A new callback is a class with `schedule` and `__call__(sim)`, and one entry in `CALLBACKS` (at the
 bottom): its name and the function that builds it from the config and the run's pieces (`Run`);
@@ -32,28 +34,49 @@ def host(a):
 
 
 class Watchdog:
-    """Checks the state on the device every `schedule` (`swm.watchdog.StateCheck`) and keeps the
-    last state that passed (a reference: steps make new arrays). On a failure the model is set back
-    to that state and WatchdogError names the step, field, entity and place."""
+    """Checks the model's state (its `fields`) every `schedule` with `check` and keeps the last
+    state that passed (references: steps make new arrays). On a failure the model is set back to
+    that state and WatchdogError names the step, field, entity and place, then `advice`. With
+    `check_first` the state the run starts from is checked too. A model's watchdog is a subclass
+    naming its fields and how its `check` is called (`inspect`); this one is shallow water's:
+    (h, u) with `swm.watchdog.StateCheck`, its first state checked by `swm.driver`."""
+
+    fields = ("h", "u")
+    check_first = False
+    advice = ""
 
     def __init__(self, check, schedule):
         self.check, self.schedule = check, schedule
         self.good = None
 
+    def inspect(self, model, step: int) -> None:
+        """Raise WatchdogError when the model's state is out of range."""
+        self.check.check(model.h, model.u, model.dt, step)
+
     def start(self, sim) -> None:
-        self.good = (sim.model.h, sim.model.u, sim.step)
+        if self.check_first:
+            try:
+                self.inspect(sim.model, sim.step)
+            except WatchdogError as exc:
+                raise WatchdogError(f"{exc}: the initial state is out of range; expected a case "
+                                    "within the watchdog section's limits") from None
+        self.good = self._state(sim)
 
     def __call__(self, sim) -> None:
         model = sim.model
-        if self.good is not None and self.good[2] == sim.step:
+        if self.good is not None and self.good[-1] == sim.step:
             return
         try:
-            self.check.check(model.h, model.u, model.dt, sim.step)
+            self.inspect(model, sim.step)
         except WatchdogError as exc:
-            model.h, model.u, model.step_count = self.good
+            for name, value in zip(self.fields + ("step_count",), self.good):
+                setattr(model, name, value)
             raise WatchdogError(f"{exc}; the last checked state (step {model.step_count}, day "
-                                f"{model.time / DAY:.4f}) is kept") from None
-        self.good = (model.h, model.u, sim.step)
+                                f"{model.time / DAY:.4f}) is kept{self.advice}") from None
+        self.good = self._state(sim)
+
+    def _state(self, sim) -> tuple:
+        return tuple(getattr(sim.model, name) for name in self.fields) + (sim.step,)
 
 
 class Progress:
@@ -121,13 +144,34 @@ class HostCopies:
         return out, wait, lambda: self._free.put(buffers)
 
 
-class HistoryOutput:
-    """Output records of the history (`swm.output.History` on rank 0, None elsewhere): the
-    fields of `variables` and the diagnostics (`swm.diagnostics.Diagnostics`) every `schedule`,
-    the record index k = time / interval (a final state off that grid: the next record). A run
-    resumed at `resumed_step` does not write that step again: the history holds it."""
+class HistoryCallback:
+    """What every model's history callback shares: the record index k = time / interval of a
+    time (a final state off that grid: the next record), and at the end the final state's record
+    (unless written already) and the history closed: under its final name when the run finished
+    or the watchdog stopped it (holding the last good state), a partial file when a signal or an
+    error stopped it, removed when the run did not start. A subclass sets `history` (rank 0; None
+    elsewhere), `interval` and `written_step`, and writes a record in `__call__(sim)`."""
 
     checked = True
+
+    def record(self, time: float) -> int:
+        k = time / self.interval
+        return int(round(k)) if abs(k - round(k)) < 1e-9 * max(k, 1.0) else int(k) + 1
+
+    def finish(self, sim, outcome) -> None:
+        try:
+            if outcome not in ("error", "not started") and self.written_step != sim.step:
+                self(sim)
+        finally:
+            if self.history is not None:
+                self.history.close(finished=outcome in ("finished", "watchdog"),
+                                   discard=outcome == "not started")
+
+
+class HistoryOutput(HistoryCallback):
+    """Output records of the history (`swm.output.History` on rank 0, None elsewhere): the
+    fields of `variables` and the diagnostics (`swm.diagnostics.Diagnostics`) every `schedule`.
+    A run resumed at `resumed_step` does not write that step again: the history holds it."""
 
     def __init__(self, history, distribution, variables, diagnostics, schedule, interval: float,
                  *, resumed_step: int | None = None):
@@ -137,10 +181,6 @@ class HistoryOutput:
         self.copies = HostCopies()
         self.written_step = self.resumed_step = resumed_step
         self.last = {}
-
-    def record(self, time: float) -> int:
-        k = time / self.interval
-        return int(round(k)) if abs(k - round(k)) < 1e-9 * max(k, 1.0) else int(k) + 1
 
     def start(self, sim) -> None:
         if sim.step != self.resumed_step and (self.record(sim.time) * self.interval == sim.time
@@ -166,15 +206,6 @@ class HistoryOutput:
             release()
         self.written_step, self.last = sim.step, d
         log.info("day %.3f: %s", sim.time / DAY, ", ".join(f"{k} {v:.6g}" for k, v in d.items()))
-
-    def finish(self, sim, outcome) -> None:
-        try:
-            if outcome not in ("error", "not started") and self.written_step != sim.step:
-                self(sim)
-        finally:
-            if self.history is not None:
-                self.history.close(finished=outcome in ("finished", "watchdog"),
-                                   discard=outcome == "not started")
 
 
 class Files:

@@ -53,7 +53,11 @@ FilePath = Annotated[pathlib.Path, Field(strict=False)]
 #: Two floats: a YAML list [a, b] or a tuple.
 FloatPair = Annotated[tuple[float, float],
                       BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
-
+#: The top-level keys every model's config has (`backend: Backend = "numpy"`, the default there).
+Backend = Annotated[Literal["numpy", "cupy"],
+                    Field(description="NumPy on CPU ranks, CuPy: one GPU per rank")]
+Dtype = Annotated[Literal["float64", "float32"], Field(description="floating type of the state")]
+LogLevel = Annotated[Literal["debug", "info", "warning", "error"], Field(description="log level")]
 
 
 def _once_each(names: list) -> list:
@@ -177,13 +181,13 @@ class Config(Strict):
     mesh: MeshConfig
     case: CaseConfig
     time: TimeConfig
-    backend: Literal["numpy", "cupy"] = Field("numpy", description="NumPy on CPU ranks, CuPy: one GPU per rank")
-    dtype: Literal["float64", "float32"] = Field("float64", description="floating type of the state")
+    backend: Backend = "numpy"
+    dtype: Dtype = "float64"
     diffusion: DiffusionConfig = DiffusionConfig()
     partition: PartitionConfig = PartitionConfig()
     output: OutputConfig = OutputConfig()
     restart: RestartConfig = RestartConfig()
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    log_level: LogLevel = "info"
     watchdog: WatchdogConfig = Field(WatchdogConfig(), description="checks of the state during a run")
 
     @model_validator(mode="after")
@@ -214,9 +218,10 @@ class Config(Strict):
         return written_files(self)
 
 
-def fixed_steps(config: Config) -> tuple[float, int, int]:
-    """(dt, steps per output, total steps) of a config with time.dt, checked (`step_counts`):
-    time.dt must divide the output interval."""
+def fixed_steps(config) -> tuple[float, int, int]:
+    """(dt, steps per output, total steps) of any model's config with time.dt (time.days,
+    time.max_steps and output.interval_hours beside it), checked (`step_counts`): time.dt must
+    divide the output interval."""
     interval = config.output.interval_hours * 3600.0
     per_output = interval / config.time.dt
     if abs(per_output - round(per_output)) > 1e-9 * per_output or round(per_output) < 1:
@@ -225,7 +230,7 @@ def fixed_steps(config: Config) -> tuple[float, int, int]:
     return step_counts(config, int(round(per_output)), f"time.dt = {config.time.dt}")
 
 
-def step_counts(config: Config, per_output: int, why: str) -> tuple[float, int, int]:
+def step_counts(config, per_output: int, why: str) -> tuple[float, int, int]:
     """(dt, per_output, total steps) of `per_output` steps per output interval (`why`: the
     settings that make dt, for the messages). Refused: dt below MIN_DT, time.days shorter than one
     step or not a multiple of dt, more than time.max_steps steps."""

@@ -41,7 +41,32 @@ class Serial:
         return "1 process"
 
 
-class Distributed:
+class Ranks:
+    """Every rank of `comm` with its `grids.decompose.Decomposition`: the local mesh, the owned
+    counts, scatter and gather of fields and global indices; what every model's distribution
+    shares (each adds the exchange of its own state)."""
+
+    def __init__(self, decomposition, comm):
+        self.decomposition, self.comm = decomposition, comm
+        self.mesh = decomposition.mesh
+        self.owned = {loc: decomposition.n_owned(loc) for loc in ("cell", "edge", "vertex")}
+
+    def scatter(self, location, field):
+        return scatter_field(self.decomposition, self.comm, field, location)
+
+    def gather(self, location, field):
+        return gather_field(self.decomposition, self.comm, field, location)
+
+    def global_index(self, location, i) -> int:
+        return int(self.decomposition.local.l2g[location][i])
+
+    def describe(self) -> str:
+        d = self.decomposition
+        return (f"{d.nranks} ranks, halo depth {d.halo_depth}, rank 0 owns "
+                f"{self.owned['cell']} cells")
+
+
+class Distributed(Ranks):
     """Every rank of `comm` with its `grids.decompose.Decomposition`; the state (h, u) exchanged
     in one message per neighbour (`meshops.parallel.StateExchange`).
 
@@ -50,19 +75,11 @@ class Distributed:
     in one message per neighbour through a second exchange, `control_exchange` {h, u, b}."""
 
     def __init__(self, decomposition, comm, dtype, *, transport=None):
-        self.decomposition, self.comm = decomposition, comm
-        self.mesh = decomposition.mesh
-        self.owned = {loc: decomposition.n_owned(loc) for loc in ("cell", "edge", "vertex")}
+        super().__init__(decomposition, comm)
         state = {"h": ("cell", None, dtype), "u": ("edge", None, dtype)}
         self.state_exchange = StateExchange(decomposition, state, comm, transport=transport)
         self.control_exchange = StateExchange(decomposition, {**state, "b": ("cell", None, dtype)},
                                               comm, transport=transport)
-
-    def scatter(self, location, field):
-        return scatter_field(self.decomposition, self.comm, field, location)
-
-    def gather(self, location, field):
-        return gather_field(self.decomposition, self.comm, field, location)
 
     def exchange(self, h, u) -> None:
         self.state_exchange.exchange({"h": h, "u": u})
@@ -73,14 +90,6 @@ class Distributed:
             self.state_exchange.exchange({"h": dh, "u": du})
         else:
             self.control_exchange.exchange({"h": dh, "u": du, "b": db})
-
-    def global_index(self, location, i) -> int:
-        return int(self.decomposition.local.l2g[location][i])
-
-    def describe(self) -> str:
-        d = self.decomposition
-        return (f"{d.nranks} ranks, halo depth {d.halo_depth}, rank 0 owns "
-                f"{self.owned['cell']} cells")
 
 
 def owned_inner(distribution, pairs) -> float:

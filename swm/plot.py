@@ -198,17 +198,15 @@ def map_targets(path, names, out_dir=None) -> dict:
     return targets
 
 
-def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.Path]:
-    """Write PNG maps of `record` of history file `path`; returns their paths. `grid`: the grid
-    file of a history that references one elsewhere than recorded. PlotError names an output
-    directory that is missing, a record past the end, a file with no model output, or a
-    referenced grid file that is missing or another mesh."""
+def open_map_file(path, grid, out_dir, expected: str):
+    """(the dataset of output file `path` (`swm.output.open_history`, `grid`: the grid file of a
+    history that references one elsewhere than recorded), the maps' folder: `out_dir`, or the
+    file's own). PlotError names a missing folder, a file that is not netCDF (then `expected`), or
+    a referenced grid file that is missing or another mesh. Any model's maps read their file so."""
     path = pathlib.Path(path)
     out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
     if not out_dir.is_dir():
         raise PlotError(f"--out {out_dir}: no such directory")
-    written = []
-    expected = "expected a history file written by run_model.py, or a gradient file"
     try:
         ds = open_history(path, grid, decode_times=False)
     except OutputError as exc:
@@ -216,6 +214,18 @@ def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.P
     except (OSError, ValueError) as exc:
         why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
         raise PlotError(f"{path}: not a netCDF file{why}; {expected}") from None
+    return ds, out_dir
+
+
+def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.Path]:
+    """Write PNG maps of `record` of history file `path`; returns their paths. `grid`: the grid
+    file of a history that references one elsewhere than recorded. PlotError names an output
+    directory that is missing, a record past the end, a file with no model output, or a
+    referenced grid file that is missing or another mesh."""
+    path = pathlib.Path(path)
+    written = []
+    expected = "expected a history file written by run_model.py, or a gradient file"
+    ds, out_dir = open_map_file(path, grid, out_dir, expected)
     with ds:
         if "J" in ds.variables:            # a gradient file (it has Time and xtime too)
             return plot_gradients(path, out_dir, grid)
@@ -251,28 +261,39 @@ def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.P
     return written
 
 
-def main(argv=None) -> int:
+def command(prog: str, description: str, file_help: str, options, plot, argv=None) -> int:
+    """A model's map command line, `prog FILE [its options] [--out DIR] [--grid GRID]`:
+    `options(parser)` adds the model's own options, `plot(args)` writes the maps and returns their
+    paths, each printed. A missing FILE or a PlotError is one line on stderr, exit status 2."""
     import grids
 
-    p = argparse.ArgumentParser(prog="python -m swm.plot", description=__doc__.splitlines()[0])
-    p.add_argument("file", help="a history file written by run_model.py")
-    p.add_argument("--record", type=int, default=-1, help="output record (default: the last)")
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("file", help=file_help)
+    options(p)
     p.add_argument("--out", help="directory of the PNG files (default: beside the history file)")
     p.add_argument("--grid", help="the MPAS grid file of a history that references one "
                    "(default: the path the history records)")
     p.add_argument("--version", action="version", version=f"%(prog)s (meshops {grids.__version__})")
     args = p.parse_args(argv)
     if not pathlib.Path(args.file).is_file():
-        print(f"python -m swm.plot: error: {args.file}: no such file", file=sys.stderr)
+        print(f"{prog}: error: {args.file}: no such file", file=sys.stderr)
         return 2
     try:
-        written = plot_file(args.file, args.record, args.out, args.grid)
+        written = plot(args)
     except PlotError as exc:
-        print(f"python -m swm.plot: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     for target in written:
         print(f"wrote {target}")
     return 0
+
+
+def main(argv=None) -> int:
+    def options(p):
+        p.add_argument("--record", type=int, default=-1, help="output record (default: the last)")
+    return command("python -m swm.plot", __doc__.splitlines()[0],
+                   "a history file written by run_model.py", options,
+                   lambda args: plot_file(args.file, args.record, args.out, args.grid), argv)
 
 
 if __name__ == "__main__":

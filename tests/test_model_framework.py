@@ -165,6 +165,28 @@ def test_a_diagnostic_is_one_registry_entry(tmp_path, serial, monkeypatch):
         assert ds["mass"][:].size == ds["u_max"][:].size == 3
 
 
+def test_a_hydrostatic_diagnostic_is_one_registry_entry(tmp_path, serial, monkeypatch, rng):
+    """An entry added to `hydrostatic.variables.DIAGNOSTICS` alone is computed, summed over the
+    owned rows and written to the history with its units and long name."""
+    from hydrostatic.driver import run
+    from hydrostatic.variables import DIAGNOSTICS, Diagnostic
+    from meshops.device.backend import to_host
+    from meshrun.config import load_config
+    from tests.hydrostatic.test_run import config
+
+    weight = float(rng.uniform(0.5, 2.0))
+    monkeypatch.setitem(DIAGNOSTICS, "u_squares", Diagnostic(
+        "m2 s-2", "weighted sum of u^2 over edges and levels", lambda model, owned: weight * float(
+            (to_host(model.u[:owned["edge"]]).astype(np.float64) ** 2).sum())))
+    run(load_config(config(tmp_path, "diag", output={"variables": ["u"]})), progress=False)
+    with netCDF4.Dataset(tmp_path / "diag.nc") as ds:
+        assert ds["u_squares"].units == "m2 s-2"
+        assert ds["u_squares"].long_name == "weighted sum of u^2 over edges and levels"
+        u = ds["u"][:].astype(np.float64)
+        np.testing.assert_allclose(ds["u_squares"][:], weight * (u ** 2).sum(axis=(1, 2)), rtol=1e-12)
+        assert ds["mass"][:].size == ds["u_squares"][:].size == 3
+
+
 def test_a_callback_is_one_registry_entry_and_the_files_finish_after_it(tmp_path, serial, monkeypatch,
                                                                          rng):
     """An entry added to `swm.callbacks.CALLBACKS` is built for every run and fires on its

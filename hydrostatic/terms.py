@@ -1,0 +1,302 @@
+"""The terms of the hydrostatic tendencies, each in one place: its forward, tangent-linear and
+adjoint side by side (`hydrostatic.dynamics` sums them; its module doc has the equations).
+
+Every term reads the forward's diagnostics `b` (`hydrostatic.dynamics.diagnostics`: the state
+mass, theta_mass, u, the column diagnostics p_i, p, theta, pi, alpha, phi_i, phi and the flux
+diagnostics mass_e, F, div, theta_e, W, mass_v, q_v, q_e). Its tangent reads the tangents `t` of
+the same names (`diagnostics_tl`); its adjoint takes the adjoint `g` of its target and adds into
+the adjoints `a` of the same names (None: zero so far), so that <tangent(t), g> = sum over the
+names it reads of <t[name], a[name] added>. With Dv = div_vflux_i2l, the lines are:
+
+    MassFlux           tend_mass        = -D - Dv(W)
+    ThetaFlux          tend_theta_mass  = -div_e2c(theta_e F) - Dv(W avg_l2i(theta))
+    Del2Theta          tend_theta_mass += visc2_theta mass laplacian_c2c(theta)
+    Del4Theta          tend_theta_mass -= visc4_theta mass del4_c2c(theta)
+    PVFlux             tend_u  = pv_flux_e2e(F, q_e)
+    Bernoulli          tend_u -= grad_c2e(ke_e2c(u) + phi)
+    PressureGradient   tend_u -= theta_e grad_c2e(pi)
+    VerticalAdvection  tend_u -= V / mass_e,  V = avg_i2l(interp_c2e(W) diff_l2i(u))
+    Del2               tend_u += visc2 vector_laplacian_e2e(u)
+    Del4               tend_u -= visc4 del4_e2e(u)
+
+Tangents by the product rule, e.g. VerticalAdvection: -(dV - V dmass_e / mass_e) / mass_e with
+dV = avg_i2l(interp_c2e(dW) diff_l2i(u) + interp_c2e(W) diff_l2i(du)); adjoints the transposes
+line by line (each method's docstring). Each returns its signed part, so the sums are the
+forward's expression, bitwise.
+"""
+from __future__ import annotations
+
+import meshops
+
+
+def _add(total, part):
+    return part if total is None else total + part
+
+
+def _sub(total, part):
+    return -part if total is None else total - part
+
+
+class MassFlux:
+    """tend_mass = -D - Dv(W): horizontal and vertical mass-flux divergence."""
+    target = "tend_mass"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return -b["div"] - meshops.div_vflux_i2l(mesh, b["W"])
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        return -t["div"] - meshops.div_vflux_i2l(mesh, t["W"])
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        """div_adj -= g, W_adj -= Dv^T g."""
+        a["div"] = _sub(a["div"], g)
+        a["W"] = _sub(a["W"], meshops.div_vflux_i2l_adj(mesh, g, mode=mode))
+
+
+class ThetaFlux:
+    """tend_theta_mass = -div_e2c(theta_e F) - Dv(W avg_l2i(theta)): flux form of theta's
+    advection, theta at interfaces the mean of the layers'."""
+    target = "tend_theta_mass"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return (-meshops.div_e2c(mesh, b["theta_e"] * b["F"])
+                - meshops.div_vflux_i2l(mesh, b["W"] * meshops.avg_l2i(mesh, b["theta"])))
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        horizontal = t["theta_e"] * b["F"] + b["theta_e"] * t["F"]
+        vertical = (t["W"] * meshops.avg_l2i(mesh, b["theta"])
+                    + b["W"] * meshops.avg_l2i(mesh, t["theta"]))
+        return -meshops.div_e2c(mesh, horizontal) - meshops.div_vflux_i2l(mesh, vertical)
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        """h = -div_e2c^T g: theta_e_adj += F h, F_adj += theta_e h; v = -Dv^T g: W_adj +=
+        avg_l2i(theta) v, theta_adj += avg_l2i^T(W v)."""
+        h = -meshops.div_e2c_adj(mesh, g, mode=mode)
+        a["theta_e"] = _add(a["theta_e"], b["F"] * h)
+        a["F"] = _add(a["F"], b["theta_e"] * h)
+        v = -meshops.div_vflux_i2l_adj(mesh, g, mode=mode)
+        a["W"] = _add(a["W"], meshops.avg_l2i(mesh, b["theta"]) * v)
+        a["theta"] = _add(a["theta"], meshops.avg_l2i_adj(mesh, b["W"] * v, mode=mode))
+
+
+class Del2Theta:
+    """tend_theta_mass += visc2_theta mass laplacian_c2c(theta)."""
+    target = "tend_theta_mass"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return bool(physics.visc2_theta)
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return physics.visc2_theta * b["mass"] * meshops.laplacian_c2c(mesh, b["theta"])
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        return physics.visc2_theta * (t["mass"] * meshops.laplacian_c2c(mesh, b["theta"])
+                                      + b["mass"] * meshops.laplacian_c2c(mesh, t["theta"]))
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        """mass_adj += c L(theta) g, theta_adj += c L^T(mass g), c = visc2_theta."""
+        c = physics.visc2_theta
+        a["mass"] = _add(a["mass"], c * meshops.laplacian_c2c(mesh, b["theta"]) * g)
+        a["theta"] = _add(a["theta"], c * meshops.laplacian_c2c_adj(mesh, b["mass"] * g, mode=mode))
+
+
+class Del4Theta:
+    """tend_theta_mass -= visc4_theta mass del4_c2c(theta)."""
+    target = "tend_theta_mass"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return bool(physics.visc4_theta)
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return -(physics.visc4_theta * b["mass"] * meshops.del4_c2c(mesh, b["theta"]))
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        return -(physics.visc4_theta * (t["mass"] * meshops.del4_c2c(mesh, b["theta"])
+                                        + b["mass"] * meshops.del4_c2c(mesh, t["theta"])))
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        """mass_adj -= c del4(theta) g, theta_adj -= c del4^T(mass g), c = visc4_theta."""
+        c = physics.visc4_theta
+        a["mass"] = _sub(a["mass"], c * meshops.del4_c2c(mesh, b["theta"]) * g)
+        a["theta"] = _sub(a["theta"], c * meshops.del4_c2c_adj(mesh, b["mass"] * g, mode=mode))
+
+
+class PVFlux:
+    """tend_u = pv_flux_e2e(F, q_e): TRiSK's energy-neutral nonlinear Coriolis term."""
+    target = "tend_u"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return meshops.pv_flux_e2e(mesh, b["F"], b["q_e"])
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        return meshops.pv_flux_e2e_tl(mesh, b["F"], b["q_e"], t["F"], t["q_e"])
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        """(F_adj, q_e_adj) += pv_flux_e2e_adj(F, q_e; g)."""
+        F_adj, q_adj = meshops.pv_flux_e2e_adj(mesh, b["F"], b["q_e"], g, mode=mode)
+        a["F"], a["q_e"] = _add(a["F"], F_adj), _add(a["q_e"], q_adj)
+
+
+class Bernoulli:
+    """tend_u -= grad_c2e(ke_e2c(u) + phi): kinetic energy and geopotential."""
+    target = "tend_u"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return -meshops.grad_c2e(mesh, meshops.ke_e2c(mesh, b["u"]) + b["phi"])
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        return -meshops.grad_c2e(mesh, meshops.ke_e2c_tl(mesh, b["u"], t["u"]) + t["phi"])
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        """c = -grad_c2e^T g: u_adj += ke_e2c_adj(u; c), phi_adj += c."""
+        c = -meshops.grad_c2e_adj(mesh, g, mode=mode)
+        a["u"] = _add(a["u"], meshops.ke_e2c_adj(mesh, b["u"], c, mode=mode))
+        a["phi"] = _add(a["phi"], c)
+
+
+class PressureGradient:
+    """tend_u -= theta_e grad_c2e(pi): the pressure-gradient force in Exner form."""
+    target = "tend_u"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return -(b["theta_e"] * meshops.grad_c2e(mesh, b["pi"]))
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        return -(t["theta_e"] * meshops.grad_c2e(mesh, b["pi"])
+                 + b["theta_e"] * meshops.grad_c2e(mesh, t["pi"]))
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        """theta_e_adj -= grad(pi) g, pi_adj -= grad_c2e^T(theta_e g)."""
+        a["theta_e"] = _sub(a["theta_e"], meshops.grad_c2e(mesh, b["pi"]) * g)
+        a["pi"] = _sub(a["pi"], meshops.grad_c2e_adj(mesh, b["theta_e"] * g, mode=mode))
+
+
+class VerticalAdvection:
+    """tend_u -= V / mass_e, V = avg_i2l(interp_c2e(W) diff_l2i(u)): DYNAMICO's centred,
+    energy-consistent vertical advection of u."""
+    target = "tend_u"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return True
+
+    @staticmethod
+    def _V(mesh, W, u):
+        return meshops.avg_i2l(mesh, meshops.interp_c2e(mesh, W) * meshops.diff_l2i(mesh, u))
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return -(VerticalAdvection._V(mesh, b["W"], b["u"]) / b["mass_e"])
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        dV = meshops.avg_i2l(mesh, meshops.interp_c2e(mesh, t["W"]) * meshops.diff_l2i(mesh, b["u"])
+                             + meshops.interp_c2e(mesh, b["W"]) * meshops.diff_l2i(mesh, t["u"]))
+        V = VerticalAdvection._V(mesh, b["W"], b["u"])
+        return -(dV - V * t["mass_e"] / b["mass_e"]) / b["mass_e"]
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        """mass_e_adj += V g / mass_e^2; h = avg_i2l^T(-g / mass_e): W_adj +=
+        interp_c2e^T(diff_l2i(u) h), u_adj += diff_l2i^T(interp_c2e(W) h)."""
+        mass_e = b["mass_e"]
+        V = VerticalAdvection._V(mesh, b["W"], b["u"])
+        a["mass_e"] = _add(a["mass_e"], V * g / (mass_e * mass_e))
+        h = meshops.avg_i2l_adj(mesh, -g / mass_e, mode=mode)
+        a["W"] = _add(a["W"], meshops.interp_c2e_adj(mesh, meshops.diff_l2i(mesh, b["u"]) * h, mode=mode))
+        a["u"] = _add(a["u"], meshops.diff_l2i_adj(mesh, meshops.interp_c2e(mesh, b["W"]) * h, mode=mode))
+
+
+class Del2:
+    """tend_u += visc2 vector_laplacian_e2e(u), linear in u."""
+    target = "tend_u"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return bool(physics.visc2)
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return physics.visc2 * meshops.vector_laplacian_e2e(mesh, b["u"])
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        return physics.visc2 * meshops.vector_laplacian_e2e(mesh, t["u"])
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        a["u"] = _add(a["u"], physics.visc2 * meshops.vector_laplacian_e2e_adj(mesh, g, mode=mode))
+
+
+class Del4:
+    """tend_u -= visc4 del4_e2e(u), linear in u."""
+    target = "tend_u"
+
+    @staticmethod
+    def active(physics) -> bool:
+        return bool(physics.visc4)
+
+    @staticmethod
+    def forward(mesh, b, physics):
+        return -(physics.visc4 * meshops.del4_e2e(mesh, b["u"]))
+
+    @staticmethod
+    def tangent(mesh, b, t, physics):
+        return -(physics.visc4 * meshops.del4_e2e(mesh, t["u"]))
+
+    @staticmethod
+    def adjoint(mesh, b, a, g, physics, mode):
+        a["u"] = _sub(a["u"], physics.visc4 * meshops.del4_e2e_adj(mesh, g, mode=mode))
+
+
+#: Every term, in the order the tendencies sum them (per target).
+TERMS = (MassFlux, ThetaFlux, Del2Theta, Del4Theta, PVFlux, Bernoulli, PressureGradient,
+         VerticalAdvection, Del2, Del4)
+
+
+def active_terms(physics) -> tuple:
+    """The terms active for `physics`, in `TERMS`' order."""
+    return tuple(term for term in TERMS if term.active(physics))
