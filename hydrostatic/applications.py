@@ -25,8 +25,8 @@ from hydrostatic.variables import GRADIENTS as CONTROLS
 
 def _one_mass_control(controls):
     if "mass" in controls and "surface_pressure" in controls:
-        raise ValueError(f"{controls}: give mass or surface_pressure, not both (each is the "
-                         "initial mass with theta fixed)")
+        raise ValueError("give mass or surface_pressure, not both (each is the initial mass with "
+                         "theta fixed)")
     return controls
 
 
@@ -36,8 +36,8 @@ class CostConfig(Strict):
                     "of a layer range per unit area (J m-2) or of the 850 hPa temperature (K); or "
                     "the squared misfit to observations of p_s and T (hydrostatic.costs)")
     box: BoxConfig = Field(BoxConfig(), description="box means: the region (default: the globe)")
-    layers: Optional[tuple[int, int]] = Field(
-        None, description="kinetic_energy: [bottom, top] 1-based layers from the surface, both "
+    layers: Optional[list[int]] = Field(
+        None, min_length=2, max_length=2, description="kinetic_energy: [bottom, top] 1-based layers from the surface, both "
                           "included (none: every layer)")
     window_hours: Optional[FloatPair] = Field(
         None, description="box means: average over the steps in [start, end] hours, within the "
