@@ -60,13 +60,20 @@ class CostConfig(Strict):
 
     @model_validator(mode="after")
     def _consistent(self):
-        if (self.kind == "misfit") != (self.observations is not None):
-            raise ValueError("cost.observations is needed with kind 'misfit', and only then")
-        if self.observations is not None and not self.observations.is_file():
-            raise ValueError(f"observations = {str(self.observations)!r}: no such file")
-        if self.window_hours is not None and not 0 <= self.window_hours[0] <= self.window_hours[1]:
-            raise ValueError(f"window_hours = {list(self.window_hours)}: expected 0 <= start <= end")
-        return self
+        return consistent_cost(self)
+
+
+def consistent_cost(cost):
+    """The checks of a cost section of any model (`kind`, `window_hours`, `observations`): a
+    misfit has an observations file that exists, and only a misfit; a window starts at 0 or
+    later and ends after it starts."""
+    if (cost.kind == "misfit") != (cost.observations is not None):
+        raise ValueError("cost.observations is needed with kind 'misfit', and only then")
+    if cost.observations is not None and not cost.observations.is_file():
+        raise ValueError(f"observations = {str(cost.observations)!r}: no such file")
+    if cost.window_hours is not None and not 0 <= cost.window_hours[0] <= cost.window_hours[1]:
+        raise ValueError(f"window_hours = {list(cost.window_hours)}: expected 0 <= start <= end")
+    return cost
 
 
 class CheckpointConfig(Strict):
@@ -157,23 +164,13 @@ class GradientApplications(Strict):
         in [0, time.days] (a part past the run's end would be cut from the cost)."""
         hours = self.time.days * 24.0
         run = f"the run's length time.days = {self.time.days:g} ({hours:g} h)"
-        cost = None if self.sensitivity is None else self.sensitivity.cost
-        if cost is not None and cost.window_hours is not None and \
-                cost.window_hours[1] * 3600.0 > hours * 3600.0 + 1e-6:
-            raise ValueError(f"sensitivity.cost.window_hours = {list(cost.window_hours)}: ends after "
-                             f"{run}; expected a window within [0, {hours:g}] h")
         if self.fourdvar is not None:
             for i, t in enumerate(self.fourdvar.observation_hours):
                 if not -1e-6 <= t * 3600.0 <= hours * 3600.0 + 1e-6:
                     raise ValueError(f"fourdvar.observation_hours[{i}] = {t!r}: outside {run}; "
                                      f"expected times within [0, {hours:g}] h")
-        if cost is not None and cost.observations is not None:
-            late = _late_observation(cost.observations, hours * 3600.0)
-            if late is not None:
-                i, t = late
-                raise ValueError(f"sensitivity.cost.observations = {str(cost.observations)!r}: "
-                                 f"time[{i}] = {t:g} s is after the end of {run}; expected "
-                                 f"observation times within [0, {hours * 3600.0:g}] s")
+        if self.sensitivity is not None:
+            cost_within_run(self.sensitivity.cost, self.time.days)
         return self
 
     def inputs(self) -> list[tuple[str, pathlib.Path]]:
@@ -192,15 +189,7 @@ class GradientApplications(Strict):
         out = [Written("output.path", self.output.path, self.output.path),
                Written("restart.path", self.restart.path, self.restart.path)]
         if sens is not None:
-            owner = sens.output
-            out += [Written("sensitivity.output", owner, owner),
-                    Written("sensitivity.output", owner, lock_path(owner), "the lock file")]
-            if may_reference(self):
-                out.append(Written("sensitivity.output", owner, beside_grid_path(owner),
-                                   "the grid file"))
-            if sens.plot:
-                out += [Written("sensitivity.output", owner, png, "the map")
-                        for png in gradient_maps(owner, sens.controls)]
+            out += sensitivity_files(self, gradient_maps(sens.output, sens.controls))
         else:
             owner, observations = fv.output, observations_path(fv.output)
             out += [Written("fourdvar.output", owner, owner)] + [
@@ -211,15 +200,50 @@ class GradientApplications(Strict):
         return out
 
 
-def _late_observation(path: pathlib.Path, seconds: float):
-    """(index, time) of the first observation of file `path` after `seconds`, or None; a file or
-    a `time` that cannot be read is `adjoint.costs.read_observations`'s to report."""
+def cost_within_run(cost, days: float, time_variables=("time",)) -> None:
+    """A cost's window and its observation file's times (`time_variables` of the file) lie in
+    [0, days] (a part past the run's end would be cut from the cost): ValueError naming
+    sensitivity.cost's key, the value and the run's length otherwise."""
+    hours = days * 24.0
+    run = f"the run's length time.days = {days:g} ({hours:g} h)"
+    if cost.window_hours is not None and cost.window_hours[1] * 3600.0 > hours * 3600.0 + 1e-6:
+        raise ValueError(f"sensitivity.cost.window_hours = {list(cost.window_hours)}: ends after "
+                         f"{run}; expected a window within [0, {hours:g}] h")
+    if cost.observations is None:
+        return
+    for name in time_variables:
+        late = _late_observation(cost.observations, hours * 3600.0, name)
+        if late is not None:
+            i, t = late
+            raise ValueError(f"sensitivity.cost.observations = {str(cost.observations)!r}: "
+                             f"{name}[{i}] = {t:g} s is after the end of {run}; expected "
+                             f"observation times within [0, {hours * 3600.0:g}] s")
+
+
+def sensitivity_files(config, maps) -> list[Written]:
+    """The files a sensitivity run of `config` writes under sensitivity.output: the gradient
+    file, its lock, the grid file beside it (where the output may reference one) and the PNG
+    `maps` (with sensitivity.plot)."""
+    owner = config.sensitivity.output
+    out = [Written("sensitivity.output", owner, owner),
+           Written("sensitivity.output", owner, lock_path(owner), "the lock file")]
+    if may_reference(config):
+        out.append(Written("sensitivity.output", owner, beside_grid_path(owner), "the grid file"))
+    if config.sensitivity.plot:
+        out += [Written("sensitivity.output", owner, png, "the map") for png in maps]
+    return out
+
+
+def _late_observation(path: pathlib.Path, seconds: float, name: str = "time"):
+    """(index, time) of the first observation of file `path` after `seconds` (variable `name`),
+    or None; a file or a variable that cannot be read is the cost's reader's to report
+    (`adjoint.costs.read_observation_table`)."""
     import netCDF4
     import numpy as np
 
     try:
         with netCDF4.Dataset(path) as ds:
-            time = np.ma.filled(ds.variables["time"][:].astype(np.float64), np.nan).ravel()
+            time = np.ma.filled(ds.variables[name][:].astype(np.float64), np.nan).ravel()
     except (OSError, KeyError, ValueError, TypeError):
         return None
     late = np.flatnonzero(time > seconds + 1e-6)

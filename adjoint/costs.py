@@ -97,6 +97,32 @@ def in_box(lat, lon, box) -> np.ndarray:
     return inside & ((lon >= lon0) | (lon <= lon1))
 
 
+def box_weights(context: Context, location: str, box, window_hours, key: str):
+    """(local, owned, steps): the weights w_i / (W n_w) of the entities at `location` ("cell":
+    areaCell, "vertex": areaTriangle) whose centres lie in `box` (module docstring) on the owned
+    and halo rows (`local`) and on the owned rows only, zero elsewhere (`owned`), as arrays of the
+    run's backend and dtype, and the window's steps (a frozenset). W is correctly rounded
+    (`Context.exact_sum`), so the weights are the same on any number of ranks. CostError names
+    `key`.box when it holds no entity, `key`.window_hours when no step falls in the window."""
+    mesh = context.mesh
+    if location == "cell":
+        n, lat, lon, area = context.owned["cell"], mesh.latCell, mesh.lonCell, mesh.areaCell
+    else:
+        n, lat, lon, area = (context.owned["vertex"], mesh.latVertex, mesh.lonVertex,
+                             mesh.areaTriangle)
+    local = np.where(in_box(lat, lon, box), area, 0.0)        # owned and halo rows
+    total = context.exact_sum(local[:n][local[:n] != 0.0])
+    if total == 0.0:
+        where = "cell centre" if location == "cell" else "vertex"
+        raise CostError(f"{key}.box = lat {list(box[0])}, lon {list(box[1])} deg: contains no "
+                        f"{where} of the mesh (expected a box around at least one {where})")
+    steps = context.window_steps(window_hours, f"{key}.window_hours")
+    local = local / (total * len(steps))
+    owned = np.where(np.arange(local.size) < n, local, 0.0)
+    return (context.xp.asarray(local, dtype=context.dtype),
+            context.xp.asarray(owned, dtype=context.dtype), frozenset(steps))
+
+
 #: Units of the fields a region cost reads, and of their squares.
 FIELD_UNITS = {"h": ("m", "m2"), "vorticity": ("s-1", "s-2")}
 
@@ -114,23 +140,8 @@ class RegionCost:
             raise CostError(f"{key}.kind = {statistic!r}: expected 'mean', 'energy' or 'misfit'")
         self.context, self.field, self.statistic = context, field, statistic
         self.units = FIELD_UNITS[field][statistic == "energy"]
-        mesh, owned = context.mesh, context.owned
-        if field == "h":
-            n, lat, lon, area = owned["cell"], mesh.latCell, mesh.lonCell, mesh.areaCell
-        else:
-            n, lat, lon, area = owned["vertex"], mesh.latVertex, mesh.lonVertex, mesh.areaTriangle
-        local = np.where(in_box(lat, lon, box), area, 0.0)        # owned and halo rows
-        total = context.exact_sum(local[:n][local[:n] != 0.0])
-        if total == 0.0:
-            where = "cell centre" if field == "h" else "vertex"
-            raise CostError(f"{key}.box = lat {list(box[0])}, lon {list(box[1])} deg: contains no "
-                            f"{where} of the mesh (expected a box around at least one {where})")
-        steps = context.window_steps(window_hours, f"{key}.window_hours")
-        self.steps = frozenset(steps)
-        local = local / (total * len(steps))
-        owned = np.where(np.arange(local.size) < n, local, 0.0)
-        self.local_weights = context.xp.asarray(local, dtype=context.dtype)
-        self.weights = context.xp.asarray(owned, dtype=context.dtype)
+        self.local_weights, self.weights, self.steps = box_weights(
+            context, "cell" if field == "h" else "vertex", box, window_hours, key)
 
     def _phi(self, h, u):
         return h if self.field == "h" else meshops.curl_e2v(self.context.device_mesh, u)
@@ -208,23 +219,54 @@ class ObservationCost:
 
 #: Attributes by which a netCDF variable marks its missing values (netCDF4-python masks them).
 MISSING_ATTRIBUTES = ("_FillValue", "missing_value", "valid_min", "valid_max", "valid_range")
-#: What each variable of an observation file must hold (where it is not a missing value).
-OBSERVATION_EXPECTED = {"cell": "a 1-based cell index", "time": "a finite time (s)",
-                        "h": "a finite thickness > 0 m", "error": "a finite error > 0 m"}
-OBSERVATION_UNITS = {"cell": "", "time": " s", "h": " m", "error": " m"}
+
+
+class ObservationTable:
+    """The variables of one kind of observation in a netCDF file, each of dimension `dimension`:
+    `cell` (1-based global cell index), `time` (s), further 1-based `indices` ({name: (count,
+    what)}, e.g. a level in [1, nVertLevels]), and the observed values with their errors
+    (`positive`, {name: what a value > 0 is}). `expected` says what each variable holds
+    (finite), `units` the units written after a value in a message (" m")."""
+
+    def __init__(self, cell: str, time: str, positive: dict, expected: dict, units: dict,
+                 dimension: str = "nObs", indices: dict | None = None):
+        self.cell, self.time, self.positive = cell, time, positive
+        self.expected, self.units, self.dimension = expected, units, dimension
+        self.indices = indices or {}
+        self.names = tuple(expected)
+
+    def listing(self) -> str:
+        """'cell, time, h and error'."""
+        return ", ".join(self.names[:-1]) + f" and {self.names[-1]}"
+
+
+#: The shallow-water model's observations of h.
+H_OBSERVATIONS = ObservationTable(
+    "cell", "time", {"h": "a fluid thickness > 0 m", "error": "a positive observation error (m)"},
+    {"cell": "a 1-based cell index", "time": "a finite time (s)", "h": "a finite thickness > 0 m",
+     "error": "a finite error > 0 m"},
+    {"cell": "", "time": " s", "h": " m", "error": " m"})
 
 
 def read_observations(path, context: Context, key: str):
-    """(cell, time, h, error) of the observations of a file that the cost uses, checked against the
-    run; returns 0-based cells.
+    """(cell, time, h, error) of the h observations of a file that the cost uses
+    (`read_observation_table` of `H_OBSERVATIONS`), 0-based cells."""
+    kept = read_observation_table(path, context, key, H_OBSERVATIONS)
+    return kept["cell"], kept["time"], kept["h"], kept["error"]
+
+
+def read_observation_table(path, context: Context, key: str, table: ObservationTable) -> dict:
+    """{name: values} of the observations of `table` in file `path` that the cost uses, checked
+    against the run; cells and `table.indices` 0-based integers.
 
     A value the file marks as missing (its variable's `_FillValue`, `missing_value` or
     `valid_min`/`valid_max`/`valid_range`, or netCDF's default fill value where a variable has no
     `_FillValue`: an unwritten value) leaves its observation out of the cost, and the log says how
     many were left out and why. Every other value must be possible: cells 1-based in [1, nCells],
-    times those of steps of the run, h and error finite and > 0; the first that is not stops the
-    run (CostError naming the file, the variable, the index, the observation's cell and time and
-    what was expected), so an unmarked sentinel such as h = -9999 is never taken as data."""
+    indices in [1, count], times those of steps of the run, values and errors finite and > 0; the
+    first that is not stops the run (CostError naming the file, the variable, the index, the
+    observation's cell and time and what was expected), so an unmarked sentinel such as h = -9999
+    is never taken as data."""
     import netCDF4
 
     try:
@@ -233,10 +275,10 @@ def read_observations(path, context: Context, key: str):
         raise CostError(f"{key} = {str(path)!r}: cannot open the observation file: {exc}") from None
     arrays, missing = {}, {}
     with ds:
-        for name in OBSERVATION_EXPECTED:
+        for name in table.names:
             if name not in ds.variables:
-                raise CostError(f"{path}: variable {name!r} missing (expected cell, time, h and "
-                                f"error, each of dimension nObs)")
+                raise CostError(f"{path}: variable {name!r} missing (expected {table.listing()}, "
+                                f"each of dimension {table.dimension})")
             var = ds.variables[name]
             data = var[:]
             missing[name] = (np.ma.getmaskarray(data).ravel(),
@@ -244,13 +286,13 @@ def read_observations(path, context: Context, key: str):
                               if a in var.ncattrs()] or ["netCDF's default fill value"])
             arrays[name] = np.ma.filled(data.astype(np.float64), np.nan).ravel()
     sizes = {name: a.size for name, a in arrays.items()}
-    if len(set(sizes.values())) != 1 or not sizes["cell"]:
-        raise CostError(f"{path}: variables cell, time, h and error must have one common, non-empty "
-                        f"length nObs, got {sizes}")
-    left_out = np.zeros(sizes["cell"], dtype=bool)
+    if len(set(sizes.values())) != 1 or not sizes[table.cell]:
+        raise CostError(f"{path}: variables {table.listing()} must have one common, non-empty "
+                        f"length {table.dimension}, got {sizes}")
+    left_out = np.zeros(sizes[table.cell], dtype=bool)
     for mask, _ in missing.values():
         left_out |= mask
-    cell, time, error = arrays["cell"], arrays["time"], arrays["error"]
+    cell, time = arrays[table.cell], arrays[table.time]
 
     def refuse(name, bad, expected, hint=True):
         """CostError for the first observation kept that `bad` marks."""
@@ -258,25 +300,31 @@ def read_observations(path, context: Context, key: str):
         if not bad.size:
             return
         i = int(bad[0])
-        at = f" (cell {cell[i]:g}, time {time[i]:g} s)" if name in ("h", "error") else ""
-        raise CostError(f"{path}: {name}[{i}] = {arrays[name][i]:g}{OBSERVATION_UNITS[name]}{at}: "
+        at = f" (cell {cell[i]:g}, time {time[i]:g} s)" if name in table.positive else ""
+        raise CostError(f"{path}: {name}[{i}] = {arrays[name][i]:g}{table.units[name]}{at}: "
                         f"expected {expected}"
                         + ("; mark a missing observation with the variable's _FillValue or "
                            "missing_value attribute" if hint else ""))
 
-    for name in OBSERVATION_EXPECTED:
-        refuse(name, ~np.isfinite(arrays[name]), OBSERVATION_EXPECTED[name])
+    def index(name, count, what):
+        a = arrays[name]
+        refuse(name, (a != np.round(a)) | (a < 1) | (a > count),
+               f"a 1-based {what} in [1, {count}] (the mesh has {count} {what.split()[0]}s)",
+               hint=False)
+
+    for name in table.names:
+        refuse(name, ~np.isfinite(arrays[name]), table.expected[name])
     n_cells_global = int(context.allreduce(context.owned["cell"]))
-    refuse("cell", (cell != np.round(cell)) | (cell < 1) | (cell > n_cells_global),
-           f"a 1-based cell index in [1, {n_cells_global}] (the mesh has {n_cells_global} cells)",
-           hint=False)
+    index(table.cell, n_cells_global, "cell index")
+    for name, (count, what) in table.indices.items():
+        index(name, count, what)
     steps = time / context.dt
-    refuse("time", (np.abs(steps - np.rint(steps)) > 1e-6 * np.maximum(1.0, steps))
+    refuse(table.time, (np.abs(steps - np.rint(steps)) > 1e-6 * np.maximum(1.0, steps))
            | (np.rint(steps) < 0) | (np.rint(steps) > context.n_steps),
            f"a time of the run, a multiple of dt = {context.dt:g} s in "
            f"[0, {context.n_steps * context.dt:g}] s", hint=False)
-    refuse("h", arrays["h"] <= 0, "a fluid thickness > 0 m")
-    refuse("error", error <= 0, "a positive observation error (m)")
+    for name, expected in table.positive.items():
+        refuse(name, arrays[name] <= 0, expected)
     if left_out.all():
         raise CostError(f"{path}: all {left_out.size} observations are missing values "
                         f"({_missing_summary(missing)}); expected at least one observation")
@@ -284,7 +332,10 @@ def read_observations(path, context: Context, key: str):
         log.info("%s: %d of %d observations left out of the cost as missing values (%s)", path,
                  int(left_out.sum()), left_out.size, _missing_summary(missing))
     keep = ~left_out
-    return (cell[keep].astype(np.int64) - 1, time[keep], arrays["h"][keep], error[keep])
+    kept = {name: a[keep] for name, a in arrays.items()}
+    for name in (table.cell, *table.indices):
+        kept[name] = kept[name].astype(np.int64) - 1
+    return kept
 
 
 def _missing_summary(missing) -> str:
@@ -320,5 +371,6 @@ def make_cost(context: Context, cost_config, key: str = "sensitivity.cost"):
                       cost_config.window_hours, key)
 
 
-__all__ = ["Context", "CostError", "RegionCost", "ObservationCost", "make_cost", "in_box",
-           "read_observations", "write_observations"]
+__all__ = ["Context", "CostError", "ObservationTable", "RegionCost", "ObservationCost", "box_weights",
+           "make_cost", "in_box", "read_observation_table", "read_observations",
+           "write_observations"]

@@ -92,9 +92,36 @@ def _sensitivity(config: Config, progress: bool) -> dict:
     sens = config.sensitivity
     s = setup(config)
     cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
-    model = s.model
     check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
                      start=s.start)
+    value, grads, stats = sensitivity_sweep(s, sens, cost, check, progress)
+    require_finite(s, value, [(name, loc, g) for (name, loc, control, _), g in zip(GRADIENTS, grads)
+                              if control in sens.controls],
+                   f"sensitivity run: nothing written to sensitivity.output = {str(sens.output)!r}")
+    norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5
+             for (name, loc, _, _), g in zip(GRADIENTS, grads)}
+    log_sweep(s, sens, value, stats, norms)
+    write_gradients(sens.output, s, grads, value, cost.units, [c for c in sens.controls],
+                    attributes={**provenance(config), **mpas_namelist(config, s.dt, s.total)},
+                    config=config)
+    if s.comm.Get_rank() == 0:
+        log.info("gradients written to %s", sens.output)
+    if sens.plot:
+        def plot():
+            for target in write_maps(sens.output):
+                log.info("wrote %s", target)
+        on_root(s.comm, plot)
+    return {"J": value, **norms, "forward_steps": stats.forward_steps}
+
+
+def sensitivity_sweep(s, sens, cost, check, progress: bool):
+    """(J, gradients, stats) of `cost` for the run of setup `s` (`swm.driver.Setup`: any model
+    of the stepper) as a `sensitivity` section `sens` asks (adjoint_mode, checkpointing): the
+    tables and kernels prepared, the snapshots planned before the first step
+    (`adjoint.snapshot_memory.plan`), the forward sweep under the watchdog `check`, progress
+    bars on rank 0. A watchdog stop raises WatchdogError saying that nothing was written to
+    sensitivity.output."""
+    model = s.model
     show = progress and s.comm.Get_rank() == 0
     bars = {kind: tqdm.tqdm(total=s.total, desc=desc, unit="step", disable=not show,
                             dynamic_ncols=True, leave=kind == "adjoint")
@@ -115,7 +142,7 @@ def _sensitivity(config: Config, progress: bool) -> dict:
     with quiet_floats():
         work = prepare(model, mode=sens.adjoint_mode)
     log.info("adjoint tables and kernels ready in %.2f s", time.perf_counter() - t0)
-    checkpointing, memory = plan(sens.checkpointing, s.total, model.h.nbytes + model.u.nbytes,
+    checkpointing, memory = plan(sens.checkpointing, s.total, sum(x.nbytes for x in model.state),
                                  s.comm, s.xp, "sensitivity.checkpointing", work)
     log.info("checkpointing %s: %s", checkpointing.schedule, memory)
     t0 = time.perf_counter()
@@ -134,29 +161,19 @@ def _sensitivity(config: Config, progress: bool) -> dict:
     finally:
         for bar in bars.values():
             bar.close()
-    wall = time.perf_counter() - t0
-    require_finite(s, value, [(name, loc, g) for (name, loc, control, _), g in zip(GRADIENTS, grads)
-                              if control in sens.controls],
-                   f"sensitivity run: nothing written to sensitivity.output = {str(sens.output)!r}")
-    norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5
-             for (name, loc, _, _), g in zip(GRADIENTS, grads)}
+    stats.wall = time.perf_counter() - t0
+    return value, grads, stats
+
+
+def log_sweep(s, sens, value: float, stats, norms: dict) -> None:
+    """The log lines of a finished sweep: J, its steps and time, the checkpointing's work and the
+    gradients' norms."""
     log.info("J = %.12g over %d steps (%.3f days); gradient in %.2f s", value, s.total,
-             s.total * s.dt / DAY, wall)
+             s.total * s.dt / DAY, stats.wall)
     log.info("checkpointing %s: %d forward steps for %d (%d recomputed); at most %d states in "
              "memory, %d on disk", sens.checkpointing.schedule, stats.forward_steps, stats.n_steps,
              stats.recomputed, stats.max_states_in_memory, stats.max_states_on_disk)
     log.info("gradient norms: %s", ", ".join(f"|{k}| {v:.6g}" for k, v in norms.items()))
-    write_gradients(sens.output, s, grads, value, cost.units, [c for c in sens.controls],
-                    attributes={**provenance(config), **mpas_namelist(config, s.dt, s.total)},
-                    config=config)
-    if s.comm.Get_rank() == 0:
-        log.info("gradients written to %s", sens.output)
-    if sens.plot:
-        def plot():
-            for target in write_maps(sens.output):
-                log.info("wrote %s", target)
-        on_root(s.comm, plot)
-    return {"J": value, **norms, "forward_steps": stats.forward_steps}
 
 
 def quiet_floats():
@@ -202,24 +219,42 @@ def _checked(fn, comm):
 
 def write_gradients(path, s, grads, value: float, cost_units: str, controls, attributes=None,
                     config=None) -> None:
-    """The gradient file (written on rank 0, atomically; an error there raised on every rank): the
-    mesh, or with `config`'s output.mesh a reference to its grid file (`swm.driver.grid_reference`),
-    the chosen controls' gradients (one record, at the run's start: Time, xtime; units those of J
-    per those of the control, `gradient_units`, and the same in words in long_name), J (in
-    `cost_units`) and the global `attributes` (`swm.output.provenance`; model_name only when
-    None)."""
+    """The shallow-water gradient file (`write_gradient_file`): the chosen controls' gradients
+    (dimensions Time, nCells | nEdges, nVertLevels = 1; units those of J per those of the
+    control, `gradient_units`, and the same in words in long_name)."""
+    gathered = {}
+    for (name, location, control, _), g in zip(GRADIENTS, grads):
+        if control in controls:
+            host = to_host(g)
+            gathered[name] = s.distribution.gather(location, host)
+
+    def fill(ds):
+        if "nVertLevels" not in ds.dimensions:
+            ds.createDimension("nVertLevels", 1)
+        for name, location, control, units in GRADIENTS:
+            if name not in gathered:
+                continue
+            var = ds.createVariable(name, "f8", ("Time", SIZE_OF[location], "nVertLevels"))
+            var[0, :, 0] = gathered[name]
+            var.units = gradient_units(cost_units, units)
+            what = f"the initial {control}" if control != "b" else "the topography b"
+            var.long_name = f"gradient of J ({cost_units}) with respect to {what} ({units})"
+    write_gradient_file(path, s, value, cost_units, fill, attributes, config)
+
+
+def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes=None,
+                        config=None) -> None:
+    """A gradient file of any model (written on rank 0, atomically; an error there raised on
+    every rank): the mesh, or with `config`'s output.mesh a reference to its grid file
+    (`swm.driver.grid_reference`), one record at the run's start (Time, xtime), what `fill(ds)`
+    writes (the gradients: data gathered before), J (in `cost_units`) and the global
+    `attributes` (`swm.output.provenance`; model_name only when None)."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from swm.collective import on_root
     from swm.driver import grid_reference
     from swm.output import create_mesh_part, create_time, reporting_space, set_time, stamp
-
-    gathered = {}
-    for (name, location, control, _), g in zip(GRADIENTS, grads):
-        if control in controls:
-            host = to_host(g)
-            gathered[name] = s.distribution.gather(location, host)
 
     def write():
         grid = None if config is None else grid_reference(config, s.global_mesh, path,
@@ -234,16 +269,7 @@ def write_gradients(path, s, grads, value: float, cost_units: str, controls, att
             with ds:
                 create_time(ds)
                 set_time(ds, 0, s.start * s.dt)
-                if "nVertLevels" not in ds.dimensions:
-                    ds.createDimension("nVertLevels", 1)
-                for name, location, control, units in GRADIENTS:
-                    if name not in gathered:
-                        continue
-                    var = ds.createVariable(name, "f8", ("Time", SIZE_OF[location], "nVertLevels"))
-                    var[0, :, 0] = gathered[name]
-                    var.units = gradient_units(cost_units, units)
-                    what = f"the initial {control}" if control != "b" else "the topography b"
-                    var.long_name = f"gradient of J ({cost_units}) with respect to {what} ({units})"
+                fill(ds)
                 cost = ds.createVariable("J", "f8", ("Time",))
                 cost[0] = value
                 cost.units = cost_units
@@ -284,8 +310,8 @@ class FinalStateProjection:
     """J = <x_n, y>, linear in the final state: the adjoint run of it is the adjoint model
     applied to y."""
 
-    def __init__(self, yh, yu, n: int):
-        self.y, self.steps = (yh, yu), frozenset([n])
+    def __init__(self, y, n: int):
+        self.y, self.steps = tuple(y), frozenset([n])
 
     def value(self, k, state) -> float:
         return 0.0
@@ -305,37 +331,44 @@ def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
     cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
     check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
                      start=s.start)
+    model = s.model
+    scale_h = 1e-3 * owned_max(s, model.h - owned_mean(s, model.h), "cell")
+    scale_u = 1e-3 * owned_max(s, model.u, "edge")
+    active = set(sens.controls)
     with quiet_floats():
-        return _check_adjoint(s, sens, cost, check, seed)
+        return dot_and_taylor(s, sens, cost, check, seed, (scale_h, scale_u, scale_h),
+                              [c in active for c in ("h", "u", "b")],
+                              ", ".join(sorted(active)))
 
 
-def _check_adjoint(s, sens, cost, check, seed) -> bool:
+def dot_and_taylor(s, sens, cost, check, seed, scales, active, controls: str) -> bool:
+    """The checks of `check_adjoint` for the model of setup `s` (any model of the stepper): the
+    dot-product test of the whole run on random directions dx of its state and controls (field
+    i scaled by scales[i]) and y of its final state, and the Taylor test of `cost` along dx with
+    the fields that `active` marks false left fixed (`controls`: what moves, in words)."""
     comm, dist, model = s.comm, s.distribution, s.model
-    n = s.total
-    h0, u0, b0 = model.h.copy(), model.u.copy(), model.b.copy()
-    directions = _directions(s, seed, h0, u0)
-    dh, du, db = directions["dx"]
-    yh, yu = directions["y"]
+    n, n_state = s.total, len(model.state_locations)
+    locations = model.state_locations + model.control_locations
+    fields0 = [x.copy() for x in model.state] + [c.copy() for c in model.controls]
+    dx, y = _directions(s, seed, fields0, locations, scales)
 
     # Dot-product test of the n-step run: <TLM dx, y> against <dx, ADM y>.
-    th, tu = run_tangent(model, (h0, u0), (dh, du), (db,), n, check=check)
-    lhs = owned_inner(dist, [("cell", th, yh), ("edge", tu, yu)])
-
-    _, (ah, au, ab), _ = run_gradient(model, (h0, u0), FinalStateProjection(yh, yu, n), n,
-                                      mode=sens.adjoint_mode, rank=comm.Get_rank(), check=check)
-    rhs = owned_inner(dist, [("cell", dh, ah), ("edge", du, au), ("cell", db, ab)])
+    tangent = run_tangent(model, fields0[:n_state], dx[:n_state], dx[n_state:], n, check=check)
+    lhs = owned_inner(dist, list(zip(model.state_locations, tangent, y)))
+    _, adj, _ = run_gradient(model, fields0[:n_state], FinalStateProjection(y, n), n,
+                             mode=sens.adjoint_mode, rank=comm.Get_rank(), check=check)
+    rhs = owned_inner(dist, list(zip(locations, dx, adj)))
     dot = abs(lhs - rhs) / max(abs(lhs), 1e-300)
     dot_ok = dot <= DOT_TOLERANCE[np.dtype(s.dtype)]
 
     # Taylor test of the config's cost along a random direction of the controls.
-    value, (gh, gu, gb), _ = run_gradient(model, (h0, u0), cost, n, mode=sens.adjoint_mode,
-                                          checkpointing=sens.checkpointing, rank=comm.Get_rank(),
-                                          check=check, checkpointing_key="sensitivity.checkpointing")
-    active = set(sens.controls)
-    mh, mu, mb = (d if c in active else d * 0 for d, c in zip((dh, du, db), ("h", "u", "b")))
-    derivative = owned_inner(dist, [("cell", gh, mh), ("edge", gu, mu), ("cell", gb, mb)])
+    value, grads, _ = run_gradient(model, fields0[:n_state], cost, n, mode=sens.adjoint_mode,
+                                   checkpointing=sens.checkpointing, rank=comm.Get_rank(),
+                                   check=check, checkpointing_key="sensitivity.checkpointing")
+    m = [d if on else d * 0 for d, on in zip(dx, active)]
+    derivative = owned_inner(dist, list(zip(locations, grads, m)))
 
-    taylor = taylor_test(cost_of_controls(model, cost, n, check=check), (h0, u0, b0), (mh, mu, mb),
+    taylor = taylor_test(cost_of_controls(model, cost, n, check=check), tuple(fields0), tuple(m),
                          derivative, eps0=1.0, steps=5)
     taylor_ok = taylor.passed(TAYLOR_MIN_RATE)
     if comm.Get_rank() == 0:
@@ -344,7 +377,7 @@ def _check_adjoint(s, sens, cost, check, seed) -> bool:
               f"{dot:.3e} ({'pass' if dot_ok else 'FAIL'}, tolerance "
               f"{DOT_TOLERANCE[np.dtype(s.dtype)]:g})")
         print(f"Taylor test of J = {value:.12g} along a random direction of the controls "
-              f"{', '.join(sorted(active))} (dJ.dm = {derivative:.12g}):")
+              f"{controls} (dJ.dm = {derivative:.12g}):")
         print(f"{'eps':>10} {'|J(m + eps dm) - J(m) - eps dJ.dm|':>36} {'rate':>7}")
         for i, (eps, r) in enumerate(zip(taylor.epsilons, taylor.remainders)):
             rate = f"{taylor.rates[i - 1]:7.3f}" if i else ""
@@ -354,25 +387,26 @@ def _check_adjoint(s, sens, cost, check, seed) -> bool:
     return bool(dot_ok and taylor_ok)
 
 
-def _directions(s, seed, h0, u0) -> dict:
+def _directions(s, seed, fields, locations, scales):
     """Random directions, the same for every rank count (drawn globally on rank 0, scattered):
-    dx = (dh, du, db) scaled to 1e-3 of the fields' spread, y = (yh, yu) of unit size."""
+    dx of the shapes of `fields` (the state and the controls), field i scaled by scales[i], and
+    y of the state's shapes, of unit size."""
     rng = np.random.default_rng(seed)
     g = s.global_mesh
     sizes = None if g is None else {"cell": g.nCells, "edge": g.nEdges}
+    n_state = len(s.model.state_locations)
+    specs = {"dx": list(zip(locations, scales, fields)),
+             "y": [(loc, 1.0, f) for loc, f in zip(locations[:n_state], fields[:n_state])]}
     out = {}
-    scale_h = owned_max(s, h0 - owned_mean(s, h0), "cell")
-    scale_u = owned_max(s, u0, "edge")
-    specs = {"dx": (("cell", 1e-3 * scale_h), ("edge", 1e-3 * scale_u), ("cell", 1e-3 * scale_h)),
-             "y": (("cell", 1.0), ("edge", 1.0))}
     for key, spec in specs.items():
-        fields = []
-        for location, scale in spec:
-            full = None if sizes is None else rng.standard_normal(sizes[location]) * scale
+        drawn = []
+        for location, scale, like in spec:
+            full = None if sizes is None else \
+                rng.standard_normal((sizes[location],) + tuple(like.shape[1:])) * scale
             local = s.distribution.scatter(location, full)
-            fields.append(s.xp.asarray(local, dtype=s.dtype))
-        out[key] = fields
-    return out
+            drawn.append(s.xp.asarray(local, dtype=s.dtype))
+        out[key] = drawn
+    return out["dx"], out["y"]
 
 
 def owned_mean(s, a) -> float:
@@ -394,5 +428,6 @@ def _max():
     return MPI.MAX
 
 
-__all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "gradient_units", "GRADIENTS",
-           "claim_outputs", "require_finite", "quiet_floats", "write_maps"]
+__all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "write_gradient_file",
+           "gradient_units", "GRADIENTS", "claim_outputs", "require_finite", "quiet_floats",
+           "write_maps", "sensitivity_sweep", "log_sweep", "dot_and_taylor"]

@@ -11,7 +11,12 @@ import sys
 
 import numpy as np
 
-from swm.plot import PlotError, command, draw_map, map_geometry, open_map_file
+from grids.atomic import atomic_path
+from swm.files import map_path
+from swm.output import MODEL_NAME
+from swm.plot import PlotError, command, draw_map, map_geometry, map_targets, open_map_file
+
+from hydrostatic.variables import GRADIENTS
 
 #: name -> (scale, label, colour map) of the maps drawn where the history holds the field.
 MAPS = {"surface_pressure": (0.01, "surface pressure (hPa)", "viridis"),
@@ -43,6 +48,95 @@ def plot_file(path, day: float | None = None, out_dir=None, grid=None) -> list[p
                      f"{path.name}: {label}, day {days[record]:g}", target)
             written.append(target)
     return written
+
+
+# -- the maps of a gradient file (hydrostatic.sensitivity) -----------------------------------------
+
+def gradient_maps(output, controls) -> list[pathlib.Path]:
+    """The PNGs of a gradient file `output` of `controls` (`plot_gradients`): STEM.<variable>.png
+    per control, and STEM.dJdtheta0.section.png with theta."""
+    names = [GRADIENTS[c][0] for c in GRADIENTS if c in controls]
+    if "theta" in controls:
+        names.append(f"{GRADIENTS['theta'][0]}.section")
+    return [map_path(output, name) for name in names]
+
+
+def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
+    """PNGs of a hydrostatic gradient file: the layered gradients (dJ/dtheta0, dJ/dmass0) at its
+    `map_level` attribute's layer, dJ/du0 as the mean of |dJ/du0| over each cell's edges there,
+    the surface fields (dJ/dps0, dJ/dphi_s) as they are, and a latitude-pressure cross-section of
+    dJ/dtheta0 along the meridian `section_longitude` (the cost box's centre): the cells within
+    one mesh spacing of it, at the layers' pressure for p_s = 1000 hPa."""
+    path = pathlib.Path(path)
+    ds, out_dir = open_map_file(path, grid, out_dir, "expected a gradient file of the hydrostatic "
+                                "core (run_model.py with a sensitivity section)")
+    written = []
+    with ds:
+        level = int(ds.attrs["map_level"]) - 1
+        cost = float(ds["J"].values[0])
+        maps = {}
+        for control, (name, dims, _, _) in GRADIENTS.items():
+            if name not in ds.variables:
+                continue
+            var = ds[name]
+            values = var.values[0]
+            label = f"{var.attrs['long_name']} ({var.attrs['units']})"
+            if name == "dJdu0":
+                n = ds["nEdgesOnCell"].values.astype(int)
+                eoc = ds["edgesOnCell"].values.astype(int) - 1
+                slots = np.arange(eoc.shape[1]) < n[:, None]
+                magnitude = np.abs(values[:, level])
+                values = np.where(slots, magnitude[np.maximum(eoc, 0)], 0.0).sum(axis=1) / n
+                label = f"|dJ/du0|, mean over the cell's edges ({var.attrs['units']})"
+                maps[name] = (values, f"{label}, layer {level + 1}", "viridis")
+            elif "nVertLevels" in dims:
+                maps[name] = (values[:, level], f"{label}, layer {level + 1}", "RdBu_r")
+            else:
+                maps[name] = (values, label, "RdBu_r")
+        section = "dJdtheta0" in ds.variables
+        targets = map_targets(path, list(maps) + (["dJdtheta0.section"] if section else []), out_dir)
+        geometry = map_geometry(ds)
+        for name, (values, label, cmap) in maps.items():
+            draw_map(geometry, values, cmap, f"{path.name} (J = {cost:.6g}): {label}", targets[name])
+            written.append(targets[name])
+        if section:
+            draw_section(ds, float(ds.attrs["section_longitude"]), cost, path.name,
+                         targets["dJdtheta0.section"])
+            written.append(targets["dJdtheta0.section"])
+    return written
+
+
+def draw_section(ds, longitude: float, cost: float, name: str, target) -> None:
+    """The latitude-pressure cross-section of dJ/dtheta0 along meridian `longitude` (deg east),
+    written atomically to `target`, marked as this model's PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lat, lon = np.degrees(ds["latCell"].values), np.degrees(ds["lonCell"].values)
+    spacing = np.degrees(np.sqrt(float(np.mean(ds["areaCell"].values)))
+                         / float(ds.attrs.get("sphere_radius", 6371229.0)))
+    distance = np.abs((lon - longitude + 180.0) % 360.0 - 180.0) * np.cos(np.radians(lat))
+    cells = np.flatnonzero(distance <= spacing)
+    cells = cells[np.argsort(lat[cells])]
+    A, B = ds["hyai"].values, ds["hybi"].values
+    p = 0.5 * (A[:-1] + A[1:] + (B[:-1] + B[1:]) * 1.0e5) / 100.0        # hPa, layers
+    var = ds["dJdtheta0"]
+    values = var.values[0][cells]                                        # cells x layers
+    limit = float(np.abs(values).max()) or 1.0
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
+    mesh = ax.pcolormesh(lat[cells], p, values.T, cmap="RdBu_r", vmin=-limit, vmax=limit,
+                         shading="nearest")
+    ax.set(xlabel="latitude (deg)", ylabel="pressure at p_s = 1000 hPa (hPa)", ylim=(p[0], p[-1]),
+           title=f"{name} (J = {cost:.6g}): {var.attrs['long_name']}, section at "
+                 f"{longitude:.1f} E")
+    fig.colorbar(mesh, ax=ax, shrink=0.8, label=var.attrs["units"])
+    try:
+        with atomic_path(target) as tmp:
+            fig.savefig(tmp, format="png", bbox_inches="tight", metadata={"model_name": MODEL_NAME})
+    finally:
+        plt.close(fig)
 
 
 def main(argv=None) -> int:

@@ -25,6 +25,16 @@ FIELDS = {
               "(geopotential / g)"),
 }
 OUTPUT_VARIABLES = tuple(FIELDS)
+
+#: The gradients of a sensitivity run (`hydrostatic.sensitivity`) by control (the config's
+#: sensitivity.controls): (variable, dimensions after Time, the control's units, what it is).
+GRADIENTS = {
+    "theta": ("dJdtheta0", ("nCells", "nVertLevels"), "K", "the initial potential temperature"),
+    "u": ("dJdu0", ("nEdges", "nVertLevels"), "m s-1", "the initial normal velocity"),
+    "mass": ("dJdmass0", ("nCells", "nVertLevels"), "kg m-2",
+             "the initial layer mass (theta fixed)"),
+    "surface_pressure": ("dJdps0", ("nCells",), "Pa", "the initial surface pressure (theta fixed)"),
+    "phi_s": ("dJdphi_s", ("nCells",), "m2 s-2", "the surface geopotential phi_s")}
 DEFAULT_VARIABLES = ("theta", "temperature", "pressure", "surface_pressure", "temperature_850hPa",
                      "uReconstructZonal", "uReconstructMeridional")
 

@@ -85,9 +85,9 @@ def _fourdvar(config, *, progress: bool) -> None:
 # -- the hydrostatic primitive-equation core ----------------------------------------------------------
 
 def _hydrostatic_schema():
-    from hydrostatic.config import HydrostaticConfig
+    from hydrostatic.applications import HydrostaticRunConfig
 
-    return HydrostaticConfig
+    return HydrostaticRunConfig
 
 
 def _hydrostatic_forward(config, *, progress: bool, plot: bool) -> None:
@@ -102,6 +102,18 @@ def _hydrostatic_plot(config) -> list:
     return plot_file(config.output.path)
 
 
+def _hydrostatic_sensitivity(config, *, progress: bool) -> None:
+    from hydrostatic.sensitivity import run_sensitivity
+
+    run_sensitivity(config, progress=progress)
+
+
+def _hydrostatic_check_adjoint(config) -> bool:
+    from hydrostatic.sensitivity import check_adjoint
+
+    return check_adjoint(config)
+
+
 MODELS = {m.name: m for m in (
     Model("shallow_water", "the TRiSK shallow-water model (swm): Williamson 2/5/6, Galewsky",
           _sw_schema, _sw_forward, _sw_plot,
@@ -110,7 +122,9 @@ MODELS = {m.name: m for m in (
            Application("fourdvar", _fourdvar, example="configs/fourdvar_twin.yaml"))),
     Model("hydrostatic", "the hydrostatic primitive-equation core (hydrostatic): Jablonowski-"
           "Williamson 2006, Held-Suarez", _hydrostatic_schema, _hydrostatic_forward,
-          _hydrostatic_plot),
+          _hydrostatic_plot,
+          (Application("sensitivity", _hydrostatic_sensitivity, _hydrostatic_check_adjoint,
+                       "configs/jw06_sensitivity_l5.yaml"),)),
 )}
 
 

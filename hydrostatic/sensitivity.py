@@ -1,0 +1,207 @@
+"""A sensitivity run of the hydrostatic core from a config's `sensitivity` section
+(`hydrostatic.applications`): the forward run under the watchdog, the cost
+(`hydrostatic.costs`), the adjoint run through the planned checkpoint schedule, and the gradients
+with respect to the chosen controls written to netCDF (the mesh as the history has it) with PNG
+maps (`hydrostatic.plot.plot_gradients`); `check_adjoint` (`--check-adjoint`): the whole-run
+dot-product and Taylor tests. The sweep, the claims of the outputs, the refusal of a J or a
+gradient that is not finite and the file's writing are the shallow-water run's
+(`adjoint.sensitivity`).
+
+The model's gradients (dJ/dmass0, dJ/dtheta_mass0, dJ/du0, dJ/dphi_s) give the controls' by the
+chain rule, with theta0 = theta_mass0 / mass0 and, at fixed theta, mass[k] = (dA[k] + dB[k] p_s)
+/ g:
+
+    dJ/dtheta0[i, k] = mass0[i, k] dJ/dtheta_mass0[i, k]
+    dJ/dmass0[i, k]  = dJ/dmass[i, k] + theta0[i, k] dJ/dtheta_mass0[i, k]   (theta fixed)
+    dJ/dps0[i]       = sum_k dB[k] / g (dJ/dmass0[i, k] at theta fixed)
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+import meshops
+from adjoint.costs import CostError
+from adjoint.gradient import watchdog
+from adjoint.sensitivity import (_checked, claim_outputs, cost_context, dot_and_taylor,
+                                 gradient_units, log_sweep, owned_max, quiet_floats,
+                                 require_finite, sensitivity_sweep, write_gradient_file)
+from meshops.device.backend import to_host
+from swm.config import ConfigError
+from swm.distribution import owned_inner
+from swm.output import provenance, release
+
+from hydrostatic.variables import GRADIENTS
+
+log = logging.getLogger("swm")
+
+#: The pressure (Pa) whose layer (at rest, p_s = 1000 hPa) the maps show by default.
+MAP_PRESSURE = 85000.0
+
+
+def setup(config):
+    """(`swm.driver.Setup` of the run: communicator, backend, distribution, mesh, model, dt and
+    steps, the global mesh on rank 0; the hybrid coefficients (A, B))."""
+    from swm.config import fixed_steps
+    from swm.driver import Setup
+
+    from hydrostatic.driver import array_module
+    from hydrostatic.driver import setup as build
+
+    comm = meshops.parallel.world()
+    model, dist, global_mesh, (A, B), _ = build(config, comm)
+    dt, per_output, total = fixed_steps(config)
+    return Setup(comm, array_module(config), np.dtype(config.dtype), dist, dist.mesh, model, dt,
+                 per_output, total, global_mesh), (A, B)
+
+
+def build_cost(s, config):
+    """The config's cost on setup `s`; its CostError as a ConfigError (on every rank)."""
+    from hydrostatic.costs import make_cost
+
+    def build():
+        try:
+            return make_cost(cost_context(s), s.model.physics, config.vertical.nVertLevels,
+                             config.sensitivity.cost, "sensitivity.cost")
+        except CostError as exc:
+            raise ConfigError(str(exc)) from None
+    return _checked(build, s.comm)
+
+
+def state_checker(config, s):
+    """The forward run's watchdog as `adjoint.gradient.watchdog` takes it."""
+    from hydrostatic.watchdog import StateCheck
+
+    w = config.watchdog
+    check = StateCheck(s.distribution, w.max_wind, w.min_theta, w.max_theta)
+    return watchdog(lambda state, step: check.check(*state, step), s.total, w.interval_steps)
+
+
+def control_gradients(s, grads, state0, controls) -> dict:
+    """{control: (variable, location, local gradient)} of the chosen `controls` from the model's
+    gradients `grads` = (dJ/dmass0, dJ/dtheta_mass0, dJ/du0, dJ/dphi_s) about `state0` (module
+    docstring)."""
+    g_mass, g_theta_mass, g_u, g_phi_s = grads
+    mass0, theta_mass0, _ = state0
+    physics = s.model.physics
+    at_fixed_theta = g_mass + theta_mass0 / mass0 * g_theta_mass
+    values = {"theta": lambda: mass0 * g_theta_mass, "u": lambda: g_u,
+              "mass": lambda: at_fixed_theta,
+              "surface_pressure": lambda: (at_fixed_theta * physics.dB).sum(axis=1) / physics.gravity,
+              "phi_s": lambda: g_phi_s}
+    out = {}
+    for control in GRADIENTS:
+        if control in controls:
+            name, dims, _, _ = GRADIENTS[control]
+            out[control] = (name, "edge" if dims[0] == "nEdges" else "cell", values[control]())
+    return out
+
+
+def map_level(config, A, B) -> int:
+    """The maps' layer (1-based): sensitivity.level, or the one nearest MAP_PRESSURE at rest."""
+    if config.sensitivity.level is not None:
+        return config.sensitivity.level
+    p = 0.5 * (A[:-1] + A[1:] + (B[:-1] + B[1:]) * 1.0e5)
+    return int(np.argmin(np.abs(p - MAP_PRESSURE))) + 1
+
+
+def section_longitude(config) -> float:
+    """The cross-section's meridian: the centre of the cost's box (deg east)."""
+    lon0, lon1 = config.sensitivity.cost.box.lon
+    width = 360.0 if lon1 - lon0 >= 360.0 else (lon1 % 360.0 - lon0 % 360.0) % 360.0
+    return float((lon0 % 360.0 + 0.5 * width) % 360.0)
+
+
+def run_sensitivity(config, *, progress: bool = True) -> dict:
+    """The gradients of the config's cost; returns J and the gradient norms (every rank). The
+    output and its maps are claimed before any work; a watchdog stop or a J or gradient that is
+    not finite raises WatchdogError with nothing written."""
+    from hydrostatic.plot import gradient_maps
+    from meshops.parallel.comm import world
+
+    sens = config.sensitivity
+    maps = gradient_maps(sens.output, sens.controls) if sens.plot else []
+    files = claim_outputs(world(), "sensitivity.output", [sens.output], maps,
+                          maps_off="sensitivity.plot: false")
+    try:
+        return _sensitivity(config, progress)
+    finally:
+        release(files)
+
+
+def _sensitivity(config, progress: bool) -> dict:
+    from swm.collective import on_root
+
+    from hydrostatic.plot import plot_gradients
+
+    sens = config.sensitivity
+    s, (A, B) = setup(config)
+    cost = build_cost(s, config)
+    state0 = [x.copy() for x in s.model.state]
+    value, grads, stats = sensitivity_sweep(s, sens, cost, state_checker(config, s), progress)
+    chosen = control_gradients(s, grads, state0, sens.controls)
+    require_finite(s, value, list(chosen.values()),
+                   f"sensitivity run: nothing written to sensitivity.output = {str(sens.output)!r}")
+    norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5
+             for name, loc, g in chosen.values()}
+    log_sweep(s, sens, value, stats, norms)
+    write_gradients(config, s, chosen, value, cost.units, A, B)
+    if s.comm.Get_rank() == 0:
+        log.info("gradients written to %s", sens.output)
+    if sens.plot:
+        def plot():
+            for target in plot_gradients(sens.output):
+                log.info("wrote %s", target)
+        on_root(s.comm, plot)
+    return {"J": value, **norms, "forward_steps": stats.forward_steps}
+
+
+def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B) -> None:
+    """The gradient file (`adjoint.sensitivity.write_gradient_file`): the chosen controls'
+    gradients (units "<J units> <x units>-1", `gradient_units`), the hybrid coefficients hyai and
+    hybi, and the maps' layer and section (global attributes map_level, section_longitude)."""
+    gathered = {control: s.distribution.gather(loc, to_host(g))
+                for control, (_, loc, g) in chosen.items()}
+    nlev = config.vertical.nVertLevels
+
+    def fill(ds):
+        ds.createDimension("nVertLevels", nlev)
+        ds.createDimension("nVertLevelsP1", nlev + 1)
+        ds.setncatts({"core_name": "atmosphere", "map_level": map_level(config, A, B),
+                      "section_longitude": section_longitude(config)})
+        for name, values, units, long_name in (
+                ("hyai", A, "Pa", "hybrid A: p = hyai + hybi * p_s"),
+                ("hybi", B, "1", "hybrid B: p = hyai + hybi * p_s")):
+            var = ds.createVariable(name, "f8", ("nVertLevelsP1",))
+            var[:] = values
+            var.setncatts({"units": units, "long_name": long_name})
+        for control, values in gathered.items():
+            name, dims, units, what = GRADIENTS[control]
+            var = ds.createVariable(name, "f8", ("Time",) + dims)
+            var[0] = values
+            var.units = gradient_units(cost_units, units)
+            var.long_name = f"gradient of J ({cost_units}) with respect to {what} ({units})"
+    write_gradient_file(config.sensitivity.output, s, value, cost_units, fill,
+                        attributes=provenance(config), config=config)
+
+
+def check_adjoint(config, *, seed: int = 12345) -> bool:
+    """The whole-run dot-product test (TLM against ADM, over mass, theta_mass, u and phi_s) and
+    a Taylor table of the config's cost along the model fields its controls move (theta:
+    theta_mass; u; mass or surface_pressure: mass; phi_s), printed on rank 0; True when both
+    pass (`adjoint.sensitivity.dot_and_taylor`)."""
+    sens = config.sensitivity
+    s, _ = setup(config)
+    cost = build_cost(s, config)
+    model = s.model
+    scales = [1e-3 * owned_max(s, x, loc) for x, loc in zip(model.state, model.state_locations)]
+    scales.append(1e-3 * max(owned_max(s, model.phi_s, "cell"), 1.0))
+    moved = {"theta": 1, "u": 2, "mass": 0, "surface_pressure": 0, "phi_s": 3}
+    active = [any(moved[c] == i for c in sens.controls) for i in range(4)]
+    with quiet_floats():
+        return dot_and_taylor(s, sens, cost, state_checker(config, s), seed, scales, active,
+                              ", ".join(sens.controls))
+
+
+__all__ = ["run_sensitivity", "check_adjoint", "control_gradients", "setup", "write_gradients"]
