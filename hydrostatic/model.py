@@ -57,16 +57,6 @@ class Model:
         self.step_count += 1
 
     @property
-    def controls(self) -> tuple:
-        """The fixed fields a gradient is taken with respect to, in `control_locations` order:
-        (phi_s,)."""
-        return (self.phi_s,)
-
-    @controls.setter
-    def controls(self, values) -> None:
-        (self.phi_s,) = values
-
-    @property
     def state(self) -> tuple:
         """The prognostic fields, in the order `advance` takes them."""
         return self.mass, self.theta_mass, self.u
