@@ -50,10 +50,11 @@ def setup(config):
     from hydrostatic.driver import setup as build
 
     comm = meshops.parallel.world()
-    model, dist, global_mesh, (A, B), _ = build(config, comm)
-    dt, per_output, total = fixed_steps(config)
-    return Setup(comm, array_module(config), np.dtype(config.dtype), dist, dist.mesh, model, dt,
-                 per_output, total, global_mesh), (A, B)
+    run = build(config, comm)
+    dt = fixed_steps(config)[0]
+    return Setup(comm, array_module(config), np.dtype(config.dtype), run.distribution,
+                 run.distribution.mesh, run.model, dt, run.per_output, run.total, run.global_mesh,
+                 run.start, run.fingerprint), run.coefficients
 
 
 def build_cost(s, config):
