@@ -161,7 +161,7 @@ def sensitivity_sweep(s, sens, cost, check, progress: bool):
     finally:
         for bar in bars.values():
             bar.close()
-    stats.wall = time.perf_counter() - t0
+    stats.wall, stats.schedule = time.perf_counter() - t0, checkpointing.schedule
     return value, grads, stats
 
 
@@ -171,7 +171,7 @@ def log_sweep(s, sens, value: float, stats, norms: dict) -> None:
     log.info("J = %.12g over %d steps (%.3f days); gradient in %.2f s", value, s.total,
              s.total * s.dt / DAY, stats.wall)
     log.info("checkpointing %s: %d forward steps for %d (%d recomputed); at most %d states in "
-             "memory, %d on disk", sens.checkpointing.schedule, stats.forward_steps, stats.n_steps,
+             "memory, %d on disk", stats.schedule, stats.forward_steps, stats.n_steps,
              stats.recomputed, stats.max_states_in_memory, stats.max_states_on_disk)
     log.info("gradient norms: %s", ", ".join(f"|{k}| {v:.6g}" for k, v in norms.items()))
 

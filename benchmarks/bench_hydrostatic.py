@@ -29,7 +29,7 @@ from common import copy_bandwidth, synchronize  # noqa: E402
 from meshes import icosahedral_mesh  # noqa: E402
 
 import meshops  # noqa: E402
-from hydrostatic import dynamics, levels, testcases  # noqa: E402
+from hydrostatic import dynamics, levels, terms, testcases  # noqa: E402
 from hydrostatic.dynamics import Physics  # noqa: E402
 from hydrostatic.model import Model  # noqa: E402
 from swm.constants import GRAVITY  # noqa: E402
@@ -62,8 +62,9 @@ def time_steps(model, xp, steps: int) -> float:
 
 
 class OperatorTimes:
-    """Replaces `hydrostatic.dynamics.meshops` by a proxy that times each operator call: CUDA
-    events around it on CuPy (the kernels' time, not the host's), the wall clock on NumPy."""
+    """Replaces `meshops` in the modules of the tendencies (`hydrostatic.dynamics`,
+    `hydrostatic.terms`) by a proxy that times each operator call: CUDA events around it on CuPy
+    (the kernels' time, not the host's), the wall clock on NumPy."""
 
     def __init__(self, xp):
         self.xp, self.events = xp, collections.defaultdict(list)
@@ -103,13 +104,15 @@ def breakdown(model, xp, reps: int = 5) -> dict:
     synchronize(xp)
     whole = (time.perf_counter() - t0) / reps
     timer = OperatorTimes(xp)
-    dynamics.meshops = timer
+    for module in (dynamics, terms):
+        module.meshops = timer
     try:
         for _ in range(reps):
             model.tendencies(*state)
         synchronize(xp)
     finally:
-        dynamics.meshops = meshops
+        for module in (dynamics, terms):
+            module.meshops = meshops
     seconds = {name: timer.seconds(name) for name in timer.events}
     ops = {name: (1e3 * s / reps, len(timer.events[name]) // reps)
            for name, s in sorted(seconds.items(), key=lambda kv: -kv[1])}

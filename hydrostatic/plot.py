@@ -64,9 +64,8 @@ def gradient_maps(output, controls) -> list[pathlib.Path]:
 def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
     """PNGs of a hydrostatic gradient file: the layered gradients (dJ/dtheta0, dJ/dmass0) at its
     `map_level` attribute's layer, dJ/du0 as the mean of |dJ/du0| over each cell's edges there,
-    the surface fields (dJ/dps0, dJ/dphi_s) as they are, and a latitude-pressure cross-section of
-    dJ/dtheta0 along the meridian `section_longitude` (the cost box's centre): the cells within
-    one mesh spacing of it, at the layers' pressure for p_s = 1000 hPa."""
+    the surface fields (dJ/dps0, dJ/dphi_s) as they are, and a longitude-pressure cross-section of
+    dJ/dtheta0 through its largest magnitude at that layer (`draw_section`)."""
     path = pathlib.Path(path)
     ds, out_dir = open_map_file(path, grid, out_dir, "expected a gradient file of the hydrostatic "
                                 "core (run_model.py with a sensitivity section)")
@@ -100,37 +99,40 @@ def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
             draw_map(geometry, values, cmap, f"{path.name} (J = {cost:.6g}): {label}", targets[name])
             written.append(targets[name])
         if section:
-            draw_section(ds, float(ds.attrs["section_longitude"]), cost, path.name,
-                         targets["dJdtheta0.section"])
+            draw_section(ds, level, cost, path.name, targets["dJdtheta0.section"])
             written.append(targets["dJdtheta0.section"])
     return written
 
 
-def draw_section(ds, longitude: float, cost: float, name: str, target) -> None:
-    """The latitude-pressure cross-section of dJ/dtheta0 along meridian `longitude` (deg east),
-    written atomically to `target`, marked as this model's PNG."""
+def draw_section(ds, level: int, cost: float, name: str, target) -> None:
+    """The longitude-pressure cross-section of dJ/dtheta0 along the latitude of its largest
+    magnitude at layer `level` (0-based): the cells within one mesh spacing of that latitude, at
+    the layers' pressure for p_s = 1000 hPa (where a sensitivity leans with height, e.g. westward
+    upward in a baroclinic wave, it shows); written atomically to `target`, marked as this
+    model's PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lat, lon = np.degrees(ds["latCell"].values), np.degrees(ds["lonCell"].values)
+    var = ds["dJdtheta0"]
+    values = var.values[0]                                               # cells x layers
+    lat, lon = np.degrees(ds["latCell"].values), np.degrees(ds["lonCell"].values) % 360.0
+    latitude = float(lat[np.argmax(np.abs(values[:, level]))])
     spacing = np.degrees(np.sqrt(float(np.mean(ds["areaCell"].values)))
                          / float(ds.attrs.get("sphere_radius", 6371229.0)))
-    distance = np.abs((lon - longitude + 180.0) % 360.0 - 180.0) * np.cos(np.radians(lat))
-    cells = np.flatnonzero(distance <= spacing)
-    cells = cells[np.argsort(lat[cells])]
+    cells = np.flatnonzero(np.abs(lat - latitude) <= 0.5 * spacing)
+    cells = cells[np.argsort(lon[cells])]
     A, B = ds["hyai"].values, ds["hybi"].values
     p = 0.5 * (A[:-1] + A[1:] + (B[:-1] + B[1:]) * 1.0e5) / 100.0        # hPa, layers
-    var = ds["dJdtheta0"]
-    values = var.values[0][cells]                                        # cells x layers
-    limit = float(np.abs(values).max()) or 1.0
+    section = values[cells]
+    limit = float(np.abs(section).max()) or 1.0
     fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
-    mesh = ax.pcolormesh(lat[cells], p, values.T, cmap="RdBu_r", vmin=-limit, vmax=limit,
+    mesh = ax.pcolormesh(lon[cells], p, section.T, cmap="RdBu_r", vmin=-limit, vmax=limit,
                          shading="nearest")
-    ax.set(xlabel="latitude (deg)", ylabel="pressure at p_s = 1000 hPa (hPa)", ylim=(p[0], p[-1]),
-           title=f"{name} (J = {cost:.6g}): {var.attrs['long_name']}, section at "
-                 f"{longitude:.1f} E")
+    ax.set(xlabel="longitude (deg E)", ylabel="pressure at p_s = 1000 hPa (hPa)",
+           ylim=(p[0], p[-1]), title=f"{name} (J = {cost:.6g}): {var.attrs['long_name']}, "
+                                     f"section along {latitude:.1f} N")
     fig.colorbar(mesh, ax=ax, shrink=0.8, label=var.attrs["units"])
     try:
         with atomic_path(target) as tmp:

@@ -107,13 +107,6 @@ def map_level(config, A, B) -> int:
     return int(np.argmin(np.abs(p - MAP_PRESSURE))) + 1
 
 
-def section_longitude(config) -> float:
-    """The cross-section's meridian: the centre of the cost's box (deg east)."""
-    lon0, lon1 = config.sensitivity.cost.box.lon
-    width = 360.0 if lon1 - lon0 >= 360.0 else (lon1 % 360.0 - lon0 % 360.0) % 360.0
-    return float((lon0 % 360.0 + 0.5 * width) % 360.0)
-
-
 def run_sensitivity(config, *, progress: bool = True) -> dict:
     """The gradients of the config's cost; returns J and the gradient norms (every rank). The
     output and its maps are claimed before any work; a watchdog stop or a J or gradient that is
@@ -161,7 +154,7 @@ def _sensitivity(config, progress: bool) -> dict:
 def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B) -> None:
     """The gradient file (`adjoint.sensitivity.write_gradient_file`): the chosen controls'
     gradients (units "<J units> <x units>-1", `gradient_units`), the hybrid coefficients hyai and
-    hybi, and the maps' layer and section (global attributes map_level, section_longitude)."""
+    hybi, and the maps' layer (global attribute map_level)."""
     gathered = {control: s.distribution.gather(loc, to_host(g))
                 for control, (_, loc, g) in chosen.items()}
     nlev = config.vertical.nVertLevels
@@ -169,8 +162,7 @@ def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B
     def fill(ds):
         ds.createDimension("nVertLevels", nlev)
         ds.createDimension("nVertLevelsP1", nlev + 1)
-        ds.setncatts({"core_name": "atmosphere", "map_level": map_level(config, A, B),
-                      "section_longitude": section_longitude(config)})
+        ds.setncatts({"core_name": "atmosphere", "map_level": map_level(config, A, B)})
         for name, values, units, long_name in (
                 ("hyai", A, "Pa", "hybrid A: p = hyai + hybi * p_s"),
                 ("hybi", B, "1", "hybrid B: p = hyai + hybi * p_s")):
