@@ -2,7 +2,11 @@
 state (`hydrostatic.watchdog`) and the history records (`hydrostatic.output.History`), each the
 shared callback (`swm.callbacks`: Watchdog, HistoryCallback) with this model's fields; the
 progress bar, the restarts and the run's files are `swm.callbacks`' (Progress, RestartOutput,
-Files)."""
+Files).
+
+A new callback is a class with `schedule` and `__call__(sim)`, and one entry in `CALLBACKS` (at the
+bottom): its name and the function that builds it from the config and the run's pieces
+(`swm.callbacks.Run`); `hydrostatic.driver.build_simulation` builds them all, in that order."""
 from __future__ import annotations
 
 import logging
@@ -10,9 +14,10 @@ import logging
 from meshops.device.backend import to_host
 from swm import callbacks
 from swm.constants import DAY
+from swm.schedules import IterationInterval, TimeInterval
 
 from hydrostatic.output import diagnostics_of, fields_of
-from hydrostatic.variables import DIAGNOSTICS, FIELDS
+from hydrostatic.variables import DIAGNOSTICS, FIELDS, STATE
 
 log = logging.getLogger("swm")
 LOCATION = {"nCells": "cell", "nEdges": "edge"}
@@ -59,3 +64,28 @@ class HistoryRecords(callbacks.HistoryCallback):
         self.written_step, self.last = sim.step, d
         log.info("day %.3f: %s", sim.time / DAY,
                  ", ".join(f"{k} {v:.12e} {DIAGNOSTICS[k].units}" for k, v in d.items()))
+
+
+def _progress(config, run: callbacks.Run) -> callbacks.Progress:
+    s = run.setup
+    return callbacks.Progress(s.total, s.start, run.progress and s.distribution.comm.Get_rank() == 0,
+                              IterationInterval(config.watchdog.interval_steps))
+
+
+def _history(config, run: callbacks.Run) -> HistoryRecords:
+    interval = config.output.interval_hours * 3600.0
+    return HistoryRecords(run.history, run.setup.distribution, config.output.variables,
+                          TimeInterval(interval), interval, resumed_step=run.setup.start or None)
+
+
+def _restart(config, run: callbacks.Run) -> callbacks.RestartOutput:
+    s, hours = run.setup, config.restart.interval_hours
+    return callbacks.RestartOutput(config.restart.path, s.distribution, s.fingerprint, run.writer,
+                                   None if hours is None else TimeInterval(hours * 3600.0),
+                                   at_end=hours is not None, attributes=run.attributes,
+                                   saved_step=s.start or None, state=STATE)
+
+
+#: The callbacks of a hydrostatic run, in the order they fire and finish: name -> build(config,
+#: run) (None: not in this run). A new callback is one entry here.
+CALLBACKS = {"progress": _progress, "history": _history, "restart": _restart}

@@ -15,19 +15,19 @@ import numpy as np
 import meshops
 from meshops.parallel.comm import is_serial
 from swm import stop
-from swm.callbacks import Files, Progress, RestartOutput
+from swm.callbacks import Files, Run
 from swm.collective import on_root
 from swm.config import ConfigError
 from swm.config import fixed_steps as steps
 from swm.constants import DAY, GRAVITY
 from swm.driver import build_mesh, grid_reference
 from swm.output import AsyncWriter, check_resumed_history, claim, provenance, read_restart
-from swm.schedules import IterationInterval, TimeInterval
+from swm.schedules import IterationInterval
 from swm.simulation import Simulation
 from swm.watchdog import WatchdogError
 
 from hydrostatic import levels, testcases
-from hydrostatic.callbacks import HistoryRecords, Watchdog
+from hydrostatic.callbacks import CALLBACKS, Watchdog
 from hydrostatic.distribution import distribute
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
@@ -176,20 +176,15 @@ def build_simulation(config, *, progress: bool = True):
                  "" if global_mesh is None else f"{global_mesh.nCells} cells", dist.describe(),
                  config.vertical.nVertLevels, config.backend, config.dtype, dt, total,
                  time.perf_counter() - t0)
-        w, interval = config.watchdog, config.output.interval_hours * 3600.0
+        w = config.watchdog
         sim = Simulation(s.model, total, comm=comm, files=Files(writer, files),
                          watchdog=Watchdog(StateCheck(dist, w.max_wind, w.min_theta, w.max_theta),
                                            IterationInterval(w.interval_steps)))
-        sim.callbacks["progress"] = Progress(total, s.start, progress and comm.Get_rank() == 0,
-                                             IterationInterval(w.interval_steps))
-        sim.callbacks["history"] = HistoryRecords(history, dist, config.output.variables,
-                                                  TimeInterval(interval), interval,
-                                                  resumed_step=s.start or None)
-        hours = config.restart.interval_hours
-        sim.callbacks["restart"] = RestartOutput(
-            config.restart.path, dist, s.fingerprint, writer,
-            None if hours is None else TimeInterval(hours * 3600.0), at_end=hours is not None,
-            attributes=attributes, saved_step=s.start or None, state=STATE)
+        run = Run(s, history, writer, None, attributes, progress)
+        for name, build in CALLBACKS.items():
+            callback = build(config, run)
+            if callback is not None:
+                sim.callbacks[name] = callback
         return sim, s
     except BaseException:            # nothing of the run is left: a new history is removed
         with stop.deferred():
