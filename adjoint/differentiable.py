@@ -94,7 +94,7 @@ class _Core:
         with controls(self.model, (b,)):
             if kept is None:
                 _, grads, _ = run_gradient(model, (h0, u0),
-                                           FinalStateProjection(h_adj, u_adj, self.n_steps),
+                                           FinalStateProjection((h_adj, u_adj), self.n_steps),
                                            self.n_steps, mode=self.mode,
                                            checkpointing=self.checkpointing, rank=self.rank)
                 return grads
