@@ -1,8 +1,8 @@
 """The hydrostatic core's `sensitivity` section: the shallow-water model's (`adjoint.config`:
 adjoint_mode, checkpointing, output, plot; the box, the window and the observation file's checks)
-with this model's costs (`hydrostatic.costs`) and controls. The command line composes it with the
-model's config (`meshrun.config.HydrostaticRunConfig`), so `hydrostatic.config` knows nothing of
-it.
+with this model's costs (`hydrostatic.costs`) and controls. `HydrostaticRunConfig` composes it
+with the model's config, the schema the command line reads (`meshrun.models`), so
+`hydrostatic.config` knows nothing of it.
 
     sensitivity:
       cost: {kind: surface_pressure, box: {lat: [40, 60], lon: [60, 110]}, window_hours: [192, 192]}
