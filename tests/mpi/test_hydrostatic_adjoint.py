@@ -11,13 +11,12 @@ from adjoint import dot_product_test
 from grids.cache import cached_icosahedral
 from meshops.modes import ADJOINT_MODES
 from meshops.parallel.comm import allreduce_sum
-from swm.stepper import rk4_step
 
 from hydrostatic.distribution import Distributed, halo_depth
 from hydrostatic.model import Model
 
-from ..hydrostatic.test_adjoint import (DT, _steps_adj, _steps_tl, base_state, direction,
-                                        physics_of, randn_like)
+from ..hydrostatic.test_adjoint import (DT, _starts, _steps_adj, _steps_tl, base_state,
+                                        direction, physics_of, randn_like)
 from .conftest import decomposition, local_fields, owned_rows, scatter
 
 CONTROLS = ("cell", "cell", "edge", "cell")     # (mass0, theta_mass0, u0, phi_s)
@@ -43,20 +42,12 @@ def _setup(comm, mesh, rng):
     return state, serial, model, dist
 
 
-def _starts(model):
-    starts, fields = [], model.state
-    for _ in range(STEPS):
-        starts.append(fields)
-        fields = rk4_step(model, *(a.copy() for a in fields))
-    return starts
-
-
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
 def test_hydrostatic_dot_product_on_ranks(comm, hydro_mesh, rng, mode):
     """<M' x, y> = <x, M'^T y> over owned rows of every rank (1e-12); the adjoint's halo rows are
     zero."""
     state, _, model, dist = _setup(comm, hydro_mesh, rng)
-    starts = _starts(model)
+    starts = _starts(model, STEPS)
     x = local_fields(dist, direction(state, rng), CONTROLS)
     y = local_fields(dist, randn_like(rng, state[:3]), STATE)
     adjoint = _steps_adj(model, starts, mode, *y)
@@ -74,7 +65,7 @@ def test_hydrostatic_gradient_equals_one_process(comm, hydro_mesh, rng):
     atomic gradient to 1e-13 relative."""
     state, serial, model, dist = _setup(comm, hydro_mesh, rng)
     x, y = direction(state, rng), randn_like(rng, state[:3])
-    starts, serial_starts = _starts(model), _starts(serial)
+    starts, serial_starts = _starts(model, STEPS), _starts(serial, STEPS)
     tl = _steps_tl(model, starts, *local_fields(dist, x, CONTROLS))
     gathered = [dist.gather(loc, a) for a, loc in zip(tl, STATE)]
     if comm.Get_rank() == 0:
