@@ -174,11 +174,7 @@ class GradientApplications(Strict):
         return self
 
     def inputs(self) -> list[tuple[str, pathlib.Path]]:
-        found = super().inputs()
-        if self.sensitivity is not None and self.sensitivity.cost.observations is not None:
-            found.append(("the observations file (sensitivity.cost.observations)",
-                          self.sensitivity.cost.observations))
-        return found
+        return super().inputs() + sensitivity_inputs(self.sensitivity)
 
     def written_files(self) -> list[Written]:
         """The model's own output keys, sensitivity.output or fourdvar.output, and the files beside
@@ -218,6 +214,15 @@ def cost_within_run(cost, days: float, time_variables=("time",)) -> None:
             raise ValueError(f"sensitivity.cost.observations = {str(cost.observations)!r}: "
                              f"{name}[{i}] = {t:g} s is after the end of {run}; expected "
                              f"observation times within [0, {hours * 3600.0:g}] s")
+
+
+def sensitivity_inputs(sensitivity) -> list[tuple[str, pathlib.Path]]:
+    """(what, path) of the file a `sensitivity` section (None: no section) reads: its cost's
+    observations, where it names them."""
+    if sensitivity is None or sensitivity.cost.observations is None:
+        return []
+    return [("the observations file (sensitivity.cost.observations)",
+             sensitivity.cost.observations)]
 
 
 def sensitivity_files(config, maps) -> list[Written]:

@@ -13,7 +13,6 @@ PNG text chunk), so a rerun may replace them; they are written atomically."""
 from __future__ import annotations
 
 import logging
-import pathlib
 import time
 
 import numpy as np
@@ -73,21 +72,12 @@ def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
     """The gradients of the config's cost; returns J and the gradient norms (every rank). The
     output (and its maps) are claimed before any work; a watchdog stop or a J or gradient that is
     not finite raises WatchdogError with nothing written."""
-    from meshops.parallel.comm import world
-
-    sens = config.sensitivity
-    maps = gradient_maps(sens.output, sens.controls) if sens.plot else []
-    files = claim_outputs(world(), "sensitivity.output", [sens.output], maps,
-                          maps_off="sensitivity.plot: false")
-    try:
-        return _sensitivity(config, progress)
-    finally:
-        release(files)
+    return claimed(config.sensitivity, gradient_maps, lambda: _sensitivity(config, progress))
 
 
 def _sensitivity(config: Config, progress: bool) -> dict:
-    from swm.collective import on_root
     from swm.driver import setup, state_checker
+    from swm.plot import plot_gradients
 
     sens = config.sensitivity
     s = setup(config)
@@ -95,22 +85,50 @@ def _sensitivity(config: Config, progress: bool) -> dict:
     check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
                      start=s.start)
     value, grads, stats = sensitivity_sweep(s, sens, cost, check, progress)
-    require_finite(s, value, [(name, loc, g) for (name, loc, control, _), g in zip(GRADIENTS, grads)
-                              if control in sens.controls],
+    fields = [(name, loc, g) for (name, loc, _, _), g in zip(GRADIENTS, grads)]
+    chosen = [f for f, (_, _, control, _) in zip(fields, GRADIENTS) if control in sens.controls]
+    attributes = {**provenance(config), **mpas_namelist(config, s.dt, s.total)}
+    return finish(s, sens, value, stats, chosen, fields,
+                  lambda: write_gradients(sens.output, s, grads, value, cost.units,
+                                          list(sens.controls), attributes=attributes,
+                                          config=config),
+                  plot_gradients)
+
+
+def claimed(sens, gradient_maps, run) -> dict:
+    """run() with sensitivity.output and, with sens.plot, its maps (`gradient_maps(output,
+    controls)`) claimed before it (`claim_outputs`) and released when it ends."""
+    from meshops.parallel.comm import world
+
+    maps = gradient_maps(sens.output, sens.controls) if sens.plot else []
+    files = claim_outputs(world(), "sensitivity.output", [sens.output], maps,
+                          maps_off="sensitivity.plot: false")
+    try:
+        return run()
+    finally:
+        release(files)
+
+
+def finish(s, sens, value: float, stats, chosen, norms_of, write, plot) -> dict:
+    """The end of a sensitivity run of setup `s` after its sweep (J = `value`, `stats`):
+    WatchdogError, nothing written, when J or a gradient of `chosen` ((name, location, local
+    array)) is not finite (`require_finite`); the log lines (`log_sweep`) with the norms of
+    `norms_of` (the same form); the gradient file, `write()`; with sens.plot the maps on rank 0,
+    `plot(sens.output)` (their paths). Returns J, the norms and the forward steps."""
+    from swm.collective import on_root
+
+    require_finite(s, value, chosen,
                    f"sensitivity run: nothing written to sensitivity.output = {str(sens.output)!r}")
-    norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5
-             for (name, loc, _, _), g in zip(GRADIENTS, grads)}
+    norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5 for name, loc, g in norms_of}
     log_sweep(s, sens, value, stats, norms)
-    write_gradients(sens.output, s, grads, value, cost.units, [c for c in sens.controls],
-                    attributes={**provenance(config), **mpas_namelist(config, s.dt, s.total)},
-                    config=config)
+    write()
     if s.comm.Get_rank() == 0:
         log.info("gradients written to %s", sens.output)
     if sens.plot:
-        def plot():
-            for target in write_maps(sens.output):
+        def maps():
+            for target in plot(sens.output):
                 log.info("wrote %s", target)
-        on_root(s.comm, plot)
+        on_root(s.comm, maps)
     return {"J": value, **norms, "forward_steps": stats.forward_steps}
 
 
@@ -298,14 +316,6 @@ def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None
     return claim(comm, [(key, path) for path in paths], maps_ok)
 
 
-def write_maps(output) -> list[pathlib.Path]:
-    """The PNG maps of the gradient file `output` (`swm.plot.plot_gradients`) beside it, each
-    marked as this model's and written atomically; their paths."""
-    from swm.plot import plot_gradients
-
-    return plot_gradients(output)
-
-
 class FinalStateProjection:
     """J = <x_n, y>, linear in the final state: the adjoint run of it is the adjoint model
     applied to y."""
@@ -429,5 +439,5 @@ def _max():
 
 
 __all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "write_gradient_file",
-           "gradient_units", "GRADIENTS", "claim_outputs", "require_finite", "quiet_floats",
-           "write_maps", "sensitivity_sweep", "log_sweep", "dot_and_taylor"]
+           "gradient_units", "GRADIENTS", "claim_outputs", "claimed", "finish", "require_finite",
+           "quiet_floats", "sensitivity_sweep", "log_sweep", "dot_and_taylor"]

@@ -1,9 +1,10 @@
 """How many model states a gradient may keep in memory, and the check of a checkpointing setting
 against it before any step runs.
 
-A state x_k = (h, u) of a rank takes `state_bytes` = h.nbytes + u.nbytes. Its snapshots live where
-its fields do: in GPU memory on CuPy, in the host's on NumPy, shared with the other ranks on the
-same GPU (or host). The room for snapshots on a rank is
+A state x_k of a rank (shallow water: (h, u); hydrostatic: (mass, theta_mass, u)) takes
+`state_bytes`, the sum of its fields' nbytes. Its snapshots live where its fields do: in GPU
+memory on CuPy, in the host's on NumPy, shared with the other ranks on the same GPU (or host).
+The room for snapshots on a rank is
 
     capacity = floor((HEADROOM x free / sharers - sweep_bytes) / state_bytes) - WORK_STATES
 

@@ -130,12 +130,6 @@ def steady_norms(u_bar, u_bar0, d_eta):
     return math.sqrt(float((w * d ** 2).sum() / w.sum())), float(np.abs(d).max())
 
 
-def grid_minimum(ps):
-    """(min, lon, lat) of a (lat, lon) field on the common grid."""
-    j, i = np.unravel_index(np.argmin(ps), ps.shape)
-    return float(ps[j, i]), float(LON[i]), float(LAT[j])
-
-
 def write(out: pathlib.Path, name: str, meta: dict, arrays: dict) -> pathlib.Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.npz"

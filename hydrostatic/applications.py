@@ -1,8 +1,8 @@
 """The hydrostatic core's `sensitivity` section: the shallow-water model's (`adjoint.config`:
 adjoint_mode, checkpointing, output, plot; the box, the window and the observation file's checks)
-with this model's costs (`hydrostatic.costs`) and controls. The command line composes it with the
-model's config (`meshrun.config.HydrostaticRunConfig`), so `hydrostatic.config` knows nothing of
-it.
+with this model's costs (`hydrostatic.costs`) and controls. `HydrostaticRunConfig` composes it
+with the model's config, the schema the command line reads (`meshrun.models`), so
+`hydrostatic.config` knows nothing of it.
 
     sensitivity:
       cost: {kind: surface_pressure, box: {lat: [40, 60], lon: [60, 110]}, window_hours: [192, 192]}
@@ -18,10 +18,11 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, Field, model_validator
 
 from adjoint.config import (BoxConfig, SensitivityConfig, consistent_cost, cost_within_run,
-                            sensitivity_files)
+                            sensitivity_files, sensitivity_inputs)
 from swm.config import FilePath, FloatPair, Strict, _once_each
 
 from hydrostatic.variables import GRADIENTS as CONTROLS
+
 
 def _one_mass_control(controls):
     if "mass" in controls and "surface_pressure" in controls:
@@ -37,8 +38,8 @@ class CostConfig(Strict):
                     "the squared misfit to observations of p_s and T (hydrostatic.costs)")
     box: BoxConfig = Field(BoxConfig(), description="box means: the region (default: the globe)")
     layers: Optional[list[int]] = Field(
-        None, min_length=2, max_length=2, description="kinetic_energy: [bottom, top] 1-based layers from the surface, both "
-                          "included (none: every layer)")
+        None, min_length=2, max_length=2, description="kinetic_energy: [bottom, top] 1-based "
+        "layers from the surface, both included (none: every layer)")
     window_hours: Optional[FloatPair] = Field(
         None, description="box means: average over the steps in [start, end] hours, within the "
                           "run; none: the final time")
@@ -90,11 +91,7 @@ class HydrostaticApplications(Strict):
         return self
 
     def inputs(self) -> list[tuple[str, pathlib.Path]]:
-        found = super().inputs()
-        if self.sensitivity is not None and self.sensitivity.cost.observations is not None:
-            found.append(("the observations file (sensitivity.cost.observations)",
-                          self.sensitivity.cost.observations))
-        return found
+        return super().inputs() + sensitivity_inputs(self.sensitivity)
 
     def written_files(self) -> list:
         """The history's keys and, with a sensitivity section, its files (`adjoint.config.

@@ -17,7 +17,7 @@ model's where they mean the same (mesh, partition; `swm.config`):
 from __future__ import annotations
 
 import pathlib
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -107,10 +107,6 @@ class HydrostaticConfig(Strict):
                                    "model's")
     watchdog: WatchdogConfig = WatchdogConfig()
     log_level: LogLevel = "info"
-
-    #: The shallow-water applications a config may name; none for this model.
-    sensitivity: ClassVar[None] = None
-    fourdvar: ClassVar[None] = None
 
     @model_validator(mode="after")
     def _steps(self):

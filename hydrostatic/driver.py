@@ -18,10 +18,10 @@ from swm import stop
 from swm.callbacks import Files, Run
 from swm.collective import on_root
 from swm.config import ConfigError
-from swm.config import fixed_steps as steps
+from swm.config import fixed_steps
 from swm.constants import DAY, GRAVITY
-from swm.driver import build_mesh, grid_reference
-from swm.output import AsyncWriter, check_resumed_history, claim, provenance, read_restart
+from swm.driver import build_mesh, grid_reference, read_resumed
+from swm.output import AsyncWriter, check_resumed_history, claim, provenance
 from swm.schedules import IterationInterval
 from swm.simulation import Simulation
 from swm.watchdog import WatchdogError
@@ -73,7 +73,7 @@ def setup(config, comm) -> Setup:
     if xp is not np:
         meshops.parallel.comm.select_device(comm)
     A, B = levels.coefficients(config.vertical.levels)
-    dt, per_output, total = steps(config)
+    dt, per_output, total = fixed_steps(config)
     root = {}
 
     def build():
@@ -82,15 +82,9 @@ def setup(config, comm) -> Setup:
         root["state"] = state = testcases.initial_state(mesh, config.case.name, A, B)
         found, start = fingerprint(config, mesh, dt), 0
         if config.restart.resume:
-            saved, start = read_restart(config.restart.path,
-                                        locations={name: loc for name, loc, _ in STATE},
-                                        sizes={"nCells": mesh.nCells, "nEdges": mesh.nEdges},
-                                        dtype=dtype, fingerprint=found,
+            saved, start = read_resumed(config, mesh, {name: loc for name, loc, _ in STATE},
+                                        dtype, found, total, dt,
                                         levels=config.vertical.nVertLevels)
-            if start >= total:
-                raise ConfigError(f"restart.resume: the restart {config.restart.path} is at day "
-                                  f"{start * dt / DAY:.4g}, at or past the run's end (time.days = "
-                                  f"{config.time.days}); expected a longer time.days to extend it")
             state.mass, state.theta_mass, state.u = (saved[name] for name, _, _ in STATE)
         log.info("mesh and initial state in %.2f s", time.perf_counter() - t0)
         return found, start
@@ -158,7 +152,7 @@ def build_simulation(config, *, progress: bool = True):
     try:
         writer = AsyncWriter() if comm.Get_rank() == 0 else None
         s = setup(config, comm)
-        dt, per_output, total = steps(config)
+        dt, per_output, total = s.model.dt, s.per_output, s.total
         attributes = {**provenance(config), "core_name": "atmosphere"}
 
         def make():

@@ -11,10 +11,9 @@ import sys
 
 import numpy as np
 
-from grids.atomic import atomic_path
 from swm.files import map_path
-from swm.output import MODEL_NAME
-from swm.plot import PlotError, command, draw_map, map_geometry, map_targets, open_map_file
+from swm.plot import (PlotError, command, draw_map, map_geometry, map_targets, open_map_file,
+                      save_png)
 
 from hydrostatic.variables import GRADIENTS
 
@@ -134,11 +133,7 @@ def draw_section(ds, level: int, cost: float, name: str, target) -> None:
            ylim=(p[0], p[-1]), title=f"{name} (J = {cost:.6g}): {var.attrs['long_name']}, "
                                      f"section along {latitude:.1f} N")
     fig.colorbar(mesh, ax=ax, shrink=0.8, label=var.attrs["units"])
-    try:
-        with atomic_path(target) as tmp:
-            fig.savefig(tmp, format="png", bbox_inches="tight", metadata={"model_name": MODEL_NAME})
-    finally:
-        plt.close(fig)
+    save_png(fig, target)
 
 
 def main(argv=None) -> int:

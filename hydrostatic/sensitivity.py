@@ -17,24 +17,19 @@ chain rule, with theta0 = theta_mass0 / mass0 and, at fixed theta, mass[k] = (dA
 """
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
 import meshops
 from adjoint.costs import CostError
 from adjoint.gradient import watchdog
-from adjoint.sensitivity import (_checked, claim_outputs, cost_context, dot_and_taylor,
-                                 gradient_units, log_sweep, owned_max, quiet_floats,
-                                 require_finite, sensitivity_sweep, write_gradient_file)
+from adjoint.sensitivity import (_checked, claimed, cost_context, dot_and_taylor, finish,
+                                 gradient_units, owned_max, quiet_floats, sensitivity_sweep,
+                                 write_gradient_file)
 from meshops.device.backend import to_host
 from swm.config import ConfigError
-from swm.distribution import owned_inner
-from swm.output import provenance, release
+from swm.output import provenance
 
 from hydrostatic.variables import GRADIENTS
-
-log = logging.getLogger("swm")
 
 #: The pressure (Pa) whose layer (at rest, p_s = 1000 hPa) the maps show by default.
 MAP_PRESSURE = 85000.0
@@ -112,21 +107,11 @@ def run_sensitivity(config, *, progress: bool = True) -> dict:
     output and its maps are claimed before any work; a watchdog stop or a J or gradient that is
     not finite raises WatchdogError with nothing written."""
     from hydrostatic.plot import gradient_maps
-    from meshops.parallel.comm import world
 
-    sens = config.sensitivity
-    maps = gradient_maps(sens.output, sens.controls) if sens.plot else []
-    files = claim_outputs(world(), "sensitivity.output", [sens.output], maps,
-                          maps_off="sensitivity.plot: false")
-    try:
-        return _sensitivity(config, progress)
-    finally:
-        release(files)
+    return claimed(config.sensitivity, gradient_maps, lambda: _sensitivity(config, progress))
 
 
 def _sensitivity(config, progress: bool) -> dict:
-    from swm.collective import on_root
-
     from hydrostatic.plot import plot_gradients
 
     sens = config.sensitivity
@@ -135,20 +120,10 @@ def _sensitivity(config, progress: bool) -> dict:
     state0 = [x.copy() for x in s.model.state]
     value, grads, stats = sensitivity_sweep(s, sens, cost, state_checker(config, s), progress)
     chosen = control_gradients(s, grads, state0, sens.controls)
-    require_finite(s, value, list(chosen.values()),
-                   f"sensitivity run: nothing written to sensitivity.output = {str(sens.output)!r}")
-    norms = {name: owned_inner(s.distribution, [(loc, g, g)]) ** 0.5
-             for name, loc, g in chosen.values()}
-    log_sweep(s, sens, value, stats, norms)
-    write_gradients(config, s, chosen, value, cost.units, A, B)
-    if s.comm.Get_rank() == 0:
-        log.info("gradients written to %s", sens.output)
-    if sens.plot:
-        def plot():
-            for target in plot_gradients(sens.output):
-                log.info("wrote %s", target)
-        on_root(s.comm, plot)
-    return {"J": value, **norms, "forward_steps": stats.forward_steps}
+    fields = list(chosen.values())
+    return finish(s, sens, value, stats, fields, fields,
+                  lambda: write_gradients(config, s, chosen, value, cost.units, A, B),
+                  plot_gradients)
 
 
 def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B) -> None:

@@ -113,6 +113,22 @@ class Setup:
     fingerprint: dict = None
 
 
+def read_resumed(config, mesh, locations: dict, dtype, fingerprint: dict, total: int, dt: float,
+                 **options) -> tuple[dict, int]:
+    """({name: global field}, step) of the restart file restart.path to resume from
+    (`swm.output.read_restart` of the fields at `locations` on the global `mesh`, checked against
+    the run's `fingerprint`; `options` its own); ConfigError when that step is at or past the
+    run's end (`total` steps of `dt` s)."""
+    saved, start = read_restart(config.restart.path, locations=locations,
+                                sizes={"nCells": mesh.nCells, "nEdges": mesh.nEdges}, dtype=dtype,
+                                fingerprint=fingerprint, **options)
+    if start >= total:
+        raise ConfigError(f"restart.resume: the restart {config.restart.path} is at day "
+                          f"{start * dt / DAY:.4g}, at or past the run's end (time.days = "
+                          f"{config.time.days}); expected a longer time.days to extend it")
+    return saved, start
+
+
 def setup(config: Config) -> Setup:
     """Mesh, decomposition, initial state (or the restart's) and model of `config` on every rank
     of the world communicator."""
@@ -138,13 +154,8 @@ def setup(config: Config) -> Setup:
                        "cells": cells_fingerprint(mesh), "mesh_settings": mesh_settings(config)}
         start = 0
         if config.restart.resume:
-            state, start = read_restart(config.restart.path, locations={"h": "cell", "u": "edge"},
-                                        sizes={"nCells": mesh.nCells, "nEdges": mesh.nEdges},
-                                        dtype=dtype, fingerprint=fingerprint)
-            if start >= total:
-                raise ConfigError(f"restart.resume: the restart {config.restart.path} is at day "
-                                  f"{start * dt / DAY:.4g}, at or past the run's end (time.days = "
-                                  f"{config.time.days}); expected a longer time.days to extend it")
+            state, start = read_resumed(config, mesh, {"h": "cell", "u": "edge"}, dtype,
+                                        fingerprint, total, dt)
             root["state"].h, root["state"].u = state["h"], state["u"]
         log.info("mesh and initial state in %.2f s", time.perf_counter() - t0)
         return dt, per_output, total, fingerprint, start

@@ -108,6 +108,18 @@ def colorbar_scale(colorbar) -> None:
     colorbar.set_label(rf"$\times 10^{{{exponent}}}$")
 
 
+def save_png(fig, target) -> None:
+    """Write matplotlib figure `fig` to `target` as a PNG, atomically, with the text chunk
+    model_name = MODEL_NAME (this model's PNG: `swm.output.png_written_by_model`); close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_path(target) as tmp:
+            fig.savefig(tmp, format="png", bbox_inches="tight", metadata={"model_name": MODEL_NAME})
+    finally:
+        plt.close(fig)
+
+
 def draw_map(geometry, values, cmap: str, title: str, target) -> None:
     """One longitude-latitude PNG map of cell values (diverging maps centred on zero) drawn by
     `geometry` (`map_geometry`), written atomically to `target` with the text chunk model_name =
@@ -138,11 +150,7 @@ def draw_map(geometry, values, cmap: str, title: str, target) -> None:
            title="\n".join(textwrap.wrap(title, TITLE_WIDTH)))    # not over the colorbar
     ax.set_aspect("equal")
     colorbar_scale(fig.colorbar(collection, ax=ax, shrink=0.8))
-    try:
-        with atomic_path(target) as tmp:
-            fig.savefig(tmp, format="png", bbox_inches="tight", metadata={"model_name": MODEL_NAME})
-    finally:
-        plt.close(fig)
+    save_png(fig, target)
 
 
 def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:

@@ -12,16 +12,13 @@ subprocesses on a level-3 JW06 baroclinic wave (642 cells, 26 levels, steps of 1
   previous history kept, nothing else left;
 - the run's files (`written_files`) include the restart and its lock: a restart.path that is the
   history or its partial file is refused before any work, and a run writes nothing unlisted."""
-import resource
 import shutil
-import signal
-import subprocess
 
 import pytest
 
 from tests.hydrostatic.test_run import config, history
-from tests.swm.test_faults import (ROOT, assert_same, command, env, error_of, ok, refused,
-                                   run_model, snapshot)
+from tests.swm.test_faults import (ROOT, assert_full_disk_line, assert_same, leftovers, ok,
+                                   refused, run_model, run_on_a_full_disk, snapshot)
 
 LEVEL3 = {"mesh": {"generate": {"level": 3, "lloyd": 20}}, "time": {"days": 0.25, "dt": 1800},
           "diffusion": {"visc4": 1.0e16},
@@ -36,11 +33,6 @@ def l3(tmp_path, name, **sections):
     for key, value in sections.items():
         merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) else value
     return config(tmp_path, name, **merged)
-
-
-def leftovers(tmp_path, name):
-    return [p.name for p in (tmp_path / f"{name}.nc.lock", tmp_path / f"{name}.restart.nc.lock",
-                             tmp_path / f"{name}.nc.partial") if p.exists()]
 
 
 @pytest.fixture(scope="module")
@@ -128,13 +120,6 @@ def test_a_resume_swm_refuses_is_refused_naming_the_key(tmp_path, whole, first, 
 
 # -- a full disk -----------------------------------------------------------------------------------
 
-def _file_size_limit(limit):
-    def limited():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # a write past the limit fails: EFBIG
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-    return limited
-
-
 @pytest.mark.parametrize("limit", [400_000, 1_600_000])
 def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, whole, limit):
     """The history of a first run (about 2.9 MB: the mesh part 0.8 MB, a record 0.7 MB) stays as
@@ -145,15 +130,9 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, whole,
     path = l3(tmp_path, "h", time={"days": 0.125}, restart={"interval_hours": None})
     ok(run_model(path, cache=cache))
     before = snapshot(tmp_path / "h.nc", path)
-    out = subprocess.run(command(path, "--set", "time.days=0.25"), env=env(cache),
-                         capture_output=True, text=True, timeout=300,
-                         preexec_fn=_file_size_limit(limit))
+    out = run_on_a_full_disk(path, "--set", "time.days=0.25", cache=cache, limit=limit)
     assert out.returncode == 2, out.stderr
-    line = error_of(out.stderr)
-    for word in (f"output.path = '{tmp_path / 'h.nc'}'", str(tmp_path / "h.nc.partial"),
-                 "no space left on device", "left as it was"):
-        assert word in line, (word, line)
-    assert "HDF error" not in out.stderr
+    assert_full_disk_line(out, tmp_path / "h.nc")
     assert snapshot(*before) == before
     assert {p.name for p in tmp_path.iterdir()} == {"h.yaml", "h.nc"}
 

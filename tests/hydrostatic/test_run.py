@@ -18,6 +18,7 @@ import yaml
 
 from tests.swm.test_faults import (RANKS, Background, Records, assert_same, env, error_of, ok,
                                    run_model, snapshot)
+from tests.swm.test_faults import history as swm_history
 from tests.swm.test_signals import listing, stopped, user_files
 
 VARIABLES = ["theta", "temperature", "pressure", "surface_pressure", "temperature_850hPa", "u",
@@ -42,12 +43,7 @@ def config(tmp_path, name, **sections):
 
 def history(path) -> Records:
     """{name: array} of every variable of a history or restart file (`timed`: along Time)."""
-    with netCDF4.Dataset(path) as ds:
-        ds.set_auto_mask(False)
-        out = Records((name, ds[name][:]) for name in ds.variables)
-        out.timed = frozenset(n for n in ds.variables if ds[n].dimensions[:1] == ("Time",))
-    assert {"Time", "xtime"} <= out.timed
-    return out
+    return swm_history(path, timed=())
 
 
 def test_history_is_read_by_xarray_with_mpas_names(tmp_path):

@@ -114,6 +114,17 @@ def scatter(d, location, field, fill=np.nan):
     return x
 
 
+def local_fields(dist, fields, locations) -> tuple:
+    """This rank's copies of global `fields` at `locations` on distribution `dist`: owned rows
+    from them, NaN in the halo rows (`scatter`)."""
+    return tuple(scatter(dist.decomposition, loc, a) for a, loc in zip(fields, locations))
+
+
+def owned_rows(dist, arrays, locations) -> tuple:
+    """The owned rows of this rank's `arrays` at `locations`."""
+    return tuple(a[:dist.owned[loc]] for a, loc in zip(arrays, locations))
+
+
 def skip_nccl_on_shared_gpu(comm, transport):
     """Skip (on every rank alike: the device identities are allgathered) a test of the "nccl"
     transport where ranks share a GPU (more ranks than GPUs): NCCL refuses that."""

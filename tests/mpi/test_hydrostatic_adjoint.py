@@ -11,14 +11,13 @@ from adjoint import dot_product_test
 from grids.cache import cached_icosahedral
 from meshops.modes import ADJOINT_MODES
 from meshops.parallel.comm import allreduce_sum
-from swm.stepper import rk4_step
 
 from hydrostatic.distribution import Distributed, halo_depth
 from hydrostatic.model import Model
 
-from ..hydrostatic.test_adjoint import (DT, _steps_adj, _steps_tl, base_state, direction,
-                                        physics_of, randn_like)
-from .conftest import decomposition, scatter
+from ..hydrostatic.test_adjoint import (DT, _starts, _steps_adj, _steps_tl, base_state,
+                                        direction, physics_of, randn_like)
+from .conftest import decomposition, local_fields, owned_rows, scatter
 
 CONTROLS = ("cell", "cell", "edge", "cell")     # (mass0, theta_mass0, u0, phi_s)
 STATE = ("cell", "cell", "edge")
@@ -43,36 +42,20 @@ def _setup(comm, mesh, rng):
     return state, serial, model, dist
 
 
-def _starts(model):
-    starts, fields = [], model.state
-    for _ in range(STEPS):
-        starts.append(fields)
-        fields = rk4_step(model, *(a.copy() for a in fields))
-    return starts
-
-
-def _local(dist, fields, locations):
-    return tuple(scatter(dist.decomposition, loc, a) for a, loc in zip(fields, locations))
-
-
-def _owned(dist, arrays, locations):
-    return tuple(a[:dist.owned[loc]] for a, loc in zip(arrays, locations))
-
-
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
 def test_hydrostatic_dot_product_on_ranks(comm, hydro_mesh, rng, mode):
     """<M' x, y> = <x, M'^T y> over owned rows of every rank (1e-12); the adjoint's halo rows are
     zero."""
     state, _, model, dist = _setup(comm, hydro_mesh, rng)
-    starts = _starts(model)
-    x = _local(dist, direction(state, rng), CONTROLS)
-    y = _local(dist, randn_like(rng, state[:3]), STATE)
+    starts = _starts(model, STEPS)
+    x = local_fields(dist, direction(state, rng), CONTROLS)
+    y = local_fields(dist, randn_like(rng, state[:3]), STATE)
     adjoint = _steps_adj(model, starts, mode, *y)
     for a, loc in zip(adjoint, CONTROLS):
         assert not np.any(a[dist.owned[loc]:]) and np.all(np.isfinite(a))
     result = dot_product_test(
         lambda *dx: _steps_tl(model, starts, *dx), lambda *a: _steps_adj(model, starts, mode, *a),
-        x, y, restrict=lambda arrays, side: _owned(dist, arrays, CONTROLS if side == "domain" else STATE),
+        x, y, restrict=lambda arrays, side: owned_rows(dist, arrays, CONTROLS if side == "domain" else STATE),
         allreduce=allreduce_sum(comm))
     assert result.relative_error <= 1e-12, result
 
@@ -82,14 +65,14 @@ def test_hydrostatic_gradient_equals_one_process(comm, hydro_mesh, rng):
     atomic gradient to 1e-13 relative."""
     state, serial, model, dist = _setup(comm, hydro_mesh, rng)
     x, y = direction(state, rng), randn_like(rng, state[:3])
-    starts, serial_starts = _starts(model), _starts(serial)
-    tl = _steps_tl(model, starts, *_local(dist, x, CONTROLS))
+    starts, serial_starts = _starts(model, STEPS), _starts(serial, STEPS)
+    tl = _steps_tl(model, starts, *local_fields(dist, x, CONTROLS))
     gathered = [dist.gather(loc, a) for a, loc in zip(tl, STATE)]
     if comm.Get_rank() == 0:
         for got, ref in zip(gathered, _steps_tl(serial, serial_starts, *x)):
             assert np.array_equal(got, ref)
     for mode in ADJOINT_MODES:
-        adjoint = _steps_adj(model, starts, mode, *_local(dist, y, STATE))
+        adjoint = _steps_adj(model, starts, mode, *local_fields(dist, y, STATE))
         gathered = [dist.gather(loc, a) for a, loc in zip(adjoint, CONTROLS)]
         if comm.Get_rank() == 0:
             reference = _steps_adj(serial, serial_starts, mode, *y)

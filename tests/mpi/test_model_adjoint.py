@@ -14,7 +14,7 @@ from swm.distribution import Distributed, halo_depth, owned_inner
 from swm.model import Model
 
 from ..adjoint.states import DT, PHYSICS, adjoint_inputs, directions, perturbed_state
-from .conftest import decomposition, scatter
+from .conftest import decomposition, local_fields, owned_rows
 
 CONTROLS = ("cell", "edge", "cell")          # (h0, u0, b)
 STATE = ("cell", "edge")                     # (h, u)
@@ -58,15 +58,6 @@ def _adj(model, starts, h_adj, u_adj, mode):
     return h_adj, u_adj, b_adj
 
 
-def _local(dist, fields, locations):
-    """This rank's owned rows of global fields, NaN in the halo rows."""
-    return tuple(scatter(dist.decomposition, loc, a) for a, loc in zip(fields, locations))
-
-
-def _owned(dist, arrays, locations):
-    return tuple(a[:dist.owned[loc]] for a, loc in zip(arrays, locations))
-
-
 @pytest.mark.parametrize("steps", [1, 3])
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
 def test_dot_product_on_ranks(comm, ico_mesh, rng, mode, steps):
@@ -74,14 +65,15 @@ def test_dot_product_on_ranks(comm, ico_mesh, rng, mode, steps):
     the adjoint's halo rows are zero."""
     _, model, dist = _setup(comm, ico_mesh, rng, "all", "williamson6")
     starts = _starts(model, steps)
-    x = _local(dist, directions(ico_mesh, rng), CONTROLS)
-    y = _local(dist, adjoint_inputs(ico_mesh, rng), STATE)
+    x = local_fields(dist, directions(ico_mesh, rng), CONTROLS)
+    y = local_fields(dist, adjoint_inputs(ico_mesh, rng), STATE)
     adjoint = _adj(model, starts, *y, mode)
     for a, loc in zip(adjoint, CONTROLS):
         assert not np.any(a[dist.owned[loc]:]) and np.all(np.isfinite(a))
     result = dot_product_test(
         lambda *d: _tl(model, starts, *d), lambda *a: _adj(model, starts, *a, mode), x, y,
-        restrict=lambda arrays, side: _owned(dist, arrays, CONTROLS if side == "domain" else STATE),
+        restrict=lambda arrays, side: owned_rows(dist, arrays,
+                                                 CONTROLS if side == "domain" else STATE),
         allreduce=allreduce_sum(comm))
     assert result.relative_error <= 1e-12, result
 
@@ -94,13 +86,13 @@ def test_tangent_linear_and_gradient_equal_one_process(comm, ico_mesh, rng, phys
     serial, model, dist = _setup(comm, ico_mesh, rng, physics, method=method)
     x, y = directions(ico_mesh, rng), adjoint_inputs(ico_mesh, rng)
     starts, serial_starts = _starts(model, 3), _starts(serial, 3)
-    tl = _tl(model, starts, *_local(dist, x, CONTROLS))
+    tl = _tl(model, starts, *local_fields(dist, x, CONTROLS))
     gathered = [dist.gather(loc, a) for a, loc in zip(tl, STATE)]
     if comm.Get_rank() == 0:
         for got, ref in zip(gathered, _tl(serial, serial_starts, *x)):
             assert np.array_equal(got, ref)
     for mode in ADJOINT_MODES:
-        adjoint = _adj(model, starts, *_local(dist, y, STATE), mode)
+        adjoint = _adj(model, starts, *local_fields(dist, y, STATE), mode)
         gathered = [dist.gather(loc, a) for a, loc in zip(adjoint, CONTROLS)]
         if comm.Get_rank() == 0:
             reference = _adj(serial, serial_starts, *y, mode)
@@ -110,7 +102,7 @@ def test_tangent_linear_and_gradient_equal_one_process(comm, ico_mesh, rng, phys
             if mode == "deterministic":
                 assert all(np.array_equal(g, r) for g, r in zip(gathered, reference)), diffs
             assert max(diffs) <= 1e-13, diffs
-        pairs = [(loc, a, b) for loc, a, b in zip(CONTROLS, adjoint, _local(dist, x, CONTROLS))]
+        pairs = [(loc, a, b) for loc, a, b in zip(CONTROLS, adjoint, local_fields(dist, x, CONTROLS))]
         total = owned_inner(dist, pairs)
         if comm.Get_rank() == 0:
             exact = sum(float(np.dot(g, b)) for g, b in zip(gathered, x))
@@ -130,9 +122,9 @@ def test_one_adjoint_exchange_per_stage(comm, ico_mesh, rng):
         return sum(ex.stats.messages_sent for ex in exchanges)
 
     before = sent()
-    rk4_step_adj(model, h, u, *_local(dist, adjoint_inputs(ico_mesh, rng), STATE))
+    rk4_step_adj(model, h, u, *local_fields(dist, adjoint_inputs(ico_mesh, rng), STATE))
     after_adj = sent()
-    rk4_step_tl(model, h, u, *_local(dist, directions(ico_mesh, rng), CONTROLS))
+    rk4_step_tl(model, h, u, *local_fields(dist, directions(ico_mesh, rng), CONTROLS))
     # forward stage states (4 exchanges) and adjoint stages (4); tangent-linear: 4 + 4
     assert after_adj - before == 8 * neighbours
     assert sent() - after_adj == 8 * neighbours
@@ -174,9 +166,9 @@ def test_terms_of_every_target_on_ranks(comm, ico_mesh, rng):
     x, y = directions(ico_mesh, rng), adjoint_inputs(ico_mesh, rng)
     starts, serial_starts = _starts(model, 3), _starts(serial, 3)
     results = [dist.gather(loc, a) for a, loc in zip(starts[-1], STATE)]
-    results += [dist.gather(loc, a) for a, loc in zip(_tl(model, starts, *_local(dist, x, CONTROLS)), STATE)]
+    results += [dist.gather(loc, a) for a, loc in zip(_tl(model, starts, *local_fields(dist, x, CONTROLS)), STATE)]
     results += [dist.gather(loc, a) for a, loc in
-                zip(_adj(model, starts, *_local(dist, y, STATE), "deterministic"), CONTROLS)]
+                zip(_adj(model, starts, *local_fields(dist, y, STATE), "deterministic"), CONTROLS)]
     if comm.Get_rank() == 0:
         references = (*serial_starts[-1], *_tl(serial, serial_starts, *x),
                       *_adj(serial, serial_starts, *y, "deterministic"))
@@ -184,7 +176,8 @@ def test_terms_of_every_target_on_ranks(comm, ico_mesh, rng):
             assert np.array_equal(got, ref), i
     result = dot_product_test(
         lambda *dx: _tl(model, starts, *dx), lambda *a: _adj(model, starts, *a, "deterministic"),
-        _local(dist, x, CONTROLS), _local(dist, y, STATE),
-        restrict=lambda arrays, side: _owned(dist, arrays, CONTROLS if side == "domain" else STATE),
+        local_fields(dist, x, CONTROLS), local_fields(dist, y, STATE),
+        restrict=lambda arrays, side: owned_rows(dist, arrays,
+                                                 CONTROLS if side == "domain" else STATE),
         allreduce=allreduce_sum(comm))
     assert result.relative_error <= 1e-12, result

@@ -9,6 +9,7 @@ Multi-rank cases run under `mpiexec -n 2` (marker mpi)."""
 import hashlib
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -67,6 +68,27 @@ def run_model(path, *extra, ranks=1, cache=None):
                           capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
+def run_on_a_full_disk(path, *extra, cache, limit):
+    """run_model.py on `path` on one process whose files may not grow past `limit` bytes: a write
+    past it fails with EFBIG, as on a full disk. (One process: MPICH's shared memory cannot start
+    under a file size limit.)"""
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    return subprocess.run(command(path, *extra), env=env(cache), capture_output=True, text=True,
+                          timeout=TIMEOUT_S, preexec_fn=limited)
+
+
+def assert_full_disk_line(out, history) -> None:
+    """The one error line of a run that could not write its history `history` (output.path) names
+    the key, the file and its partial file, the full disk and the previous history kept."""
+    line = error_of(out.stderr)
+    for word in (f"output.path = '{history}'", f"{history}.partial", "no space left on device",
+                 "left as it was"):
+        assert word in line, (word, line)
+    assert "HDF error" not in out.stderr
+
+
 def ok(out):
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr, out.stderr
@@ -107,12 +129,14 @@ class Records(dict):
     timed = frozenset()
 
 
-def history(path) -> Records:
+def history(path, timed=("h", "u", "mass")) -> Records:
+    """{name: array} of every variable of a history or restart file; fails unless Time, xtime
+    and `timed` (the shallow-water history's fields) lie along Time."""
     with netCDF4.Dataset(path) as ds:
         ds.set_auto_mask(False)
         out = Records((name, ds[name][:]) for name in ds.variables)
         out.timed = frozenset(n for n in ds.variables if ds[n].dimensions[:1] == ("Time",))
-    assert {"Time", "xtime", "h", "u", "mass"} <= out.timed
+    assert {"Time", "xtime", *timed} <= out.timed
     return out
 
 

@@ -6,16 +6,14 @@ file it cannot draw. Every fault is made for real in a subprocess; every refusal
 names the keys and files, before any work, with every file there left byte for byte."""
 import os
 import pathlib
-import resource
-import signal
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from tests.swm.test_faults import (RANKS, ROOT, command, env, error_of, make_config, ok, run_model,
-                                   snapshot)
+from tests.swm.test_faults import (RANKS, ROOT, assert_full_disk_line, env, error_of, make_config,
+                                   ok, run_model, run_on_a_full_disk, snapshot)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -192,13 +190,6 @@ def test_an_output_under_proc_names_its_key(tmp_path, ranks):
 
 # -- 4. a full disk --------------------------------------------------------------------------------
 
-def _file_size_limit(limit):
-    def limited():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # a write past the limit fails: EFBIG
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-    return limited
-
-
 @pytest.mark.parametrize("limit", [100_000, 500_000])
 def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit, rng):
     """The history of a first run (about 330 kB with its mesh) stays as it was when a longer
@@ -211,15 +202,9 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit,
     before = snapshot(tmp_path / "h.nc", path)
     assert len(before) == 2
     longer = ["--set", "time.days=10", "--set", "output.interval_hours=6"]
-    out = subprocess.run(command(path, *longer), env=env(tmp_path / "cache"),
-                         capture_output=True, text=True, timeout=300,
-                         preexec_fn=_file_size_limit(limit))
+    out = run_on_a_full_disk(path, *longer, cache=tmp_path / "cache", limit=limit)
     assert out.returncode != 0, out.stderr
-    line = error_of(out.stderr)
-    for word in (f"output.path = '{tmp_path / 'h.nc'}'", str(tmp_path / "h.nc.partial"),
-                 "no space left on device", "left as it was"):
-        assert word in line, (word, line)
-    assert "HDF error" not in out.stderr
+    assert_full_disk_line(out, tmp_path / "h.nc")
     assert snapshot(*before) == before
     assert files_in(tmp_path) == {"h.yaml", "h.nc"}         # no partial, lock or temporary
 
