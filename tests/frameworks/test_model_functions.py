@@ -52,7 +52,7 @@ def reference(model, controls, y, n_steps, mode="deterministic"):
                     device_mesh=model.device_mesh)
         for _ in range(n_steps):
             run.step()
-        _, grads, _ = run_gradient(model, (h0, u0), FinalStateProjection(*y, n_steps), n_steps,
+        _, grads, _ = run_gradient(model, (h0, u0), FinalStateProjection(y, n_steps), n_steps,
                                    mode=mode)
     finally:
         model.b = own
