@@ -23,6 +23,9 @@ class Model:
     #: the tangent-linear and adjoint steps perturb), in `swm.stepper`'s order.
     state_locations = ("cell", "cell", "edge")
     control_locations = ("cell",)
+    #: Their names (the model's attributes of them).
+    state_names = ("mass", "theta_mass", "u")
+    control_names = ("phi_s",)
 
     def __init__(self, mesh, mass, theta_mass, u, phi_s, f_vertex, dt: float, physics: Physics,
                  distribution=None, device_mesh=None):

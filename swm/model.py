@@ -36,6 +36,9 @@ class Model:
     #: the tangent-linear and adjoint steps perturb), in `swm.stepper`'s order.
     state_locations = ("cell", "edge")
     control_locations = ("cell",)
+    #: Their names (the model's attributes of them).
+    state_names = ("h", "u")
+    control_names = ("b",)
 
     def __init__(self, mesh, h, u, b, f_vertex, dt: float, physics: Physics | None = None,
                  distribution=None, device_mesh=None, fused: bool | None = None):
