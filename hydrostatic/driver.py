@@ -20,11 +20,10 @@ from swm.collective import on_root
 from swm.config import ConfigError
 from swm.config import fixed_steps
 from swm.constants import DAY, GRAVITY
-from swm.driver import build_mesh, grid_reference, read_resumed
+from swm.driver import build_mesh, grid_reference, read_resumed, step_through
 from swm.output import AsyncWriter, check_resumed_history, claim, provenance
 from swm.schedules import IterationInterval
 from swm.simulation import Simulation
-from swm.watchdog import WatchdogError
 
 from hydrostatic import levels, testcases
 from hydrostatic.callbacks import CALLBACKS, Watchdog
@@ -120,17 +119,7 @@ def run(config, *, progress: bool = True) -> dict:
     early (its state written to the history and the restart file: a resume continues them)."""
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress)
-    try:
-        sim.prepare()
-        log.info("ready to step in %.2f s", time.perf_counter() - t0)
-        sim.run()
-    except WatchdogError:
-        log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
-                  sim.time / DAY, config.output.path, config.restart.path)
-        raise
-    except BaseException:
-        sim.abandon()                        # stopped before the loop's own finish
-        raise
+    step_through(sim, config, t0)
     steps, wall = s.total - s.start, sim.loop_seconds
     log.info("%d steps in %.2f s (%.1f simulated days per hour); output %s", steps, wall,
              steps * sim.model.dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path)

@@ -192,6 +192,22 @@ def state_check(config: Config, s: Setup) -> StateCheck:
     return StateCheck(s.model, s.distribution, GRAVITY, config.watchdog.cfl_limit)
 
 
+def step_through(sim, config, t0: float) -> None:
+    """Prepare and run `sim` (a run of `config` set up from time `t0`): a watchdog stop logs where
+    the last good state was written; any other stop abandons the loop before it finished."""
+    try:
+        sim.prepare()
+        log.info("ready to step in %.2f s", time.perf_counter() - t0)
+        sim.run()
+    except WatchdogError:
+        log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
+                  sim.time / DAY, config.output.path, config.restart.path)
+        raise
+    except BaseException:
+        sim.abandon()                        # stopped before the loop's own finish
+        raise
+
+
 def state_checker(config: Config, s: Setup):
     """check(state, step) of a state (h, u) of the run at its dt (`state_check`): the watchdog
     of its gradients (`adjoint.gradient.watchdog`)."""
@@ -313,18 +329,8 @@ def run(config: Config, *, progress: bool = True, plot: bool = False) -> dict:
     the history and the restart file)."""
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress, plot=plot)
-    try:
-        s.global_mesh = None                 # written to the history; not needed any more
-        sim.prepare()
-        log.info("ready to step in %.2f s", time.perf_counter() - t0)
-        sim.run()
-    except WatchdogError:
-        log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
-                  sim.time / DAY, config.output.path, config.restart.path)
-        raise
-    except BaseException:
-        sim.abandon()                        # stopped before the loop's own finish
-        raise
+    s.global_mesh = None                     # written to the history; not needed any more
+    step_through(sim, config, t0)
     steps, wall = s.total - s.start, sim.loop_seconds
     log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output %s (files "
              "finished in %.2f s)", steps, wall, steps / max(wall, 1e-9),
