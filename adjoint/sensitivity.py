@@ -26,6 +26,7 @@ from adjoint.costs import Context, CostError, make_cost
 from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangent, watchdog
 from adjoint.snapshot_memory import plan
 from adjoint.verification import taylor_test
+from swm import stop
 from swm.config import Config, ConfigError
 from swm.constants import DAY
 from swm.distribution import owned_inner
@@ -162,23 +163,25 @@ def sensitivity_sweep(s, sens, cost, check, progress: bool):
     log.info("adjoint tables and kernels ready in %.2f s", time.perf_counter() - t0)
     checkpointing, memory = plan(sens.checkpointing, s.total, sum(x.nbytes for x in model.state),
                                  s.comm, s.xp, "sensitivity.checkpointing", work)
-    log.info("checkpointing %s: %s", checkpointing.schedule, memory)
-    t0 = time.perf_counter()
-    try:
-        with quiet_floats():
-            value, grads, stats = run_gradient(model, model.state, cost, s.total,
-                                               mode=sens.adjoint_mode,
-                                               checkpointing=checkpointing,
-                                               rank=s.comm.Get_rank(), on_step=on_step,
-                                               check=check,
-                                               checkpointing_key="sensitivity.checkpointing",
-                                               planned=memory)
-    except WatchdogError as exc:
-        raise WatchdogError(f"{exc}; nothing written to sensitivity.output = "
-                            f"{str(sens.output)!r}") from None
-    finally:
-        for bar in bars.values():
-            bar.close()
+    # Deferred from the line that announces the sweeps: a signal after it is reported by the sweep.
+    with stop.deferred():
+        log.info("checkpointing %s: %s", checkpointing.schedule, memory)
+        t0 = time.perf_counter()
+        try:
+            with quiet_floats():
+                value, grads, stats = run_gradient(model, model.state, cost, s.total,
+                                                   mode=sens.adjoint_mode,
+                                                   checkpointing=checkpointing,
+                                                   rank=s.comm.Get_rank(), on_step=on_step,
+                                                   check=check,
+                                                   checkpointing_key="sensitivity.checkpointing",
+                                                   planned=memory)
+        except WatchdogError as exc:
+            raise WatchdogError(f"{exc}; nothing written to sensitivity.output = "
+                                f"{str(sens.output)!r}") from None
+        finally:
+            for bar in bars.values():
+                bar.close()
     stats.wall, stats.schedule = time.perf_counter() - t0, checkpointing.schedule
     return value, grads, stats
 
