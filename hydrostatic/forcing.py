@@ -43,17 +43,19 @@ class HeldSuarez:
 
     def _profile(self, mesh, d) -> dict:
         """The forcing's fields of the column diagnostics `d`: sigma, sigma_e (edges), s, s_e,
-        exner, Q, T_eq, theta_eq (= T_eq / exner) and k_T."""
+        exner, Q, T_eq, theta_eq (= T_eq / exner), k_T and cos^2(lat), in the fields' dtype."""
         xp, p = self.xp, d["p"]
+        sin2, cos2 = (a.astype(p.dtype, copy=False) for a in (self.sin2, self.cos2))
         sigma = p / d["p_i"][:, :1]
         sigma_e = meshops.interp_c2e(mesh, sigma)
         s = xp.maximum(0.0, (sigma - SIGMA_B) / (1.0 - SIGMA_B))
         exner = meshops.exner(mesh, p)
-        Q = 315.0 - DT_Y * self.sin2 - DTHETA_Z * xp.log(p / P0) * self.cos2
+        Q = 315.0 - DT_Y * sin2 - DTHETA_Z * xp.log(p / P0) * cos2
         t_eq = xp.maximum(T_MIN, Q * exner)
         return dict(sigma=sigma, sigma_e=sigma_e, s=s,
                     s_e=xp.maximum(0.0, (sigma_e - SIGMA_B) / (1.0 - SIGMA_B)), exner=exner, Q=Q,
-                    t_eq=t_eq, theta_eq=t_eq / exner, k_t=K_A + (K_S - K_A) * s * self.cos2 ** 2)
+                    t_eq=t_eq, theta_eq=t_eq / exner, k_t=K_A + (K_S - K_A) * s * cos2 ** 2,
+                    cos2=cos2)
 
     def tendencies(self, mesh, d, mass, u):
         """(tend_theta_mass, tend_u) of the state with column diagnostics `d`
@@ -71,11 +73,11 @@ class HeldSuarez:
         ds = xp.where(f["s"] > 0, dsigma / (1.0 - SIGMA_B), 0.0)
         ds_e = xp.where(f["s_e"] > 0, meshops.interp_c2e(mesh, dsigma) / (1.0 - SIGMA_B), 0.0)
         dexner = meshops.exner_tl(mesh, p, dd["p"])
-        dQ = -DTHETA_Z * self.cos2 * dd["p"] / p
+        dQ = -DTHETA_Z * f["cos2"] * dd["p"] / p
         dt_eq = xp.where(f["Q"] * f["exner"] > T_MIN, dQ * f["exner"] + f["Q"] * dexner, 0.0)
         dtheta_eq = (dt_eq - f["theta_eq"] * dexner) / f["exner"]
         r = d["theta"] - f["theta_eq"]
-        dk_t = (K_S - K_A) * ds * self.cos2 ** 2
+        dk_t = (K_S - K_A) * ds * f["cos2"] ** 2
         dtend_theta_mass = -(dk_t * mass * r + f["k_t"] * dmass * r
                              + f["k_t"] * mass * (dd["theta"] - dtheta_eq))
         return dtend_theta_mass.astype(mass.dtype), (-K_F * (ds_e * u + f["s_e"] * du)).astype(u.dtype)
@@ -97,13 +99,13 @@ class HeldSuarez:
         r = d["theta"] - f["theta_eq"]
         r_adj = -(f["k_t"] * mass * g)
         mass_adj = -(f["k_t"] * r * g)
-        s_adj = -((K_S - K_A) * self.cos2 ** 2 * mass * r * g)
+        s_adj = -((K_S - K_A) * f["cos2"] ** 2 * mass * r * g)
         theta_eq_adj = -r_adj
         t_eq_adj = theta_eq_adj / f["exner"]
         active = f["Q"] * f["exner"] > T_MIN
         exner_adj = -f["theta_eq"] * theta_eq_adj / f["exner"] + xp.where(active, f["Q"] * t_eq_adj, 0.0)
         Q_adj = xp.where(active, f["exner"] * t_eq_adj, 0.0)
-        p_adj = meshops.exner_adj(mesh, p, exner_adj, mode=mode) - DTHETA_Z * self.cos2 * Q_adj / p
+        p_adj = meshops.exner_adj(mesh, p, exner_adj, mode=mode) - DTHETA_Z * f["cos2"] * Q_adj / p
         u_adj = -(K_F * f["s_e"] * g_u)
         s_e_adj = -(K_F * u * g_u)
         sigma_adj = (xp.where(f["s"] > 0, s_adj / (1.0 - SIGMA_B), 0.0)

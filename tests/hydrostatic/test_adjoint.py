@@ -4,7 +4,8 @@ random states near the JW06 baroclinic wave: dot-product tests (relative <= 1e-1
 each piece (column diagnostics, vertical mass flux, flux diagnostics, every term, the Held-Suarez
 forcing) and of the whole tendencies in both adjoint modes, Taylor tests of each piece's tangent
 and of the whole against the forward (remainders fall as eps^2), and the dot and Taylor tests of
-three RK4 steps through the shared stepper with the surface geopotential as control. Marked gpu:
+three RK4 steps through the shared stepper with the surface geopotential as control; in float32,
+the dot tests to float32's round-off and the tangent and adjoint following float64's. Marked gpu:
 the same on CuPy, and CuPy's tangent-linear and adjoint equal NumPy's to round-off. On ranks:
 tests/mpi/test_hydrostatic_adjoint.py."""
 from dataclasses import replace
@@ -298,6 +299,34 @@ def test_rk4_steps(mesh, rng, mode):
 
     result = tangent_taylor_test(forward, tangent, state[:4], x, y)
     assert result.passed(1.9), result
+
+
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
+def test_float32_tangent_and_adjoint(mesh, rng, mode):
+    """In float32 (the geometry float64; all physics): the tendencies' and two RK4 steps'
+    tangent-linear and adjoint stay float32, pass the dot test to float32's round-off, and follow
+    float64's to 1e-3 of each field's largest entry."""
+    state = base_state(mesh, rng)
+    x, y = direction(state, rng), randn_like(rng, state[:3])
+    out = {}
+    for dtype in (np.float64, np.float32):
+        p = physics_of("all", mesh)
+        p = replace(p, dB=p.dB.astype(dtype))
+        s, dx, dy = ([a.astype(dtype) for a in group] for group in (state, x, y))
+        model = _model(mesh, s, p)
+        starts = _starts(model, 2)
+        tl_steps = lambda *d: _steps_tl(model, starts, *d)
+        adj_steps = lambda *a: _steps_adj(model, starts, mode, *a)
+        tl_tend = lambda *d: tendencies_tl(mesh, *s[:4], s[4], p, *d)
+        adj_tend = lambda *a: tendencies_adj(mesh, *s[:4], s[4], p, *a, mode=mode)
+        out[dtype] = (*tl_steps(*dx), *adj_steps(*dy), *tl_tend(*dx), *adj_tend(*dy))
+        if dtype == np.float32:
+            assert all(a.dtype == np.float32 for a in out[dtype])
+            for tl, adj in ((tl_tend, adj_tend), (tl_steps, adj_steps)):
+                result = dot_product_test(tl, adj, dx, dy)
+                assert result.relative_error <= 1e-6, result
+    for i, (a, b) in enumerate(zip(out[np.float64], out[np.float32])):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-3 * np.abs(a).max(), err_msg=str(i))
 
 
 def test_model_sweeps_name_their_fields(mesh, rng):
