@@ -62,6 +62,14 @@ class Context:
     def allreduce(self, value: float) -> float:
         return value if is_serial(self.comm) else self.comm.allreduce(value)
 
+    def minimum(self, value: float) -> float:
+        """The least of `value` over every rank."""
+        if is_serial(self.comm):
+            return value
+        from mpi4py import MPI
+
+        return self.comm.allreduce(value, op=MPI.MIN)
+
     def exact_sum(self, values) -> float:
         """The correctly rounded sum of `values` over every rank (math.fsum of all of them): the
         same whatever the ranks and their order."""

@@ -42,6 +42,9 @@ GRADIENTS = (("dJdh0", "cell", "h", "m"), ("dJdu0", "edge", "u", "m s-1"),
 #: Relative tolerance of the whole-run dot-product test by dtype.
 DOT_TOLERANCE = {np.dtype("float64"): 1e-12, np.dtype("float32"): 1e-4}
 TAYLOR_MIN_RATE = 1.9
+#: The Taylor table's steps eps = 1, 1/2, ..., and the largest judged by TAYLOR_MIN_RATE (the
+#: larger ones are shown: a cost far from quadratic there, as a smooth minimum, rates below 2).
+TAYLOR_STEPS, TAYLOR_JUDGED_FROM = 6, 0.25
 
 
 def gradient_units(cost_units: str, control_units: str) -> str:
@@ -336,7 +339,7 @@ class FinalStateProjection:
 def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
     """The whole-run dot-product test (TLM against ADM) and a Taylor table of the config's cost
     and controls, printed on rank 0; True when both pass (dot <= 1e-12 relative in float64,
-    every Taylor rate >= 1.9)."""
+    every Taylor rate for eps <= 1/4 >= 1.9)."""
     from swm.driver import setup, state_checker
 
     sens = config.sensitivity
@@ -382,8 +385,9 @@ def dot_and_taylor(s, sens, cost, check, seed, scales, active, controls: str) ->
     derivative = owned_inner(dist, list(zip(locations, grads, m)))
 
     taylor = taylor_test(cost_of_controls(model, cost, n, check=check), tuple(fields0), tuple(m),
-                         derivative, eps0=1.0, steps=5)
-    taylor_ok = taylor.passed(TAYLOR_MIN_RATE)
+                         derivative, eps0=1.0, steps=TAYLOR_STEPS)
+    judged = taylor.min_rate_from(TAYLOR_JUDGED_FROM)
+    taylor_ok = judged >= TAYLOR_MIN_RATE
     if comm.Get_rank() == 0:
         print(f"dot-product test of the {n}-step run (TLM vs ADM, {sens.adjoint_mode} adjoint): "
               f"<M dx, y> = {lhs:.17g}, <dx, M^T y> = {rhs:.17g}, relative difference "
@@ -395,7 +399,7 @@ def dot_and_taylor(s, sens, cost, check, seed, scales, active, controls: str) ->
         for i, (eps, r) in enumerate(zip(taylor.epsilons, taylor.remainders)):
             rate = f"{taylor.rates[i - 1]:7.3f}" if i else ""
             print(f"{eps:10.4g} {r:36.6e} {rate:>7}")
-        print(f"Taylor test: minimum rate {taylor.min_rate:.3f} "
+        print(f"Taylor test: minimum rate {judged:.3f} for eps <= {TAYLOR_JUDGED_FROM:g} "
               f"({'pass' if taylor_ok else 'FAIL'}, >= {TAYLOR_MIN_RATE})")
     return bool(dot_ok and taylor_ok)
 

@@ -201,7 +201,13 @@ class TaylorResult:
 
     @property
     def min_rate(self) -> float:
-        measured = [r for r in self.rates if not math.isnan(r)]
+        return self.min_rate_from(math.inf)
+
+    def min_rate_from(self, eps: float) -> float:
+        """The least rate log2(r_i / r_{i+1}) above round-off with eps_i <= `eps` (inf if none):
+        the asymptotic rate, leaving out the larger steps where a strongly curved J is not yet
+        quadratic in eps."""
+        measured = [r for e, r in zip(self.epsilons, self.rates) if e <= eps and not math.isnan(r)]
         return min(measured) if measured else math.inf
 
     def passed(self, min_rate: float = 1.9) -> bool:

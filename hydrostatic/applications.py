@@ -32,14 +32,20 @@ def _one_mass_control(controls):
 
 
 class CostConfig(Strict):
-    kind: Literal["surface_pressure", "kinetic_energy", "temperature_850hPa", "misfit"] = Field(
-        description="area-weighted box mean of the surface pressure (Pa), of the kinetic energy "
-                    "of a layer range per unit area (J m-2) or of the 850 hPa temperature (K); or "
-                    "the squared misfit to observations of p_s and T (hydrostatic.costs)")
+    kind: Literal["surface_pressure", "minimum_surface_pressure", "kinetic_energy",
+                  "temperature_850hPa", "misfit"] = Field(
+        description="area-weighted box mean of the surface pressure (Pa), a smooth minimum of it "
+                    "in the box (Pa), the box mean of the kinetic energy of a layer range per unit "
+                    "area (J m-2) or of the 850 hPa temperature (K); or the squared misfit to "
+                    "observations of p_s and T (hydrostatic.costs)")
     box: BoxConfig = Field(BoxConfig(), description="box means: the region (default: the globe)")
     layers: Optional[list[int]] = Field(
         None, min_length=2, max_length=2, description="kinetic_energy: [bottom, top] 1-based "
         "layers from the surface, both included (none: every layer)")
+    softness: Optional[float] = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="minimum_surface_pressure: its softness tau (Pa; none: 100), the smooth "
+                    "minimum within tau log(1 / the least area fraction) of the least p_s")
     window_hours: Optional[FloatPair] = Field(
         None, description="box means: average over the steps in [start, end] hours, within the "
                           "run; none: the final time")
@@ -51,6 +57,9 @@ class CostConfig(Strict):
     def _consistent(self):
         if self.layers is not None and self.kind != "kinetic_energy":
             raise ValueError(f"layers = {list(self.layers)}: only kind kinetic_energy takes layers")
+        if self.softness is not None and self.kind != "minimum_surface_pressure":
+            raise ValueError(f"softness = {self.softness}: only kind minimum_surface_pressure "
+                             "takes a softness")
         return consistent_cost(self)
 
 

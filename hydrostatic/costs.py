@@ -28,6 +28,16 @@ where ke on an owned cell reads the halo edges of its polygon and u_adj on an ow
 G on both its cells, halo ones too: both need the state exchanged first (as the vorticity of
 `adjoint.costs.RegionCost`), and the a_i of halo cells (`box_weights`' local weights).
 
+minimum_surface_pressure (Pa): a smooth minimum of the surface pressure in the box (the central
+pressure of a low), softness tau (Pa), with m the least p_s of the box's cells on every rank
+(an exact MIN: the shift leaves J unchanged) and n_w the window's steps,
+
+    J_k = (m - tau log(n_w S)) / n_w,   S = sum_i a_i e_i,   e_i = exp(-(p_s[i] - m) / tau)
+    dJ_k/dp_s[i] = a_i e_i / (n_w S),   dJ_k/dmass[i, k] = g dJ_k/dp_s[i]
+
+the box mean's weights turned toward the lowest cells: J_k is within tau log(1 / a_min) of the
+least p_s (a_min the smallest normalised weight), and the box mean as tau grows.
+
 temperature_850hPa (K): the box mean of T interpolated in log p to 850 hPa
 (`meshops.interp_level_l2p`),
 
@@ -55,18 +65,23 @@ value is refused in one line naming the file, the variable and the value
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 import meshops
 from adjoint.costs import Context, CostError, ObservationTable, box_weights, read_observation_table
 from meshops.device.backend import array_module, to_host
 
-__all__ = ["KineticEnergyCost", "ObservationCost", "SurfacePressureCost", "Temperature850Cost",
+__all__ = ["KineticEnergyCost", "MinimumSurfacePressureCost", "ObservationCost", "SurfacePressureCost", "Temperature850Cost",
            "COST_UNITS", "OBSERVATION_TABLES", "make_cost", "surface_pressure",
            "surface_pressure_adj", "temperature", "temperature_adj", "write_observations"]
 
+#: The default softness (Pa) of the minimum_surface_pressure cost.
+SOFTNESS = 100.0
+
 #: The units of each cost kind (`sensitivity.cost.kind`).
-COST_UNITS = {"surface_pressure": "Pa", "kinetic_energy": "J m-2", "temperature_850hPa": "K",
+COST_UNITS = {"surface_pressure": "Pa", "minimum_surface_pressure": "Pa", "kinetic_energy": "J m-2", "temperature_850hPa": "K",
               "misfit": "1"}
 
 
@@ -162,6 +177,44 @@ class SurfacePressureCost(_BoxCost):
         xp = self.context.xp
         mass_adj = surface_pressure_adj(self.context.device_mesh, mass, self.physics,
                                         self.weights.astype(mass.dtype))
+        return self._zero_halo(mass_adj, xp.zeros_like(theta_mass), xp.zeros_like(u))
+
+
+class MinimumSurfacePressureCost(_BoxCost):
+    """A smooth minimum of the surface pressure in a box over a window, softness `softness` (Pa)
+    (module docstring), Pa."""
+
+    units = COST_UNITS["minimum_surface_pressure"]
+
+    def __init__(self, context: Context, physics, box, window_hours, softness: float, key: str):
+        if not (np.isfinite(softness) and softness > 0):
+            raise CostError(f"{key}.softness = {softness}: expected a positive pressure (Pa)")
+        super().__init__(context, physics, box, window_hours, key)
+        self.softness = float(softness)
+
+    def _terms(self, mass):
+        """(m, e_i on the box's owned cells, S) of the state's surface pressure."""
+        p_s = surface_pressure(self.context.device_mesh, mass, self.physics)[self.rows]
+        m = self.context.minimum(float(p_s.min()) if p_s.size else np.inf)
+        e = self.context.xp.exp(-(p_s - m) / self.softness)
+        return m, e, self.context.exact_sum(to_host(self.weights[self.rows] * e))
+
+    def value(self, k: int, state) -> float:
+        if k not in self.steps:
+            return 0.0
+        m, _, S = self._terms(state[0])
+        n_w = len(self.steps)
+        return (m - self.softness * math.log(n_w * S)) / n_w
+
+    def gradient(self, k: int, state):
+        if k not in self.steps:
+            return None
+        mass, theta_mass, u = state
+        xp = self.context.xp
+        _, e, S = self._terms(mass)
+        g = xp.zeros(mass.shape[0], mass.dtype)
+        g[self.rows] = self.weights[self.rows] * e / (len(self.steps) * S)
+        mass_adj = surface_pressure_adj(self.context.device_mesh, mass, self.physics, g)
         return self._zero_halo(mass_adj, xp.zeros_like(theta_mass), xp.zeros_like(u))
 
 
@@ -384,5 +437,8 @@ def make_cost(context: Context, physics, nlev: int, cost_config, key: str = "sen
     if cost_config.kind == "kinetic_energy":
         return KineticEnergyCost(context, physics, box, cost_config.window_hours,
                                  tuple(cost_config.layers or (1, nlev)), nlev, key)
+    if cost_config.kind == "minimum_surface_pressure":
+        return MinimumSurfacePressureCost(context, physics, box, cost_config.window_hours,
+                                          cost_config.softness or SOFTNESS, key)
     kind = {"surface_pressure": SurfacePressureCost, "temperature_850hPa": Temperature850Cost}
     return kind[cost_config.kind](context, physics, box, cost_config.window_hours, key)

@@ -17,9 +17,9 @@ from grids.cache import cached_icosahedral
 from swm.constants import GRAVITY
 
 from hydrostatic import levels, testcases
-from hydrostatic.costs import (KineticEnergyCost, ObservationCost, SurfacePressureCost,
-                               Temperature850Cost, surface_pressure, temperature,
-                               write_observations)
+from hydrostatic.costs import (KineticEnergyCost, MinimumSurfacePressureCost, ObservationCost,
+                               SurfacePressureCost, Temperature850Cost, surface_pressure,
+                               temperature, write_observations)
 from hydrostatic.dynamics import Physics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -73,10 +73,13 @@ def assert_gradient(cost, k, x, rng, rel=1e-6):
         assert a.shape == b.shape and a.dtype == b.dtype
 
 
-@pytest.mark.parametrize("kind", ["surface_pressure", "kinetic_energy", "temperature_850hPa"])
+@pytest.mark.parametrize("kind", ["surface_pressure", "minimum_surface_pressure", "kinetic_energy",
+                                  "temperature_850hPa"])
 def test_box_cost_gradients_match_central_differences(mesh, base, rng, kind):
     ctx = context(mesh)
-    if kind == "kinetic_energy":
+    if kind == "minimum_surface_pressure":
+        cost = MinimumSurfacePressureCost(ctx, PHYSICS, BOX, (0.0, 1.0), 300.0, "sensitivity.cost")
+    elif kind == "kinetic_energy":
         cost = KineticEnergyCost(ctx, PHYSICS, BOX, (0.0, 1.0), (3, 14), 26, "sensitivity.cost")
     else:
         cls = SurfacePressureCost if kind == "surface_pressure" else Temperature850Cost
@@ -104,6 +107,31 @@ def test_box_means_are_their_definitions(mesh, base, rng):
     np.testing.assert_allclose(T, theta * (p / 1e5) ** (2 / 7), rtol=1e-13)
     t850 = Temperature850Cost(ctx, PHYSICS, BOX, None, "sensitivity.cost").value(N_STEPS, x)
     assert 230.0 < t850 < 300.0
+
+
+def test_minimum_surface_pressure_is_a_smooth_minimum_of_the_box(mesh, base, rng):
+    """Its definition on a fresh state; tau log(1 / a_min) or closer above the box's least p_s,
+    the box mean less the variance / (2 tau) as tau grows; a softness that is not a positive pressure refused by name."""
+    ctx = context(mesh)
+    x = jw06_like(mesh, base, rng)
+    lat, lon = np.degrees(mesh.latCell), np.degrees(mesh.lonCell) % 360
+    inside = (lat >= BOX[0][0]) & (lat <= BOX[0][1]) & (lon >= BOX[1][0]) & (lon <= BOX[1][1])
+    a = mesh.areaCell[inside] / mesh.areaCell[inside].sum()
+    ps = (PHYSICS.p_top + GRAVITY * x[0].sum(axis=1))[inside]
+    for tau in (10.0, 300.0):
+        cost = MinimumSurfacePressureCost(ctx, PHYSICS, BOX, None, tau, "sensitivity.cost")
+        expected = -tau * np.log((a * np.exp(-(ps - ps.min()) / tau)).sum()) + ps.min()
+        assert cost.value(N_STEPS, x) == pytest.approx(expected, rel=1e-13)
+        assert ps.min() <= cost.value(N_STEPS, x) <= ps.min() + tau * np.log(1 / a.min())
+    tau = 1e9                          # the mean less the variance / (2 tau), to O(1 / tau^2)
+    mean = float((a * ps).sum())
+    wide = MinimumSurfacePressureCost(ctx, PHYSICS, BOX, None, tau, "sensitivity.cost")
+    assert wide.value(N_STEPS, x) == pytest.approx(mean - (a * (ps - mean) ** 2).sum() / (2 * tau),
+                                                   abs=1e-5)
+    for bad in (0.0, -5.0, float("nan")):
+        with pytest.raises(CostError, match=rf"sensitivity.cost.softness = {bad}: expected a "
+                                            r"positive pressure \(Pa\)"):
+            MinimumSurfacePressureCost(ctx, PHYSICS, BOX, None, bad, "sensitivity.cost")
 
 
 @pytest.mark.parametrize("tables", ["surface_pressure", "temperature", "both"])

@@ -52,6 +52,7 @@ def test_gradients_on_one_and_two_ranks_are_bitwise_with_units_and_maps(tmp_path
 
 @pytest.mark.parametrize("cost", [
     {"kind": "temperature_850hPa", "box": {"lat": [30, 60], "lon": [0, 90]}},
+    {"kind": "minimum_surface_pressure", "softness": 50, "box": {"lat": [30, 60], "lon": [0, 90]}},
     {"kind": "kinetic_energy", "layers": [1, 10], "box": {"lat": [30, 60], "lon": [0, 90]},
      "window_hours": [3, 6]}])
 def test_check_adjoint_passes_for_the_new_core(tmp_path, cost):
@@ -63,8 +64,12 @@ def test_check_adjoint_passes_for_the_new_core(tmp_path, cost):
 
 @pytest.mark.parametrize("change, message", [
     ({"cost": {"kind": "vorticity"}}, "sensitivity.cost.kind = 'vorticity': Input should be "
-                                      "'surface_pressure', 'kinetic_energy', 'temperature_850hPa' "
-                                      "or 'misfit'"),
+                                      "'surface_pressure', 'minimum_surface_pressure', "
+                                      "'kinetic_energy', 'temperature_850hPa' or 'misfit'"),
+    ({"cost": {"kind": "minimum_surface_pressure", "softness": -50}},
+     "sensitivity.cost.softness = -50: Input should be greater than 0"),
+    ({"cost": {"kind": "surface_pressure", "softness": 50}},
+     "softness = 50.0: only kind minimum_surface_pressure takes a softness"),
     ({"controls": ["theta", "h"]}, "sensitivity.controls.1 = 'h': Input should be 'theta', 'u', "
                                    "'mass', 'surface_pressure' or 'phi_s'"),
     ({"controls": ["mass", "surface_pressure"]}, "give mass or surface_pressure, not both"),

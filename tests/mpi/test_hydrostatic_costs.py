@@ -11,8 +11,9 @@ from adjoint.costs import Context
 from grids.cache import cached_icosahedral
 from meshops.parallel import gather_field
 
-from hydrostatic.costs import (KineticEnergyCost, ObservationCost, SurfacePressureCost,
-                               Temperature850Cost, temperature, write_observations)
+from hydrostatic.costs import (KineticEnergyCost, MinimumSurfacePressureCost, ObservationCost,
+                               SurfacePressureCost, Temperature850Cost, temperature,
+                               write_observations)
 from hydrostatic.distribution import Distributed, halo_depth
 
 from ..hydrostatic.test_costs import BOX, DT, N_STEPS, PHYSICS, jw06_like
@@ -29,13 +30,15 @@ def mesh():
 
 def _costs(ctx, obs):
     return {"surface_pressure": SurfacePressureCost(ctx, PHYSICS, BOX, (0.0, 1.0), "cost"),
+            "minimum_surface_pressure": MinimumSurfacePressureCost(ctx, PHYSICS, BOX, (0.0, 1.0),
+                                                                   200.0, "cost"),
             "kinetic_energy": KineticEnergyCost(ctx, PHYSICS, BOX, None, (2, 20), 26, "cost"),
             "temperature_850hPa": Temperature850Cost(ctx, PHYSICS, BOX, None, "cost"),
             "misfit": ObservationCost(ctx, PHYSICS, 26, obs)}
 
 
-@pytest.mark.parametrize("kind", ["surface_pressure", "kinetic_energy", "temperature_850hPa",
-                                  "misfit"])
+@pytest.mark.parametrize("kind", ["surface_pressure", "minimum_surface_pressure", "kinetic_energy",
+                                  "temperature_850hPa", "misfit"])
 def test_costs_on_ranks_are_one_process_bitwise(comm, mesh, rng, kind):
     from hydrostatic import testcases
     from ..hydrostatic.test_costs import A, B

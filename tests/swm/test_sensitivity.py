@@ -135,7 +135,7 @@ def test_check_adjoint_prints_the_dot_product_test_and_taylor_table(tmp_path, se
     assert float(dot.split("relative difference ")[1].split()[0]) <= 1e-12
     rates = [float(line.split()[2]) for line in lines
              if len(line.split()) == 3 and line.split()[0].replace(".", "").isdigit()]
-    assert len(rates) == 4 and min(rates) >= 1.9
+    assert len(rates) == 5 and min(rates) >= 1.9
     assert "Taylor test: minimum rate" in out.stdout and "(pass" in lines[-1]
 
 
