@@ -44,8 +44,7 @@ def make(kind, s, tmp_path, rng):
 @pytest.mark.parametrize("kind", ["h-mean", "h-energy", "vorticity-mean", "vorticity-energy",
                                   "misfit"])
 @pytest.mark.parametrize("schedule", ["none", "multistage"])
-def test_gradient_of_every_cost_passes_the_taylor_test(run_setup, kind, schedule, tmp_path):
-    rng = np.random.default_rng()
+def test_gradient_of_every_cost_passes_the_taylor_test(run_setup, kind, schedule, tmp_path, rng):
     s = run_setup
     model = s.model
     cost = make(kind, s, tmp_path, rng)
