@@ -153,7 +153,12 @@ class GradientApplications(Strict):
 
     @model_validator(mode="after")
     def _one_kind(self):
-        return one_application(self)
+        one_application(self)
+        if self.restart.resume and self.sensitivity is not None:
+            raise ValueError("restart.resume: a sensitivity run starts from the case's initial state "
+                             "(its gradient is dJ/dh0 of that state); remove restart.resume or the "
+                             "sensitivity section")
+        return self
 
     @model_validator(mode="after")
     def _costs_within_the_run(self):
@@ -184,14 +189,10 @@ class GradientApplications(Strict):
 
 
 def one_application(config):
-    """At most one of a run's `sensitivity` and `fourdvar` sections, and neither with
+    """At most one of a run's `sensitivity` and `fourdvar` sections, and no fourdvar with
     restart.resume: ValueError saying which otherwise; `config` itself."""
     if config.sensitivity is not None and config.fourdvar is not None:
         raise ValueError("give at most one of sensitivity and fourdvar")
-    if config.restart.resume and config.sensitivity is not None:
-        raise ValueError("restart.resume: a sensitivity run starts from the case's initial state "
-                         "(its gradient is dJ/dh0 of that state); remove restart.resume or the "
-                         "sensitivity section")
     if config.restart.resume and config.fourdvar is not None:
         raise ValueError("restart.resume: a 4D-Var run starts from the case's initial state (its "
                          "truth and first guess are built from it); remove restart.resume or the "
