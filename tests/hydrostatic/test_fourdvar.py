@@ -1,8 +1,9 @@
 """4D-Var twins of the hydrostatic core from config, for real through run_model.py in a
 subprocess (level 2, 26 levels, 6 hours): the cost falls by a large factor and the initial state's
 error with it; the observation file holds p_s and T at the observed cells and layers; 2 ranks under
-mpiexec give the one process's history and analysis bitwise; bad fourdvar sections stop at load
-in one line naming the key, the value and what was expected."""
+mpiexec give the one process's history and analysis bitwise; a truth run that blows up stops on
+the watchdog with nothing written; bad fourdvar sections stop at load in one line naming the key,
+the value and what was expected."""
 import netCDF4
 import numpy as np
 import pytest
@@ -125,3 +126,16 @@ def test_fourdvar_with_sensitivity_or_resume_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(tree))
     assert "restart.resume: a 4D-Var run starts from the case's initial state" in \
         error_of(run_model(path).stderr)
+
+
+def test_a_twin_that_blows_up_stops_on_the_watchdog_and_writes_nothing(tmp_path):
+    path = config(tmp_path, "blowup", observation_hours=[48])
+    tree = yaml.safe_load(path.read_text())
+    tree["time"] = {"days": 2, "dt": 14400}               # far past the level-2 mesh's limit
+    path.write_text(yaml.safe_dump(tree))
+    out = run_model(path)
+    assert out.returncode == 3
+    line = error_of(out.stderr)
+    assert line.startswith("run_model.py: stopped: step ") and "(the truth run); no analysis " \
+        f"written to fourdvar.output = {str(tmp_path / 'blowup.nc')!r}" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blowup.yaml", "cache"]
