@@ -118,21 +118,28 @@ class SensitivityConfig(Strict):
     plot: bool = Field(True, description="write PNG maps of the gradients beside the output")
 
 
-class FourDVarConfig(Strict):
+class TwinConfig(Strict):
+    """The keys of a 4D-Var twin of any model (`adjoint.fourdvar`); each model's section adds its
+    observation errors, first-guess perturbation and background errors."""
     observation_hours: list[float] = Field([6.0, 12.0, 18.0, 24.0], min_length=1, description=
                                            "times of the observations (hours, within the run)")
     observed_fraction: float = Field(0.25, gt=0, le=1, description="fraction of the cells observed "
                                      "(a random subset, the same at every time)")
+    iterations: int = Field(50, ge=1, le=10000, description="L-BFGS-B iterations at most")
+    seed: int = Field(1, ge=0, description="random seed of the observation subset, the noise and "
+                      "the first guess's perturbation")
+    output: FilePath = Field(pathlib.Path("fourdvar.nc"), description="analysis and convergence "
+                             "history (netCDF); a PNG plot beside it")
+
+
+class FourDVarConfig(TwinConfig):
+    """The shallow-water twin: h observed."""
     observation_error: float = Field(1.0, gt=0, description="observation error standard deviation "
                                      "(m); the noise added to the truth")
     first_guess_amplitude: float = Field(40.0, ge=0, description="amplitude (m) of the smooth h "
                                          "perturbation of the first guess")
     background_error_h: float = Field(100.0, gt=0, description="background error of h (m)")
     background_error_u: float = Field(5.0, gt=0, description="background error of u (m/s)")
-    iterations: int = Field(50, ge=1, le=10000, description="L-BFGS-B iterations at most")
-    seed: int = Field(1, ge=0, description="random seed of the observation subset and noise")
-    output: FilePath = Field(pathlib.Path("fourdvar.nc"), description="analysis and convergence "
-                             "history (netCDF); a PNG plot beside it")
 
 
 class GradientApplications(Strict):
@@ -146,29 +153,19 @@ class GradientApplications(Strict):
 
     @model_validator(mode="after")
     def _one_kind(self):
-        if self.sensitivity is not None and self.fourdvar is not None:
-            raise ValueError("give at most one of sensitivity and fourdvar")
+        one_application(self)
         if self.restart.resume and self.sensitivity is not None:
             raise ValueError("restart.resume: a sensitivity run starts from the case's initial state "
                              "(its gradient is dJ/dh0 of that state); remove restart.resume or the "
                              "sensitivity section")
-        if self.restart.resume and self.fourdvar is not None:
-            raise ValueError("restart.resume: a 4D-Var run starts from the case's initial state (its "
-                             "truth and first guess are built from it); remove restart.resume or the "
-                             "fourdvar section")
         return self
 
     @model_validator(mode="after")
     def _costs_within_the_run(self):
         """A cost's window, a 4D-Var observation time and a misfit file's observation times lie
         in [0, time.days] (a part past the run's end would be cut from the cost)."""
-        hours = self.time.days * 24.0
-        run = f"the run's length time.days = {self.time.days:g} ({hours:g} h)"
         if self.fourdvar is not None:
-            for i, t in enumerate(self.fourdvar.observation_hours):
-                if not -1e-6 <= t * 3600.0 <= hours * 3600.0 + 1e-6:
-                    raise ValueError(f"fourdvar.observation_hours[{i}] = {t!r}: outside {run}; "
-                                     f"expected times within [0, {hours:g}] h")
+            observations_within_run(self.fourdvar, self.time.days)
         if self.sensitivity is not None:
             cost_within_run(self.sensitivity.cost, self.time.days)
         return self
@@ -187,13 +184,42 @@ class GradientApplications(Strict):
         if sens is not None:
             out += sensitivity_files(self, gradient_maps(sens.output, sens.controls))
         else:
-            owner, observations = fv.output, observations_path(fv.output)
-            out += [Written("fourdvar.output", owner, owner)] + [
-                Written("fourdvar.output", owner, path, what) for what, path in (
-                    ("the lock file", lock_path(owner)), ("the observations file", observations),
-                    ("the lock file", lock_path(observations)),
-                    ("the PNG plot", convergence_plot(owner)))]
+            out += fourdvar_files(fv)
         return out
+
+
+def one_application(config):
+    """At most one of a run's `sensitivity` and `fourdvar` sections, and no fourdvar with
+    restart.resume: ValueError saying which otherwise; `config` itself."""
+    if config.sensitivity is not None and config.fourdvar is not None:
+        raise ValueError("give at most one of sensitivity and fourdvar")
+    if config.restart.resume and config.fourdvar is not None:
+        raise ValueError("restart.resume: a 4D-Var run starts from the case's initial state (its "
+                         "truth and first guess are built from it); remove restart.resume or the "
+                         "fourdvar section")
+    return config
+
+
+def observations_within_run(fourdvar, days: float) -> None:
+    """Every fourdvar.observation_hours in [0, days] days: ValueError naming the key, the value
+    and the run's length otherwise."""
+    hours = days * 24.0
+    for i, t in enumerate(fourdvar.observation_hours):
+        if not -1e-6 <= t * 3600.0 <= hours * 3600.0 + 1e-6:
+            raise ValueError(f"fourdvar.observation_hours[{i}] = {t!r}: outside the run's length "
+                             f"time.days = {days:g} ({hours:g} h); expected times within "
+                             f"[0, {hours:g}] h")
+
+
+def fourdvar_files(fourdvar) -> list[Written]:
+    """The files a 4D-Var twin writes under fourdvar.output: the analysis, the observations, their
+    locks and the PNG plot."""
+    owner, observations = fourdvar.output, observations_path(fourdvar.output)
+    return [Written("fourdvar.output", owner, owner)] + [
+        Written("fourdvar.output", owner, path, what) for what, path in (
+            ("the lock file", lock_path(owner)), ("the observations file", observations),
+            ("the lock file", lock_path(observations)),
+            ("the PNG plot", convergence_plot(owner)))]
 
 
 def cost_within_run(cost, days: float, time_variables=("time",)) -> None:

@@ -1,22 +1,27 @@
-"""A 4D-Var twin experiment from a config's `fourdvar` section.
+"""A 4D-Var twin experiment from a config's `fourdvar` section, for any model of the stepper.
 
-A truth run from the case's initial state makes the observations: h at a random subset of cells
-(the same at every time) at the configured times, plus Gaussian noise of the observation error
-sigma_o, written to `<output stem>.observations.nc`. The first guess x_b is the truth's initial
-state with a smooth perturbation of h (Gaussian hills of the configured amplitude). The analysis
-minimises, over the initial state x0 = x_b + S v (S = diag(sigma_h, sigma_u), the background
-errors),
+A truth run from the case's initial state makes the observations: fields of the state at a random
+subset of cells (the same at every time) at the configured times, plus Gaussian noise of the
+observation errors sigma_o, written to `<output stem>.observations.nc`. The first guess x_b is the
+truth's initial state with smooth perturbations (Gaussian hills of the configured amplitudes).
+The analysis minimises, over the controls x0 = x_b + S v (S = diag of the background errors of
+each control field),
 
-    J(v) = v.v / 2 + sum_o (h_{k_o}[c_o] - y_o)^2 / (2 sigma_o^2),   dJ/dv = v + S dJ_o/dx0,
+    J(v) = v.v / 2 + sum_o (H_o(x_{k_o}) - y_o)^2 / (2 sigma_o^2),   dJ/dv = v + S dJ_o/dx0,
 
 with SciPy's L-BFGS-B on rank 0 (the control vector gathered in global order); every evaluation
 is a forward and an adjoint run on every rank. The log and the output file report, per iteration,
-the cost, the gradient norm and the rms error of the initial h and u against the truth.
+the cost, the gradient norm and the rms error of each initial control field against the truth.
+
+What is model-specific comes from a `Twin` of the model: its setup and watchdog, its control
+fields and their map to the model's state and back (the chain rule), what it observes, its
+observation file and cost, its first guess. `ShallowWaterTwin` (below): h observed, controls
+(h, u); `hydrostatic.fourdvar.HydrostaticTwin`: p_s and T observed, controls (p_s, theta, u).
 
 The output, its observations file and its PNG are claimed before any work
 (`adjoint.sensitivity.claim_outputs`); the truth run and every forward sweep run the forward run's
-watchdog (`swm.driver.state_check`), and a state out of range, or a J or gradient that is not
-finite, stops the run (`swm.watchdog.WatchdogError`) before the analysis is written. Files carry
+watchdog, and a state out of range, or a J or gradient that is not finite, stops the run
+(`swm.watchdog.WatchdogError`) before the analysis is written. Files carry
 `model_name = swm.output.MODEL_NAME` and are written atomically.
 """
 from __future__ import annotations
@@ -24,13 +29,13 @@ from __future__ import annotations
 import logging
 import pathlib
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
 
-from adjoint.costs import ObservationCost, write_observations
 from adjoint.gradient import advance, run_gradient, watchdog
 from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
                                  require_finite)
@@ -41,7 +46,7 @@ from swm.watchdog import WatchdogError
 
 log = logging.getLogger("swm")
 
-#: Radius (m) of the Gaussian hills of the first guess's h perturbation, and their number.
+#: Radius (m) of the Gaussian hills of the first guess's perturbations, and their number.
 HILL_RADIUS = 1.5e6
 HILLS = 4
 
@@ -59,7 +64,9 @@ def hills(mesh, amplitude: float, rng) -> np.ndarray:
     return out
 
 
-def observation_steps(config: Config, dt: float, total: int) -> list[int]:
+def observation_steps(config, dt: float, total: int) -> list[int]:
+    """The steps of fourdvar.observation_hours, sorted, each once; ConfigError naming the key for
+    a time that is not a multiple of dt within the run."""
     steps = []
     for i, hours in enumerate(config.fourdvar.observation_hours):
         k = hours * 3600.0 / dt
@@ -71,12 +78,113 @@ def observation_steps(config: Config, dt: float, total: int) -> list[int]:
     return sorted(set(steps))
 
 
+def observation_rows(cells, steps) -> tuple[np.ndarray, np.ndarray]:
+    """(cell, step) of every observation of `cells` at every one of `steps`, step-major."""
+    return np.tile(cells, len(steps)), np.repeat(np.asarray(steps, dtype=np.int64), len(cells))
 
 
-def run_fourdvar(config: Config) -> dict:
-    """The twin experiment; returns the convergence history (every rank). Progress: one log
-    line per L-BFGS-B iteration. Its files (the output, its observations and its PNG) are claimed
-    before any work and released when the run ends."""
+@dataclass(frozen=True)
+class Control:
+    """A control field: its analysis variable `name`, its `label` in the log and the gradient's
+    name (dJ/d<label>0), where it lives, its netCDF dimensions after Time, its `units`, what it is
+    (`what`, long_name of the analysis), its background error `sigma`, and whether the first
+    guess perturbs it (`perturbed`: its first guess and truth are written beside the analysis)."""
+    name: str
+    label: str
+    location: str
+    dims: tuple
+    units: str
+    what: str
+    sigma: float
+    perturbed: bool = False
+
+
+class Twin:
+    """The model-specific parts of a twin experiment of `config` (a model subclasses it):
+
+        s                  the run's `swm.driver.Setup` (`setup()`, on every rank)
+        controls           the `Control`s, in the control vector's order
+        attributes         the files' global attributes
+        nlev               the size of nVertLevels in the analysis file
+        check(n_steps)     the watchdog's check(k, x_k) of the forward sweeps
+        fields(state)      the local control fields of a model state
+        state(fields)      the model state of local control fields
+        gradients(g, x0)   local dJ/d(control) from the model's gradients g about state x0
+        observed(state)    {name: (location, local field)} of what the observations sample
+        observe(...)       the observations file (noise drawn from rng); its log line
+        first_guess(...)   the first guess's control fields (global, rank 0)
+        cost(context, p)   the misfit to observations file p
+        fill(ds)           what the analysis file holds beside the twin's variables
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.nlev = 1
+
+    def fill(self, ds) -> None:
+        """Nothing beside the analysis, by default."""
+
+
+class ShallowWaterTwin(Twin):
+    """The shallow-water twin: h observed at the observed cells; controls (h, u), the first
+    guess's h perturbed by hills of fourdvar.first_guess_amplitude."""
+
+    def setup(self):
+        from swm.driver import setup
+
+        fv = self.config.fourdvar
+        self.s = s = setup(self.config)
+        self.attributes = {**provenance(self.config), **mpas_namelist(self.config, s.dt, s.total)}
+        self.controls = (
+            Control("h", "h", "cell", ("nCells", "nVertLevels"), "m", "fluid thickness",
+                    fv.background_error_h, perturbed=True),
+            Control("u", "u", "edge", ("nEdges", "nVertLevels"), "m/s", "normal velocity",
+                    fv.background_error_u))
+        return s
+
+    def check(self, n_steps):
+        from swm.driver import state_checker
+
+        return watchdog(state_checker(self.config, self.s), n_steps,
+                        self.config.watchdog.interval_steps, start=self.s.start)
+
+    def fields(self, state):
+        return list(state)
+
+    def state(self, fields):
+        return fields
+
+    def gradients(self, grads, state0):
+        return list(grads[:2])
+
+    def observed(self, state):
+        return {"h": ("cell", state[0])}
+
+    def observe(self, path, rng, cells, steps, truth) -> str:
+        from adjoint.costs import write_observations
+
+        sigma = self.config.fourdvar.observation_error
+        cell, step = observation_rows(cells, steps)
+        value = np.concatenate([truth[k]["h"][cells] for k in steps])
+        value = value + sigma * rng.standard_normal(value.size)
+        write_observations(path, cell, step * self.s.dt, value, np.full(value.size, sigma))
+        return (f"{value.size} observations of h at {cells.size} cells and {len(steps)} times "
+                f"(error {sigma:g} m)")
+
+    def first_guess(self, truth, rng):
+        h, u = truth
+        return [h + hills(self.s.global_mesh, self.config.fourdvar.first_guess_amplitude, rng), u]
+
+    def cost(self, context, path):
+        from adjoint.costs import ObservationCost
+
+        return ObservationCost(context, path, "fourdvar observations")
+
+
+def run_fourdvar(config: Config, twin=ShallowWaterTwin) -> dict:
+    """The twin experiment of `twin(config)`; returns the convergence history (every rank).
+    Progress: one log line per L-BFGS-B iteration. Its files (the output, its observations and
+    its PNG) are claimed before any work and released when the run ends."""
     from meshops.parallel.comm import world
 
     out = pathlib.Path(config.fourdvar.output)
@@ -84,37 +192,52 @@ def run_fourdvar(config: Config) -> dict:
                           [convergence_plot(out)])
     try:
         with quiet_floats():
-            return _fourdvar(config, out)
+            return _fourdvar(twin(config), out)
     finally:
         release(files)
 
 
-def _fourdvar(config: Config, out: pathlib.Path) -> dict:
+def _pack(fields) -> np.ndarray:
+    return np.concatenate([np.ravel(f) for f in fields])
+
+
+def _unpack(x, like) -> list:
+    """The fields of vector x, shaped as the arrays of `like`."""
+    out, i = [], 0
+    for f in like:
+        out.append(x[i:i + f.size].reshape(f.shape))
+        i += f.size
+    return out
+
+
+def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
     from scipy.optimize import minimize
 
     from swm.collective import on_root
-    from swm.driver import setup, state_checker
 
+    config = twin.config
     fv = config.fourdvar
-    attributes = provenance(config)
-    s = setup(config)
-    attributes.update(mpas_namelist(config, s.dt, s.total))
+    s = twin.setup()
+    controls = twin.controls
     comm, rank, dist, model = s.comm, s.comm.Get_rank(), s.distribution, s.model
     obs_steps = _checked(lambda: observation_steps(config, s.dt, s.total), comm)
     n_steps = obs_steps[-1]
     obs_path = observations_path(out)
-    check = watchdog(state_checker(config, s), n_steps, config.watchdog.interval_steps,
-                     start=s.start)
+    check = twin.check(n_steps)
     nothing = f"no analysis written to fourdvar.output = {str(out)!r}"
 
-    # Truth: its initial state (global, rank 0) and h at the observation times.
-    truth = {"h": dist.gather("cell", to_host(model.h)), "u": dist.gather("edge", to_host(model.u))}
-    state, truth_h = [model.h.copy(), model.u.copy()], {}
+    def gathered(fields):
+        return [dist.gather(c.location, to_host(f)) for c, f in zip(controls, fields)]
+
+    # Truth: its initial controls (global, rank 0) and what is observed at the observation times.
+    truth = gathered(twin.fields(model.state))
+    state, truth_obs = [x.copy() for x in model.state], {}
     try:
         for k in range(n_steps + 1):
             check(k, state)
             if k in obs_steps:
-                truth_h[k] = dist.gather("cell", to_host(state[0]))
+                truth_obs[k] = {name: dist.gather(loc, to_host(f))
+                                for name, (loc, f) in twin.observed(state).items()}
             if k < n_steps:
                 state = advance(model, state)
     except WatchdogError as exc:
@@ -130,54 +253,48 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
         rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
                                    replace=False))
-        rows = [(c, k) for k in obs_steps for c in cells]
-        cell = np.array([c for c, _ in rows])
-        when = np.array([k * s.dt for _, k in rows])
-        value = np.array([truth_h[k][c] for c, k in rows])
-        value = value + fv.observation_error * rng.standard_normal(value.size)
         with reporting_space(obs_path, "fourdvar.output", out), atomic_path(obs_path) as tmp:
-            write_observations(tmp, cell, when, value, np.full(value.size, fv.observation_error))
+            what = twin.observe(tmp, rng, cells, obs_steps, truth_obs)
             with netCDF4.Dataset(tmp, "a") as ds:
-                stamp(ds, attributes)
-        log.info("%d observations of h at %d cells and %d times (error %g m) written to %s",
-                 value.size, cells.size, len(obs_steps), fv.observation_error, obs_path)
-        root["background"] = {"h": truth["h"] + hills(g, fv.first_guess_amplitude, rng),
-                              "u": truth["u"]}
-        root["sigma"] = np.concatenate([np.full(g.nCells, fv.background_error_h),
-                                        np.full(g.nEdges, fv.background_error_u)])
+                stamp(ds, twin.attributes)
+        log.info("%s written to %s", what, obs_path)
+        root["background"] = twin.first_guess(truth, rng)
+        root["sigma"] = np.concatenate([np.full(t.size, c.sigma) for c, t in zip(controls, truth)])
 
     on_root(comm, observe)              # every rank waits for the observation file
     background, sigma = root.get("background"), root.get("sigma")
-    context = cost_context(s, n_steps)
-    cost = ObservationCost(context, obs_path, "fourdvar observations")
+    cost = twin.cost(cost_context(s, n_steps), obs_path)
+
+    def analysis(v) -> list:
+        """x0 = x_b + S v, as the control fields (rank 0)."""
+        return _unpack(_pack(background) + sigma * v, background)
 
     def evaluate(v):
         """(J, dJ/dv) on rank 0 (None elsewhere); collective."""
-        x0 = None if rank != 0 else np.concatenate([background["h"], background["u"]]) + sigma * v
-        h0 = s.xp.asarray(dist.scatter("cell", None if x0 is None else x0[:g.nCells]), dtype=s.dtype)
-        u0 = s.xp.asarray(dist.scatter("edge", None if x0 is None else x0[g.nCells:]), dtype=s.dtype)
+        x0 = analysis(v) if rank == 0 else [None] * len(controls)
+        state0 = twin.state([s.xp.asarray(dist.scatter(c.location, f), dtype=s.dtype)
+                             for c, f in zip(controls, x0)])
         try:
-            j_obs, (gh, gu, _), _ = run_gradient(model, (h0, u0), cost, n_steps, rank=rank,
-                                                 check=check)
+            j_obs, grads, _ = run_gradient(model, state0, cost, n_steps, rank=rank, check=check)
         except WatchdogError as exc:
             raise WatchdogError(f"{exc} (a forward run of the minimisation); {nothing}") from None
-        require_finite(s, j_obs, [("dJo/dh0", "cell", gh), ("dJo/du0", "edge", gu)],
-                       f"4D-Var: {nothing}")
-        gh, gu = dist.gather("cell", to_host(gh)), dist.gather("edge", to_host(gu))
+        local = twin.gradients(grads, state0)
+        require_finite(s, j_obs, [(f"dJo/d{c.label}0", c.location, d)
+                                  for c, d in zip(controls, local)], f"4D-Var: {nothing}")
+        grad = gathered(local)
         if rank != 0:
             return None
-        return j_obs + 0.5 * float(v @ v), v + sigma * np.concatenate([gh, gu])
+        return j_obs + 0.5 * float(v @ v), v + sigma * _pack(grad)
 
     history = []
     t0 = time.perf_counter()
+    errors_text = ", of ".join(f"{c.label}0 %.4g {c.units}" for c in controls)
 
     def record(v, j, grad):
-        x0 = np.concatenate([background["h"], background["u"]]) + sigma * v
-        h_err = float(np.sqrt(np.mean((x0[:g.nCells] - truth["h"]) ** 2)))
-        u_err = float(np.sqrt(np.mean((x0[g.nCells:] - truth["u"]) ** 2)))
-        history.append((len(history), j, float(np.linalg.norm(grad)), h_err, u_err))
-        log.info("iteration %d: J %.6e, |grad J| %.3e, rms error of h0 %.4g m, of u0 %.4g m/s "
-                 "(%.1f s)", *history[-1], time.perf_counter() - t0)
+        errors = [float(np.sqrt(np.mean((x - t) ** 2))) for x, t in zip(analysis(v), truth)]
+        history.append((len(history), j, float(np.linalg.norm(grad)), *errors))
+        log.info("iteration %d: J %.6e, |grad J| %.3e, rms error of " + errors_text + " (%.1f s)",
+                 *history[-1], time.perf_counter() - t0)
 
     last = {}
     if rank == 0:
@@ -188,7 +305,7 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
             last.update(v=v.copy(), j=j, grad=grad)
             return j, grad
 
-        v0 = np.zeros(g.nCells + g.nEdges)
+        v0 = np.zeros(sigma.size)
         j0, g0 = fun(v0)
         record(v0, j0, g0)
 
@@ -205,60 +322,66 @@ def _fourdvar(config: Config, out: pathlib.Path) -> dict:
             if command == "stop":
                 break
             evaluate(v)
-    on_root(comm, lambda: write_analysis(out, g, background, sigma, last["v"], history, truth,
-                                         attributes=attributes, seconds=s.start * s.dt))
+    on_root(comm, lambda: write_analysis(out, g, twin, analysis(last["v"]), background, truth,
+                                         history, seconds=s.start * s.dt))
     history = history if is_serial(comm) else comm.bcast(history, root=0)
     first, final = history[0], history[-1]
     if rank == 0:
-        log.info("4D-Var: J %.6e -> %.6e (x %.3g) in %d iterations; rms error of h0 %.4g -> %.4g "
-                 "m, of u0 %.4g -> %.4g m/s; written to %s", first[1], final[1],
-                 first[1] / final[1], final[0], first[3], final[3], first[4], final[4], out)
+        changes = ", of ".join(f"{c.label}0 {a:.4g} -> {b:.4g} {c.units}"
+                               for c, a, b in zip(controls, first[3:], final[3:]))
+        log.info("4D-Var: J %.6e -> %.6e (x %.3g) in %d iterations; rms error of %s; written to "
+                 "%s", first[1], final[1], first[1] / final[1], final[0], changes, out)
     return {"history": history}
 
 
-def write_analysis(path, mesh, background, sigma, v, history, truth, *, attributes=None,
+def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
                    seconds: float = 0.0) -> None:
-    """The analysis (h0, u0 as MPAS variables h, u), the first guess and the truth's initial h
-    (one record at the analysis time `seconds`: Time, xtime), and the convergence history, in one
-    netCDF file with the global `attributes` (`swm.output.provenance`; model_name only when None);
-    a PNG of the convergence beside it (marked as this model's); both written atomically."""
+    """The analysis `x0` (the twin's control fields under their names), the first guess and the
+    truth's initial state of the perturbed controls (<name>_first_guess, <name>_truth; one record
+    at the analysis time `seconds`: Time, xtime), and the convergence history (iteration, cost,
+    gradient_norm, <label>_rms_error), in one netCDF file with the twin's global attributes and
+    `twin.fill(ds)`; a PNG of the convergence beside it (marked as this model's); both written
+    atomically."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from swm.output import create_time, reporting_space, set_time, stamp
 
-    x0 = np.concatenate([background["h"], background["u"]]) + sigma * v
     table = np.array(history, dtype=np.float64)
+    controls = twin.controls
     with reporting_space(path, "fourdvar.output"), atomic_path(path) as tmp:
         write_mesh(mesh, tmp)
         with netCDF4.Dataset(tmp, "a") as ds:
-            stamp(ds, attributes)
+            stamp(ds, twin.attributes)
             create_time(ds)
             set_time(ds, 0, seconds)
             if "nVertLevels" not in ds.dimensions:
-                ds.createDimension("nVertLevels", 1)
+                ds.createDimension("nVertLevels", twin.nlev)
             ds.createDimension("nIterations", table.shape[0])
-            for name, dim, values, text in (
-                    ("h", "nCells", x0[:mesh.nCells], "analysis: initial fluid thickness (m)"),
-                    ("u", "nEdges", x0[mesh.nCells:], "analysis: initial normal velocity (m/s)"),
-                    ("h_first_guess", "nCells", background["h"], "first guess of h (m)"),
-                    ("h_truth", "nCells", truth["h"], "truth's initial h (m)")):
-                var = ds.createVariable(name, "f8", ("Time", dim, "nVertLevels"))
-                var[0, :, 0] = values
-                var.long_name = text
-            for i, (name, text) in enumerate((("iteration", "L-BFGS-B iteration"),
-                                              ("cost", "J"), ("gradient_norm", "|dJ/dv|"),
-                                              ("h_rms_error", "rms error of h0 (m)"),
-                                              ("u_rms_error", "rms error of u0 (m/s)"))):
+            fields = [(c.name, c, x, f"analysis: initial {c.what}") for c, x in zip(controls, x0)]
+            for c, b, t in zip(controls, background, truth):
+                if c.perturbed:
+                    fields += [(f"{c.name}_first_guess", c, b, f"first guess of {c.label}"),
+                               (f"{c.name}_truth", c, t, f"truth's initial {c.label}")]
+            for name, c, values, text in fields:
+                var = ds.createVariable(name, "f8", ("Time",) + c.dims)
+                var[0] = np.reshape(values, var.shape[1:])
+                var.long_name, var.units = f"{text} ({c.units})", c.units
+            rows = [("iteration", "L-BFGS-B iteration", "1"), ("cost", "J", "1"),
+                    ("gradient_norm", "|dJ/dv|", "1")]
+            rows += [(f"{c.label}_rms_error", f"rms error of {c.label}0 ({c.units})", c.units)
+                     for c in controls]
+            for i, (name, text, units) in enumerate(rows):
                 var = ds.createVariable(name, "f8", ("nIterations",))
                 var[:] = table[:, i]
-                var.long_name = text
-    plot_convergence(table, convergence_plot(path))
+                var.long_name, var.units = text, units
+            twin.fill(ds)
+    plot_convergence(table, convergence_plot(path), controls[0])
 
 
-def plot_convergence(table, target) -> None:
-    """J, |grad J| and the rms error of h0 per iteration, a PNG written atomically to `target`
-    with the text chunk model_name = MODEL_NAME (`swm.output.png_written_by_model`)."""
+def plot_convergence(table, target, control: Control) -> None:
+    """J, |grad J| and the rms error of the first control per iteration, a PNG written atomically
+    to `target` with the text chunk model_name = MODEL_NAME (`swm.output.png_written_by_model`)."""
     import matplotlib
 
     from grids.atomic import atomic_path
@@ -272,7 +395,8 @@ def plot_convergence(table, target) -> None:
     axes[0].set(xlabel="L-BFGS-B iteration", title="cost and gradient")
     axes[0].legend()
     axes[1].plot(table[:, 0], table[:, 3], "o-", ms=3, color="C2")
-    axes[1].set(xlabel="L-BFGS-B iteration", ylabel="m", title="rms error of the initial h")
+    axes[1].set(xlabel="L-BFGS-B iteration", ylabel=control.units,
+                title=f"rms error of the initial {control.label}")
     fig.tight_layout()
     try:
         with atomic_path(target) as tmp:
@@ -281,4 +405,5 @@ def plot_convergence(table, target) -> None:
         plt.close(fig)
 
 
-__all__ = ["run_fourdvar", "hills", "observation_steps", "observations_path", "write_analysis"]
+__all__ = ["Control", "ShallowWaterTwin", "Twin", "hills", "observation_rows", "observation_steps",
+           "observations_path", "run_fourdvar", "write_analysis"]

@@ -1,14 +1,22 @@
-"""The hydrostatic core's `sensitivity` section: the shallow-water model's (`adjoint.config`:
-adjoint_mode, checkpointing, output, plot; the box, the window and the observation file's checks)
-with this model's costs (`hydrostatic.costs`) and controls. `HydrostaticRunConfig` composes it
-with the model's config, the schema the command line reads (`meshrun.models`), so
-`hydrostatic.config` knows nothing of it.
+"""The hydrostatic core's `sensitivity` and `fourdvar` sections: the shallow-water model's
+(`adjoint.config`: adjoint_mode, checkpointing, output, plot; the box, the window and the
+observation file's checks; the twin's observation times, fraction, iterations, seed and output)
+with this model's costs (`hydrostatic.costs`), controls and observations. `HydrostaticRunConfig`
+composes them with the model's config, the schema the command line reads (`meshrun.models`), so
+`hydrostatic.config` knows nothing of them.
 
     sensitivity:
       cost: {kind: surface_pressure, box: {lat: [40, 60], lon: [60, 110]}, window_hours: [192, 192]}
       controls: [theta, u, surface_pressure, phi_s]
       checkpointing: {schedule: multistage, snapshots_in_ram: auto}
       output: jw06_sensitivity.nc
+
+    fourdvar:                               # a twin (hydrostatic.fourdvar), instead of sensitivity
+      observation_hours: [6, 12]
+      observed_levels: [1, 4, 8, 12]         # T at these layers of the observed cells; p_s at each
+      observation_error_ps: 10
+      observation_error_temperature: 0.1
+      output: jw06_fourdvar.nc
 """
 from __future__ import annotations
 
@@ -17,8 +25,9 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, model_validator
 
-from adjoint.config import (BoxConfig, SensitivityConfig, consistent_cost, cost_within_run,
-                            sensitivity_files, sensitivity_inputs)
+from adjoint.config import (BoxConfig, SensitivityConfig, TwinConfig, consistent_cost,
+                            cost_within_run, fourdvar_files, observations_within_run,
+                            one_application, sensitivity_files, sensitivity_inputs)
 from swm.config import FilePath, FloatPair, Strict, _once_each
 
 from hydrostatic.variables import GRADIENTS as CONTROLS
@@ -74,12 +83,57 @@ class HydrostaticSensitivityConfig(SensitivityConfig):
                                  "the gradient maps; none: the layer nearest 850 hPa at rest")
 
 
+class HydrostaticFourDVarConfig(TwinConfig):
+    """The hydrostatic twin (`hydrostatic.fourdvar`): p_s and T observed; controls p_s, theta,
+    u."""
+    observed_levels: Optional[Annotated[list[Annotated[int, Field(ge=1)]],
+                                        AfterValidator(_once_each)]] = Field(
+        None, min_length=1, description="layers (1-based from the surface) whose temperature is "
+        "observed at the observed cells; none: every layer")
+    observation_error_ps: float = Field(10.0, gt=0, description="observation error standard "
+                                        "deviation of the surface pressure (Pa); the noise added")
+    observation_error_temperature: float = Field(0.1, gt=0, description="observation error "
+                                                 "standard deviation of the temperature (K)")
+    first_guess_amplitude_ps: float = Field(300.0, ge=0, description="amplitude (Pa) of the "
+                                            "smooth p_s perturbation of the first guess")
+    first_guess_amplitude_theta: float = Field(1.0, ge=0, description="amplitude (K) of the "
+                                               "smooth theta perturbation (every layer)")
+    background_error_ps: float = Field(300.0, gt=0, description="background error of p_s (Pa)")
+    background_error_theta: float = Field(1.0, gt=0, description="background error of theta (K)")
+    background_error_u: float = Field(2.0, gt=0, description="background error of u (m/s)")
+
+
 class HydrostaticApplications(Strict):
     """The applications' sections of a hydrostatic run (`class HydrostaticRunConfig(
     HydrostaticApplications, HydrostaticConfig)`): `sensitivity`, its cost's window and
-    observation times within the run, its files added to the model's."""
+    observation times within the run; or `fourdvar`, its observation times whole steps within
+    the run and its layers the model's; their files added to the model's."""
     sensitivity: Optional[HydrostaticSensitivityConfig] = Field(
         None, description="an adjoint sensitivity run: forward, cost, gradients of it")
+    fourdvar: Optional[HydrostaticFourDVarConfig] = Field(
+        None, description="a 4D-Var twin experiment (p_s and T observed)")
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        return one_application(self)
+
+    @model_validator(mode="after")
+    def _fourdvar_within_the_run(self):
+        fv, dt, n = self.fourdvar, self.time.dt, self.vertical.nVertLevels
+        if fv is None:
+            return self
+        observations_within_run(fv, self.time.days)
+        for i, hours in enumerate(fv.observation_hours):
+            k = hours * 3600.0 / dt
+            if abs(k - round(k)) > 1e-6 * max(k, 1.0):
+                raise ValueError(f"fourdvar.observation_hours[{i}] = {hours!r}: not a whole number "
+                                 f"of steps of time.dt = {dt:g} s; expected a multiple of "
+                                 f"{dt / 3600.0:g} h")
+        for i, level in enumerate(fv.observed_levels or ()):
+            if level > n:
+                raise ValueError(f"fourdvar.observed_levels[{i}] = {level}: expected a layer in "
+                                 f"[1, {n}] (vertical.nVertLevels)")
+        return self
 
     @model_validator(mode="after")
     def _cost_within_the_run(self):
@@ -104,19 +158,23 @@ class HydrostaticApplications(Strict):
 
     def written_files(self) -> list:
         """The history's keys and, with a sensitivity section, its files (`adjoint.config.
-        sensitivity_files`, the maps of `hydrostatic.plot.gradient_maps`)."""
-        if self.sensitivity is None:
+        sensitivity_files`, the maps of `hydrostatic.plot.gradient_maps`); with a fourdvar
+        section, the restart's key and its files (`adjoint.config.fourdvar_files`)."""
+        sens, fv = self.sensitivity, self.fourdvar
+        if sens is None and fv is None:
             return super().written_files()
         from hydrostatic.plot import gradient_maps
         from swm.files import Written
 
-        sens = self.sensitivity
-        return ([Written("output.path", self.output.path, self.output.path)]
-                + sensitivity_files(self, gradient_maps(sens.output, sens.controls)))
+        out = [Written("output.path", self.output.path, self.output.path)]
+        if fv is not None:
+            return out + [Written("restart.path", self.restart.path, self.restart.path)] + \
+                fourdvar_files(fv)
+        return out + sensitivity_files(self, gradient_maps(sens.output, sens.controls))
 
 
-__all__ = ["CONTROLS", "CostConfig", "HydrostaticApplications", "HydrostaticRunConfig",
-           "HydrostaticSensitivityConfig"]
+__all__ = ["CONTROLS", "CostConfig", "HydrostaticApplications", "HydrostaticFourDVarConfig",
+           "HydrostaticRunConfig", "HydrostaticSensitivityConfig"]
 
 
 def _run_config():
@@ -124,7 +182,7 @@ def _run_config():
 
     class HydrostaticRunConfig(HydrostaticApplications, HydrostaticConfig):
         """A hydrostatic run: the model's sections (`hydrostatic.config`) and the sensitivity
-        section."""
+        or fourdvar section."""
     return HydrostaticRunConfig
 
 

@@ -65,13 +65,15 @@ def build_cost(s, config):
     return _checked(build, s.comm)
 
 
-def state_checker(config, s):
-    """The forward run's watchdog as `adjoint.gradient.watchdog` takes it."""
+def state_checker(config, s, n_steps: int | None = None):
+    """The forward run's watchdog as `adjoint.gradient.watchdog` takes it, for a sweep of
+    `n_steps` (None: the run's)."""
     from hydrostatic.watchdog import StateCheck
 
     w = config.watchdog
     check = StateCheck(s.distribution, w.max_wind, w.min_theta, w.max_theta)
-    return watchdog(lambda state, step: check.check(*state, step), s.total, w.interval_steps)
+    return watchdog(lambda state, step: check.check(*state, step),
+                    s.total if n_steps is None else n_steps, w.interval_steps)
 
 
 def control_gradients(s, grads, state0, controls) -> dict:
@@ -132,18 +134,10 @@ def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B
     hybi, and the maps' layer (global attribute map_level)."""
     gathered = {control: s.distribution.gather(loc, to_host(g))
                 for control, (_, loc, g) in chosen.items()}
-    nlev = config.vertical.nVertLevels
 
     def fill(ds):
-        ds.createDimension("nVertLevels", nlev)
-        ds.createDimension("nVertLevelsP1", nlev + 1)
         ds.setncatts({"core_name": "atmosphere", "map_level": map_level(config, A, B)})
-        for name, values, units, long_name in (
-                ("hyai", A, "Pa", "hybrid A: p = hyai + hybi * p_s"),
-                ("hybi", B, "1", "hybrid B: p = hyai + hybi * p_s")):
-            var = ds.createVariable(name, "f8", ("nVertLevelsP1",))
-            var[:] = values
-            var.setncatts({"units": units, "long_name": long_name})
+        write_coefficients(ds, A, B)
         for control, values in gathered.items():
             name, dims, units, what = GRADIENTS[control]
             var = ds.createVariable(name, "f8", ("Time",) + dims)
@@ -152,6 +146,20 @@ def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B
             var.long_name = f"gradient of J ({cost_units}) with respect to {what} ({units})"
     write_gradient_file(config.sensitivity.output, s, value, cost_units, fill,
                         attributes=provenance(config), config=config)
+
+
+def write_coefficients(ds, A, B) -> None:
+    """The hybrid coefficients hyai (Pa) and hybi at the interfaces (nVertLevelsP1, from the
+    surface up) into netCDF dataset `ds`, with the dimension nVertLevels where it has none."""
+    if "nVertLevels" not in ds.dimensions:
+        ds.createDimension("nVertLevels", len(A) - 1)
+    ds.createDimension("nVertLevelsP1", len(A))
+    for name, values, units, long_name in (
+            ("hyai", A, "Pa", "hybrid A: p = hyai + hybi * p_s"),
+            ("hybi", B, "1", "hybrid B: p = hyai + hybi * p_s")):
+        var = ds.createVariable(name, "f8", ("nVertLevelsP1",))
+        var[:] = values
+        var.setncatts({"units": units, "long_name": long_name})
 
 
 def check_adjoint(config, *, seed: int = 12345) -> bool:
@@ -172,4 +180,5 @@ def check_adjoint(config, *, seed: int = 12345) -> bool:
                               ", ".join(sens.controls))
 
 
-__all__ = ["run_sensitivity", "check_adjoint", "control_gradients", "setup", "write_gradients"]
+__all__ = ["run_sensitivity", "check_adjoint", "control_gradients", "setup", "state_checker",
+           "write_coefficients", "write_gradients"]

@@ -4,8 +4,9 @@ shallow_water); each model registers, in one `Model` entry here:
     schema        its config class (its own sections, with the applications' composed onto them)
     forward       its forward run: forward(config, progress=..., plot=...)
     plot          the PNGs `--plot` writes after a forward run (None: none)
-    applications  the runs a config section asks for instead of the forward run (shallow water:
-                  `sensitivity` and `fourdvar`, `adjoint`), each with its own entry point
+    applications  the runs a config section asks for instead of the forward run (`sensitivity`
+                  and `fourdvar`: shallow water's in `adjoint`, the hydrostatic core's in
+                  `hydrostatic`), each with its own entry point
 
 Entries import their model only when used, so `--help` and `--list-configs` load no model. A model
 of its own is one more entry in `MODELS` (docs/decisions/0023-model-framework.md).
@@ -114,6 +115,12 @@ def _hydrostatic_check_adjoint(config) -> bool:
     return check_adjoint(config)
 
 
+def _hydrostatic_fourdvar(config, *, progress: bool) -> None:
+    from hydrostatic.fourdvar import run_twin
+
+    run_twin(config)
+
+
 MODELS = {m.name: m for m in (
     Model("shallow_water", "the TRiSK shallow-water model (swm): Williamson 2/5/6, Galewsky",
           _sw_schema, _sw_forward, _sw_plot,
@@ -124,7 +131,8 @@ MODELS = {m.name: m for m in (
           "Williamson 2006, Held-Suarez", _hydrostatic_schema, _hydrostatic_forward,
           _hydrostatic_plot,
           (Application("sensitivity", _hydrostatic_sensitivity, _hydrostatic_check_adjoint,
-                       "configs/jw06_sensitivity_l5.yaml"),)),
+                       "configs/jw06_sensitivity_l5.yaml"),
+           Application("fourdvar", _hydrostatic_fourdvar, example="configs/jw06_fourdvar_l4.yaml"))),
 )}
 
 
