@@ -184,15 +184,22 @@ class ShallowWaterTwin(Twin):
 def run_fourdvar(config: Config, twin=ShallowWaterTwin) -> dict:
     """The twin experiment of `twin(config)`; returns the convergence history (every rank).
     Progress: one log line per L-BFGS-B iteration. Its files (the output, its observations and
-    its PNG) are claimed before any work and released when the run ends."""
+    its PNG) are claimed before any work and released when the run ends; observations it wrote
+    are removed when it stops before writing the analysis."""
     from meshops.parallel.comm import world
 
     out = pathlib.Path(config.fourdvar.output)
-    files = claim_outputs(world(), "fourdvar.output", [out, observations_path(out)],
+    observations = observations_path(out)
+    files = claim_outputs(world(), "fourdvar.output", [out, observations],
                           [convergence_plot(out)])
+    new = files and not observations.exists()
     try:
         with quiet_floats():
             return _fourdvar(twin(config), out)
+    except BaseException:
+        if new:                         # a run stopped before its analysis leaves nothing
+            observations.unlink(missing_ok=True)
+        raise
     finally:
         release(files)
 

@@ -227,6 +227,7 @@ def test_a_signal_stops_a_fourdvar_minimisation(tmp_path):
     assert snapshot(mine) == before
     found = listing(tmp_path)
     assert "fv.nc" not in found and "fv.png" not in found and "fv.nc.lock" not in found, found
+    assert "fv.observations.nc" not in found, found
     assert not [name for name in found if name.endswith(".tmp")], found
 
 
