@@ -42,8 +42,9 @@ GRADIENTS = (("dJdh0", "cell", "h", "m"), ("dJdu0", "edge", "u", "m s-1"),
 #: Relative tolerance of the whole-run dot-product test by dtype.
 DOT_TOLERANCE = {np.dtype("float64"): 1e-12, np.dtype("float32"): 1e-4}
 TAYLOR_MIN_RATE = 1.9
-#: The Taylor table's steps eps = 1, 1/2, ..., and the largest judged by TAYLOR_MIN_RATE (the
-#: larger ones are shown: a cost far from quadratic there, as a smooth minimum, rates below 2).
+#: The Taylor table's steps (eps = 1, 1/2, ..., 1/32) and the largest eps whose rates are judged:
+#: the larger steps are shown only, as a strongly curved cost (a smooth minimum) is not yet
+#: quadratic there.
 TAYLOR_STEPS, TAYLOR_JUDGED_FROM = 6, 0.25
 
 

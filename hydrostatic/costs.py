@@ -73,16 +73,17 @@ import meshops
 from adjoint.costs import Context, CostError, ObservationTable, box_weights, read_observation_table
 from meshops.device.backend import array_module, to_host
 
-__all__ = ["KineticEnergyCost", "MinimumSurfacePressureCost", "ObservationCost", "SurfacePressureCost", "Temperature850Cost",
-           "COST_UNITS", "OBSERVATION_TABLES", "make_cost", "surface_pressure",
-           "surface_pressure_adj", "temperature", "temperature_adj", "write_observations"]
+__all__ = ["KineticEnergyCost", "MinimumSurfacePressureCost", "ObservationCost",
+           "SurfacePressureCost", "Temperature850Cost", "COST_UNITS", "OBSERVATION_TABLES",
+           "SOFTNESS", "make_cost", "surface_pressure", "surface_pressure_adj", "temperature",
+           "temperature_adj", "write_observations"]
 
 #: The default softness (Pa) of the minimum_surface_pressure cost.
 SOFTNESS = 100.0
 
 #: The units of each cost kind (`sensitivity.cost.kind`).
-COST_UNITS = {"surface_pressure": "Pa", "minimum_surface_pressure": "Pa", "kinetic_energy": "J m-2", "temperature_850hPa": "K",
-              "misfit": "1"}
+COST_UNITS = {"surface_pressure": "Pa", "minimum_surface_pressure": "Pa", "kinetic_energy": "J m-2",
+              "temperature_850hPa": "K", "misfit": "1"}
 
 
 # -- column diagnostics and their adjoints ---------------------------------------------------------

@@ -1,8 +1,11 @@
 """PNG maps of a hydrostatic history (as JW06's figures): surface pressure (hPa) and 850 hPa
 temperature (K) at a chosen day, on the cells' polygons (`swm.plot`: the file opened, the maps
-drawn and the command line as the shallow-water model's).
+drawn and the command line as the shallow-water model's); or, with --zonal-mean, the
+latitude-pressure sections of the zonal and time mean zonal wind and temperature from a day on
+(`hydrostatic.zonal_mean`, as Held and Suarez 1994 draw a climate).
 
     python -m hydrostatic.plot jw06_baroclinic_l5.nc [--day 9] [--out DIR] [--grid GRID]
+    python -m hydrostatic.plot held_suarez_l4.nc --zonal-mean [--from-day 200]
 """
 from __future__ import annotations
 
@@ -136,12 +139,71 @@ def draw_section(ds, level: int, cost: float, name: str, target) -> None:
     save_png(fig, target)
 
 
+# -- the zonal-mean sections of a history ----------------------------------------------------------
+
+def plot_zonal_mean(path, from_day: float | None = None, out_dir=None,
+                    grid=None) -> list[pathlib.Path]:
+    """Write STEM.zonal_mean.png: the zonal and time mean zonal wind (m/s) and temperature (K)
+    of history `path` over its records from `from_day` (None: all), against latitude and each
+    band's mean layer pressure (hPa); returns its path. PlotError names a missing output
+    directory, a history without the variables or a day past its last record."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hydrostatic.zonal_mean import ZonalMeanError, zonal_means
+
+    path = pathlib.Path(path)
+    ds, out_dir = open_map_file(path, grid, out_dir, "expected a history of the hydrostatic core")
+    with ds:
+        try:
+            means = zonal_means(ds, from_day=from_day)
+        except ZonalMeanError as exc:
+            raise PlotError(f"{path}: {exc}") from None
+    days = means["days"]
+    lat = np.broadcast_to(means["latitude"][:, None], means["pressure"].shape)
+    p = means["pressure"] / 100.0
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), dpi=120, sharey=True)
+    for ax, name, step, cmap, unit in ((axes[0], "uReconstructZonal", 5.0, "RdBu_r", "m/s"),
+                                       (axes[1], "temperature", 5.0, "inferno", "K")):
+        x = means[name]
+        if name == "uReconstructZonal":
+            limit = float(np.abs(x).max()) or 1.0
+            fill = ax.pcolormesh(lat, p, x, cmap=cmap, vmin=-limit, vmax=limit, shading="gouraud")
+        else:
+            fill = ax.pcolormesh(lat, p, x, cmap=cmap, shading="gouraud")
+        levels = np.arange(np.floor(x.min() / step) * step, x.max() + step, step)
+        lines = ax.contour(lat, p, x, levels=levels, colors="k", linewidths=0.6)
+        ax.clabel(lines, fmt="%g", fontsize=7)
+        fig.colorbar(fill, ax=ax, shrink=0.8, label=unit)
+        what = "zonal wind" if name == "uReconstructZonal" else "temperature"
+        ax.set(xlabel="latitude (deg N)", title=f"zonal-mean {what}", xlim=(-90, 90))
+    axes[0].set(ylabel="pressure (hPa)", ylim=(float(p.max()), float(p.min())))
+    fig.suptitle(f"{path.name}: days {days[0]:g}-{days[-1]:g} ({days.size} records)")
+    target = out_dir / f"{path.stem}.zonal_mean.png"
+    save_png(fig, target)
+    return [target]
+
+
 def main(argv=None) -> int:
     def options(p):
         p.add_argument("--day", type=float, help="the day to draw (default: the last record)")
+        p.add_argument("--zonal-mean", action="store_true", help="the zonal and time mean "
+                       "sections of zonal wind and temperature instead of the maps")
+        p.add_argument("--from-day", type=float, help="--zonal-mean: mean the records from this "
+                       "day on (default: every record)")
+
+    def plot(args):
+        if args.from_day is not None and not args.zonal_mean:
+            raise PlotError("--from-day goes with --zonal-mean")
+        if args.zonal_mean:
+            if args.day is not None:
+                raise PlotError("--day draws the maps; --zonal-mean takes --from-day")
+            return plot_zonal_mean(args.file, args.from_day, args.out, args.grid)
+        return plot_file(args.file, args.day, args.out, args.grid)
     return command("python -m hydrostatic.plot", __doc__.splitlines()[0],
-                   "a history file of the hydrostatic core", options,
-                   lambda args: plot_file(args.file, args.day, args.out, args.grid), argv)
+                   "a history file of the hydrostatic core", options, plot, argv)
 
 
 if __name__ == "__main__":
