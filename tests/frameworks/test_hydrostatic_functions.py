@@ -11,14 +11,11 @@ from adjoint import differentiable
 from adjoint.gradient import controls, run_gradient
 from adjoint.sensitivity import FinalStateProjection
 from grids.cache import cached_icosahedral
-from swm.constants import GRAVITY
 
-from hydrostatic import levels, testcases
-from hydrostatic.dynamics import Physics
-from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
 
-A, B = levels.coefficients("jw06_26")
+from ..hydrostatic.test_adjoint import base_state, physics_of
+
 DT = 1200.0
 STEPS = 3
 NAMES = ("mass", "theta_mass", "u", "phi_s")
@@ -36,18 +33,13 @@ def mesh():
 
 def physics(mesh, xp=np):
     """Every term with an adjoint: del2 and del4 on u and theta, the Held-Suarez forcing."""
-    return Physics(p_top=float(A[-1]), dB=xp.asarray(B[:-1] - B[1:]), visc2=2e5, visc4=1e15,
-                   visc2_theta=1e5, visc4_theta=5e14, forcing=HeldSuarez(xp.asarray(mesh.latCell)))
+    return physics_of("all", mesh, xp)
 
 
 def jw06_inputs(mesh, rng):
-    """(mass, theta_mass, u, phi_s), f_vertex: the JW06 baroclinic wave with p_s by 5 hPa, theta
-    by 0.1 %, u by 1 m/s and phi_s by 100 m2 s-2 at random."""
-    s = testcases.initial_state(mesh, "jw06_baroclinic", A, B)
-    mass = levels.layer_mass(A, B, levels.P0 + 500.0 * rng.standard_normal(mesh.nCells), GRAVITY)
-    theta = s.theta_mass / s.mass * (1.0 + 1e-3 * rng.standard_normal(s.mass.shape))
-    return (mass, mass * theta, s.u + rng.standard_normal(s.u.shape),
-            s.phi_s + 100.0 * rng.standard_normal(mesh.nCells)), s.f_vertex
+    """(mass, theta_mass, u, phi_s), f_vertex of `base_state`: the JW06 wave perturbed at random."""
+    *state, f_vertex = base_state(mesh, rng)
+    return tuple(state), f_vertex
 
 
 @pytest.fixture
