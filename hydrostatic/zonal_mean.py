@@ -19,7 +19,7 @@ class ZonalMeanError(ValueError):
     """A history that cannot give the means (a missing variable, no record from the day asked)."""
 
 
-def band_edges(lat_cell, area_cell, radius: float) -> np.ndarray:
+def band_edges(area_cell, radius: float) -> np.ndarray:
     """The latitudes (degrees) of the band edges: equal bands from -90 to 90, each at least 1.5
     mesh spacings (sqrt of the mean cell area) wide."""
     spacing = np.degrees(np.sqrt(float(np.mean(area_cell))) / radius)
@@ -41,7 +41,7 @@ def zonal_means(ds, names=NEEDED, from_day: float | None = None) -> dict:
                              "expected a day within the history")
     lat = np.degrees(ds["latCell"].values)
     area = ds["areaCell"].values
-    edges = band_edges(ds["latCell"].values, area, float(ds.attrs.get("sphere_radius", 6371229.0)))
+    edges = band_edges(area, float(ds.attrs.get("sphere_radius", 6371229.0)))
     band = np.clip(np.searchsorted(edges, lat, side="right") - 1, 0, edges.size - 2)
     weight = np.bincount(band, area, edges.size - 1)
     out = {"latitude": 0.5 * (edges[:-1] + edges[1:]), "days": days[records]}
