@@ -73,6 +73,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from hydrostatic import levels, testcases  # noqa: E402
+from hydrostatic.terms import KINETIC_ENERGIES  # noqa: E402
 from meshops.operators.vertical import CP_DRY, R_DRY  # noqa: E402
 from swm.constants import DAY, EARTH_RADIUS, GRAVITY  # noqa: E402
 
@@ -128,6 +129,20 @@ def steady_norms(u_bar, u_bar0, d_eta):
     w = np.cos(np.radians(LAT))[:, None] * d_eta[None, :]
     d = u_bar - u_bar0
     return math.sqrt(float((w * d ** 2).sum() / w.sum())), float(np.abs(d).max())
+
+
+def zonal_spectrum(u_grid, band=(30.0, 60.0)):
+    """Amplitude (m/s) of each zonal wavenumber 0..180 of a zonal wind (departure) on the common
+    grid (lat, lon, level), rms over the latitudes of `band` in both hemispheres and over levels."""
+    rows = (np.abs(LAT) >= band[0]) & (np.abs(LAT) <= band[1])
+    amplitude = 2 * np.abs(np.fft.rfft(u_grid[rows], axis=1)) / LON.size     # (lat, k, level)
+    return np.sqrt((amplitude ** 2).mean(axis=(0, 2)))
+
+
+def leading_wavenumbers(spectrum, count=3):
+    """The `count` zonal wavenumbers >= 1 of largest amplitude, with their amplitudes."""
+    k = 1 + np.argsort(spectrum[1:])[::-1][:count]
+    return ", ".join(f"{int(n)}: {spectrum[n]:.1e}" for n in k)
 
 
 def write(out: pathlib.Path, name: str, meta: dict, arrays: dict) -> pathlib.Path:
@@ -245,17 +260,19 @@ def reference(args) -> int:
     def record(s):
         ps, ps_grid, u_grid, mass, energy = (np.asarray(x) for x in diagnostics(s))
         u_bar = (u_grid.mean(axis=1).T * wind_scale)[:, ::-1]      # (lat, level from the surface)
-        return ps * ps_scale, ps_grid.T * ps_scale, u_bar, float(mass), float(energy)
+        u_grid = np.transpose(u_grid, (2, 1, 0)) * wind_scale     # (lat, lon, level)
+        return ps * ps_scale, ps_grid.T * ps_scale, u_bar, float(mass), float(energy), u_grid
 
-    ps, _, u_bar0, mass0, energy0 = record(state)
+    ps, _, u_bar0, mass0, energy0, u_grid0 = record(state)
     out = dict(days=[], ps_min=[], ps_min_lon=[], ps_min_lat=[], ps_max=[], mass_change=[],
-               energy_drift=[], u_l2=[], u_linf=[], ps_days=[], ps=[])
+               energy_drift=[], u_l2=[], u_linf=[], u_spectrum=[], ps_days=[], ps=[])
     stepping = 0.0
     for day, span in zip(days, spans):
         t0 = time.perf_counter()
         state = jax.block_until_ready(runs[steps_of(span, dt_s, "record")](state))
         stepping += time.perf_counter() - t0
-        ps, ps_grid, u_bar, mass, energy = record(state)
+        ps, ps_grid, u_bar, mass, energy, u_grid = record(state)
+        spectrum = zonal_spectrum(u_grid - u_grid0)
         if not np.all(np.isfinite(ps)):
             raise FloatingPointError(f"reference T{T}: surface pressure not finite at day {day:g}")
         i, j = np.unravel_index(np.argmin(ps), ps.shape)
@@ -263,8 +280,9 @@ def reference(args) -> int:
         for key, value in (("days", day), ("ps_min", ps[i, j]), ("ps_min_lon", lon_n[i]),
                            ("ps_min_lat", lat_n[j]), ("ps_max", ps.max()),
                            ("mass_change", mass / mass0 - 1.0),
-                           ("energy_drift", energy / energy0 - 1.0), ("u_l2", l2), ("u_linf", linf)):
-            out[key].append(float(value))
+                           ("energy_drift", energy / energy0 - 1.0), ("u_l2", l2), ("u_linf", linf),
+                           ("u_spectrum", spectrum)):
+            out[key].append(value if key == "u_spectrum" else float(value))
         if day in PS_DAYS or day == days[-1]:
             out["ps_days"].append(day)
             out["ps"].append(ps_grid)
@@ -339,7 +357,8 @@ def model(args) -> int:
     dt = args.dt or DT_L5 * 2.0 ** (5 - L)
     visc4 = VISC4_L5 * 2.0 ** (-VISC4_EXPONENT * (L - 5)) if args.visc4 is None else args.visc4
     physics = Physics(p_top=float(A[-1]), dB=xp.asarray(B[:-1] - B[1:], dtype=dtype),
-                      gravity=GRAVITY, visc4=visc4)
+                      gravity=GRAVITY, visc4=visc4, visc4_theta=args.visc4_theta_ratio * visc4,
+                      kinetic_energy=args.kinetic_energy)
     on = lambda a: xp.asarray(np.asarray(a, dtype=dtype))          # noqa: E731
     m = Model(mesh, on(init.mass), on(init.theta_mass), on(init.u), on(init.phi_s),
               on(init.f_vertex), dt, physics)
@@ -362,14 +381,15 @@ def model(args) -> int:
         mass = float((area[:, None] * m.mass.astype(np.float64)).sum())
         zonal, _ = meshops.reconstruct_zonal_meridional_e2c(dm, m.u)
         ps = to_host(d["p_i"][:, 0]).astype(np.float64)
-        u_bar = to_grid(to_host(zonal).astype(np.float64)).mean(axis=1)      # (lat, level)
-        return ps, u_bar, mass, energy
+        u_grid = to_grid(to_host(zonal).astype(np.float64))                  # (lat, lon, level)
+        return ps, u_grid, mass, energy
 
-    ps, u_bar0, mass0, energy0 = record()
+    ps, u_grid0, mass0, energy0 = record()
+    u_bar0 = u_grid0.mean(axis=1)
     d_eta = eta_thickness()
     t_setup = time.perf_counter()
     out = dict(days=[], ps_min=[], ps_min_lon=[], ps_min_lat=[], ps_max=[], mass_change=[],
-               energy_drift=[], u_l2=[], u_linf=[], ps_days=[], ps=[])
+               energy_drift=[], u_l2=[], u_linf=[], u_spectrum=[], ps_days=[], ps=[])
     days = record_days(args.days)
     stepping, steps = 0.0, 0
     for day, span in zip(days, np.diff([0.0] + days)):
@@ -377,7 +397,8 @@ def model(args) -> int:
         t0 = time.perf_counter()
         for _ in range(n):
             m.step()
-        ps, u_bar, mass, energy = record()                 # synchronises
+        ps, u_grid, mass, energy = record()                # synchronises
+        u_bar, spectrum = u_grid.mean(axis=1), zonal_spectrum(u_grid - u_grid0)
         stepping += time.perf_counter() - t0
         steps += n
         if not np.all(np.isfinite(ps)):
@@ -388,14 +409,16 @@ def model(args) -> int:
                            ("ps_min_lon", np.degrees(mesh.lonCell[i]) % 360.0),
                            ("ps_min_lat", np.degrees(mesh.latCell[i])), ("ps_max", ps.max()),
                            ("mass_change", mass / mass0 - 1.0),
-                           ("energy_drift", energy / energy0 - 1.0), ("u_l2", l2), ("u_linf", linf)):
-            out[key].append(float(value))
+                           ("energy_drift", energy / energy0 - 1.0), ("u_l2", l2), ("u_linf", linf),
+                           ("u_spectrum", spectrum)):
+            out[key].append(value if key == "u_spectrum" else float(value))
         if day in PS_DAYS or day == days[-1]:
             out["ps_days"].append(day)
             out["ps"].append(to_grid(ps))
         print(f"  day {day:g}: min p_s {ps[i] / 100:.2f} hPa at ({out['ps_min_lon'][-1]:.1f}E, "
               f"{out['ps_min_lat'][-1]:.1f}N), mass {mass / mass0 - 1:+.1e}, energy "
-              f"{energy / energy0 - 1:+.2e}, l2(u) {l2:.3e} m/s", flush=True)
+              f"{energy / energy0 - 1:+.2e}, l2(u) {l2:.3e} m/s, leading zonal wavenumbers "
+              f"{leading_wavenumbers(spectrum)}", flush=True)
     if xp is np:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         device = "CPU (NumPy)"
@@ -404,11 +427,14 @@ def model(args) -> int:
         device = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)["name"].decode()
     meta = dict(kind="model", model=f"meshops level {L}", case=args.case, level=L,
                 cells=int(mesh.nCells), lloyd=args.lloyd, levels="jw06_26 hybrid", dt=dt,
-                steps=steps, run_days=args.days, visc4=visc4, backend=args.backend, dtype=args.dtype,
+                steps=steps, run_days=args.days, visc4=visc4,
+                visc4_theta=args.visc4_theta_ratio * visc4, kinetic_energy=args.kinetic_energy,
+                backend=args.backend, dtype=args.dtype,
                 device=device, setup_s=round(t_setup - t_start, 2), stepping_s=round(stepping, 2),
                 wall_s=round(time.perf_counter() - t_start, 2), peak_bytes=int(peak))
     arrays = {k: np.asarray(v) for k, v in out.items()}
-    write(pathlib.Path(args.out), f"model_l{L}_lloyd{args.lloyd}_{args.case}_{args.backend}_{args.dtype}", meta, arrays)
+    write(pathlib.Path(args.out), f"model_l{L}_lloyd{args.lloyd}_{args.case}_{args.backend}_{args.dtype}"
+          f"_{args.kinetic_energy}_vt{args.visc4_theta_ratio:g}", meta, arrays)
     return 0
 
 
@@ -517,6 +543,10 @@ def main(argv=None) -> int:
     m.add_argument("--backend", choices=("numpy", "cupy"), default="numpy")
     m.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     m.add_argument("--visc4", type=float, default=None, help="del4 viscosity (m4 s-1); default scaled")
+    m.add_argument("--visc4-theta-ratio", type=float, default=0.0,
+                   help="del4 diffusion of theta as a multiple of --visc4 (default 0)")
+    m.add_argument("--kinetic-energy", choices=KINETIC_ENERGIES, default="trisk",
+                   help="the kinetic energy's form (hydrostatic.terms.kinetic_energy)")
     args = p.parse_args(argv)
     if getattr(args, "days", 1.0) <= 0:
         p.error(f"--days = {args.days}: expected a positive number of days")

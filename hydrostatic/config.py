@@ -25,6 +25,7 @@ from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Dtype, FilePath, LogLeve
                         PartitionConfig, RestartConfig, Strict, _once_each, fixed_steps)
 
 from hydrostatic.levels import LEVEL_SETS
+from hydrostatic.terms import KINETIC_ENERGIES
 from hydrostatic.testcases import CASES
 from hydrostatic.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
@@ -47,6 +48,23 @@ class CaseConfig(Strict):
     name: Literal[CASES] = Field(description="jw06_steady, jw06_baroclinic (Jablonowski and "
                                  "Williamson 2006), held_suarez (the JW06 state, flat surface, "
                                  "Held-Suarez 1994 forcing)")
+    rotation: float = Field(0.0, ge=0, le=90, description="the JW06 cases' frame tilted by this "
+                            "many degrees (Lauritzen et al. 2010; its pole at 180 E, 90 - "
+                            "rotation N), Coriolis parameter included")
+
+    @model_validator(mode="after")
+    def _rotated_jw06_only(self):
+        if self.rotation and self.name == "held_suarez":
+            raise ValueError(f"case.rotation = {self.rotation}: held_suarez is not rotated "
+                             "(its forcing follows the model's latitude); expected 0")
+        return self
+
+
+class DynamicsConfig(Strict):
+    kinetic_energy: Literal[KINETIC_ENERGIES] = Field(
+        "trisk", description="the kinetic energy on cells in the momentum equation: trisk "
+        "(ke_e2c), mpas (MPAS-Atmosphere's blend, 0.625 ke_e2c + 0.375 of the vertex kinetic "
+        "energy), perot (half the square of the reconstructed velocity)")
 
 
 class TimeConfig(Strict):
@@ -99,6 +117,7 @@ class HydrostaticConfig(Strict):
     backend: Backend = "numpy"
     dtype: Dtype = "float64"
     diffusion: DiffusionConfig = DiffusionConfig()
+    dynamics: DynamicsConfig = DynamicsConfig()
     partition: PartitionConfig = PartitionConfig()
     output: OutputConfig = OutputConfig()
     restart: RestartConfig = Field(RestartConfig(), description="restart files (written every "

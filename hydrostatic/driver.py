@@ -78,7 +78,8 @@ def setup(config, comm) -> Setup:
     def build():
         t0 = time.perf_counter()
         root["mesh"] = mesh = build_mesh(config)
-        root["state"] = state = testcases.initial_state(mesh, config.case.name, A, B)
+        root["state"] = state = testcases.initial_state(mesh, config.case.name, A, B,
+                                                        config.case.rotation)
         found, start = fingerprint(config, mesh, dt), 0
         if config.restart.resume:
             saved, start = read_resumed(config, mesh, {name: loc for name, loc, _ in STATE},
@@ -103,6 +104,7 @@ def setup(config, comm) -> Setup:
     physics = Physics(p_top=float(A[-1]), dB=xp.asarray(B[:-1] - B[1:], dtype=dtype),
                       gravity=GRAVITY, visc2=diffusion.visc2, visc4=diffusion.visc4,
                       visc2_theta=diffusion.visc2_theta, visc4_theta=diffusion.visc4_theta,
+                      kinetic_energy=config.dynamics.kinetic_energy,
                       forcing=HeldSuarez(xp.asarray(mesh.latCell, dtype=dtype))
                       if config.case.name == "held_suarez" else None)
     model = Model(mesh, local("cell", "mass"), local("cell", "theta_mass"), local("edge", "u"),

@@ -22,11 +22,14 @@ dB[k] (d p_s / dt) / g, and W is 0 at the surface and (to round-off) at the top.
     tend_mass       = -D - div_vflux_i2l(W)
     tend_theta_mass = -div_e2c(theta_e F) - div_vflux_i2l(W * avg_l2i(theta))
                       + mass * (visc2_theta laplacian_c2c(theta) - visc4_theta del4_c2c(theta))
-    tend_u = pv_flux_e2e(F, q_e) - grad_c2e(ke_e2c(u) + phi) - theta_e * grad_c2e(pi)
+    tend_u = pv_flux_e2e(F, q_e) - grad_c2e(K + phi) - theta_e * grad_c2e(pi)
              - avg_i2l(interp_c2e(W) * diff_l2i(u)) / interp_c2e(mass)
              + visc2 vector_laplacian_e2e(u) - visc4 del4_e2e(u)
 
-The centred vertical advection of u, 0.5 (W_e[k+1] (u[k+1] - u[k]) + W_e[k] (u[k] - u[k-1])) /
+with K the kinetic energy on cells in the form `Physics.kinetic_energy`
+(`hydrostatic.terms.kinetic_energy`: TRiSK's ke_e2c, MPAS-Atmosphere's blend with the vertex
+kinetic energy, or Perot's reconstruction; decision 0030). The centred
+vertical advection of u, 0.5 (W_e[k+1] (u[k+1] - u[k]) + W_e[k] (u[k] - u[k-1])) /
 mass_e[k], is DYNAMICO's energy-consistent form; the theta flux and the pressure gradient share
 theta_e (their energy exchange cancels), the PV flux is TRiSK's energy-neutral one. Every
 operation is smooth (no limiter, no remap): the tangent-linear and adjoint of each are exact.
@@ -62,7 +65,8 @@ CHAINS = (("interp_c2e", "div_e2c", "interp_c2e"),          # W at edges for u's
           ("curl_e2v", "interp_v2e", "pv_flux_e2e"),
           ("interp_c2v", "interp_v2e", "pv_flux_e2e"),
           ("interp_c2e", "pv_flux_e2e"),
-          ("ke_e2c", "grad_c2e"),
+          ("ke_e2c", "grad_c2e"), ("ke_e2v", "interp_v2c", "grad_c2e"),
+          ("reconstruct_e2c", "grad_c2e"),
           ("del4_e2e",), ("del4_c2c",))
 
 
@@ -70,7 +74,8 @@ CHAINS = (("interp_c2e", "div_e2c", "interp_c2e"),          # W at edges for u's
 class Physics:
     """Parameters of the tendencies: gravity (m s-2), the model top's pressure p_top (Pa), the
     coordinate's dB (layers, on the fields' backend and dtype), viscosities on u (visc2 m2 s-1,
-    visc4 m4 s-1) and on theta (visc2_theta, visc4_theta), and a forcing (None: none; else an
+    visc4 m4 s-1) and on theta (visc2_theta, visc4_theta), the form of the kinetic
+    energy (`kinetic_energy`, one of `hydrostatic.terms.KINETIC_ENERGIES`), and a forcing (None: none; else an
     object with `tendencies(mesh, diag, mass, u) -> (tend_theta_mass, tend_u)`, and for the
     tangent-linear and adjoint its `tendencies_tl` and `tendencies_adj`:
     `hydrostatic.forcing.HeldSuarez`)."""
@@ -81,6 +86,7 @@ class Physics:
     visc4: float = 0.0
     visc2_theta: float = 0.0
     visc4_theta: float = 0.0
+    kinetic_energy: str = "trisk"
     forcing: object = None
 
 

@@ -52,8 +52,13 @@ def diagnostics_of(model, distribution) -> dict:
 
 def fingerprint(config, mesh, dt: float) -> dict:
     """The run's fingerprint (`swm.output`): the mesh's, the settings that change the trajectory
-    (the shallow-water model's keys with vertical.levels) and what names another cell order."""
-    settings = {**trajectory_settings(config, dt), "vertical.levels": config.vertical.levels}
+    (the shallow-water model's keys with vertical.levels, case.rotation and
+    dynamics.kinetic_energy) and what names another cell order."""
+    settings = {**trajectory_settings(config, dt), "vertical.levels": config.vertical.levels,
+                # settings at their defaults are left out: restarts written before they existed resume
+                "case": config.case.model_dump(mode="json", exclude_defaults=True)}
+    if config.dynamics.kinetic_energy != "trisk":
+        settings["dynamics.kinetic_energy"] = config.dynamics.kinetic_energy
     return {"mesh": mesh_fingerprint(mesh), "settings": settings,
             "cells": cells_fingerprint(mesh), "mesh_settings": mesh_settings(config)}
 

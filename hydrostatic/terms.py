@@ -13,7 +13,7 @@ names it reads of <t[name], a[name] added>. With Dv = div_vflux_i2l, the lines a
     Del2Theta          tend_theta_mass += visc2_theta mass laplacian_c2c(theta)
     Del4Theta          tend_theta_mass -= visc4_theta mass del4_c2c(theta)
     PVFlux             tend_u  = pv_flux_e2e(F, q_e)
-    Bernoulli          tend_u -= grad_c2e(ke_e2c(u) + phi)
+    Bernoulli          tend_u -= grad_c2e(K + phi),  K = kinetic_energy(u)
     PressureGradient   tend_u -= theta_e grad_c2e(pi)
     VerticalAdvection  tend_u -= V / mass_e,  V = avg_i2l(interp_c2e(W) diff_l2i(u))
     Del2               tend_u += visc2 vector_laplacian_e2e(u)
@@ -166,8 +166,58 @@ class PVFlux:
         a["F"], a["q_e"] = _add(a["F"], F_adj), _add(a["q_e"], q_adj)
 
 
+#: The kinetic energies on cells (`kinetic_energy`): TRiSK's cell form, MPAS-Atmosphere's blend
+#: of the cell and vertex forms, and half the square of Perot's reconstructed velocity.
+KINETIC_ENERGIES = ("trisk", "mpas", "perot")
+#: MPAS-Atmosphere's vertex share of the blend (1 - ke_fact, ke_fact = 1 - 0.375).
+MPAS_VERTEX_WEIGHT = 0.375
+
+
+def kinetic_energy(mesh, u, form):
+    """K on cells by `form` (`KINETIC_ENERGIES`):
+
+        trisk:  ke_e2c(u)
+        mpas:   (1 - w) ke_e2c(u) + w interp_v2c(ke_e2v(u)),  w = MPAS_VERTEX_WEIGHT
+        perot:  0.5 |reconstruct_e2c(u)|^2
+    """
+    if form == "trisk":
+        return meshops.ke_e2c(mesh, u)
+    if form == "mpas":
+        w = MPAS_VERTEX_WEIGHT
+        return (1 - w) * meshops.ke_e2c(mesh, u) + w * meshops.interp_v2c(mesh, meshops.ke_e2v(mesh, u))
+    X, Y, Z = meshops.reconstruct_e2c(mesh, u)
+    return 0.5 * (X * X + Y * Y + Z * Z)
+
+
+def kinetic_energy_tl(mesh, u, du, form):
+    """Tangent-linear of `kinetic_energy` about u (perot: R(u) . R(du), R = reconstruct_e2c)."""
+    if form == "trisk":
+        return meshops.ke_e2c_tl(mesh, u, du)
+    if form == "mpas":
+        w = MPAS_VERTEX_WEIGHT
+        return ((1 - w) * meshops.ke_e2c_tl(mesh, u, du)
+                + w * meshops.interp_v2c(mesh, meshops.ke_e2v_tl(mesh, u, du)))
+    R, dR = meshops.reconstruct_e2c(mesh, u), meshops.reconstruct_e2c(mesh, du)
+    return R[0] * dR[0] + R[1] * dR[1] + R[2] * dR[2]
+
+
+def kinetic_energy_adj(mesh, u, g, form, mode=None):
+    """Adjoint of `kinetic_energy_tl` about u: trisk ke_e2c_adj(u; g); mpas (1 - w)
+    ke_e2c_adj(u; g) + w ke_e2v_adj(u; interp_v2c^T g); perot R^T(g R(u))."""
+    if form == "trisk":
+        return meshops.ke_e2c_adj(mesh, u, g, mode=mode)
+    if form == "mpas":
+        w = MPAS_VERTEX_WEIGHT
+        return ((1 - w) * meshops.ke_e2c_adj(mesh, u, g, mode=mode)
+                + w * meshops.ke_e2v_adj(mesh, u, meshops.interp_v2c_adj(mesh, g, mode=mode),
+                                         mode=mode))
+    X, Y, Z = meshops.reconstruct_e2c(mesh, u)
+    return meshops.reconstruct_e2c_adj(mesh, g * X, g * Y, g * Z, mode=mode)
+
+
 class Bernoulli:
-    """tend_u -= grad_c2e(ke_e2c(u) + phi): kinetic energy and geopotential."""
+    """tend_u -= grad_c2e(K + phi): kinetic energy (`kinetic_energy` of the form
+    physics.kinetic_energy) and geopotential."""
     target = "tend_u"
 
     @staticmethod
@@ -176,17 +226,19 @@ class Bernoulli:
 
     @staticmethod
     def forward(mesh, b, physics):
-        return -meshops.grad_c2e(mesh, meshops.ke_e2c(mesh, b["u"]) + b["phi"])
+        return -meshops.grad_c2e(mesh, kinetic_energy(mesh, b["u"], physics.kinetic_energy)
+                                 + b["phi"])
 
     @staticmethod
     def tangent(mesh, b, t, physics):
-        return -meshops.grad_c2e(mesh, meshops.ke_e2c_tl(mesh, b["u"], t["u"]) + t["phi"])
+        return -meshops.grad_c2e(mesh, kinetic_energy_tl(mesh, b["u"], t["u"],
+                                                         physics.kinetic_energy) + t["phi"])
 
     @staticmethod
     def adjoint(mesh, b, a, g, physics, mode):
-        """c = -grad_c2e^T g: u_adj += ke_e2c_adj(u; c), phi_adj += c."""
+        """c = -grad_c2e^T g: u_adj += kinetic_energy_adj(u; c), phi_adj += c."""
         c = -meshops.grad_c2e_adj(mesh, g, mode=mode)
-        a["u"] = _add(a["u"], meshops.ke_e2c_adj(mesh, b["u"], c, mode=mode))
+        a["u"] = _add(a["u"], kinetic_energy_adj(mesh, b["u"], c, physics.kinetic_energy, mode))
         a["phi"] = _add(a["phi"], c)
 
 

@@ -22,6 +22,13 @@ cos^{3/2}(eta_v) (lat / 2 - sin(4 lat) / 8) at vertices (discretely non-divergen
 cos(angleEdge). The layer masses are those of the hybrid coordinate at p_s = p0, and theta = T /
 (p / p0)^kappa.
 
+Rotated (Lauritzen et al. 2010, JAMES 2, 15): `rotation` alpha > 0 tilts the test's frame, so
+that its north pole sits at the model's (lon, lat) = (180 E, 90 - alpha N). Every field (the
+streamfunction, T, phi_s, the perturbation and its direction) and the Coriolis parameter f =
+2 Omega sin(lat') are those of the unrotated case at the test-frame position (lon', lat') =
+`rotated_coordinates`: the same flow about a tilted axis, which a mesh that does not imprint
+computes the same, rotated.
+
 held_suarez: the JW06 baroclinic state on a flat surface (phi_s = 0) under the Held-Suarez forcing
 (`hydrostatic.forcing`); the flow adjusts and spins up toward the forcing's climate.
 """
@@ -87,27 +94,74 @@ def jw06_perturbation(lat, lon, a):
     return U_P * np.exp(-(r / (a / 10.0)) ** 2)
 
 
+def rotation_matrix(alpha_degrees: float) -> np.ndarray:
+    """R with R P' the test frame's Cartesian coordinates of the model's point P: a rotation by
+    alpha about the y axis, which takes the model point (180 E, 90 - alpha N) to the pole."""
+    a = np.radians(alpha_degrees)
+    return np.array([[np.cos(a), 0.0, np.sin(a)], [0.0, 1.0, 0.0], [-np.sin(a), 0.0, np.cos(a)]])
+
+
+def _xyz(lon, lat):
+    return np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=-1)
+
+
+def rotated_coordinates(lon, lat, alpha_degrees: float):
+    """(lon', lat') in the test frame of the model's (lon, lat) (radians; module doc)."""
+    if not alpha_degrees:
+        return lon, lat
+    p = _xyz(lon, lat) @ rotation_matrix(alpha_degrees).T
+    return np.arctan2(p[..., 1], p[..., 0]), np.arcsin(np.clip(p[..., 2], -1.0, 1.0))
+
+
+def unrotated_coordinates(lon_r, lat_r, alpha_degrees: float):
+    """(lon, lat) on the model's sphere of the test frame's (lon', lat'): `rotated_coordinates`'
+    inverse."""
+    if not alpha_degrees:
+        return lon_r, lat_r
+    p = _xyz(lon_r, lat_r) @ rotation_matrix(alpha_degrees)
+    return np.arctan2(p[..., 1], p[..., 0]), np.arcsin(np.clip(p[..., 2], -1.0, 1.0))
+
+
+def tilted_east(lon, lat, alpha_degrees: float):
+    """(east, north) components, in the model's frame, of the test frame's unit east vector at
+    the model's (lon, lat)."""
+    lon_r, _ = rotated_coordinates(lon, lat, alpha_degrees)
+    east_r = np.stack([-np.sin(lon_r), np.cos(lon_r), np.zeros_like(lon_r)], axis=-1)
+    e = east_r @ rotation_matrix(alpha_degrees)                 # model-frame Cartesian
+    east = np.stack([-np.sin(lon), np.cos(lon), np.zeros_like(lon)], axis=-1)
+    north = np.stack([-np.sin(lat) * np.cos(lon), -np.sin(lat) * np.sin(lon), np.cos(lat)], axis=-1)
+    return (e * east).sum(axis=-1), (e * north).sum(axis=-1)
+
+
 def layer_eta(A, B):
     """eta = p / p0 of each layer at p_s = p0: the mean of its interfaces' (A + B p0) / p0."""
     eta_i = (A + B * P_SURFACE) / levels.P0
     return 0.5 * (eta_i[:-1] + eta_i[1:])
 
 
-def initial_state(mesh, case: str, A, B) -> InitialState:
-    """The initial state of `case` (one of CASES) on `mesh` with hybrid coefficients (A, B)."""
+def initial_state(mesh, case: str, A, B, rotation: float = 0.0) -> InitialState:
+    """The initial state of `case` (one of CASES) on `mesh` with hybrid coefficients (A, B),
+    its frame tilted by `rotation` degrees (module doc; 0: JW06 as published)."""
     if case not in CASES:
         raise ValueError(f"case.name = {case!r}: expected one of {', '.join(CASES)}")
+    if not 0.0 <= rotation <= 90.0:
+        raise ValueError(f"case.rotation = {rotation}: expected degrees in [0, 90]")
     a = mesh.sphere_radius
+    _, lat_cell = rotated_coordinates(mesh.lonCell, mesh.latCell, rotation)
+    lon_edge, lat_edge = rotated_coordinates(mesh.lonEdge, mesh.latEdge, rotation)
+    _, lat_vertex = rotated_coordinates(mesh.lonVertex, mesh.latVertex, rotation)
     eta = layer_eta(A, B)[None, :]
     mass = levels.layer_mass(A, B, np.full(mesh.nCells, P_SURFACE), GRAVITY)
-    temperature = jw06_temperature(mesh.latCell[:, None], eta, a)
+    temperature = jw06_temperature(lat_cell[:, None], eta, a)
     theta = temperature / eta ** (R_DRY / CP_DRY)
-    psi = jw06_streamfunction(mesh.latVertex[:, None], eta, a)
+    psi = jw06_streamfunction(lat_vertex[:, None], eta, a)
     v0, v1 = mesh.verticesOnEdge[:, 0], mesh.verticesOnEdge[:, 1]
     u = -(psi[v1] - psi[v0]) / mesh.dvEdge[:, None]          # swm.testcases.velocity_from_streamfunction
     if case != "jw06_steady":
-        u = u + (jw06_perturbation(mesh.latEdge, mesh.lonEdge, a) * np.cos(mesh.angleEdge))[:, None]
-    phi_s = jw06_surface_geopotential(mesh.latCell, a) if case != "held_suarez" else \
+        east, north = tilted_east(mesh.lonEdge, mesh.latEdge, rotation)
+        normal = np.cos(mesh.angleEdge) * east + np.sin(mesh.angleEdge) * north
+        u = u + (jw06_perturbation(lat_edge, lon_edge, a) * normal)[:, None]
+    phi_s = jw06_surface_geopotential(lat_cell, a) if case != "held_suarez" else \
         np.zeros(mesh.nCells)
-    f_vertex = 2.0 * OMEGA_JW * np.sin(mesh.latVertex)
+    f_vertex = 2.0 * OMEGA_JW * np.sin(lat_vertex)
     return InitialState(mass, mass * theta, u, phi_s, f_vertex)

@@ -22,7 +22,7 @@ from meshops.operators.curl import circulation_e2v, circulation_e2v_adj, curl_e2
 from meshops.operators.interpolation import (interp_c2e, interp_c2e_adj, interp_c2v, interp_c2v_adj, interp_v2c,
                                    interp_v2c_adj, interp_v2e, interp_v2e_adj)
 from meshops.operators.tangential import tangential_e2e, tangential_e2e_adj
-from meshops.operators.kinetic_energy import ke_e2c, ke_e2c_adj, ke_e2c_tl
+from meshops.operators.kinetic_energy import ke_e2c, ke_e2c_adj, ke_e2c_tl, ke_e2v, ke_e2v_adj, ke_e2v_tl
 from meshops.operators.pv_flux import pv_flux_e2e, pv_flux_e2e_adj, pv_flux_e2e_tl
 from meshops.operators.reconstruct import (reconstruct_e2c, reconstruct_e2c_adj, reconstruct_zonal_meridional_e2c,
                                  reconstruct_zonal_meridional_e2c_adj)
@@ -48,7 +48,7 @@ __all__ = [
     "circulation_e2v", "circulation_e2v_adj", "interp_c2e", "interp_c2e_adj", "interp_v2e",
     "interp_v2e_adj", "interp_c2v", "interp_c2v_adj", "interp_v2c", "interp_v2c_adj",
     "tangential_e2e", "tangential_e2e_adj",
-    "ke_e2c", "ke_e2c_tl", "ke_e2c_adj", "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj",
+    "ke_e2c", "ke_e2c_tl", "ke_e2c_adj", "ke_e2v", "ke_e2v_tl", "ke_e2v_adj", "pv_flux_e2e", "pv_flux_e2e_tl", "pv_flux_e2e_adj",
     "reconstruct_e2c", "reconstruct_e2c_adj", "reconstruct_zonal_meridional_e2c",
     "reconstruct_zonal_meridional_e2c_adj",
     "laplacian_c2c", "laplacian_c2c_adj", "vector_laplacian_e2e", "vector_laplacian_e2e_adj",

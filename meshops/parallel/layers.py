@@ -37,7 +37,7 @@ HALO_LAYERS: dict[str, int] = {
     "reconstruct_e2c": 0, "reconstruct_zonal_meridional_e2c": 0,
     "interp_v2c": 0, "interp_v2e": 0, "grad_v2e": 0,
     "grad_c2e": 1, "interp_c2e": 1, "interp_c2v": 1,
-    "curl_e2v": 1, "circulation_e2v": 1,
+    "curl_e2v": 1, "circulation_e2v": 1, "ke_e2v": 1,
     "tangential_e2e": 1, "pv_flux_e2e": 1,
     "laplacian_c2c": 1, "vector_laplacian_e2e": 1,
     "del4_c2c": 2, "del4_e2e": 2,

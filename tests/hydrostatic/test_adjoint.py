@@ -179,6 +179,39 @@ def test_each_term(mesh, rng, setup, term, mode):
 
 
 @pytest.mark.parametrize("mode", ADJOINT_MODES)
+@pytest.mark.parametrize("form", terms.KINETIC_ENERGIES)
+def test_kinetic_energy_forms(mesh, rng, form, mode):
+    """Each kinetic energy's adjoint is the transpose of its tangent, the tangent the forward's
+    derivative, and the Bernoulli term with it passes the dot-product and Taylor tests."""
+    state = base_state(mesh, rng)
+    u, du = state[2], rng.standard_normal(state[2].shape)
+    g = rng.standard_normal((mesh.nCells, u.shape[1]))
+    result = dot_product_test(lambda x: terms.kinetic_energy_tl(mesh, u, x, form),
+                              lambda y: terms.kinetic_energy_adj(mesh, u, y, form, mode), (du,), g)
+    assert result.relative_error <= 1e-12, result
+    result = tangent_taylor_test(lambda x: terms.kinetic_energy(mesh, x, form),
+                                 lambda x, dx: terms.kinetic_energy_tl(mesh, x, dx, form), (u,),
+                                 (du,), g)
+    assert result.exact or result.passed(1.9), result
+    p = replace(physics_of("plain", mesh), kinetic_energy=form)
+    b = dynamics.diagnostics(mesh, *state[:4], state[4], p)
+    t = dict(zip(NAMES, randn_like(rng, [b[n] for n in NAMES])))
+    y = rng.standard_normal(u.shape)
+
+    def adjoint(gu):
+        a = dict.fromkeys(NAMES)
+        terms.Bernoulli.adjoint(mesh, b, a, gu, p, mode)
+        return tuple(np.zeros_like(b[n]) if a[n] is None else a[n] for n in NAMES)
+
+    result = dot_product_test(lambda *x: terms.Bernoulli.tangent(mesh, b, dict(zip(NAMES, x)), p),
+                              adjoint, tuple(t[n] for n in NAMES), y)
+    assert result.relative_error <= 1e-12, result
+    forward, tangent = _term_of_state(mesh, terms.Bernoulli, p, state[4])
+    result = tangent_taylor_test(forward, tangent, state[:4], direction(state, rng), y)
+    assert result.exact or result.passed(1.9), result
+
+
+@pytest.mark.parametrize("mode", ADJOINT_MODES)
 def test_held_suarez_forcing(mesh, rng, setup, mode):
     """The forcing's adjoint is the transpose of its tangent in (p, p_i, theta, mass, u), both
     branches of each max present; its tangent through the column diagnostics' is the forward's
