@@ -353,7 +353,7 @@ def model(args) -> int:
     mesh = cached_icosahedral(L, lloyd_iterations=args.lloyd, sphere_radius=EARTH_RADIUS,
                               level_key="--level")
     A, B = levels.coefficients("jw06_26")
-    init = testcases.initial_state(mesh, args.case, A, B)
+    init = testcases.initial_state(mesh, args.case, A, B, args.rotation)
     dt = args.dt or DT_L5 * 2.0 ** (5 - L)
     visc4 = VISC4_L5 * 2.0 ** (-VISC4_EXPONENT * (L - 5)) if args.visc4 is None else args.visc4
     physics = Physics(p_top=float(A[-1]), dB=xp.asarray(B[:-1] - B[1:], dtype=dtype),
@@ -364,8 +364,10 @@ def model(args) -> int:
               on(init.f_vertex), dt, physics)
     dm = m.device_mesh
     area = xp.asarray(mesh.areaCell, dtype=np.float64)
-    lon_g, lat_g = np.meshgrid(LON, LAT)
-    cells, weights = triangle_weights(mesh, lon_g.ravel(), lat_g.ravel())
+    lon_g, lat_g = testcases.unrotated_coordinates(*np.radians(np.meshgrid(LON, LAT)), args.rotation)
+    cells, weights = triangle_weights(mesh, np.degrees(lon_g).ravel(), np.degrees(lat_g).ravel())
+    east, north = (xp.asarray(c[:, None], dtype=dtype)
+                   for c in testcases.tilted_east(mesh.lonCell, mesh.latCell, args.rotation))
 
     def to_grid(field):
         """A cell field (cells, ...) on the common grid (lat, lon, ...)."""
@@ -379,7 +381,8 @@ def model(args) -> int:
         energy = float((area * (column.astype(np.float64)
                                 + (d["p_i"][:, 0] * m.phi_s).astype(np.float64) / GRAVITY)).sum())
         mass = float((area[:, None] * m.mass.astype(np.float64)).sum())
-        zonal, _ = meshops.reconstruct_zonal_meridional_e2c(dm, m.u)
+        zonal, meridional = meshops.reconstruct_zonal_meridional_e2c(dm, m.u)
+        zonal = east * zonal + north * meridional                  # the test frame's zonal wind
         ps = to_host(d["p_i"][:, 0]).astype(np.float64)
         u_grid = to_grid(to_host(zonal).astype(np.float64))                  # (lat, lon, level)
         return ps, u_grid, mass, energy
@@ -404,10 +407,11 @@ def model(args) -> int:
         if not np.all(np.isfinite(ps)):
             raise FloatingPointError(f"model level {L}: surface pressure not finite at day {day:g}")
         i = int(np.argmin(ps))
+        lon_min, lat_min = testcases.rotated_coordinates(mesh.lonCell[i], mesh.latCell[i],
+                                                         args.rotation)
         l2, linf = steady_norms(u_bar, u_bar0, d_eta)
         for key, value in (("days", day), ("ps_min", ps[i]),
-                           ("ps_min_lon", np.degrees(mesh.lonCell[i]) % 360.0),
-                           ("ps_min_lat", np.degrees(mesh.latCell[i])), ("ps_max", ps.max()),
+                           ("ps_min_lon", np.degrees(lon_min) % 360.0), ("ps_min_lat", np.degrees(lat_min)), ("ps_max", ps.max()),
                            ("mass_change", mass / mass0 - 1.0),
                            ("energy_drift", energy / energy0 - 1.0), ("u_l2", l2), ("u_linf", linf),
                            ("u_spectrum", spectrum)):
@@ -429,12 +433,13 @@ def model(args) -> int:
                 cells=int(mesh.nCells), lloyd=args.lloyd, levels="jw06_26 hybrid", dt=dt,
                 steps=steps, run_days=args.days, visc4=visc4,
                 visc4_theta=args.visc4_theta_ratio * visc4, kinetic_energy=args.kinetic_energy,
+                rotation=args.rotation,
                 backend=args.backend, dtype=args.dtype,
                 device=device, setup_s=round(t_setup - t_start, 2), stepping_s=round(stepping, 2),
                 wall_s=round(time.perf_counter() - t_start, 2), peak_bytes=int(peak))
     arrays = {k: np.asarray(v) for k, v in out.items()}
     write(pathlib.Path(args.out), f"model_l{L}_lloyd{args.lloyd}_{args.case}_{args.backend}_{args.dtype}"
-          f"_{args.kinetic_energy}_vt{args.visc4_theta_ratio:g}", meta, arrays)
+          f"_{args.kinetic_energy}_vt{args.visc4_theta_ratio:g}_rot{args.rotation:g}", meta, arrays)
     return 0
 
 
@@ -503,19 +508,36 @@ def table(args) -> int:
                   f"drift {ref['energy_drift'][-1]:+.2e} at day {ref['days'][-1]:g}.")
         print(f"Published: {PUBLISHED['ps_uncertainty']}.")
         print()
+        rotated = [r for r in wave if r.get("rotation", 0.0)]
+        if rotated:
+            print("Rotated wave (Lauritzen et al. 2010), rotated back, against the same level's "
+                  "unrotated run: l2 of the p_s difference (hPa) on the 1-degree grid.")
+            print()
+            print("| level | rotation (deg) | kinetic energy | l2 dp_s day 7 / 8 / 9 (hPa) |")
+            print("|---|---|---|---|")
+            for r in rotated:
+                twin = [u for u in wave if not u.get("rotation", 0.0) and u["level"] == r["level"]
+                        and u.get("kinetic_energy") == r.get("kinetic_energy")]
+                if not twin:
+                    continue
+                diffs = [f"{l2_difference(r, twin[0], d) / 100:.2f}" for d in r["ps_days"]
+                     if d in set(twin[0]["ps_days"])]
+                print(f"| {r['level']} | {r['rotation']:g} | {r.get('kinetic_energy', '-')} | "
+                      f"{' / '.join(diffs) or '-'} |")
+            print()
 
     steady = [r for r in runs if r["case"] == "jw06_steady"]
     if steady:
         print("JW06 steady state: l2 and linf (m/s) of the zonal-mean zonal wind's departure from "
               "its initial value (cos(lat) and d_eta weights, 1-degree grid).")
         print()
-        print("| run | day | l2(u) | linf(u) | l2(u) day 1 / 10 / 20 |")
-        print("|---|---|---|---|---|")
+        print("| run | kinetic energy | rotation | day | l2(u) | linf(u) | l2(u) day 1 / 10 / 15 / 20 / 30 |")
+        print("|---|---|---|---|---|---|---|")
         for r in sorted(steady, key=lambda r: (r["kind"], r.get("level", 0))):
             days = list(r["days"])
             early = " / ".join(f"{r['u_l2'][days.index(d)]:.2e}" if d in days else "-"
-                               for d in (1.0, 10.0, 20.0))
-            print(f"| {r['model']} | {days[-1]:g} | {r['u_l2'][-1]:.3e} | {r['u_linf'][-1]:.3e} "
+                               for d in (1.0, 10.0, 15.0, 20.0, 30.0))
+            print(f"| {r['model']} | {r.get('kinetic_energy', '-')} | {r.get('rotation', 0):g} | {days[-1]:g} | {r['u_l2'][-1]:.3e} | {r['u_linf'][-1]:.3e} "
                   f"| {early} |")
         print(f"\nPublished: {PUBLISHED['steady_l2']}.")
     return 0
@@ -545,6 +567,9 @@ def main(argv=None) -> int:
     m.add_argument("--visc4", type=float, default=None, help="del4 viscosity (m4 s-1); default scaled")
     m.add_argument("--visc4-theta-ratio", type=float, default=0.0,
                    help="del4 diffusion of theta as a multiple of --visc4 (default 0)")
+    m.add_argument("--rotation", type=float, default=0.0,
+                   help="tilt of the case's frame (degrees, Lauritzen et al. 2010); the common "
+                        "grid, winds and places are the test frame's (rotated back)")
     m.add_argument("--kinetic-energy", choices=KINETIC_ENERGIES, default="trisk",
                    help="the kinetic energy's form (hydrostatic.terms.kinetic_energy)")
     args = p.parse_args(argv)
