@@ -40,7 +40,7 @@ import meshops
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
 
-log = logging.getLogger("swm")
+log = logging.getLogger("adjoint")
 
 
 class CostError(ValueError):

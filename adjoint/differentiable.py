@@ -1,5 +1,5 @@
 """A model's RK4 step and an n-step run as differentiable functions of PyTorch and JAX, their
-derivatives from the hand-written adjoint model (`swm.stepper`, `adjoint.gradient`). Any model of
+derivatives from the hand-written adjoint model (`framework.stepper`, `adjoint.gradient`). Any model of
 the shared stepper: its state fields x (`model.state_names`, at `model.state_locations`) and
 controls c (`model.control_names`, `model.controls`) are the inputs, the state N steps later the
 outputs. Shallow water, x = (h, u), c = (b,):
@@ -43,7 +43,7 @@ controls share one dtype (float32 or float64) and have the shapes of the model's
 one is an error naming the field.
 
 Ranks. The fields are the rank's local arrays, with the adjoint model's conventions
-(`swm.stepper`): gradients have zero halo rows and are the transpose in the Euclidean inner
+(`framework.stepper`): gradients have zero halo rows and are the transpose in the Euclidean inner
 product over owned rows of every rank, so a loss must read owned rows only. On ranks, the forward
 works on copies of the inputs (the state exchange writes halo rows in place).
 
@@ -60,7 +60,7 @@ import numpy as np
 from meshops.modes import resolve_mode
 
 from adjoint.gradient import advance, controls, run_gradient
-from swm.stepper import rk4_step_adj
+from framework.stepper import rk4_step_adj
 from adjoint.sensitivity import FinalStateProjection
 from adjoint.config import CheckpointConfig
 
@@ -157,7 +157,7 @@ def _checkpoint_config(checkpointing):
 
 def torch_step(model, *, mode: str | None = None):
     """One RK4 step of `model` as a differentiable function (*x, *c) -> x_next of tensors
-    (shallow water: (h, u, b) -> (h_next, u_next)); its backward is `swm.stepper.rk4_step_adj` in
+    (shallow water: (h, u, b) -> (h_next, u_next)); its backward is `framework.stepper.rk4_step_adj` in
     adjoint mode `mode`."""
     return torch_run(model, 1, mode=mode)
 
@@ -252,7 +252,7 @@ def _torch_arrays(core, tensors: dict, where: str):
 
 def jax_step(model, *, mode: str | None = None, callback: str | None = None):
     """One RK4 step of `model` as a `jax.custom_vjp` function (*x, *c) -> x_next (shallow water:
-    (h, u, b) -> (h_next, u_next)); its VJP is `swm.stepper.rk4_step_adj` in adjoint mode `mode`."""
+    (h, u, b) -> (h_next, u_next)); its VJP is `framework.stepper.rk4_step_adj` in adjoint mode `mode`."""
     return jax_run(model, 1, mode=mode, callback=callback)
 
 

@@ -42,9 +42,9 @@ from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_fl
 from swm.config import Config, ConfigError
 from swm.files import convergence_plot, observations_path
 from swm.output import MODEL_NAME, mpas_namelist, provenance, release
-from swm.watchdog import WatchdogError
+from framework.errors import WatchdogError
 
-log = logging.getLogger("swm")
+log = logging.getLogger("adjoint")
 
 #: Radius (m) of the Gaussian hills of the first guess's perturbations, and their number.
 HILL_RADIUS = 1.5e6
@@ -220,7 +220,7 @@ def _unpack(x, like) -> list:
 def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
     from scipy.optimize import minimize
 
-    from swm.collective import on_root
+    from framework.collective import on_root
 
     config = twin.config
     fv = config.fourdvar

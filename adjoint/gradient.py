@@ -4,7 +4,7 @@ core x = (mass, theta_mass, u), c = (phi_s,)).
 
     J(x_0, c) = sum_k J_k(x_k),   x_{k+1} = M(x_k; c)
 
-`run_gradient` returns J and (dJ/dx_0, dJ/dc) from the adjoint model (`swm.stepper`) through a
+`run_gradient` returns J and (dJ/dx_0, dJ/dc) from the adjoint model (`framework.stepper`) through a
 checkpoint schedule (`adjoint.checkpointing`); `run_tangent` propagates a perturbation (dx_0, dc)
 to the final state with the tangent-linear model; `run_cost` is J alone. A model gives `state`,
 `state_locations`, `control_locations` and `controls` (a tuple it can be set to). All fields are
@@ -21,8 +21,8 @@ import contextlib
 
 from adjoint.checkpointing import make_schedule, reverse_sweep
 from adjoint.snapshot_memory import plan, step_bytes
-from swm import stop
-from swm.stepper import rk4_step_adj, rk4_step_tl
+from framework import stop
+from framework.stepper import rk4_step_adj, rk4_step_tl
 
 
 def advance(model, state):
@@ -131,7 +131,7 @@ def run_gradient(model, state0, cost, n_steps: int, *, schedule="none", mode=Non
     with `adjoint.snapshot_memory.plan`); `on_step` as in `reverse_sweep`. `check(k, x_k)`,
     when given, is called on x_0, ..., x_N of the first forward pass in order (not on
     recomputed states), before J_k; what it raises ends the sweep before any adjoint step. SIGTERM
-    or SIGINT stops the sweeps after a step, on every rank together (`swm.stop.Interrupted`),
+    or SIGINT stops the sweeps after a step, on every rank together (`framework.stop.Interrupted`),
     their disk snapshots removed."""
     # A signal stops every rank after the same step (not inside numba's compiling of a schedule).
     with stop.deferred():

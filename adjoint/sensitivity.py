@@ -26,15 +26,15 @@ from adjoint.costs import Context, CostError, make_cost
 from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangent, watchdog
 from adjoint.snapshot_memory import plan
 from adjoint.verification import taylor_test
-from swm import stop
+from framework import stop
 from swm.config import Config, ConfigError
-from swm.constants import DAY
-from swm.distribution import owned_inner
+from framework.constants import DAY
+from framework.distribution import owned_inner
 from swm.files import gradient_maps
 from swm.output import OutputError, map_problem, mpas_namelist, provenance, release
-from swm.watchdog import WatchdogError
+from framework.errors import WatchdogError
 
-log = logging.getLogger("swm")
+log = logging.getLogger("adjoint")
 
 #: Gradient variables of the output file: name, location, control, the control's units.
 GRADIENTS = (("dJdh0", "cell", "h", "m"), ("dJdu0", "edge", "u", "m s-1"),
@@ -120,7 +120,7 @@ def finish(s, sens, value: float, stats, chosen, norms_of, write, plot) -> dict:
     array)) is not finite (`require_finite`); the log lines (`log_sweep`) with the norms of
     `norms_of` (the same form); the gradient file, `write()`; with sens.plot the maps on rank 0,
     `plot(sens.output)` (their paths). Returns J, the norms and the forward steps."""
-    from swm.collective import on_root
+    from framework.collective import on_root
 
     require_finite(s, value, chosen,
                    f"sensitivity run: nothing written to sensitivity.output = {str(sens.output)!r}")
@@ -277,7 +277,7 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
-    from swm.collective import on_root
+    from framework.collective import on_root
     from swm.driver import grid_reference
     from swm.output import create_mesh_part, create_time, reporting_space, set_time, stamp
 
@@ -310,7 +310,7 @@ def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None
     not write refused, locked against a second run on the same path), and each PNG of `maps`
     checked the same way (its lock is that of paths[0], beside it; `maps_off`: the setting that
     turns the maps off, named in the error). An error on rank 0 is raised
-    on every rank (`swm.collective.on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
+    on every rank (`framework.collective.on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
     `release` them when the run ends."""
     from swm.output import claim
 

@@ -142,7 +142,7 @@ def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "ch
     keeps all n_steps states, the others `snapshots_in_ram`. `checkpointing`: a
     adjoint.config.CheckpointConfig; `sweep_bytes`: a step's measured work (`step_bytes`). Collective
     on ranks."""
-    from swm.config import ConfigError
+    from framework.errors import ConfigError
 
     room, basis = capacity(comm, xp, state_bytes, sweep_bytes)
     auto = checkpointing.snapshots_in_ram == "auto"

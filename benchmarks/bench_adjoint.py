@@ -35,7 +35,7 @@ from meshes import icosahedral_mesh  # noqa: E402
 
 from adjoint.costs import Context, RegionCost  # noqa: E402
 from adjoint.gradient import run_gradient  # noqa: E402
-from swm.stepper import rk4_step_adj, rk4_step_tl  # noqa: E402
+from framework.stepper import rk4_step_adj, rk4_step_tl  # noqa: E402
 from swm import testcases  # noqa: E402
 from swm.model import Model  # noqa: E402
 from swm.tendencies import Physics  # noqa: E402

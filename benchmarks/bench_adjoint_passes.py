@@ -19,7 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_adjoint import build  # noqa: E402
 
 from meshops.device import kernels  # noqa: E402
-from swm.stepper import rk4_step_adj  # noqa: E402
+from framework.stepper import rk4_step_adj  # noqa: E402
 
 level, dtype = int(sys.argv[1]), sys.argv[2]
 modes = sys.argv[3:] or ["deterministic", "atomic"]

@@ -32,7 +32,7 @@ import meshops  # noqa: E402
 from hydrostatic import dynamics, levels, terms, testcases  # noqa: E402
 from hydrostatic.dynamics import Physics  # noqa: E402
 from hydrostatic.model import Model  # noqa: E402
-from swm.constants import GRAVITY  # noqa: E402
+from framework.constants import GRAVITY  # noqa: E402
 
 #: dt (s) and del4 viscosity (m4 s-1) of the JW06 configs at level 5; dt halves with each level
 #: and the viscosity scales with the grid distance cubed (configs/jw06_*).

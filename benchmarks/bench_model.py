@@ -5,7 +5,7 @@ the step's memory-traffic floor over the measured copy bandwidth.
         [--passes] [--backend numpy] [--json out.json]
 
 Paths: `fused` (swm.fused, three kernels per stage; CuPy only) and `operators` (the operator path,
-swm.tendencies with swm.timestepping). `--passes` also times each pass of a middle RK4 stage of the
+swm.tendencies with framework.timestepping). `--passes` also times each pass of a middle RK4 stage of the
 fused path on its own (L2 flushed before each repetition) under launch variants of the tuning
 table, with the bytes its arguments hold (each array once; an accumulated output twice): the pass's
 least traffic, so bytes / time is its effective bandwidth.

@@ -8,7 +8,7 @@ the TRiSK step written natively with gathers (benchmarks/native_trisk.py) in JAX
 Williamson case 5 (the topography is a control), `Physics()`, dt = 1200 s / 2^(level - 4). Passes:
 `fwd`, one step without gradients; `fwd_bwd`, the step and the gradient of <g, (h_next, u_next)>
 in (h, u, b) for a random g. Candidates:
-- `meshops`: `Model.advance` (fused kernels on CuPy), then `swm.stepper.rk4_step_adj` (deterministic);
+- `meshops`: `Model.advance` (fused kernels on CuPy), then `framework.stepper.rk4_step_adj` (deterministic);
 - `torch`: `torch_step(model)` on tensors (eager; backward: the adjoint model);
 - `jax`: `jax_step(model)` under `jax.jit` (fwd_bwd: one jitted `jax.vjp`; on a GPU the model runs
   on XLA's buffers);
@@ -69,7 +69,7 @@ def host(a) -> np.ndarray:
 # -- candidates: (fwd, fwd_bwd, sync) over the same inputs; fwd_bwd -> ((h1, u1), (dh, du, db)) -------
 
 def meshops_candidate(model, x, g):
-    from swm.stepper import rk4_step_adj
+    from framework.stepper import rk4_step_adj
 
     h, u, b = x
     model.b = b

@@ -75,7 +75,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from hydrostatic import levels, testcases  # noqa: E402
 from hydrostatic.terms import KINETIC_ENERGIES  # noqa: E402
 from meshops.operators.vertical import CP_DRY, R_DRY  # noqa: E402
-from swm.constants import DAY, EARTH_RADIUS, GRAVITY  # noqa: E402
+from framework.constants import DAY, EARTH_RADIUS, GRAVITY  # noqa: E402
 
 CASES = ("jw06_baroclinic", "jw06_steady")
 #: Days whose surface pressure is kept (the last day of a run always is).

@@ -16,7 +16,7 @@ import numpy as np
 import meshops
 from grids.cache import cached_icosahedral
 from swm import testcases
-from swm.constants import DAY, EARTH_RADIUS, GRAVITY
+from framework.constants import DAY, EARTH_RADIUS, GRAVITY
 from swm.model import Model
 
 

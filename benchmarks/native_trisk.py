@@ -1,7 +1,7 @@
 """The TRiSK shallow-water RK4 step written natively in JAX or PyTorch with gathers (the peers'
 stencils, benchmarks/peers.py), as a user of those frameworks would write it; derivatives by the
 framework's own autodiff. The same arithmetic as `swm.tendencies` with `Physics()` (no APVM, no
-viscosity) and the RK4 step of `swm.stepper` (`swm.timestepping`'s coefficients):
+viscosity) and the RK4 step of `framework.stepper` (`framework.timestepping`'s coefficients):
 
     h_edge = interp_c2e(h),  pv_vertex = (f + curl_e2v(u)) / interp_c2v(h),  pv_edge = interp_v2e(pv_vertex)
     tend_h = -div(h_edge u),  tend_u = pv_flux(h_edge u, pv_edge) - grad_c2e(ke_e2c(u) + g (h + b))
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from benchmarks.peers import (_c2v, _consts, _curl, _div, _g, _grad_c, _ke, _mean2, _tangential, gather,
                               pv_flux)
-from swm.timestepping import RK4_A, RK4_B
+from framework.timestepping import RK4_A, RK4_B
 
 
 def constants(mesh) -> dict:

@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 from swm import analysis, testcases
-from swm.constants import DAY
+from framework.constants import DAY
 
 NH_BAND, SH_BAND = (np.radians(20.0), np.radians(50.0)), (np.radians(-50.0), np.radians(-20.0))
 JET_BAND = (np.radians(20.0), np.radians(70.0))

@@ -51,7 +51,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))   # the rep
 
 from grids.icosahedral import generate_icosahedral      # noqa: E402
 from swm import testcases                                # noqa: E402
-from swm.constants import DAY, EARTH_RADIUS, GRAVITY     # noqa: E402
+from framework.constants import DAY, EARTH_RADIUS, GRAVITY     # noqa: E402
 from swm.model import Model                              # noqa: E402
 from swm.tendencies import Physics                       # noqa: E402
 from swm.terms import Relaxation                         # noqa: E402

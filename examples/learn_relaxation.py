@@ -49,7 +49,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))   # the rep
 
 from grids.cache import cached_icosahedral             # noqa: E402
 from meshops.operators.vertical import CP_DRY, R_DRY    # noqa: E402
-from swm.constants import DAY, GRAVITY                  # noqa: E402
+from framework.constants import DAY, GRAVITY                  # noqa: E402
 
 from hydrostatic import forcing, levels, testcases     # noqa: E402
 from hydrostatic.dynamics import Physics                # noqa: E402

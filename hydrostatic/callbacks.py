@@ -1,4 +1,4 @@
-"""The hydrostatic core's callbacks on the shared `swm.simulation.Simulation`: the watchdog of its
+"""The hydrostatic core's callbacks on the shared `framework.simulation.Simulation`: the watchdog of its
 state (`hydrostatic.watchdog`) and the history records (`hydrostatic.output.History`), each the
 shared callback (`swm.callbacks`: Watchdog, HistoryCallback) with this model's fields; the
 progress bar, the restarts and the run's files are `swm.callbacks`' (Progress, RestartOutput,
@@ -13,13 +13,13 @@ import logging
 
 from meshops.device.backend import to_host
 from swm import callbacks
-from swm.constants import DAY
-from swm.schedules import IterationInterval, TimeInterval
+from framework.constants import DAY
+from framework.schedules import IterationInterval, TimeInterval
 
 from hydrostatic.output import diagnostics_of, fields_of
 from hydrostatic.variables import DIAGNOSTICS, FIELDS, STATE
 
-log = logging.getLogger("swm")
+log = logging.getLogger("hydrostatic")
 LOCATION = {"nCells": "cell", "nEdges": "edge"}
 
 

@@ -1,14 +1,13 @@
 """Where the hydrostatic model's fields live: one process, or every rank with its local mesh and
 the state (mass, theta_mass, u; layers last) exchanged in one message per neighbour per RK stage
-(`meshops.parallel.StateExchange`, as `swm.distribution` exchanges (h, u)); the tangent-linear
+(`meshops.parallel.StateExchange`, as the shallow-water model exchanges (h, u)); the tangent-linear
 and adjoint steps exchange perturbations and adjoint tendencies the same way (`exchange_tl`), the
 surface geopotential's perturbation in the same message with the first stage's."""
 from __future__ import annotations
 
 from meshops.parallel import StateExchange, layers_needed
 from meshops.parallel.comm import is_serial
-from swm.distribution import Ranks, read_owner
-from swm.distribution import Serial as _SerialBase
+from framework.distribution import Ranks, Serial, read_owner
 
 from hydrostatic.dynamics import CHAINS
 
@@ -19,16 +18,6 @@ LOCATIONS = {"mass": "cell", "theta_mass": "cell", "u": "edge"}
 def halo_depth() -> int:
     """Cell layers of halo the tendencies need after one exchange per stage."""
     return max(layers_needed(chain) for chain in CHAINS)
-
-
-class Serial(_SerialBase):
-    """One process: nothing to exchange."""
-
-    def exchange(self, mass, theta_mass, u) -> None:
-        pass
-
-    def exchange_tl(self, dmass, dtheta_mass, du, dphi_s=None) -> None:
-        pass
 
 
 class Distributed(Ranks):

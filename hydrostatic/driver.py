@@ -1,9 +1,9 @@
 """A hydrostatic run from a config: output claimed, mesh (cached when generated), decomposition,
 initial state (or the restart's: `restart.resume`), model, and the shared
-`swm.simulation.Simulation` loop with this core's callbacks (`hydrostatic.callbacks`): the watchdog
+`framework.simulation.Simulation` loop with this core's callbacks (`hydrostatic.callbacks`): the watchdog
 of the state, the progress bar, the history records, the restarts (`swm.callbacks.RestartOutput`),
 the writer thread and the output's claim released last. Signals stop it as they stop a
-shallow-water run (`swm.stop`), with a restart to resume from."""
+shallow-water run (`framework.stop`), with a restart to resume from."""
 from __future__ import annotations
 
 import logging
@@ -14,16 +14,16 @@ import numpy as np
 
 import meshops
 from meshops.parallel.comm import is_serial
-from swm import stop
+from framework import stop
 from swm.callbacks import Files, Run
-from swm.collective import on_root
-from swm.config import ConfigError
+from framework.collective import on_root
+from framework.errors import ConfigError
 from swm.config import fixed_steps
-from swm.constants import DAY, GRAVITY
+from framework.constants import DAY, GRAVITY
 from swm.driver import build_mesh, grid_reference, read_resumed, step_through
 from swm.output import AsyncWriter, check_resumed_history, claim, provenance
-from swm.schedules import IterationInterval
-from swm.simulation import Simulation
+from framework.schedules import IterationInterval
+from framework.simulation import Simulation
 
 from hydrostatic import levels, testcases
 from hydrostatic.callbacks import CALLBACKS, Watchdog
@@ -35,7 +35,7 @@ from hydrostatic.output import History, fingerprint
 from hydrostatic.variables import STATE
 from hydrostatic.watchdog import StateCheck
 
-log = logging.getLogger("swm")
+log = logging.getLogger("hydrostatic")
 
 
 def array_module(config):
@@ -117,7 +117,7 @@ def setup(config, comm) -> Setup:
 
 def run(config, *, progress: bool = True) -> dict:
     """Run `config` on one process or on every rank of the world communicator; returns the last
-    diagnostics (every rank). Raises WatchdogError or `swm.stop.Interrupted` when the run stops
+    diagnostics (every rank). Raises WatchdogError or `framework.stop.Interrupted` when the run stops
     early (its state written to the history and the restart file: a resume continues them)."""
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress)
@@ -129,7 +129,7 @@ def run(config, *, progress: bool = True) -> dict:
 
 
 def build_simulation(config, *, progress: bool = True):
-    """(the `swm.simulation.Simulation` of a run of `config`, its `Setup`): the watchdog, the
+    """(the `framework.simulation.Simulation` of a run of `config`, its `Setup`): the watchdog, the
     progress bar, the history records and the restarts; the writer thread and the claimed
     outputs finished last (`Files`). A resume with another output.interval_hours or
     output.variables than the history's is refused before any work

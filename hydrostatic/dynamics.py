@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 import meshops
 from meshops.operators.vertical import CP_DRY
-from swm.constants import GRAVITY
+from framework.constants import GRAVITY
 
 from hydrostatic import terms
 

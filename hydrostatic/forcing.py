@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import meshops
 from meshops.device.backend import array_module
-from swm.constants import DAY
+from framework.constants import DAY
 
 SIGMA_B, K_F, K_A, K_S = 0.7, 1.0 / DAY, 1.0 / (40.0 * DAY), 1.0 / (4.0 * DAY)
 DT_Y, DTHETA_Z, T_MIN, P0 = 60.0, 10.0, 200.0, 1.0e5

@@ -1,13 +1,13 @@
 """The hydrostatic model: local mesh, state (mass, theta_mass, u), fixed fields (phi_s, f_vertex),
-physics, and its RK4 step: the shared stepper (`swm.stepper`) with this model's tendencies, their
+physics, and its RK4 step: the shared stepper (`framework.stepper`) with this model's tendencies, their
 tangent-linear and adjoint (`hydrostatic.dynamics`) as its stages, one state exchange per stage;
-`swm.stepper.rk4_step_tl` / `rk4_step_adj` take the model, with the surface geopotential phi_s as
+`framework.stepper.rk4_step_tl` / `rk4_step_adj` take the model, with the surface geopotential phi_s as
 its control."""
 from __future__ import annotations
 
 import meshops
 from meshops.device.backend import array_module
-from swm import stepper
+from framework import stepper
 
 from hydrostatic.dynamics import Physics, tendencies, tendencies_adj, tendencies_tl
 
@@ -20,7 +20,7 @@ class Model:
     tendencies of the tangent-linear and adjoint steps); None: one process."""
 
     #: The locations of the state (mass, theta_mass, u) and of the controls (phi_s: the fixed field
-    #: the tangent-linear and adjoint steps perturb), in `swm.stepper`'s order.
+    #: the tangent-linear and adjoint steps perturb), in `framework.stepper`'s order.
     state_locations = ("cell", "cell", "edge")
     control_locations = ("cell",)
     #: Their names (the model's attributes of them).

@@ -26,7 +26,7 @@ from adjoint.sensitivity import (_checked, claimed, cost_context, dot_and_taylor
                                  gradient_units, owned_max, quiet_floats, sensitivity_sweep,
                                  write_gradient_file)
 from meshops.device.backend import to_host
-from swm.config import ConfigError
+from framework.errors import ConfigError
 from swm.output import provenance
 
 from hydrostatic.variables import GRADIENTS

@@ -39,13 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from meshops.operators.vertical import CP_DRY, R_DRY
-from swm.constants import GRAVITY
+from framework.constants import EARTH_OMEGA, GRAVITY
 
 from hydrostatic import levels
 
 ETA_0, ETA_T, U_0, T_0, LAPSE, DELTA_T = 0.252, 0.2, 35.0, 288.0, 0.005, 4.8e5
 #: JW06's rotation rate (s-1) and the perturbation: amplitude (m/s), centre (lon, lat, radians).
-OMEGA_JW = 7.29212e-5
+OMEGA_JW = EARTH_OMEGA
 U_P, LON_C, LAT_C = 1.0, np.pi / 9.0, 2.0 * np.pi / 9.0
 P_SURFACE = levels.P0
 CASES = ("jw06_steady", "jw06_baroclinic", "held_suarez")

@@ -15,7 +15,7 @@ import numpy as np
 
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
-from swm.watchdog import WatchdogError
+from framework.errors import WatchdogError
 
 
 class StateCheck:

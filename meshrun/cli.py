@@ -59,9 +59,13 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+#: The packages' loggers: on ranks other than 0 they say warnings and errors only.
+LOGGERS = ("framework", "swm", "hydrostatic", "adjoint", "meshrun")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from swm import stop
+    from framework import stop
 
     stop.install()               # SIGTERM, SIGINT: one line and 128 + signum in every phase
     try:
@@ -76,7 +80,7 @@ def main(argv=None) -> int:
 def _main(args) -> int:
     from meshrun.config import (DEFAULT_MODEL, ConfigError, describe_schema, dump, load_config,
                                 shipped_configs)
-    from swm import stop
+    from framework import stop
 
     if args.help_config:
         model = next((item.partition("=")[2].strip() for item in reversed(args.set)
@@ -124,8 +128,9 @@ def _main(args) -> int:
                         format=f"%(asctime)s rank {comm.Get_rank()}: %(message)s",
                         stream=sys.stderr)
     if comm.Get_rank() != 0:
-        logging.getLogger("swm").setLevel(max(logging.WARNING, logging.getLogger().level))
-    logging.getLogger("swm").info("config %s:\n%s", args.config, dump(config))
+        for name in LOGGERS:
+            logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+    logging.getLogger("meshrun").info("config %s:\n%s", args.config, dump(config))
     try:
         status = run(config, args)
         model = model_of(config)
@@ -201,12 +206,12 @@ def run(config, args) -> int:
 def report(exc, comm, debug: bool) -> int:
     """Print `exc` as one line on stderr (the traceback too with --debug) and return the exit
     status: 2 for a config or input problem, 3 for a watchdog stop, 128 + the signal number for a
-    run stopped by a signal (`swm.stop`), 1 otherwise. Errors raised on every rank together are
+    run stopped by a signal (`framework.stop`), 1 otherwise. Errors raised on every rank together are
     printed by rank 0; any other error on one rank of several ends the whole job (MPI_Abort; a
     signal that stopped rank 0 alone is printed by rank 0, and the job ends with its status)."""
-    from swm.config import ConfigError
-    from swm.stop import Interrupted
-    from swm.watchdog import WatchdogError
+    from framework.errors import ConfigError
+    from framework.stop import Interrupted
+    from framework.errors import WatchdogError
 
     collective = isinstance(exc, (ConfigError, WatchdogError)) or \
         getattr(exc, "collective", False)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from adjoint.config import GradientApplications
 from swm import config as _swm
-from swm.config import ConfigError, dump, find_config, shipped_configs, with_overrides  # noqa: F401
+from framework.errors import ConfigError  # noqa: F401
+from swm.config import dump, find_config, shipped_configs, with_overrides  # noqa: F401
 from swm.config import Config as _ShallowWater
 
 __all__ = ["ConfigError", "DEFAULT_MODEL", "ShallowWaterConfig", "describe_schema", "dump", "find_config",

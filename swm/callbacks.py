@@ -1,6 +1,6 @@
-"""The callbacks and writers a run's `swm.simulation.Simulation` fires: the watchdog, the progress
+"""The callbacks and writers a run's `framework.simulation.Simulation` fires: the watchdog, the progress
 bar, the history (fields, diagnostics, error norms) and the restarts. Each has a `schedule`;
-`start(sim)` and `finish(sim, outcome)` are optional (see `swm.simulation`). Watchdog,
+`start(sim)` and `finish(sim, outcome)` are optional (see `framework.simulation`). Watchdog,
 HistoryCallback, Progress and Files serve every model (the hydrostatic core's
 `hydrostatic.callbacks` subclasses the first two).
 
@@ -20,10 +20,10 @@ import numpy as np
 
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
-from swm.constants import DAY
-from swm.schedules import IterationInterval, TimeInterval
+from framework.constants import DAY
+from framework.schedules import IterationInterval, TimeInterval
 from swm.variables import FIELDS
-from swm.watchdog import WatchdogError
+from framework.errors import WatchdogError
 
 log = logging.getLogger("swm")
 

@@ -23,7 +23,8 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       field_validator, model_validator)
 
-from swm.constants import DAY, EARTH_RADIUS, GRAVITY
+from framework.constants import DAY, EARTH_RADIUS, GRAVITY
+from framework.errors import ConfigError  # noqa: F401 - the error of every config check here
 from swm.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
 #: Largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge of the run: RK4's imaginary-axis bound
@@ -275,11 +276,6 @@ def cfl_step_bound(config: Config) -> None:
     if steps > config.time.max_steps:
         raise ConfigError(f"time.days = {config.time.days}: {why}, so at least {math.ceil(steps)} "
                           f"steps: expected at most time.max_steps = {config.time.max_steps}")
-
-
-class ConfigError(ValueError):
-    """A config that cannot run: the message names the file, the key path, the value and what is
-    allowed."""
 
 
 class _DuplicateKey(Exception):

@@ -1,11 +1,11 @@
-"""Where a run's fields live: one process, or every rank of a communicator with its local mesh
-(owned rows first, then halo layers), the state exchange of each RK stage and the global <-> local
-helpers the initial conditions, output and restarts use."""
+"""Where the shallow-water model's fields live: one process (`framework.distribution.Serial`), or
+every rank of a communicator with its local mesh and the state (h, u) exchanged once per RK stage."""
 from __future__ import annotations
 
-from meshops.parallel import StateExchange, gather_field, layers_needed, scatter_field
-from meshops.parallel.comm import allreduce_sum, is_serial
+from meshops.parallel import StateExchange, layers_needed
+from meshops.parallel.comm import is_serial
 
+from framework.distribution import Ranks, Serial, read_owner
 from swm import terms
 
 
@@ -15,62 +15,11 @@ def halo_depth(physics) -> int:
     return max(layers_needed(chain) for chain in terms.chains(physics))
 
 
-class Serial:
-    """One process: owned rows are all rows, nothing to exchange."""
-
-    def __init__(self, mesh, comm):
-        self.mesh, self.comm = mesh, comm
-        self.owned = {"cell": mesh.nCells, "edge": mesh.nEdges, "vertex": mesh.nVertices}
-
-    def scatter(self, location, field):
-        return field
-
-    def gather(self, location, field):
-        return field
-
-    def exchange(self, h, u) -> None:
-        pass
-
-    def exchange_tl(self, dh, du, db=None) -> None:
-        pass
-
-    def global_index(self, location, i) -> int:
-        return int(i)
-
-    def describe(self) -> str:
-        return "1 process"
-
-
-class Ranks:
-    """Every rank of `comm` with its `grids.decompose.Decomposition`: the local mesh, the owned
-    counts, scatter and gather of fields and global indices; what every model's distribution
-    shares (each adds the exchange of its own state)."""
-
-    def __init__(self, decomposition, comm):
-        self.decomposition, self.comm = decomposition, comm
-        self.mesh = decomposition.mesh
-        self.owned = {loc: decomposition.n_owned(loc) for loc in ("cell", "edge", "vertex")}
-
-    def scatter(self, location, field):
-        return scatter_field(self.decomposition, self.comm, field, location)
-
-    def gather(self, location, field):
-        return gather_field(self.decomposition, self.comm, field, location)
-
-    def global_index(self, location, i) -> int:
-        return int(self.decomposition.local.l2g[location][i])
-
-    def describe(self) -> str:
-        d = self.decomposition
-        return (f"{d.nranks} ranks, halo depth {d.halo_depth}, rank 0 owns "
-                f"{self.owned['cell']} cells")
-
-
 class Distributed(Ranks):
     """Every rank of `comm` with its `grids.decompose.Decomposition`; the state (h, u) exchanged
     in one message per neighbour (`meshops.parallel.StateExchange`).
 
-    The tangent-linear and adjoint steps (`swm.stepper`) exchange perturbations and adjoint
+    The tangent-linear and adjoint steps (`framework.stepper`) exchange perturbations and adjoint
     tendencies the same way (`exchange_tl`); with a topography perturbation db the three fields go
     in one message per neighbour through a second exchange, `control_exchange` {h, u, b}."""
 
@@ -92,18 +41,6 @@ class Distributed(Ranks):
             self.control_exchange.exchange({"h": dh, "u": du, "b": db})
 
 
-def owned_inner(distribution, pairs) -> float:
-    """Global Euclidean inner product over owned rows: the sum over `pairs` of (location, x, y)
-    of sum_i x[i] * y[i] over the first `distribution.owned[location]` rows (and every level), in
-    float64, summed over the ranks of `distribution.comm` (the same value on every rank). The inner
-    product in which `swm.stepper`'s adjoint is the transpose of its tangent-linear model."""
-    total = 0.0
-    for location, x, y in pairs:
-        n = distribution.owned[location]
-        total += float((x[:n].astype("float64") * y[:n].astype("float64")).sum())
-    return allreduce_sum(distribution.comm)(total)
-
-
 def distribute(config, comm, global_mesh, physics, dtype):
     """Serial on one rank; else partition on rank 0 as the config says and distribute. A
     partition file (partition.method: file) is read and checked against the mesh and the rank
@@ -117,30 +54,3 @@ def distribute(config, comm, global_mesh, physics, dtype):
     decomposition = distribute_mesh(comm, global_mesh, owner, halo_depth=halo_depth(physics),
                                     method=method)
     return Distributed(decomposition, comm, dtype)
-
-
-def read_owner(config, comm, global_mesh):
-    """The owner rank of every cell from config.partition.file on rank 0 (None elsewhere, and
-    without a file); its problems raised on every rank as a ConfigError naming the key. The
-    file is checked against the run's rank count; on one process (where it is not used) against
-    its own, N of a name ending in `.part.N`."""
-    if config.partition.method != "file":
-        return None
-    import re
-
-    from grids.partition import PartitionError, read_partition
-    from swm.collective import on_root
-    from swm.config import ConfigError
-
-    read, path = {}, str(config.partition.file)
-    nparts = comm.Get_size()
-    if is_serial(comm) and re.search(r"\.part\.[0-9]+$", path):
-        nparts = None
-
-    def work():
-        try:
-            read["owner"] = read_partition(path, global_mesh.nCells, nparts)
-        except PartitionError as exc:
-            raise ConfigError(f"partition.file: {exc}") from None
-    on_root(comm, work)
-    return read.get("owner")

@@ -1,5 +1,5 @@
 """A model run from a config: the output files claimed, mesh (cached when generated), decomposition,
-initial state (or the restart's), model, and the `swm.simulation.Simulation` with the config's
+initial state (or the restart's), model, and the `framework.simulation.Simulation` with the config's
 callbacks. `run_model.py` and `swm.run` are its entry points; the sensitivity and 4D-Var
 applications build their runs with `setup`."""
 from __future__ import annotations
@@ -14,11 +14,12 @@ import numpy as np
 import meshops
 from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
-from swm import stop, testcases
+from framework import stop
+from swm import testcases
 from swm.callbacks import CALLBACKS, Files, Run, Watchdog
-from swm.collective import on_root
+from framework.collective import on_root
 from swm.config import Config, ConfigError, fixed_steps, step_counts
-from swm.constants import DAY, GRAVITY
+from framework.constants import DAY, GRAVITY
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.files import history_maps
@@ -26,8 +27,8 @@ from swm.model import Model
 from swm.output import (AsyncWriter, History, cells_fingerprint, check_resumed_history, claim,
                         mesh_fingerprint, mesh_form, mesh_settings, mpas_namelist, provenance,
                         read_restart, reference_grid, trajectory_settings)
-from swm.schedules import IterationInterval
-from swm.simulation import Simulation
+from framework.schedules import IterationInterval
+from framework.simulation import Simulation
 from swm.tendencies import Physics
 from swm.watchdog import StateCheck, WatchdogError
 
@@ -325,7 +326,7 @@ def _history(config: Config, s: Setup, files: list, writer, attributes: dict, ma
 def run(config: Config, *, progress: bool = True, plot: bool = False) -> dict:
     """Run `config` on one process or on every rank of the world communicator; returns the last
     diagnostics (every rank); `plot`: the PNGs of run_model.py --plot are claimed too. Raises
-    WatchdogError or `swm.simulation.Interrupted` when the run stops early (its state written to
+    WatchdogError or `framework.simulation.Interrupted` when the run stops early (its state written to
     the history and the restart file)."""
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress, plot=plot)

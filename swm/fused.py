@@ -1,9 +1,9 @@
 """The shallow-water RK4 stages in fused kernels (swm/cuda/shallow_water.cu), for CuPy fields, and
-`FusedStages`, the fused path's stage implementation for `swm.stepper` (which runs the stage loop
+`FusedStages`, the fused path's stage implementation for `framework.stepper` (which runs the stage loop
 of every sweep and the exchanges).
 
 Each RK4 stage, after the state exchange, runs four passes where the operator path
-(swm.tendencies, swm.timestepping) runs some twenty operator and elementwise kernels:
+(swm.tendencies, framework.timestepping) runs some twenty operator and elementwise kernels:
 
     sw_pv_vertex    vertices  pv_vertex = (f_vertex + curl_e2v(u)) / interp_c2v(h)
     sw_pv_edge      edges     pv_edge = interp_v2e(pv_vertex)
@@ -12,7 +12,7 @@ Each RK4 stage, after the state exchange, runs four passes where the operator pa
                               writes its thickness flux h_edge * u; the RK4 update of h
     sw_edge_stage   edges     tend_u = pv_flux_e2e(flux, pv_edge) - grad_c2e(phi); the RK4 update of u
 
-The RK4 update is MPAS's (swm.timestepping): the new state accumulates y_new += b_j dt k_j and the
+The RK4 update is MPAS's (framework.timestepping): the new state accumulates y_new += b_j dt k_j and the
 next provisional state is y_p = y_n + a_j dt k_j, written by the pass that computes k_j, so no
 tendency field is stored. The terms the kernels do not compute (`swm.terms`, `fused` False)
 are computed by meshops operators in between the passes, from the provisional state before the
@@ -44,7 +44,7 @@ from meshops.operators import trisk
 
 from swm import terms
 from swm.tendencies import Physics
-from swm.timestepping import AdjointUpdate, Update, updates
+from framework.timestepping import AdjointUpdate, Update, updates
 
 #: The model's CUDA sources, beside the model (meshops/cuda is on their include path).
 CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
@@ -255,7 +255,7 @@ def fused_record(mesh, h, u, b, f_vertex, physics: Physics) -> dict:
     return FusedRK4(mesh).record(0, h, u, b, f_vertex, physics, updates(1.0)[0], (h, u))[0]
 
 class FusedStages:
-    """The fused path's stages for `swm.stepper` (its `Stages`), of a shallow-water `model` (its
+    """The fused path's stages for `framework.stepper` (its `Stages`), of a shallow-water `model` (its
     device_mesh, b, f_vertex and physics, read at each call): the forward and recording stages in
     `FusedRK4`'s passes, the tangent-linear stage in `swm.fused_tangent`'s on the records, the
     adjoint stage in `swm.fused_adjoint`'s with the RK4 bookkeeping inside its last two passes.

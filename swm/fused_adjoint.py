@@ -224,7 +224,7 @@ class FusedStageAdjoint:
 
 
 class AdjointRK4(NamedTuple):
-    """The RK4 bookkeeping of a stage's adjoint (`swm.timestepping.AdjointUpdate` with the arrays
+    """The RK4 bookkeeping of a stage's adjoint (`framework.timestepping.AdjointUpdate` with the arrays
     it updates), done by the last two passes of the stage: y_adj (h, u) += the stage's adjoint p (with `start`, the step's last stage: y_adj =
     new_adj + p), and with `next` the earlier stage's adjoint tendency k_adj = b_coef * new_adj +
     a_coef * p (b_coef = b_{j-1} dt, a_coef = a_{j-1} dt)."""

@@ -1,6 +1,6 @@
 """The shallow-water model: mesh, state (h on cells, u on edges), fixed fields (b, f_vertex),
 physics, and its stages (fused kernels or the TRiSK tendencies' operators) for the stepper
-(`swm.stepper`)."""
+(`framework.stepper`)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -12,7 +12,7 @@ from meshops.device.backend import array_module
 
 from swm.fused import TABLES as FUSED_TABLES
 from swm.fused import FusedStages
-from swm.stepper import TendencyStages, rk4_step
+from framework.stepper import TendencyStages, rk4_step
 from swm.tendencies import Physics, tendencies, tendencies_adj, tendencies_tl
 
 
@@ -22,18 +22,18 @@ class Model:
     the mesh on the fields' backend), held beside the state. `distribution` (a rank's
     `swm.distribution.Distributed`, or anything with its `exchange` and `exchange_tl`) brings
     halo rows up to date before each RK stage of the step, its
-    tangent-linear and its adjoint (`swm.stepper`); None: one process. `fused` steps through the
+    tangent-linear and its adjoint (`framework.stepper`); None: one process. `fused` steps through the
     fused kernels of `swm.fused` (CuPy only; default: on CuPy fields), otherwise through the
-    operators (`swm.tendencies`, `swm.timestepping`): the same arithmetic. A term of one's own
+    operators (`swm.tendencies`, `framework.timestepping`): the same arithmetic. A term of one's own
     goes into the physics (`Physics(extra_terms=...)`, `swm.terms`), which every path sums.
-    `stages` is the path (`swm.stepper.Stages`), chosen here once.
+    `stages` is the path (`framework.stepper.Stages`), chosen here once.
 
     `dt` is the one time step of the run: `physics` is the physics given with the model's dt
     (the step APVM scales); a physics given with a dt of its own that differs is refused, and
     setting `dt` sets the physics' too."""
 
     #: The locations of the state (h, u) and of the controls (b: the topography, the fixed field
-    #: the tangent-linear and adjoint steps perturb), in `swm.stepper`'s order.
+    #: the tangent-linear and adjoint steps perturb), in `framework.stepper`'s order.
     state_locations = ("cell", "edge")
     control_locations = ("cell",)
     #: Their names (the model's attributes of them).

@@ -61,9 +61,9 @@ import numpy as np
 
 from grids.atomic import atomic_path
 from meshops.device.tables import SIZE_OF
-from swm import stop
+from framework import stop
 from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem, kind_problem
-from swm.constants import DAY
+from framework.constants import DAY
 from swm.files import beside_grid_path, lock_path, partial_path
 from swm.variables import DIAGNOSTICS, FIELDS
 
@@ -283,12 +283,12 @@ def claim(comm, files, check=None) -> list:
     work, then `check()` there (further refusals, raising OutputError); an error on rank 0 is raised
     on every rank with nothing left claimed. The OutputFiles on rank 0 ([] elsewhere), in order:
     `release` them when the run ends."""
-    from swm.collective import on_root
+    from framework.collective import on_root
 
     claimed = []
 
     def work():
-        with stop.deferred():              # a signal stops the claim whole (`swm.stop`)
+        with stop.deferred():              # a signal stops the claim whole (`framework.stop`)
             try:
                 for key, path, *grows in files:
                     claimed.append(OutputFile(path, key, *grows))
@@ -680,7 +680,7 @@ def check_resumed_history(config) -> None:
     import netCDF4
     import yaml
 
-    from swm.config import ConfigError
+    from framework.errors import ConfigError
 
     source = resumed_history(config.output.path)
     if source is None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import meshops
 from swm import terms
-from swm.constants import GRAVITY
+from framework.constants import GRAVITY
 
 
 @dataclass(frozen=True)

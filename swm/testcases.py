@@ -15,7 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swm.constants import DAY, GRAVITY, OMEGA
+from framework.constants import DAY, GRAVITY
+
+#: Williamson et al. (1992)'s rotation rate Omega (1/s), which their cases are defined with (the
+#: Earth's, `framework.constants.EARTH_OMEGA`, is MPAS's 7.29212e-5).
+WILLIAMSON_OMEGA = 7.292e-5
 
 
 @dataclass
@@ -27,7 +31,7 @@ class InitialState:
     f_vertex: np.ndarray
 
 
-def rotated_coriolis(lat, lon, alpha: float, omega: float = OMEGA):
+def rotated_coriolis(lat, lon, alpha: float, omega: float = WILLIAMSON_OMEGA):
     """f = 2 Omega (-cos lon cos lat sin alpha + sin lat cos alpha): the rotation axis tilted by
     alpha toward lon = 0 (Williamson case 2)."""
     return 2.0 * omega * (-np.cos(lon) * np.cos(lat) * np.sin(alpha) + np.sin(lat) * np.cos(alpha))
@@ -46,7 +50,7 @@ def normal_component(mesh, zonal, meridional):
 
 # -- Williamson case 2: steady-state geostrophic flow ---------------------------------------------
 
-def williamson2_height(lat, lon, a, alpha, gravity=GRAVITY, omega=OMEGA):
+def williamson2_height(lat, lon, a, alpha, gravity=GRAVITY, omega=WILLIAMSON_OMEGA):
     """h = (g h0 - (a Omega u0 + u0^2 / 2) (-cos lon cos lat sin alpha + sin lat cos alpha)^2) / g,
     g h0 = 2.94e4 m^2/s^2, u0 = 2 pi a / 12 days: the case's exact solution at every time."""
     u0 = 2.0 * np.pi * a / (12.0 * DAY)
@@ -62,7 +66,7 @@ def williamson2_velocity(lat, lon, a, alpha):
             -u0 * np.sin(lon) * np.sin(alpha))
 
 
-def williamson2(mesh, alpha: float = 0.0, gravity=GRAVITY, omega=OMEGA) -> InitialState:
+def williamson2(mesh, alpha: float = 0.0, gravity=GRAVITY, omega=WILLIAMSON_OMEGA) -> InitialState:
     a = mesh.sphere_radius
     u0 = 2.0 * np.pi * a / (12.0 * DAY)
     lat, lon = mesh.latVertex, mesh.lonVertex
@@ -74,7 +78,7 @@ def williamson2(mesh, alpha: float = 0.0, gravity=GRAVITY, omega=OMEGA) -> Initi
 
 # -- Williamson case 5: zonal flow over an isolated mountain ----------------------------------------
 
-def williamson5(mesh, gravity=GRAVITY, omega=OMEGA) -> InitialState:
+def williamson5(mesh, gravity=GRAVITY, omega=WILLIAMSON_OMEGA) -> InitialState:
     """u0 = 20 m/s, h0 = 5960 m (height of the free surface h + b); mountain of 2000 m, radius
     pi/9, centred at (lon, lat) = (3 pi/2, pi/6)."""
     a, u0, h0 = mesh.sphere_radius, 20.0, 5960.0
@@ -91,7 +95,7 @@ def williamson5(mesh, gravity=GRAVITY, omega=OMEGA) -> InitialState:
 
 # -- Williamson case 6: Rossby-Haurwitz wave 4 ------------------------------------------------------
 
-def williamson6(mesh, gravity=GRAVITY, omega=OMEGA) -> InitialState:
+def williamson6(mesh, gravity=GRAVITY, omega=WILLIAMSON_OMEGA) -> InitialState:
     """omega = K = 7.848e-6 1/s, R = 4, h0 = 8000 m; psi = -a^2 w sin lat + a^2 K cos^R lat sin lat
     cos R lon; g h = g h0 + a^2 (A + B cos R lon + C cos 2R lon) (Williamson et al. 1992, eq. 146-149)."""
     a, w, K, R, h0 = mesh.sphere_radius, 7.848e-6, 7.848e-6, 4, 8000.0
@@ -108,7 +112,7 @@ def williamson6(mesh, gravity=GRAVITY, omega=OMEGA) -> InitialState:
                         f_vertex=2.0 * omega * np.sin(lat_v))
 
 
-def williamson6_angular_velocity(omega=OMEGA) -> float:
+def williamson6_angular_velocity(omega=WILLIAMSON_OMEGA) -> float:
     """Eastward angular velocity (rad/s) of the case-6 wave in the nondivergent barotropic vorticity
     equation, where it moves without change of shape (Haurwitz 1940; Williamson et al. 1992):
     nu = (R (3 + R) w - 2 Omega) / ((1 + R)(2 + R)) = w - 2 (Omega + w) / ((R + 1)(R + 2)),
@@ -140,7 +144,7 @@ def _cumulative(values, grid):
     return out
 
 
-def galewsky(mesh, perturbed: bool = True, gravity=GRAVITY, omega=OMEGA,
+def galewsky(mesh, perturbed: bool = True, gravity=GRAVITY, omega=WILLIAMSON_OMEGA,
              quadrature_points: int = 200001) -> InitialState:
     """Balanced jet: g h(lat) = g h0 - int_{-pi/2}^{lat} a u (f + tan(lat') u / a) dlat', h0 such that
     the area-weighted mean of h is 10 km; psi(lat) = -int a u dlat'. Perturbation: h' = 120 m

@@ -13,11 +13,7 @@ import numpy as np
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
 
-
-class WatchdogError(RuntimeError):
-    """The state left the scheme's range (NaN/Inf, or a Courant number above the limit)."""
-
-
+from framework.errors import WatchdogError  # noqa: F401 - raised here, caught by the Simulation
 
 
 class StateCheck:

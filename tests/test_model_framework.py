@@ -108,7 +108,7 @@ def test_the_swm_config_alone_knows_no_application(tmp_path):
 @pytest.fixture(scope="module")
 def level2():
     from grids.icosahedral import generate_icosahedral
-    from swm.constants import EARTH_RADIUS
+    from framework.constants import EARTH_RADIUS
 
     return generate_icosahedral(2, sphere_radius=EARTH_RADIUS)
 
@@ -196,7 +196,7 @@ def test_a_callback_is_one_registry_entry_and_the_files_finish_after_it(tmp_path
     from meshrun.config import load_config
     from swm.callbacks import CALLBACKS
     from swm.driver import build_simulation
-    from swm.schedules import IterationInterval
+    from framework.schedules import IterationInterval
 
     every = int(rng.integers(2, 5))
     seen, marker = [], tmp_path / "last.txt"

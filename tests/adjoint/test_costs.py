@@ -161,7 +161,7 @@ def test_observations_marked_missing_are_left_out_of_the_cost(run_setup, tmp_pat
     kept = np.setdiff1d(np.arange(n), gone)
     plain = tmp_path / "plain.nc"
     write_observations(plain, cells[kept], steps[kept] * s.dt, h[kept], np.full(kept.size, 2.0))
-    with caplog.at_level("INFO", logger="swm"):
+    with caplog.at_level("INFO", logger="adjoint"):
         cost = ObservationCost(cost_context(s), marked)
     assert f"{marked}: 4 of {n} observations left out of the cost as missing values " \
            f"(h: 4 ({attribute} = -9999.0))" in caplog.text

@@ -10,7 +10,7 @@ from adjoint.gradient import cost_of_controls, run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.verification import taylor_test
 from meshrun.config import load_config
-from swm.distribution import owned_inner
+from framework.distribution import owned_inner
 from swm.driver import setup
 
 STEPS = 8

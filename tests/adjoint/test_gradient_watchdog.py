@@ -14,7 +14,7 @@ from adjoint.gradient import advance, run_cost, run_gradient, run_tangent, watch
 from adjoint.sensitivity import cost_context
 from meshrun.config import load_config
 from swm.driver import setup, state_checker
-from swm.watchdog import WatchdogError
+from framework.errors import WatchdogError
 
 STEPS = 9
 

@@ -1,4 +1,4 @@
-"""Tangent-linear and adjoint of the model's RK4 step (swm.stepper): the recomputed stage states
+"""Tangent-linear and adjoint of the model's RK4 step (framework.stepper): the recomputed stage states
 are the forward's, dot-product tests over one and three steps with controls (h0, u0, b), the
 tangent-linear and the gradient against the forward (Taylor), bitwise reproducibility of the
 deterministic adjoint, and CuPy against NumPy."""
@@ -7,15 +7,15 @@ import pytest
 
 import meshops
 from adjoint import dot_product_test, tangent_taylor_test, taylor_test
-from swm.stepper import rk4_step_adj, rk4_step_tl, stage_records
+from framework.stepper import rk4_step_adj, rk4_step_tl, stage_records
 from adjoint.verification import inner
 from grids.icosahedral import generate_icosahedral
 from meshops.modes import ADJOINT_MODES
-from swm.constants import EARTH_RADIUS
-from swm.distribution import Serial, owned_inner
+from framework.constants import EARTH_RADIUS
+from framework.distribution import Serial, owned_inner
 from swm.model import Model
 from swm.tendencies import tendencies
-from swm.timestepping import RK4_B
+from framework.timestepping import RK4_B
 
 from .states import DT, PHYSICS, adjoint_inputs, directions, perturbed_state
 

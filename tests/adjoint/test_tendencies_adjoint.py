@@ -10,7 +10,7 @@ import meshops
 from adjoint import dot_product_test, tangent_taylor_test
 from grids.icosahedral import generate_icosahedral
 from meshops.modes import ADJOINT_MODES
-from swm.constants import EARTH_RADIUS
+from framework.constants import EARTH_RADIUS
 from swm.tendencies import tendencies, tendencies_adj, tendencies_tl
 
 from .states import DT, PHYSICS, adjoint_inputs, directions, perturbed_state

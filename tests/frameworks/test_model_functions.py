@@ -9,7 +9,7 @@ from adjoint.gradient import run_gradient
 from adjoint.sensitivity import FinalStateProjection
 from grids.icosahedral import generate_icosahedral
 from adjoint import differentiable
-from swm.constants import EARTH_RADIUS
+from framework.constants import EARTH_RADIUS
 from swm.model import Model
 from swm.tendencies import Physics
 

@@ -17,8 +17,8 @@ import meshops
 from adjoint import dot_product_test, tangent_taylor_test
 from grids.cache import cached_icosahedral
 from meshops.modes import ADJOINT_MODES
-from swm.constants import GRAVITY
-from swm.stepper import rk4_step, rk4_step_adj, rk4_step_tl
+from framework.constants import GRAVITY
+from framework.stepper import rk4_step, rk4_step_adj, rk4_step_tl
 
 from hydrostatic import dynamics, levels, terms, testcases
 from hydrostatic.dynamics import Physics, tendencies, tendencies_adj, tendencies_tl

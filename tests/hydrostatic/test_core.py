@@ -8,7 +8,7 @@ import pytest
 import meshops
 from grids.cache import cached_icosahedral
 from meshops.operators.vertical import R_DRY
-from swm.constants import GRAVITY
+from framework.constants import GRAVITY
 
 from hydrostatic import levels, testcases
 from hydrostatic.dynamics import Physics, column_diagnostics, tendencies, vertical_mass_flux

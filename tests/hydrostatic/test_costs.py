@@ -14,7 +14,7 @@ import pytest
 from adjoint.costs import Context, CostError
 from meshops.parallel.comm import SerialComm
 from grids.cache import cached_icosahedral
-from swm.constants import GRAVITY
+from framework.constants import GRAVITY
 
 from hydrostatic import levels, testcases
 from hydrostatic.costs import (KineticEnergyCost, MinimumSurfacePressureCost, ObservationCost,

@@ -98,7 +98,7 @@ def test_output_that_is_not_the_models_is_left_intact(tmp_path):
     assert target.read_bytes() == b"a user's file"
 
 
-# -- the shared stepping loop (swm.simulation.Simulation) ------------------------------------------
+# -- the shared stepping loop (framework.simulation.Simulation) ------------------------------------------
 
 @pytest.mark.parametrize("ranks", RANKS)
 def test_sigterm_while_stepping_is_one_line_and_keeps_the_records(tmp_path, ranks):

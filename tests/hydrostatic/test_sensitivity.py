@@ -95,7 +95,7 @@ def test_controls_are_the_chain_rule_of_the_models_gradients(rng):
 
     from hydrostatic.dynamics import Physics
     from hydrostatic.sensitivity import control_gradients
-    from swm.constants import GRAVITY
+    from framework.constants import GRAVITY
 
     n, nlev = 30, 26
     physics = Physics(p_top=float(A[-1]), dB=B[:-1] - B[1:])

@@ -1,4 +1,4 @@
-"""The hydrostatic model's tangent-linear and adjoint steps on 1-4 ranks (swm.stepper with
+"""The hydrostatic model's tangent-linear and adjoint steps on 1-4 ranks (framework.stepper with
 hydrostatic.distribution.Distributed, all physics: del2/del4 on u and theta, Held-Suarez):
 dot-product tests over owned rows with global inner products, controls (mass0, theta_mass0, u0,
 phi_s); the gathered tangent-linear and deterministic gradient equal one process's bitwise, the

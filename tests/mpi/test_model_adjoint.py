@@ -1,4 +1,4 @@
-"""The model's tangent-linear and adjoint steps on 1-4 ranks (swm.stepper with
+"""The model's tangent-linear and adjoint steps on 1-4 ranks (framework.stepper with
 swm.distribution.Distributed): dot-product tests over owned rows with global inner products, the
 gathered tangent-linear and the gathered deterministic gradient equal one process's bitwise (the
 atomic one to round-off), on metis and space-filling-curve partitions; halo rows of the inputs are
@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from adjoint import dot_product_test
-from swm.stepper import rk4_step_adj, rk4_step_tl
+from framework.stepper import rk4_step_adj, rk4_step_tl
 from meshops.modes import ADJOINT_MODES
 from meshops.parallel.comm import allreduce_sum
-from swm.distribution import Distributed, halo_depth, owned_inner
+from framework.distribution import owned_inner
+from swm.distribution import Distributed, halo_depth
 from swm.model import Model
 
 from ..adjoint.states import DT, PHYSICS, adjoint_inputs, directions, perturbed_state

@@ -5,7 +5,7 @@ import pytest
 
 from grids.icosahedral import generate_icosahedral
 from swm import analysis
-from swm.constants import EARTH_RADIUS
+from framework.constants import EARTH_RADIUS
 
 
 @pytest.fixture(scope="module")

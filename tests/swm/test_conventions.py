@@ -199,7 +199,7 @@ def test_mpas_fields_are_written_and_agree_with_the_tendencies(history):
 
     import meshops
     from grids.mpas_io import read_mesh
-    from swm.constants import OMEGA
+    from swm.testcases import WILLIAMSON_OMEGA as OMEGA
     from swm.tendencies import Physics, diagnostics
 
     path, _, _ = history

@@ -1,5 +1,5 @@
 """The fused RK4 kernels of swm.fused (swm/cuda/shallow_water.cu) against the operator path
-(swm.tendencies with swm.timestepping, the reference).
+(swm.tendencies with framework.timestepping, the reference).
 
 On the host (the CUDA source compiled with g++, tests/meshops/host_harness.py), where neither path
 contracts multiply-adds, the fused step equals the operator path's device code bitwise and the

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from swm.stepper import rk4_step_adj, rk4_step_tl
+from framework.stepper import rk4_step_adj, rk4_step_tl
 from swm.tendencies import tendencies_adj
 from meshops.device import kernels
 from swm import fused_adjoint, fused_tangent
@@ -97,10 +97,10 @@ def test_step_adjoint_on_host(ico, physics, on_host, rng):
 
 def test_exchanging_model_takes_the_stage_loop_on_host(ico, on_host, rng):
     """A model that exchanges its state (here swm.distribution.Serial's no-op exchanges, as a
-    rank's model is built) runs the fused stages in swm.stepper's loop, with the exchanges
+    rank's model is built) runs the fused stages in framework.stepper's loop, with the exchanges
     between them: the same adjoint as the in-kernel bookkeeping of one process, to round-off, and
     the same tangent-linear bitwise."""
-    from swm.distribution import Serial
+    from framework.distribution import Serial
 
     serial = Serial(ico, None)
     h, u, b, f = random_state(ico, rng)

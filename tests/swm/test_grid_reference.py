@@ -279,7 +279,8 @@ def test_gradient_files_reference_the_grid_too(referenced, tmp_path):
 
 
 def test_the_config_refuses_another_mesh_form(tmp_path):
-    from swm.config import ConfigError, load_config
+    from framework.errors import ConfigError
+    from swm.config import load_config
 
     with pytest.raises(ConfigError) as err:
         load_config(write_config(tmp_path, "bad", form="outside"))

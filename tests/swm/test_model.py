@@ -4,10 +4,10 @@ import pytest
 
 from grids.icosahedral import generate_icosahedral
 from swm import testcases
-from swm.constants import DAY, EARTH_RADIUS
+from framework.constants import DAY, EARTH_RADIUS
 from swm.model import Model
 from swm.tendencies import Physics
-from swm.stepper import TendencyStages, step
+from framework.stepper import TendencyStages, step
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ import pytest
 
 from grids.icosahedral import generate_icosahedral
 from swm import analysis, testcases
-from swm.constants import DAY, EARTH_RADIUS, GRAVITY, OMEGA
+from framework.constants import DAY, EARTH_RADIUS, GRAVITY
+from swm.testcases import WILLIAMSON_OMEGA as OMEGA
 from swm.model import Model
 
 BANDS = {"north": (np.radians(20.0), np.radians(50.0)), "south": (np.radians(-50.0), np.radians(-20.0))}

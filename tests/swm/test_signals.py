@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT in every phase of run_model.py (`swm.stop`), sent for real to a running
+"""SIGTERM and SIGINT in every phase of run_model.py (`framework.stop`), sent for real to a running
 subprocess once a log line marks the phase: mesh generation, start-up, the stepping loop (a second
 signal while the first is handled), a sensitivity run's forward and adjoint sweeps, a 4D-Var
 minimisation. Each must end with one `run_model.py: stopped by SIG...` line, exit status

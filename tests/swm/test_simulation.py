@@ -9,8 +9,8 @@ from swm.callbacks import HistoryOutput
 from swm.config import load_config
 from swm.driver import build_simulation
 from swm.output import AsyncWriter
-from swm.schedules import IterationInterval, TimeInterval
-from swm.watchdog import WatchdogError
+from framework.schedules import IterationInterval, TimeInterval
+from framework.errors import WatchdogError
 from tests.swm.test_driver import config
 
 

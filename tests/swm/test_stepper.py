@@ -1,4 +1,4 @@
-"""The stepper (swm.stepper) for a model other than shallow water: a state of three fields (mass
+"""The stepper (framework.stepper) for a model other than shallow water: a state of three fields (mass
 and theta_mass on cells, u on edges, as the hydrostatic core's) and a control on cells, through
 `TendencyStages` of its own tendencies, with its tangent-linear and adjoint. The sweeps are the
 shallow-water model's: the dot test and the Taylor test pass, and on a distribution every sweep
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from adjoint import dot_product_test, tangent_taylor_test
-from swm.stepper import TendencyStages, rk4_step, rk4_step_adj, rk4_step_tl
+from framework.stepper import TendencyStages, rk4_step, rk4_step_adj, rk4_step_tl
 
 N_CELLS, N_EDGES, DT = 12, 20, 0.05
 

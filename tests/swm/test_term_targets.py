@@ -22,7 +22,7 @@ from swm import terms
 from swm.distribution import halo_depth
 from swm.fused import fused_tendencies
 from swm.model import Model
-from swm.stepper import TendencyStages, rk4_step_adj, rk4_step_tl, step
+from framework.stepper import TendencyStages, rk4_step_adj, rk4_step_tl, step
 from swm.tendencies import Physics, diagnostics, tendencies, tendencies_adj, tendencies_tl
 
 from tests.adjoint.states import DT, adjoint_inputs, directions, perturbed_state
@@ -153,7 +153,7 @@ def reference_tendencies(mesh, h, u, b, f, physics, term):
 
 
 def reference_step(mesh, h, u, b, f, physics, term):
-    """One RK4 step of `reference_tendencies` (swm.stepper on its tendencies alone)."""
+    """One RK4 step of `reference_tendencies` (framework.stepper on its tendencies alone)."""
     return step(TendencyStages(lambda y: reference_tendencies(mesh, *y, b, f, physics, term)),
                 (h, u), DT)
 

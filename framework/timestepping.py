@@ -5,7 +5,7 @@ shallow-water core steps it,
     y_p = y_n + dt k_3, k_4 = T(y_p);   y_{n+1} = y_n + dt (k_1 + 2 k_2 + 2 k_3 + k_4) / 6,
 
 accumulated stage by stage (y_{n+1} += b_j dt k_j). Its coefficients live here alone; the stepper
-(`swm.stepper`) hands each stage its `Update` (forward and tangent-linear) or `AdjointUpdate`.
+(`framework.stepper`) hands each stage its `Update` (forward and tangent-linear) or `AdjointUpdate`.
 """
 from __future__ import annotations
 

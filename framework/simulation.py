@@ -14,7 +14,7 @@ whatever was added after them): outcome "finished", "watchdog"
 (the model holds the last good state), "interrupted" (SIGTERM or SIGINT: the model holds the state
 of the current step, which the watchdog checks first: "watchdog" when it fails), "error", or "not
 started" (`prepare` failed or was interrupted: the run's new files are removed). Signals:
-`swm.stop` (the loop and the finish are deferred blocks).
+`framework.stop` (the loop and the finish are deferred blocks).
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from swm import stop
-from swm.constants import DAY
-from swm.stop import Interrupted  # noqa: F401 - where callers have imported it from
+from framework import stop
+from framework.constants import DAY
+from framework.stop import Interrupted  # noqa: F401 - where callers have imported it from
 
 
 def synchronize(array) -> None:
@@ -95,10 +95,10 @@ class Simulation:
                 self._finish("not started")
 
     def run(self) -> None:
-        """Step to `stop_step`; raises `swm.watchdog.WatchdogError` or `Interrupted` after
+        """Step to `stop_step`; raises `framework.errors.WatchdogError` or `Interrupted` after
         every callback has finished. `loop_seconds` is the stepping's wall time (to the last
         step's completion on the device), `finish_seconds` that of the callbacks' `finish`."""
-        from swm.watchdog import WatchdogError
+        from framework.errors import WatchdogError
 
         self.prepare()
         outcome = "error"

@@ -6,7 +6,7 @@ a model chooses one once (`Model.stages`) and the loops here never ask which.
 
 Forward step from the state tuple y (for the shallow-water model (h, u)), with E the state
 exchange (identity on one process), T the tendencies and the scheme's coefficients a_j, b_j
-(`swm.timestepping`):
+(`framework.timestepping`):
 
     p_1 = E(y);  k_j = T(p_j);  p_{j+1} = E(y + a_j dt k_j)  (j = 1, 2, 3);
     y_next = y + dt sum_j b_j k_j           (a = 1/2, 1/2, 1;  b = 1/6, 1/3, 1/3, 1/6)
@@ -42,15 +42,15 @@ from __future__ import annotations
 from typing import Callable, Protocol, Sequence
 
 from meshops.modes import resolve_mode
-from swm.distribution import Serial
-from swm.timestepping import RK4_B, AdjointUpdate, Update, adjoint_updates, updates
+from framework.distribution import Serial
+from framework.timestepping import RK4_B, AdjointUpdate, Update, adjoint_updates, updates
 
 #: The owned count of each location on a rank's mesh (owned rows come first).
 OWNED = {"cell": "nCellsSolve", "edge": "nEdgesSolve", "vertex": "nVerticesSolve"}
 
 
 class Stages(Protocol):
-    """A path's stages: one stage of each sweep of `swm.stepper`, which owns the loops, the
+    """A path's stages: one stage of each sweep of `framework.stepper`, which owns the loops, the
     coefficients and the exchanges. `j` is the stage's index; `old` the sweep's start (state,
     tangent), `new` its end state's buffers (`outputs`), written as `update` says; each returns
     the next provisional fields (None after the last stage)."""

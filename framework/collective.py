@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from meshops.parallel.comm import is_serial
 
-from swm.config import ConfigError
+from framework.errors import ConfigError
 
 
 def on_root(comm, fn):
