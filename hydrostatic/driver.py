@@ -21,7 +21,7 @@ from swm.config import ConfigError
 from swm.config import fixed_steps
 from swm.constants import DAY, GRAVITY
 from swm.driver import build_mesh, grid_reference, read_resumed, step_through
-from swm.output import AsyncWriter, check_resumed_history, claim, provenance
+from swm.output import AsyncWriter, check_clobber, check_resumed_history, claim, provenance
 from swm.schedules import IterationInterval
 from swm.simulation import Simulation
 
@@ -138,7 +138,7 @@ def build_simulation(config, *, progress: bool = True):
     t0 = time.perf_counter()
     files = claim(comm, [("output.path", config.output.path, True),   # [history, restart] on
                          ("restart.path", config.restart.path)],      # rank 0, [] elsewhere
-                  (lambda: check_resumed_history(config)) if config.restart.resume else None)
+                  lambda: check_outputs(config))
     writer, history = None, None
     try:
         writer = AsyncWriter() if comm.Get_rank() == 0 else None
@@ -177,6 +177,15 @@ def build_simulation(config, *, progress: bool = True):
                 history.close(finished=False, discard=True)
             Files(writer, files).finish(None, "error")
         raise
+
+
+def check_outputs(config) -> None:
+    """The claim's checks on rank 0: output.clobber against the files there
+    (`swm.output.check_clobber`), and a resumed history's settings
+    (`swm.output.check_resumed_history`)."""
+    check_clobber(config)
+    if config.restart.resume:
+        check_resumed_history(config)
 
 
 def _on_root_keep(comm, make):

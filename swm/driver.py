@@ -23,9 +23,10 @@ from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.files import history_maps
 from swm.model import Model
-from swm.output import (AsyncWriter, History, cells_fingerprint, check_resumed_history, claim,
-                        mesh_fingerprint, mesh_form, mesh_settings, mpas_namelist, provenance,
-                        read_restart, reference_grid, trajectory_settings)
+from swm.output import (AsyncWriter, History, cells_fingerprint, check_clobber,
+                        check_resumed_history, claim, mesh_fingerprint, mesh_form, mesh_settings,
+                        mpas_namelist, provenance, read_restart, reference_grid,
+                        trajectory_settings)
 from swm.schedules import IterationInterval
 from swm.simulation import Simulation
 from swm.tendencies import Physics
@@ -237,6 +238,7 @@ def build_simulation(config: Config, *, progress: bool = True,
     any work, with `plot` the PNGs of run_model.py --plot too (`plots_ok`)."""
     comm = meshops.parallel.world()
     def check():
+        check_clobber(config)
         if config.restart.resume:
             check_resumed_history(config)
         if plot:

@@ -705,6 +705,39 @@ def check_resumed_history(config) -> None:
                           f"({why})")
 
 
+def check_clobber(config) -> None:
+    """Refuse (OutputError, one line naming the file, the key and output.clobber's choices) a new
+    run (restart.resume: false) whose history (output.path or its partial file) or restart file
+    (restart.path) is there already, unless output.clobber is overwrite: never_modify leaves
+    every file there as it is, append only adds records after a history's last, which a run from
+    day 0 cannot do. A resumed run continues the history and restart of the run it resumes (as
+    MPAS's restart runs append to theirs), whatever the mode."""
+    from swm.config import CLOBBER_MODES
+
+    mode = config.output.clobber
+    if config.restart.resume or mode == "overwrite":
+        return
+    history, restart = pathlib.Path(config.output.path), pathlib.Path(config.restart.path)
+    there = [(key, owner, path, what) for key, owner, path, what in (
+        ("output.path", history, history, "a history"),
+        ("output.path", history, partial_path(history), "the partial history of a stopped run"),
+        ("restart.path", restart, restart, "a restart file")) if path.exists()]
+    if not there:
+        return
+    key, owner, path, what = there[0]
+    where = f"{key} = {str(owner)!r}: {what} is there already ({path})"
+    choices = f"(output.clobber: one of {', '.join(CLOBBER_MODES)})"
+    if mode == "append":
+        raise OutputError(f"{where}; output.clobber = append only adds records after the last "
+                          "one of the run it continues, and this run starts at day 0 "
+                          "(restart.resume: false); expected restart.resume: true to continue "
+                          f"it, output.clobber: overwrite to replace it, or another {key} "
+                          f"{choices}")
+    raise OutputError(f"{where} and output.clobber = never_modify leaves it as it is; expected "
+                      f"another {key}, output.clobber: overwrite to replace it, or "
+                      f"restart.resume: true to continue it {choices}")
+
+
 class History:
     """The history file on rank 0 (other ranks hold None and take part in the gathers only). A
     model's own history overrides `_contents` (what a new file holds besides its mesh part) and
