@@ -32,6 +32,7 @@ from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
 from hydrostatic.output import History, fingerprint
+from hydrostatic.stability import assess, report
 from hydrostatic.variables import STATE
 from hydrostatic.watchdog import StateCheck
 
@@ -161,10 +162,13 @@ def build_simulation(config, *, progress: bool = True):
                  "" if global_mesh is None else f"{global_mesh.nCells} cells", dist.describe(),
                  config.vertical.nVertLevels, config.backend, config.dtype, dt, total,
                  time.perf_counter() - t0)
+        found = assess(config, s.model, dist)
+        if comm.Get_rank() == 0:
+            report(found)
         w = config.watchdog
         sim = Simulation(s.model, total, comm=comm, files=Files(writer, files),
                          watchdog=Watchdog(StateCheck(dist, w.max_wind, w.min_theta, w.max_theta),
-                                           IterationInterval(w.interval_steps)))
+                                           IterationInterval(w.interval_steps), found))
         run = Run(s, history, writer, None, attributes, progress)
         for name, build in CALLBACKS.items():
             callback = build(config, run)

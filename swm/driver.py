@@ -201,8 +201,9 @@ def step_through(sim, config, t0: float) -> None:
         log.info("ready to step in %.2f s", time.perf_counter() - t0)
         sim.run()
     except WatchdogError:
-        log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
-                  sim.time / DAY, config.output.path, config.restart.path)
+        if sim.comm.Get_rank() == 0:          # one line, not one per rank
+            log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
+                      sim.time / DAY, config.output.path, config.restart.path)
         raise
     except BaseException:
         sim.abandon()                        # stopped before the loop's own finish
