@@ -16,8 +16,8 @@ interval under it.
 Diffusion: tend_u = -visc4 del4_e2e(u) (and tend_theta = -visc4_theta del4_c2c(theta)) is stable
 with RK4 while dt visc4 lambda_max <= DIFFUSION_LIMIT (RK4's reach on the negative real axis,
 2.785, less a margin), lambda_max the largest eigenvalue of the mesh's del4 (about (8 /
-min(dcEdge)^2)^2 up to a factor of the mesh's shape): found by power iteration on each rank's
-owned rows (the largest of the ranks), on the run's device.
+min(dcEdge)^2)^2 up to a factor of the mesh's shape): found by power iteration on the run's
+device, its halo rows exchanged as the state's, the same on any number of ranks.
 """
 from __future__ import annotations
 
@@ -129,26 +129,35 @@ def suggested_dt(dt_max: float, interval: float) -> float:
     return interval / first
 
 
-def lambda_max(distribution, operator, location: str, xp, seed: int = 0) -> float:
-    """The largest eigenvalue of `operator` (a field at `location` of one level -> the same) on
-    the owned rows of each rank (the halo rows held at zero), by power iteration; the largest
-    over the ranks."""
-    n = distribution.owned[location]
-    size = distribution.mesh.nCells if location == "cell" else distribution.mesh.nEdges
-    v = xp.zeros((size, 1))
-    v[:n] = xp.asarray(np.random.default_rng(seed).standard_normal((n, 1)))
-    estimate = 0.0
-    for _ in range(ITERATIONS):
-        norm = float(to_host(xp.sqrt((v[:n] ** 2).sum())))
-        if norm == 0.0:
-            break
-        v = v / norm
-        w = operator(v)
-        w[n:] = 0.0
-        estimate = float(to_host(xp.sqrt((w[:n] ** 2).sum())))
-        v = w
+def lambda_max(distribution, operator, location: str, xp, exchange=None, columns: int = 1,
+               dtype=np.float64) -> float:
+    """The largest eigenvalue of `operator` (a field at `location` -> the same) by power
+    iteration on `columns` start vectors at once, the largest of their estimates. The start
+    vectors are a hash of each entity's position, and `exchange(field)` (None: one process) fills
+    the halo rows before each application, so the estimate is the same on any number of ranks.
+    `dtype`: the state's (the exchange's)."""
+    mesh, n = distribution.mesh, distribution.owned[location]
+    lat, lon = ((mesh.latCell, mesh.lonCell) if location == "cell" else (mesh.latEdge, mesh.lonEdge))
+    k = np.arange(1, columns + 1)[None, :]
+    start = np.sin(np.asarray(lat)[:, None] * 1.0e3 * k + np.asarray(lon)[:, None] * 7.0e2 + k)
+    v = xp.asarray((start * 43758.5453) % 1.0 - 0.5, dtype=dtype)
     comm = distribution.comm
-    return estimate if is_serial(comm) else comm.allreduce(estimate, op=_max_op())
+    total = (lambda x: x) if is_serial(comm) else (lambda x: comm.allreduce(x, op=_sum_op()))
+    estimate = np.zeros(columns)
+    for _ in range(ITERATIONS):
+        norm = np.sqrt(total(to_host((v[:n] ** 2).sum(axis=0))))
+        v = v / xp.asarray(np.where(norm > 0, norm, 1.0), dtype=dtype)
+        if exchange is not None:
+            exchange(v)
+        v = operator(v)
+        estimate = np.sqrt(total(to_host((v[:n] ** 2).sum(axis=0))))
+    return float(estimate.max())
+
+
+def _sum_op():
+    from mpi4py import MPI
+
+    return MPI.SUM
 
 
 def _max_op():
@@ -159,6 +168,18 @@ def _max_op():
 
 def _global_max(comm, value: float) -> float:
     return value if is_serial(comm) else comm.allreduce(value, op=_max_op())
+
+
+def _exchange(model, location: str):
+    """exchange(field) of a field of the state's shape at `location` through the model's state
+    exchange (the other fields zeros), or None on one process."""
+    if model.distribution is None:
+        return None
+    xp = array_module(model.u)
+    cells, edges = xp.zeros_like(model.mass), xp.zeros_like(model.u)
+    if location == "edge":
+        return lambda v: model.distribution.exchange(cells, cells.copy(), v)
+    return lambda v: model.distribution.exchange(v, cells, edges)
 
 
 def assess(config, model, distribution) -> Stability:
@@ -179,13 +200,14 @@ def assess(config, model, distribution) -> Stability:
     lamb = math.sqrt(GAMMA * R_DRY * t_max)
     dt = model.dt
     interval = config.output.interval_hours * 3600.0
-    device_mesh = model.device_mesh
+    device_mesh, nlev = model.device_mesh, model.mass.shape[1]
     diffusions = []
     for key, value, operator, location in (
             ("diffusion.visc4", config.diffusion.visc4, meshops.del4_e2e, "edge"),
             ("diffusion.visc4_theta", config.diffusion.visc4_theta, meshops.del4_c2c, "cell")):
         if value:
-            lam = lambda_max(distribution, lambda v, op=operator: op(device_mesh, v), location, xp)
+            lam = lambda_max(distribution, lambda v, op=operator: op(device_mesh, v), location, xp,
+                             _exchange(model, location), columns=nlev, dtype=model.u.dtype)
             diffusions.append(Diffusion(key, value, lam, dt))
     return Stability(dt, dc_min, lamb, wind,
                      suggested_dt(CFL_LIMIT * dc_min / (lamb + wind), interval), tuple(diffusions))

@@ -104,10 +104,28 @@ def owned_inner(distribution, pairs) -> float:
     return allreduce_sum(distribution.comm)(total)
 
 
+def check_rank_count(comm, global_mesh) -> None:
+    """ConfigError on every rank when the run has more MPI ranks than the mesh (on rank 0) has
+    cells: each rank must own at least one cell. Names both counts and the launch to change."""
+    from swm.collective import on_root
+    from swm.config import ConfigError
+
+    ranks = comm.Get_size()
+
+    def work():
+        if ranks > global_mesh.nCells:
+            raise ConfigError(f"{ranks} MPI ranks for a mesh of {global_mesh.nCells} cells: each "
+                              f"rank owns at least one cell; expected at most "
+                              f"{global_mesh.nCells} ranks (mpiexec -n), or a finer mesh")
+    on_root(comm, work)
+
+
 def distribute(config, comm, global_mesh, physics, dtype):
-    """Serial on one rank; else partition on rank 0 as the config says and distribute. A
-    partition file (partition.method: file) is read and checked against the mesh and the rank
-    count on one process too (a ConfigError on every rank names it and the problem)."""
+    """Serial on one rank; else partition on rank 0 as the config says and distribute (no more
+    ranks than cells: `check_rank_count`). A partition file (partition.method: file) is read and
+    checked against the mesh and the rank count on one process too (a ConfigError on every rank
+    names it and the problem)."""
+    check_rank_count(comm, global_mesh)
     owner = read_owner(config, comm, global_mesh)
     if is_serial(comm):
         return Serial(global_mesh, comm)

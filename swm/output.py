@@ -219,6 +219,31 @@ def written_by_model(path) -> bool:
         return False
 
 
+def netcdf_problem(path) -> str | None:
+    """Why `path` cannot be opened as netCDF (the library's words), or None when it can."""
+    import netCDF4
+
+    try:
+        with netCDF4.Dataset(path):
+            return None
+    except OSError as exc:
+        return str(exc)
+
+
+def foreign_file_problem(path) -> str:
+    """What is wrong with a file at an output path that `written_by_model` does not claim: one
+    that cannot be read as netCDF may be this model's own file cut short (a copy or a transfer
+    that stopped, a full disk), so nothing advises removing it (a restart may be the only way to
+    resume); a readable one is another program's file."""
+    problem = netcdf_problem(path)
+    if problem is not None:
+        return (f"cannot be read as netCDF ({problem}): truncated or damaged (a copy cut short, "
+                "a full disk), or a file this model did not write; nothing was read or changed; "
+                "expected an intact file of this model there (its own files are written whole "
+                "and then renamed), or another path")
+    return "a file is there that this model did not write; expected a new path (or remove the file)"
+
+
 def png_written_by_model(path) -> bool:
     """True when `path` is a PNG whose text chunk `model_name` is this model's (`swm.plot`
     writes it through matplotlib's savefig metadata)."""
@@ -261,8 +286,7 @@ class OutputFile:
             if problem is not None:
                 raise OutputError(f"{where}: {what} {str(other)!r} {problem}")
         if self.path.exists() and not written_by_model(self.path):
-            raise OutputError(f"{where}: a file is there that this model did not write; expected "
-                              "a new path (or remove the file)")
+            raise OutputError(f"{where}: {foreign_file_problem(self.path)}")
         self._lock = _lock(self.path, where)
         for what, other in beside[1:]:      # read under the lock: no other run writes it now
             if other.exists() and not written_by_model(other):
@@ -969,6 +993,24 @@ def _another_mesh(ds, fingerprint: dict) -> str:
             "mesh.file)")
 
 
+#: What each core of this package calls itself in its files (`core_name`, MPAS's attribute).
+CORES = {"sw": "the shallow-water model", "atmosphere": "the hydrostatic core"}
+
+
+def _kind_of(ds) -> str:
+    """' (it is ...)': what file `ds` (open) is when it is not the restart a run expects: a
+    restart of a core (its core_name and state variables), a history (a Time dimension without
+    a restart's step), or nothing said."""
+    attributes = set(ds.ncattrs())
+    if getattr(ds, "model_name", None) == MODEL_NAME and {"step", "dt"} <= attributes:
+        core = str(getattr(ds, "core_name", "sw"))
+        fields = ", ".join(n for n in ds.variables if n not in ("Time", "xtime"))
+        return f" (it is a restart of {CORES.get(core, core)}, core_name = {core!r}: {fields})"
+    if "Time" in ds.dimensions:
+        return " (it is a history file: records along Time, no restart step)"
+    return ""
+
+
 def write_restart(path, fields: dict, step: int, dt: float, fingerprint: dict,
                   attributes: dict | None = None) -> None:
     """Write the global state (rank 0) atomically: temporary file, fsync, rename. `fields`: {name:
@@ -1020,8 +1062,8 @@ def read_restart(path, *, locations: dict, sizes: dict, dtype, fingerprint: dict
                 or not set(locations) <= set(ds.variables) \
                 or not {"step", "dt", "mesh_fingerprint", "trajectory_settings"} <= attributes \
                 or not set(sizes) | {"nVertLevels"} <= set(ds.dimensions):
-            history = " (a history file: it has a Time dimension)" if "Time" in ds.dimensions else ""
-            raise OutputError(f"{where}: not a restart file of this model{history}; expected the "
+            raise OutputError(f"{where}: not a restart file of this model{_kind_of(ds)} (a "
+                              f"restart of it holds {', '.join(locations)}); expected the "
                               "restart.path of the run being resumed")
         expected = {**sizes, "nVertLevels": 1 if levels is None else levels,
                     "dtype": np.dtype(dtype).name}
