@@ -153,12 +153,7 @@ class GradientApplications(Strict):
 
     @model_validator(mode="after")
     def _one_kind(self):
-        one_application(self)
-        if self.restart.resume and self.sensitivity is not None:
-            raise ValueError("restart.resume: a sensitivity run starts from the case's initial state "
-                             "(its gradient is dJ/dh0 of that state); remove restart.resume or the "
-                             "sensitivity section")
-        return self
+        return one_application(self)
 
     @model_validator(mode="after")
     def _costs_within_the_run(self):
@@ -174,25 +169,29 @@ class GradientApplications(Strict):
         return super().inputs() + sensitivity_inputs(self.sensitivity)
 
     def written_files(self) -> list[Written]:
-        """The model's own output keys, sensitivity.output or fourdvar.output, and the files beside
-        the active application's output (the forward run's when neither is given)."""
+        """The files of the active application's output (sensitivity.output or fourdvar.output
+        and those beside it), or the forward run's when neither is given: an application writes
+        no history and no restart (output.path and restart.path are not its files)."""
         sens, fv = self.sensitivity, self.fourdvar
         if sens is None and fv is None:
             return super().written_files()
-        out = [Written("output.path", self.output.path, self.output.path),
-               Written("restart.path", self.restart.path, self.restart.path)]
         if sens is not None:
-            out += sensitivity_files(self, gradient_maps(sens.output, sens.controls))
-        else:
-            out += fourdvar_files(fv)
-        return out
+            return sensitivity_files(self, gradient_maps(sens.output, sens.controls))
+        return fourdvar_files(fv)
 
 
 def one_application(config):
-    """At most one of a run's `sensitivity` and `fourdvar` sections, and no fourdvar with
-    restart.resume: ValueError saying which otherwise; `config` itself."""
+    """At most one of a run's `sensitivity` and `fourdvar` sections, and neither with
+    restart.resume (the run would start at the restart's time, so a sensitivity's cost and
+    gradients, or a twin's observations, would be of another time than the config says):
+    ValueError saying which otherwise; `config` itself."""
     if config.sensitivity is not None and config.fourdvar is not None:
         raise ValueError("give at most one of sensitivity and fourdvar")
+    if config.restart.resume and config.sensitivity is not None:
+        control = config.sensitivity.controls[0]
+        raise ValueError("restart.resume: a sensitivity run starts from the case's initial state "
+                         f"(its gradient is dJ/d{control}0 of that state); remove restart.resume "
+                         "or the sensitivity section")
     if config.restart.resume and config.fourdvar is not None:
         raise ValueError("restart.resume: a 4D-Var run starts from the case's initial state (its "
                          "truth and first guess are built from it); remove restart.resume or the "

@@ -234,13 +234,18 @@ class ObservationTable:
     `cell` (1-based global cell index), `time` (s), further 1-based `indices` ({name: (count,
     what)}, e.g. a level in [1, nVertLevels]), and the observed values with their errors
     (`positive`, {name: what a value > 0 is}). `expected` says what each variable holds
-    (finite), `units` the units written after a value in a message (" m")."""
+    (finite), `units` the units written after a value in a message (" m"). `plausible`
+    ({name: (low, high)}, in those units) bounds what an observed value can be, so that values in
+    other units (hPa for Pa, Celsius for K) are refused rather than fitted; a variable of the
+    table whose `units` attribute names other units than `units` is refused too."""
 
     def __init__(self, cell: str, time: str, positive: dict, expected: dict, units: dict,
-                 dimension: str = "nObs", indices: dict | None = None):
+                 dimension: str = "nObs", indices: dict | None = None,
+                 plausible: dict | None = None):
         self.cell, self.time, self.positive = cell, time, positive
         self.expected, self.units, self.dimension = expected, units, dimension
         self.indices = indices or {}
+        self.plausible = plausible or {}
         self.names = tuple(expected)
 
     def listing(self) -> str:
@@ -288,6 +293,7 @@ def read_observation_table(path, context: Context, key: str, table: ObservationT
                 raise CostError(f"{path}: variable {name!r} missing (expected {table.listing()}, "
                                 f"each of dimension {table.dimension})")
             var = ds.variables[name]
+            _check_units(path, name, var, table.units[name].strip())
             data = var[:]
             missing[name] = (np.ma.getmaskarray(data).ravel(),
                              [f"{a} = {var.getncattr(a)}" for a in MISSING_ATTRIBUTES
@@ -333,6 +339,12 @@ def read_observation_table(path, context: Context, key: str, table: ObservationT
            f"[0, {context.n_steps * context.dt:g}] s", hint=False)
     for name, expected in table.positive.items():
         refuse(name, arrays[name] <= 0, expected)
+    for name, (low, high) in table.plausible.items():
+        units = table.units[name].strip()
+        refuse(name, (arrays[name] < low) | (arrays[name] > high),
+               f"a plausible {name.replace('_', ' ')} in [{low:g}, {high:g}] {units} (values in "
+               f"other units, such as hPa or degrees Celsius, are not converted: expected {units})",
+               hint=False)
     if left_out.all():
         raise CostError(f"{path}: all {left_out.size} observations are missing values "
                         f"({_missing_summary(missing)}); expected at least one observation")
@@ -344,6 +356,23 @@ def read_observation_table(path, context: Context, key: str, table: ObservationT
     for name in (table.cell, *table.indices):
         kept[name] = kept[name].astype(np.int64) - 1
     return kept
+
+
+#: Spellings of the units an observed variable may declare, by the table's units.
+SAME_UNITS = {"Pa": {"pa", "pascal", "pascals"}, "K": {"k", "kelvin", "degk", "deg_k"},
+              "m": {"m", "meter", "meters", "metre", "metres"}, "s": {"s", "second", "seconds"}}
+
+
+def _check_units(path, name: str, var, units: str) -> None:
+    """CostError when variable `name` (netCDF4 Variable `var`) of observation file `path` declares
+    a `units` attribute other than the table's `units` (or its spellings, SAME_UNITS); a variable
+    without one, or of a table without units, passes."""
+    declared = getattr(var, "units", None)
+    if not units or units not in SAME_UNITS or not isinstance(declared, str):
+        return
+    if declared.strip().lower() not in SAME_UNITS[units]:
+        raise CostError(f"{path}: variable {name!r} has units = {declared!r}; expected {units} "
+                        "(values are not converted: write them in those units)")
 
 
 def _missing_summary(missing) -> str:

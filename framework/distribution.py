@@ -96,3 +96,19 @@ def read_owner(config, comm, global_mesh):
             raise ConfigError(f"partition.file: {exc}") from None
     on_root(comm, work)
     return read.get("owner")
+
+
+def check_rank_count(comm, global_mesh) -> None:
+    """ConfigError on every rank when the run has more MPI ranks than the mesh (on rank 0) has
+    cells: each rank must own at least one cell. Names both counts and the launch to change."""
+    from framework.collective import on_root
+    from framework.errors import ConfigError
+
+    ranks = comm.Get_size()
+
+    def work():
+        if ranks > global_mesh.nCells:
+            raise ConfigError(f"{ranks} MPI ranks for a mesh of {global_mesh.nCells} cells: each "
+                              f"rank owns at least one cell; expected at most "
+                              f"{global_mesh.nCells} ranks (mpiexec -n), or a finer mesh")
+    on_root(comm, work)

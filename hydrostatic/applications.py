@@ -157,20 +157,18 @@ class HydrostaticApplications(Strict):
         return super().inputs() + sensitivity_inputs(self.sensitivity)
 
     def written_files(self) -> list:
-        """The history's keys and, with a sensitivity section, its files (`adjoint.config.
-        sensitivity_files`, the maps of `hydrostatic.plot.gradient_maps`); with a fourdvar
-        section, the restart's key and its files (`adjoint.config.fourdvar_files`)."""
+        """The forward run's files (`hydrostatic.config`), or with a sensitivity section its
+        files (`adjoint.config.sensitivity_files`, the maps of `hydrostatic.plot.gradient_maps`),
+        with a fourdvar section its files (`adjoint.config.fourdvar_files`): an application
+        writes no history and no restart (output.path and restart.path are not its files)."""
         sens, fv = self.sensitivity, self.fourdvar
         if sens is None and fv is None:
             return super().written_files()
-        from hydrostatic.plot import gradient_maps
-        from swm.files import Written
-
-        out = [Written("output.path", self.output.path, self.output.path)]
         if fv is not None:
-            return out + [Written("restart.path", self.restart.path, self.restart.path)] + \
-                fourdvar_files(fv)
-        return out + sensitivity_files(self, gradient_maps(sens.output, sens.controls))
+            return fourdvar_files(fv)
+        from hydrostatic.plot import gradient_maps
+
+        return sensitivity_files(self, gradient_maps(sens.output, sens.controls))
 
 
 __all__ = ["CONTROLS", "CostConfig", "HydrostaticApplications", "HydrostaticFourDVarConfig",

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Dtype, FilePath, LogLevel, MeshConfig,
+from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel, MeshConfig,
                         PartitionConfig, RestartConfig, Strict, _once_each, fixed_steps)
 
 from hydrostatic.levels import LEVEL_SETS
@@ -89,6 +89,7 @@ class OutputConfig(Strict):
     mesh: Literal["auto", "inside", "reference"] = Field(
         "auto", description="the mesh in the history, or a reference to an MPAS grid file; auto: "
         f"reference above {MESH_INSIDE_MAX_CELLS} cells")
+    clobber: Clobber = "never_modify"
 
 
 class WatchdogConfig(Strict):

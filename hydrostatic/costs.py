@@ -283,6 +283,12 @@ class Temperature850Cost(_BoxCost):
 
 # -- observations ----------------------------------------------------------------------------------
 
+#: The values an observation can take (its units): surface pressure from the deepest lows to
+#: the strongest highs, temperature from the coldest stratosphere to the hottest surface. A file
+#: in hPa or degrees Celsius falls outside them.
+PLAUSIBLE = {"surface_pressure": (3.0e4, 1.1e5), "temperature": (150.0, 350.0)}
+
+
 def _table(prefix: str, name: str, units: str, what: str, levels: int | None = None):
     expected = {f"{prefix}_cell": "a 1-based cell index"}
     if levels is not None:
@@ -295,7 +301,8 @@ def _table(prefix: str, name: str, units: str, what: str, levels: int | None = N
         f"{prefix}_cell", f"{prefix}_time",
         {prefix: f"a {what} > 0 {units}", f"{prefix}_error": f"a positive observation error ({units})"},
         expected, unit_of, dimension=name,
-        indices=None if levels is None else {f"{prefix}_level": (levels, "layer (1: the lowest)")})
+        indices=None if levels is None else {f"{prefix}_level": (levels, "layer (1: the lowest)")},
+        plausible={prefix: PLAUSIBLE[prefix]})
 
 
 def observation_tables(nlev: int) -> dict:

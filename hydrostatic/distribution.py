@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from meshops.parallel import StateExchange, layers_needed
 from meshops.parallel.comm import is_serial
-from framework.distribution import Ranks, Serial, read_owner
+from framework.distribution import Ranks, Serial, check_rank_count, read_owner
 
 from hydrostatic.dynamics import CHAINS
 
@@ -45,7 +45,9 @@ class Distributed(Ranks):
 
 
 def distribute(config, comm, global_mesh, dtype, nlev: int):
-    """Serial on one rank; else partition on rank 0 as config.partition says and distribute."""
+    """Serial on one rank; else partition on rank 0 as config.partition says and distribute (no
+    more ranks than cells: `swm.distribution.check_rank_count`)."""
+    check_rank_count(comm, global_mesh)
     owner = read_owner(config, comm, global_mesh)
     if is_serial(comm):
         return Serial(global_mesh, comm)

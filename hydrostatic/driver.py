@@ -21,7 +21,7 @@ from framework.errors import ConfigError
 from swm.config import fixed_steps
 from framework.constants import DAY, GRAVITY
 from swm.driver import build_mesh, grid_reference, read_resumed, step_through
-from swm.output import AsyncWriter, check_resumed_history, claim, provenance
+from swm.output import AsyncWriter, check_clobber, check_resumed_history, claim, provenance
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
 
@@ -32,6 +32,7 @@ from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
 from hydrostatic.output import History, fingerprint
+from hydrostatic.stability import assess, report
 from hydrostatic.variables import STATE
 from hydrostatic.watchdog import StateCheck
 
@@ -138,7 +139,7 @@ def build_simulation(config, *, progress: bool = True):
     t0 = time.perf_counter()
     files = claim(comm, [("output.path", config.output.path, True),   # [history, restart] on
                          ("restart.path", config.restart.path)],      # rank 0, [] elsewhere
-                  (lambda: check_resumed_history(config)) if config.restart.resume else None)
+                  lambda: check_outputs(config))
     writer, history = None, None
     try:
         writer = AsyncWriter() if comm.Get_rank() == 0 else None
@@ -161,10 +162,13 @@ def build_simulation(config, *, progress: bool = True):
                  "" if global_mesh is None else f"{global_mesh.nCells} cells", dist.describe(),
                  config.vertical.nVertLevels, config.backend, config.dtype, dt, total,
                  time.perf_counter() - t0)
+        found = assess(config, s.model, dist)
+        if comm.Get_rank() == 0:
+            report(found)
         w = config.watchdog
         sim = Simulation(s.model, total, comm=comm, files=Files(writer, files),
                          watchdog=Watchdog(StateCheck(dist, w.max_wind, w.min_theta, w.max_theta),
-                                           IterationInterval(w.interval_steps)))
+                                           IterationInterval(w.interval_steps), found))
         run = Run(s, history, writer, None, attributes, progress)
         for name, build in CALLBACKS.items():
             callback = build(config, run)
@@ -177,6 +181,15 @@ def build_simulation(config, *, progress: bool = True):
                 history.close(finished=False, discard=True)
             Files(writer, files).finish(None, "error")
         raise
+
+
+def check_outputs(config) -> None:
+    """The claim's checks on rank 0: output.clobber against the files there
+    (`swm.output.check_clobber`), and a resumed history's settings
+    (`swm.output.check_resumed_history`)."""
+    check_clobber(config)
+    if config.restart.resume:
+        check_resumed_history(config)
 
 
 def _on_root_keep(comm, make):

@@ -6,8 +6,8 @@ owned rows of every rank, on the device, one flag read back and reduced over the
 
 each false where a value is not finite. Only when it fails does the host look for the first bad
 value (fields in the order mass, theta, u; then the global index, then the level), to name the
-step, the field, its level (1: the lowest), the entity and its latitude/longitude: the same one
-on any number of ranks.
+step, the field, its level (1: the lowest), the entity (its id counted from 1, as MPAS files and
+tools count) and its latitude/longitude: the same one on any number of ranks.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
-from framework.errors import WatchdogError
+from framework.errors import ONE_BASED, WatchdogError
 
 
 class StateCheck:
@@ -69,6 +69,6 @@ class StateCheck:
                 lat, lon = (mesh.latCell, mesh.lonCell) if loc == "cell" else (mesh.latEdge, mesh.lonEdge)
                 return (order, min(g), k,
                         f"step {step}: {name} = {values[i, k]:.6g} at level {k + 1} of "
-                        f"{ok.shape[1]} (1: lowest), {loc} {min(g)} (lat "
+                        f"{ok.shape[1]} (1: lowest), {loc} {min(g) + 1} ({ONE_BASED}; lat "
                         f"{np.degrees(lat[i]):.2f}, lon {np.degrees(lon[i]):.2f} deg): {what}")
         return None

@@ -33,11 +33,50 @@ def schema_of(tree: dict, source: str = "config"):
     ConfigError naming `source`, the value and the known models for a model not registered."""
     from meshrun.models import MODELS
 
+    if "model" not in tree:
+        others = other_models(tree)
+        if others:
+            name, keys = next(iter(others.items()))
+            raise ConfigError(f"{source}: model: missing, so the config is read as "
+                              f"{DEFAULT_MODEL}, but it has {', '.join(keys)} of model {name}; "
+                              f"expected model: {name} (the models: {', '.join(MODELS)})")
     name = tree.get("model", DEFAULT_MODEL)
     if not isinstance(name, str) or name not in MODELS:
         raise ConfigError(f"{source}: model = {name!r}: unknown model; expected one of: "
                           f"{', '.join(MODELS)}")
     return MODELS[name].schema()
+
+
+def other_models(tree: dict) -> dict:
+    """{model: [what of `tree` only it has]} of the registered models other than DEFAULT_MODEL
+    whose config has a top-level section the default model's lacks (e.g. vertical) or a case the
+    default model does not know (case.name = 'jw06_baroclinic'), as `tree` gives them."""
+    from meshrun.models import MODELS
+
+    default = MODELS[DEFAULT_MODEL].schema()
+    found = {}
+    for name, model in MODELS.items():
+        if name == DEFAULT_MODEL:
+            continue
+        schema = model.schema()
+        keys = [k for k in tree if k in schema.model_fields and k not in default.model_fields]
+        case = tree.get("case")
+        case = case.get("name") if isinstance(case, dict) else None
+        if isinstance(case, str) and case in _case_names(schema) \
+                and case not in _case_names(default):
+            keys.append(f"case.name = {case!r}")
+        if keys:
+            found[name] = keys
+    return found
+
+
+def _case_names(schema) -> tuple:
+    """The case names a config class accepts (its case.name's choices)."""
+    import typing
+
+    case = _swm._section(schema.model_fields["case"].annotation)
+    annotation = case.model_fields["name"].annotation
+    return typing.get_args(annotation)
 
 
 def load_config(path, overrides=()):

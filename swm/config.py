@@ -59,6 +59,13 @@ Backend = Annotated[Literal["numpy", "cupy"],
                     Field(description="NumPy on CPU ranks, CuPy: one GPU per rank")]
 Dtype = Annotated[Literal["float64", "float32"], Field(description="floating type of the state")]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], Field(description="log level")]
+#: What a run does with a history or restart file already at its path (MPAS's clobber_mode).
+CLOBBER_MODES = ("never_modify", "overwrite", "append")
+Clobber = Annotated[Literal[CLOBBER_MODES], Field(
+    description="a history or restart file already there (MPAS's clobber_mode): never_modify "
+    "(refused: a new run writes nothing over it), overwrite (replaced once the new run's file is "
+    "complete), append (continued by a resumed run, restart.resume: true). A resumed run always "
+    "continues the history of the run it resumes")]
 
 
 def _once_each(names: list) -> list:
@@ -155,6 +162,7 @@ class OutputConfig(Strict):
         "auto", description="the mesh in the history and gradient files (MPAS's mesh stream), or "
         "a reference to an MPAS grid file (the mesh cache's, mesh.file, or NAME.grid.nc beside "
         f"the file); auto: reference above {MESH_INSIDE_MAX_CELLS} cells (level 7 and up)")
+    clobber: Clobber = "never_modify"
 
 
 class RestartConfig(Strict):

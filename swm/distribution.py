@@ -5,7 +5,7 @@ from __future__ import annotations
 from meshops.parallel import StateExchange, layers_needed
 from meshops.parallel.comm import is_serial
 
-from framework.distribution import Ranks, Serial, read_owner
+from framework.distribution import Ranks, Serial, check_rank_count, read_owner
 from swm import terms
 
 
@@ -42,9 +42,11 @@ class Distributed(Ranks):
 
 
 def distribute(config, comm, global_mesh, physics, dtype):
-    """Serial on one rank; else partition on rank 0 as the config says and distribute. A
-    partition file (partition.method: file) is read and checked against the mesh and the rank
-    count on one process too (a ConfigError on every rank names it and the problem)."""
+    """Serial on one rank; else partition on rank 0 as the config says and distribute (no more
+    ranks than cells: `check_rank_count`). A partition file (partition.method: file) is read and
+    checked against the mesh and the rank count on one process too (a ConfigError on every rank
+    names it and the problem)."""
+    check_rank_count(comm, global_mesh)
     owner = read_owner(config, comm, global_mesh)
     if is_serial(comm):
         return Serial(global_mesh, comm)

@@ -24,13 +24,15 @@ from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.files import history_maps
 from swm.model import Model
-from swm.output import (AsyncWriter, History, cells_fingerprint, check_resumed_history, claim,
-                        mesh_fingerprint, mesh_form, mesh_settings, mpas_namelist, provenance,
-                        read_restart, reference_grid, trajectory_settings)
+from swm.output import (AsyncWriter, History, cells_fingerprint, check_clobber,
+                        check_resumed_history, claim, mesh_fingerprint, mesh_form, mesh_settings,
+                        mpas_namelist, provenance, read_restart, reference_grid,
+                        trajectory_settings)
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
 from swm.tendencies import Physics
-from swm.watchdog import StateCheck, WatchdogError
+from framework.errors import WatchdogError
+from swm.watchdog import StateCheck
 
 log = logging.getLogger("swm")
 
@@ -201,8 +203,9 @@ def step_through(sim, config, t0: float) -> None:
         log.info("ready to step in %.2f s", time.perf_counter() - t0)
         sim.run()
     except WatchdogError:
-        log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
-                  sim.time / DAY, config.output.path, config.restart.path)
+        if sim.comm.Get_rank() == 0:          # one line, not one per rank
+            log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
+                      sim.time / DAY, config.output.path, config.restart.path)
         raise
     except BaseException:
         sim.abandon()                        # stopped before the loop's own finish
@@ -238,6 +241,7 @@ def build_simulation(config: Config, *, progress: bool = True,
     any work, with `plot` the PNGs of run_model.py --plot too (`plots_ok`)."""
     comm = meshops.parallel.world()
     def check():
+        check_clobber(config)
         if config.restart.resume:
             check_resumed_history(config)
         if plot:

@@ -219,6 +219,31 @@ def written_by_model(path) -> bool:
         return False
 
 
+def netcdf_problem(path) -> str | None:
+    """Why `path` cannot be opened as netCDF (the library's words), or None when it can."""
+    import netCDF4
+
+    try:
+        with netCDF4.Dataset(path):
+            return None
+    except OSError as exc:
+        return str(exc)
+
+
+def foreign_file_problem(path) -> str:
+    """What is wrong with a file at an output path that `written_by_model` does not claim: one
+    that cannot be read as netCDF may be this model's own file cut short (a copy or a transfer
+    that stopped, a full disk), so nothing advises removing it (a restart may be the only way to
+    resume); a readable one is another program's file."""
+    problem = netcdf_problem(path)
+    if problem is not None:
+        return (f"cannot be read as netCDF ({problem}): truncated or damaged (a copy cut short, "
+                "a full disk), or a file this model did not write; nothing was read or changed; "
+                "expected an intact file of this model there (its own files are written whole "
+                "and then renamed), or another path")
+    return "a file is there that this model did not write; expected a new path (or remove the file)"
+
+
 def png_written_by_model(path) -> bool:
     """True when `path` is a PNG whose text chunk `model_name` is this model's (`swm.plot`
     writes it through matplotlib's savefig metadata)."""
@@ -261,8 +286,7 @@ class OutputFile:
             if problem is not None:
                 raise OutputError(f"{where}: {what} {str(other)!r} {problem}")
         if self.path.exists() and not written_by_model(self.path):
-            raise OutputError(f"{where}: a file is there that this model did not write; expected "
-                              "a new path (or remove the file)")
+            raise OutputError(f"{where}: {foreign_file_problem(self.path)}")
         self._lock = _lock(self.path, where)
         for what, other in beside[1:]:      # read under the lock: no other run writes it now
             if other.exists() and not written_by_model(other):
@@ -705,6 +729,39 @@ def check_resumed_history(config) -> None:
                           f"({why})")
 
 
+def check_clobber(config) -> None:
+    """Refuse (OutputError, one line naming the file, the key and output.clobber's choices) a new
+    run (restart.resume: false) whose history (output.path or its partial file) or restart file
+    (restart.path) is there already, unless output.clobber is overwrite: never_modify leaves
+    every file there as it is, append only adds records after a history's last, which a run from
+    day 0 cannot do. A resumed run continues the history and restart of the run it resumes (as
+    MPAS's restart runs append to theirs), whatever the mode."""
+    from swm.config import CLOBBER_MODES
+
+    mode = config.output.clobber
+    if config.restart.resume or mode == "overwrite":
+        return
+    history, restart = pathlib.Path(config.output.path), pathlib.Path(config.restart.path)
+    there = [(key, owner, path, what) for key, owner, path, what in (
+        ("output.path", history, history, "a history"),
+        ("output.path", history, partial_path(history), "the partial history of a stopped run"),
+        ("restart.path", restart, restart, "a restart file")) if path.exists()]
+    if not there:
+        return
+    key, owner, path, what = there[0]
+    where = f"{key} = {str(owner)!r}: {what} is there already ({path})"
+    choices = f"(output.clobber: one of {', '.join(CLOBBER_MODES)})"
+    if mode == "append":
+        raise OutputError(f"{where}; output.clobber = append only adds records after the last "
+                          "one of the run it continues, and this run starts at day 0 "
+                          "(restart.resume: false); expected restart.resume: true to continue "
+                          f"it, output.clobber: overwrite to replace it, or another {key} "
+                          f"{choices}")
+    raise OutputError(f"{where} and output.clobber = never_modify leaves it as it is; expected "
+                      f"another {key}, output.clobber: overwrite to replace it, or "
+                      f"restart.resume: true to continue it {choices}")
+
+
 class History:
     """The history file on rank 0 (other ranks hold None and take part in the gathers only). A
     model's own history overrides `_contents` (what a new file holds besides its mesh part) and
@@ -936,6 +993,24 @@ def _another_mesh(ds, fingerprint: dict) -> str:
             "mesh.file)")
 
 
+#: What each core of this package calls itself in its files (`core_name`, MPAS's attribute).
+CORES = {"sw": "the shallow-water model", "atmosphere": "the hydrostatic core"}
+
+
+def _kind_of(ds) -> str:
+    """' (it is ...)': what file `ds` (open) is when it is not the restart a run expects: a
+    restart of a core (its core_name and state variables), a history (a Time dimension without
+    a restart's step), or nothing said."""
+    attributes = set(ds.ncattrs())
+    if getattr(ds, "model_name", None) == MODEL_NAME and {"step", "dt"} <= attributes:
+        core = str(getattr(ds, "core_name", "sw"))
+        fields = ", ".join(n for n in ds.variables if n not in ("Time", "xtime"))
+        return f" (it is a restart of {CORES.get(core, core)}, core_name = {core!r}: {fields})"
+    if "Time" in ds.dimensions:
+        return " (it is a history file: records along Time, no restart step)"
+    return ""
+
+
 def write_restart(path, fields: dict, step: int, dt: float, fingerprint: dict,
                   attributes: dict | None = None) -> None:
     """Write the global state (rank 0) atomically: temporary file, fsync, rename. `fields`: {name:
@@ -987,8 +1062,8 @@ def read_restart(path, *, locations: dict, sizes: dict, dtype, fingerprint: dict
                 or not set(locations) <= set(ds.variables) \
                 or not {"step", "dt", "mesh_fingerprint", "trajectory_settings"} <= attributes \
                 or not set(sizes) | {"nVertLevels"} <= set(ds.dimensions):
-            history = " (a history file: it has a Time dimension)" if "Time" in ds.dimensions else ""
-            raise OutputError(f"{where}: not a restart file of this model{history}; expected the "
+            raise OutputError(f"{where}: not a restart file of this model{_kind_of(ds)} (a "
+                              f"restart of it holds {', '.join(locations)}); expected the "
                               "restart.path of the run being resumed")
         expected = {**sizes, "nVertLevels": 1 if levels is None else levels,
                     "dtype": np.dtype(dtype).name}

@@ -4,7 +4,8 @@
 
 with any non-finite h or u making `worst` infinite; one scalar per rank is read back (and
 reduced over ranks). Only when a check fails does the host look for the first bad entity, to name
-the step, the field, the entity and its latitude/longitude.
+the step, the field, the entity (its id counted from 1, as MPAS files and tools count: ONE_BASED)
+and its latitude/longitude.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
 
-from framework.errors import WatchdogError  # noqa: F401 - raised here, caught by the Simulation
+from framework.errors import ONE_BASED, WatchdogError  # noqa: F401 - raised here, caught by the Simulation
 
 
 class StateCheck:
@@ -75,8 +76,9 @@ def _first_problem(distribution, h, u, dt, step, gravity, cfl_limit) -> str | No
         bad = np.flatnonzero(~np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1))
         if bad.size:
             i = int(bad[0])
-            return (f"step {step}: {name} = {values[i]} at {loc} {distribution.global_index(loc, i)} "
-                    f"(lat {np.degrees(lat[i]):.2f}, lon {np.degrees(lon[i]):.2f} deg): not finite")
+            return (f"step {step}: {name} = {values[i]} at {loc} "
+                    f"{distribution.global_index(loc, i) + 1} ({ONE_BASED}; lat "
+                    f"{np.degrees(lat[i]):.2f}, lon {np.degrees(lon[i]):.2f} deg): not finite")
     hh, ne = to_host(h), owned["edge"]
     uu = to_host(u)[:ne]
     cells = mesh.cellsOnEdge[:ne]
@@ -86,7 +88,8 @@ def _first_problem(distribution, h, u, dt, step, gravity, cfl_limit) -> str | No
     worst = int(np.argmax(cfl))
     if cfl[worst] > cfl_limit:
         return (f"step {step}: Courant number {cfl[worst]:.4g} at edge "
-                f"{distribution.global_index('edge', worst)} (lat {np.degrees(mesh.latEdge[worst]):.2f}, "
+                f"{distribution.global_index('edge', worst) + 1} ({ONE_BASED}; lat "
+                f"{np.degrees(mesh.latEdge[worst]):.2f}, "
                 f"lon {np.degrees(mesh.lonEdge[worst]):.2f} deg) above the limit {cfl_limit} "
                 "(watchdog.cfl_limit)")
     return None

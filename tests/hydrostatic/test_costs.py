@@ -5,6 +5,7 @@ values and gathered gradients of 2 ranks (mpiexec, tests/mpi/test_hydrostatic_co
 one process's bitwise."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -238,3 +239,66 @@ def test_two_ranks_give_one_process_values_and_gradients_bitwise():
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "passed" in out.stdout
+
+
+def _scaled_file(tmp_path, name, values, units=None):
+    """A valid observation file whose `name` values are `values` (the other table's plausible),
+    its units attribute `units` where given."""
+    import netCDF4
+
+    n = len(values)
+    ps = [np.arange(n), np.full(n, DT), np.full(n, 1.0e5), np.full(n, 100.0)]
+    t = [np.arange(n), np.arange(n), np.full(n, DT), np.full(n, 280.0), np.full(n, 1.0)]
+    (ps if name == "surface_pressure" else t)[-2] = np.asarray(values)
+    path = tmp_path / "obs.nc"
+    write_observations(path, ps, t)
+    if units is not None:
+        with netCDF4.Dataset(path, "a") as ds:
+            ds[name].units = units
+    return path
+
+
+@pytest.mark.parametrize("name, low, high, units, plausible", [
+    ("surface_pressure", 950.0, 1040.0, "Pa", "[30000, 110000] Pa"),       # hPa
+    ("temperature", 5.0, 35.0, "K", "[150, 350] K")])                      # degrees Celsius
+def test_observations_in_other_units_are_refused_naming_the_range(mesh, tmp_path, rng, name, low,
+                                                                  high, units, plausible):
+    """p_s in hPa and T in degrees Celsius (positive: not caught as impossible), with the units
+    attribute the model expects: refused in one line naming the file, the variable, the first
+    value, its cell and time, the plausible range and the units."""
+    values = rng.uniform(low, high, 6)
+    path = _scaled_file(tmp_path, name, values)
+    with pytest.raises(CostError) as err:
+        ObservationCost(context(mesh), PHYSICS, 26, path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: {name}[0] = {values[0]:g} {units} (cell 1, time {DT:g} s): "
+                              f"expected a plausible {name.replace('_', ' ')} in {plausible}"), \
+        message
+    assert f"expected {units})" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name, value", [("surface_pressure", 2.0e5), ("temperature", 400.0),
+                                         ("temperature", 100.0)])
+def test_implausible_observations_are_refused(mesh, tmp_path, rng, name, value):
+    values = np.full(4, {"surface_pressure": 1.0e5, "temperature": 280.0}[name])
+    i = int(rng.integers(4))
+    values[i] = value * rng.uniform(1.0, 1.2)
+    path = _scaled_file(tmp_path, name, values)
+    plausible = {"surface_pressure": "[30000, 110000] Pa", "temperature": "[150, 350] K"}[name]
+    with pytest.raises(CostError, match=rf"{name}\[{i}\] = {values[i]:g} .*expected a plausible "
+                                        rf"{name.replace('_', ' ')} in {re.escape(plausible)}"):
+        ObservationCost(context(mesh), PHYSICS, 26, path)
+
+
+@pytest.mark.parametrize("name, units", [("surface_pressure", "hPa"), ("surface_pressure", "mb"),
+                                         ("temperature", "degC"), ("surface_pressure_error", "hPa")])
+def test_observations_declaring_other_units_are_refused(mesh, tmp_path, name, units):
+    import netCDF4
+
+    path = _file(tmp_path)
+    with netCDF4.Dataset(path, "a") as ds:
+        ds[name].units = units
+    expected = "K" if name.startswith("temperature") else "Pa"
+    with pytest.raises(CostError, match=rf"obs.nc: variable '{name}' has units = '{units}'; "
+                                        rf"expected {expected}"):
+        ObservationCost(context(mesh), PHYSICS, 26, path)

@@ -130,7 +130,8 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, whole,
     path = l3(tmp_path, "h", time={"days": 0.125}, restart={"interval_hours": None})
     ok(run_model(path, cache=cache))
     before = snapshot(tmp_path / "h.nc", path)
-    out = run_on_a_full_disk(path, "--set", "time.days=0.25", cache=cache, limit=limit)
+    out = run_on_a_full_disk(path, "--set", "time.days=0.25", "--set", "output.clobber=overwrite",
+                             cache=cache, limit=limit)
     assert out.returncode == 2, out.stderr
     assert_full_disk_line(out, tmp_path / "h.nc")
     assert snapshot(*before) == before

@@ -150,7 +150,7 @@ def test_watchdog_names_the_field_level_and_place_of_a_blow_up(tmp_path, ranks):
     assert out.returncode == 3, out.stderr
     line = error_of(out.stderr)
     assert re.search(r"stopped: step 2: mass = -[0-9.e+]+ at level \d+ of 26 \(1: lowest\), cell "
-                     r"\d+ \(lat -?[0-9.]+, lon [0-9.]+ deg\): not positive \(a layer without mass\); "
+                     r"\d+ \(1-based as in MPAS; lat -?[0-9.]+, lon [0-9.]+ deg\): not positive \(a layer without mass\); "
                      r"the last checked state \(step 1, day 0.2500\) is kept", line), line
     with netCDF4.Dataset(tmp_path / "blow.nc") as ds:
         assert len(ds["Time"]) == 2 and float(ds["Time"][-1]) == 0.25
@@ -169,6 +169,6 @@ def test_a_first_state_out_of_the_watchdog_limits_stops_before_stepping(tmp_path
     assert out.returncode == 3, out.stderr
     line = error_of(out.stderr)
     assert re.search(r"stopped: step 0: u = -?[0-9.e+]+ at level \d+ of 26 \(1: lowest\), edge \d+ "
-                     rf"\(lat .*\): \|u\| above watchdog.max_wind = {limit:g} m/s: the initial state "
+                     rf"\(1-based as in MPAS; lat .*\): \|u\| above watchdog.max_wind = {limit:g} m/s: the initial state "
                      "is out of range", line), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "jet.yaml"]

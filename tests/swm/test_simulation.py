@@ -83,7 +83,7 @@ def test_the_watchdog_check_finds_a_bad_value_on_the_device(tmp_path, cache, rng
     h = s.model.h.copy()
     cell = int(rng.integers(h.shape[0]))
     h[cell] = np.nan
-    with pytest.raises(WatchdogError, match=f"step 7: h = nan at cell {cell} .*not finite"):
+    with pytest.raises(WatchdogError, match=f"step 7: h = nan at cell {cell + 1} \\(1-based as in MPAS; .*not finite"):
         check.check(h, s.model.u, s.dt, 7)
     with pytest.raises(WatchdogError, match="Courant number .* above the limit"):
         check.check(s.model.h, s.model.u, 50 * s.dt, 8)
