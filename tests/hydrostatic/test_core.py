@@ -140,3 +140,49 @@ def test_float32_step_follows_float64(rng):
         assert model.mass.dtype == model.theta_mass.dtype == model.u.dtype == dtype
         out[dtype] = model.u
     assert np.abs(out[np.float32] - out[np.float64]).max() < 1e-2
+
+
+@pytest.mark.parametrize("alpha", [30.0, 45.0, 90.0])
+def test_rotated_cases_are_the_cases_about_a_tilted_axis(rng, alpha):
+    """The rotated JW06 states (Lauritzen et al. 2010): at random model points the test frame's
+    coordinates invert; the surface geopotential, the temperature and the Coriolis parameter are
+    the unrotated case's at the test-frame latitude; the reconstructed wind, turned into the test
+    frame, is the jet's (within the reconstruction's error); the rotated steady state starts as
+    balanced as the unrotated one; rotation 0 is the published case bitwise."""
+    mesh = cached_icosahedral(4, lloyd_iterations=50)
+    lon, lat = rng.uniform(-np.pi, np.pi, 50), rng.uniform(-1.5, 1.5, 50)
+    back = testcases.unrotated_coordinates(*testcases.rotated_coordinates(lon, lat, alpha), alpha)
+    np.testing.assert_allclose(np.exp(1j * back[0]), np.exp(1j * lon), atol=1e-12)
+    np.testing.assert_allclose(back[1], lat, atol=1e-12)
+    plain = testcases.initial_state(mesh, "jw06_baroclinic", A, B)
+    same = testcases.initial_state(mesh, "jw06_baroclinic", A, B, 0.0)
+    for name in ("mass", "theta_mass", "u", "phi_s", "f_vertex"):
+        assert np.array_equal(getattr(plain, name), getattr(same, name)), name
+    s = testcases.initial_state(mesh, "jw06_steady", A, B, alpha)
+    _, lat_r = testcases.rotated_coordinates(mesh.lonCell, mesh.latCell, alpha)
+    np.testing.assert_allclose(s.phi_s, testcases.jw06_surface_geopotential(lat_r, mesh.sphere_radius))
+    _, lat_v = testcases.rotated_coordinates(mesh.lonVertex, mesh.latVertex, alpha)
+    np.testing.assert_allclose(s.f_vertex, 2 * testcases.OMEGA_JW * np.sin(lat_v))
+    eta = testcases.layer_eta(A, B)
+    zonal, meridional = meshops.reconstruct_zonal_meridional_e2c(mesh, s.u)
+    east, north = testcases.tilted_east(mesh.lonCell, mesh.latCell, alpha)
+    u_test = east[:, None] * zonal + north[:, None] * meridional
+    eta_v = (eta - testcases.ETA_0) * np.pi / 2
+    jet = testcases.U_0 * np.cos(eta_v)[None, :] ** 1.5 * np.sin(2 * lat_r)[:, None] ** 2
+    assert np.abs(u_test - jet).max() < 0.05 * testcases.U_0
+    p = physics()
+    imbalance = [np.abs(tendencies(mesh, c.mass, c.theta_mass, c.u, c.phi_s, c.f_vertex, p)[2]).max()
+                 for c in (testcases.initial_state(mesh, "jw06_steady", A, B), s)]
+    assert imbalance[1] < 5 * imbalance[0], imbalance
+
+
+def test_rotation_is_refused_where_it_has_no_meaning():
+    from framework.errors import ConfigError
+    from meshrun.config import load_config
+
+    with pytest.raises(ConfigError, match=r"case.rotation = 45.0: held_suarez is not rotated"):
+        load_config("configs/held_suarez_l4.yaml", ["case.rotation=45"])
+    with pytest.raises(ConfigError, match=r"case.rotation"):
+        load_config("configs/jw06_steady_l5.yaml", ["case.rotation=120"])
+    with pytest.raises(ValueError, match=r"case.rotation = -1: expected degrees in \[0, 90\]"):
+        testcases.initial_state(cached_icosahedral(2), "jw06_steady", A, B, -1)
