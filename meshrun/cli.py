@@ -46,7 +46,8 @@ def parse_args(argv=None):
     p.add_argument("--list-configs", action="store_true",
                    help="list the configs shipped with the package and exit")
     p.add_argument("--help-config", action="store_true", help="list every config key and exit "
-                   "(of the model that --set model=NAME names; default shallow_water)")
+                   "(of the model that --set model=NAME or the given config names; default "
+                   "shallow_water)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--plot", action="store_true",
                    help="after the run, write PNG maps of the last output (python -m swm.plot)")
@@ -77,6 +78,20 @@ def main(argv=None) -> int:
         return 128 + exc.signum
 
 
+def _model_named_by(config) -> str | None:
+    """The `model:` key of the config file (a path or a shipped name), None where it has none."""
+    import yaml
+
+    from meshrun.config import ConfigError, find_config
+
+    path = find_config(config)
+    try:
+        tree = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the config's model key ({exc})") from None
+    return tree.get("model") if isinstance(tree, dict) else None
+
+
 def _main(args) -> int:
     from meshrun.config import (DEFAULT_MODEL, ConfigError, describe_schema, dump, load_config,
                                 shipped_configs)
@@ -84,7 +99,14 @@ def _main(args) -> int:
 
     if args.help_config:
         model = next((item.partition("=")[2].strip() for item in reversed(args.set)
-                      if item.partition("=")[0].strip() == "model"), DEFAULT_MODEL)
+                      if item.partition("=")[0].strip() == "model"), None)
+        if model is None and args.config is not None:
+            try:
+                model = _model_named_by(args.config)
+            except ConfigError as exc:
+                print(f"{PROG}: error: {exc}", file=sys.stderr)
+                return 2
+        model = model or DEFAULT_MODEL
         if model not in MODELS:
             print(f"{PROG}: error: --set model={model}: unknown model; expected one of: "
                   f"{', '.join(MODELS)}", file=sys.stderr)

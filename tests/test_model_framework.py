@@ -67,11 +67,17 @@ def test_help_config_is_the_models(tmp_path, rng):
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == (f"run_model.py: error: --set model={name}: unknown model; "
                                   f"expected one of: {KNOWN}")
+    lines = subprocess.run([sys.executable, str(ROOT / "run_model.py"), "jw06_steady_l5",
+                            "--help-config"], cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert any(l.startswith("vertical.nVertLevels:") for l in lines)     # the config's model's keys
+    assert not any(l.startswith("sensitivity.cost.kind: one of mean, energy, misfit") for l in lines)
 
 
 #: What each package may import of the project's packages: data flows one way.
-BELOW = {"grids": set(), "meshops": {"grids"}, "swm": {"grids", "meshops"},
-         "adjoint": {"grids", "meshops", "swm"}, "meshrun": {"grids", "meshops", "swm", "adjoint"}}
+BELOW = {"grids": set(), "meshops": {"grids"}, "framework": {"grids", "meshops"},
+         "swm": {"grids", "meshops", "framework"}, "adjoint": {"grids", "meshops", "framework", "swm"},
+         "meshrun": {"grids", "meshops", "framework", "swm", "adjoint"}}
 
 
 @pytest.mark.parametrize("package", sorted(BELOW))
