@@ -155,6 +155,7 @@ def sensitivity_sweep(s, sens, cost, check, progress: bool):
         if kind == "adjoint" and not adjoint_started:
             adjoint_started.append(True)
             log.info("forward sweep done in %.2f s; adjoint sweep", time.perf_counter() - t0)
+            bars["adjoint"].reset(total=s.total)        # its rate and ETA from the sweep's start
         if kind == "recompute":
             recomputed[0] += 1
             bars["adjoint"].set_postfix_str(f"{recomputed[0]} recomputed", refresh=False)
