@@ -30,20 +30,20 @@ def test_start_log_gives_the_cfl_and_a_suggested_dt(tmp_path):
     out = ok(run_model(config(tmp_path, "cfl", time={"days": 0.125, "dt": dt}, output={
         "interval_hours": 3, "variables": ["theta"]})))
     [line] = _lines(out, "time step: dt")
-    found = re.search(r"CFL ([0-9.]+) \(stable up to 1.4\) of the fastest wave (\d+) m/s \(Lamb "
+    found = re.search(r"CFL ([0-9.]+) \(stable up to 1.45\) of the fastest wave (\d+) m/s \(Lamb "
                       r"wave sqrt\(gamma R T\) (\d+) m/s \+ max \|u\| ([0-9.]+) m/s\) on the "
                       r"smallest dcEdge ([0-9.]+) km; suggested dt <= ([0-9.]+) s", line)
     cfl, speed, lamb, wind, dc, suggested = map(float, found.groups())
     assert 330 < lamb < 360 and 30 < wind < 40                 # JW06: T up to 310 K, a 35 m/s jet
     assert cfl == pytest.approx(speed * dt / (dc * 1e3), rel=5e-3)
-    assert suggested * speed / (dc * 1e3) <= 1.4 * 1.003 and 10800 % suggested == 0
+    assert suggested * speed / (dc * 1e3) <= 1.45 * 1.003 and 10800 % suggested == 0
     assert not _lines(out, "above the stable limit")
 
     big = 10800.0                                               # CFL about 2.4
     out = run_model(config(tmp_path, "big", time={"days": 0.125, "dt": big},
                            output={"interval_hours": 3, "variables": ["theta"]}))
     [warning] = _lines(out, "is above the stable limit")
-    assert re.search(rf"time.dt = {big:g} s is above the stable limit: CFL [0-9.]+ > 1.4 .*; "
+    assert re.search(rf"time.dt = {big:g} s is above the stable limit: CFL [0-9.]+ > 1.45 .*; "
                      rf"expected time.dt <= {suggested:g} s \(suggested\)", warning), warning
 
 
