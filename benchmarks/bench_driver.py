@@ -126,7 +126,8 @@ def main(argv=None) -> int:
         for dtype in args.dtypes:
             overrides = list(args.set) + [f"dtype={dtype}",
                                           f"output.path={out_dir / 'history.nc'}",
-                                          f"restart.path={out_dir / 'restart.nc'}"]
+                                          f"restart.path={out_dir / 'restart.nc'}",
+                                          "output.clobber=overwrite"]
             if level is not None:
                 overrides.append(f"mesh.generate.level={level}")
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(

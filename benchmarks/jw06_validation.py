@@ -438,8 +438,12 @@ def model(args) -> int:
                 device=device, setup_s=round(t_setup - t_start, 2), stepping_s=round(stepping, 2),
                 wall_s=round(time.perf_counter() - t_start, 2), peak_bytes=int(peak))
     arrays = {k: np.asarray(v) for k, v in out.items()}
+    variant = "".join(f"_{tag}" for tag, default in (
+        (args.kinetic_energy, args.kinetic_energy == "trisk"),
+        (f"vt{args.visc4_theta_ratio:g}", not args.visc4_theta_ratio),
+        (f"rot{args.rotation:g}", not args.rotation)) if not default)
     write(pathlib.Path(args.out), f"model_l{L}_lloyd{args.lloyd}_{args.case}_{args.backend}_{args.dtype}"
-          f"_{args.kinetic_energy}_vt{args.visc4_theta_ratio:g}_rot{args.rotation:g}", meta, arrays)
+          f"{variant}", meta, arrays)
     return 0
 
 
@@ -531,13 +535,16 @@ def table(args) -> int:
         print("JW06 steady state: l2 and linf (m/s) of the zonal-mean zonal wind's departure from "
               "its initial value (cos(lat) and d_eta weights, 1-degree grid).")
         print()
-        print("| run | kinetic energy | rotation | day | l2(u) | linf(u) | l2(u) day 1 / 10 / 15 / 20 / 30 |")
-        print("|---|---|---|---|---|---|---|")
+        print("| run | day | l2(u) | linf(u) | l2(u) day 1 / 10 / 15 / 20 / 30 |")
+        print("|---|---|---|---|---|")
         for r in sorted(steady, key=lambda r: (r["kind"], r.get("level", 0))):
             days = list(r["days"])
             early = " / ".join(f"{r['u_l2'][days.index(d)]:.2e}" if d in days else "-"
                                for d in (1.0, 10.0, 15.0, 20.0, 30.0))
-            print(f"| {r['model']} | {r.get('kinetic_energy', '-')} | {r.get('rotation', 0):g} | {days[-1]:g} | {r['u_l2'][-1]:.3e} | {r['u_linf'][-1]:.3e} "
+            variant = "".join(part for part, default in (
+                (f", {r.get('kinetic_energy')} kinetic energy", r.get("kinetic_energy", "trisk") == "trisk"),
+                (f", rotated {r.get('rotation', 0):g} deg", not r.get("rotation", 0))) if not default)
+            print(f"| {r['model']}{variant} | {days[-1]:g} | {r['u_l2'][-1]:.3e} | {r['u_linf'][-1]:.3e} "
                   f"| {early} |")
         print(f"\nPublished: {PUBLISHED['steady_l2']}.")
     return 0

@@ -212,9 +212,10 @@ def test_without_a_writable_cache_the_grid_file_is_written_beside_once(tmp_path)
     attrs = attributes(tmp_path / "beside.nc")
     assert attrs["mesh_file"] == str(grid) and attrs["mesh_file_relative"] == "beside.grid.nc"
     stat = grid.stat()
-    run_model(env, config)                                      # a second run reuses it
+    run_model(env, config, "--set", "output.clobber=overwrite")    # a second run reuses it
     assert grid.stat().st_mtime_ns == stat.st_mtime_ns and grid.stat().st_ino == stat.st_ino
-    out = run(env, ROOT / "run_model.py", config, "--no-progress", "--set", "mesh.generate.level=2")
+    out = run(env, ROOT / "run_model.py", config, "--no-progress", "--set", "mesh.generate.level=2",
+              "--set", "output.clobber=overwrite")
     assert out.returncode != 0 and "holds another mesh" in out.stderr, out.stderr
     assert str(grid) in out.stderr and "output.path" in out.stderr
     # moved together, the history finds its grid by the relative path
