@@ -4,4 +4,8 @@ full config schema of each (`meshrun.config`: a model's own sections, composed w
 applications' sections of `adjoint.config`). Nothing below imports it.
 
     python run_model.py configs/williamson5.yaml          (the config's `model:` picks the model)
+    meshrun.run("configs/jw06_steady_l5.yaml", "time.days=1")     (the same from Python: `api.run`)
 """
+from meshrun.api import run
+
+__all__ = ["run"]

@@ -226,3 +226,22 @@ def test_a_callback_is_one_registry_entry_and_the_files_finish_after_it(tmp_path
     sim.run()
     assert seen == list(range(every, 13, every))
     assert marker.read_text() == "finished 12" and (tmp_path / "cb.nc").exists()
+
+
+def test_meshrun_runs_any_model_from_python(tmp_path, rng):
+    """`meshrun.run` runs a config of either model (a shipped name or a validated config, with
+    overrides) and returns its history; a bad key is the config's error, naming it."""
+    import meshrun
+    from framework.errors import ConfigError
+    from meshrun.config import load_config
+
+    days = int(rng.integers(1, 3))
+    files = [f"output.path={tmp_path}/jw.nc", f"restart.path={tmp_path}/jw.restart.nc"]
+    jw = meshrun.run("jw06_steady_l5", "mesh.generate.level=2", f"time.days={days}",
+                     "time.dt=3600", *files)
+    assert jw.sizes["Time"] == days + 1 and jw.surface_pressure.shape == (days + 1, 162)
+    config = load_config("configs/williamson5.yaml", ["mesh.generate.level=2", "time.days=1"])
+    sw = meshrun.run(config, f"output.path={tmp_path}/w5.nc", f"restart.path={tmp_path}/w5.restart.nc")
+    assert sw.h.shape == (2, 162, 1) and float(abs(sw.mass[-1] / sw.mass[0] - 1)) < 1e-13
+    with pytest.raises(ConfigError, match="time.dayz"):
+        meshrun.run("jw06_steady_l5", "time.dayz=1")

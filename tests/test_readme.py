@@ -58,6 +58,8 @@ def test_quick_start_runs_on_cpu(monkeypatch, capsys):
     assert namespace["taylor"].passed(1.9) and namespace["linear"].exact
     ds = namespace["ds"]
     assert ds.sizes["Time"] == 3 and ds.h.shape == (3, 2562, 1) and "0000-01-03 00:00:00" in out
+    jw = namespace["jw"]                                     # the hydrostatic core by meshrun.run
+    assert jw.surface_pressure.shape == (2, 162) and "26 997" in out
     assert abs(float(ds.mass[-1] / ds.mass[0] - 1)) < 1e-13
     assert "fluid thickness 5966.69" in out
     assert abs(float(namespace["mean_h"][-1] * ds.areaCell.sum() / ds.mass[-1] - 1)) < 1e-13
