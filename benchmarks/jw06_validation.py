@@ -547,7 +547,44 @@ def table(args) -> int:
             print(f"| {r['model']}{variant} | {days[-1]:g} | {r['u_l2'][-1]:.3e} | {r['u_linf'][-1]:.3e} "
                   f"| {early} |")
         print(f"\nPublished: {PUBLISHED['steady_l2']}.")
+        if args.figure:
+            print(f"\nwrote {steady_figure(steady, args.figure)}")
     return 0
+
+
+#: The peer's steady-state l2(u) (day, m/s) as measured before its series were kept
+#: (benchmarks/RESULTS.md, 2026-12-04: dinosaur T170, 30 days); drawn when no reference run is given.
+PEER_STEADY_POINTS = {"dinosaur T170 (2026-12-04)": ((1.0, 0.035), (30.0, 0.031))}
+
+
+def steady_figure(steady: list, path) -> pathlib.Path:
+    """l2 of the zonal-mean zonal wind's departure against time, log scale, one line a steady run
+    (our levels solid, the reference dashed; without a reference run, `PEER_STEADY_POINTS` as
+    markers), as a PNG at `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 4.2), dpi=120)
+    for r in sorted(steady, key=lambda r: (r["kind"], r.get("level", 0), r.get("kinetic_energy", ""))):
+        label = r["model"] + ("" if r.get("kinetic_energy", "trisk") == "trisk"
+                              else f", {r['kinetic_energy']} kinetic energy")
+        ax.semilogy(np.concatenate([[0.0], r["days"]]), np.concatenate([[np.nan], r["u_l2"]]),
+                    ls="--" if r["kind"] == "reference" else "-", marker="." if len(r["days"]) < 3 else None,
+                    label=label)
+    if not any(r["kind"] == "reference" for r in steady):
+        for label, points in PEER_STEADY_POINTS.items():
+            ax.semilogy(*zip(*points), "ks", ms=5, label=label)
+    ax.axhline(0.5, color="0.5", lw=0.8)
+    ax.set(xlabel="day", ylabel="l2 of the zonal-mean u departure (m/s)",
+           title="JW06 steady state (cos(lat), d-eta weights; grey: 0.5 m/s)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = pathlib.Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def main(argv=None) -> int:
@@ -558,6 +595,9 @@ def main(argv=None) -> int:
         s = sub.add_parser(name, help=helptext)
         s.add_argument("--out", required=True, help="directory of the .npz files")
         if name == "table":
+            s.add_argument("--figure", default=None,
+                           help="also draw the steady state's l2(u) against time, one line a run "
+                                "(the peers' dashed), to this PNG")
             continue
         s.add_argument("--days", type=float, default=9.0, help="run length (days)")
         s.add_argument("--case", choices=CASES, default="jw06_baroclinic")

@@ -62,13 +62,15 @@ def test_model_conserves_mass_and_records(runs):
         assert 0 < f["u_l2"][-1] <= f["u_linf"][-1] < 5.0
 
 
-def test_reference_and_table(runs, capsys):
+def test_reference_and_table(runs, capsys, tmp_path):
     with np.load(runs / "reference_T21_jw06_baroclinic.npz") as f:
         assert f["ps"].shape == (1, 180, 360) and abs(f["mass_change"][-1]) < 1e-8
     with np.load(runs / "reference_T21_jw06_steady.npz") as f:
         assert 0 < f["u_l2"][-1] < 0.5
-    assert jw.main(["table", "--out", str(runs)]) == 0
+    figure = tmp_path / "steady.png"
+    assert jw.main(["table", "--out", str(runs), "--figure", str(figure)]) == 0
     out = capsys.readouterr().out
+    assert f"wrote {figure}" in out and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     row = next(line for line in out.splitlines() if line.startswith("| 3 | 642 |"))
     l2 = float(row.split("|")[7].split()[0])
     assert 0.0 < l2 < 2.0, row                              # hPa, half a day in
