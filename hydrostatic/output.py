@@ -20,21 +20,33 @@ from swm import output
 from swm.output import cells_fingerprint, mesh_fingerprint, mesh_settings, trajectory_settings
 
 from hydrostatic.dynamics import column_diagnostics
-from hydrostatic.variables import DIAGNOSTICS, FIELDS
+from hydrostatic.variables import DIAGNOSTICS, FIELDS, ISOBARIC
 
 
 def fields_of(model, names) -> dict:
-    """{name: local field} of the model's state (halo rows valid: exchange it first)."""
+    """{name: local field} of the model's state (halo rows valid: exchange it first). The
+    pressure-level fields (`hydrostatic.variables.ISOBARIC`) are their layer quantity interpolated
+    to the level, linear in log p (`meshops.interp_level_l2p`, the layer pressure `pressure`)."""
     m = model.device_mesh
     d = column_diagnostics(m, model.mass, model.theta_mass, model.phi_s, model.physics)
     out = {}
     temperature = d["theta"] * meshops.exner(m, d["p"])
-    if "uReconstructZonal" in names or "uReconstructMeridional" in names:
+    quantities = {ISOBARIC[name][0] for name in names if name in ISOBARIC}
+    if {"uzonal", "umeridional"} & quantities or \
+            {"uReconstructZonal", "uReconstructMeridional"} & set(names):
         zonal, meridional = meshops.reconstruct_zonal_meridional_e2c(m, model.u)
         out["uReconstructZonal"], out["uReconstructMeridional"] = zonal, meridional
     out.update(theta=d["theta"], temperature=temperature, pressure=d["p"],
-               surface_pressure=d["p_i"][:, 0], u=model.u, zgrid=d["phi_i"] / model.physics.gravity,
-               temperature_850hPa=meshops.interp_level_l2p(m, d["p"], temperature))
+               surface_pressure=d["p_i"][:, 0], u=model.u, zgrid=d["phi_i"] / model.physics.gravity)
+    layers = {"uzonal": lambda: out["uReconstructZonal"],
+              "umeridional": lambda: out["uReconstructMeridional"],
+              "temperature": lambda: temperature,
+              "height": lambda: meshops.avg_i2l(m, out["zgrid"])}
+    on_layers = {q: layers[q]() for q in quantities}
+    for name in names:
+        if name in ISOBARIC:
+            quantity, p_level = ISOBARIC[name]
+            out[name] = meshops.interp_level_l2p(m, d["p"], on_layers[quantity], p_level=p_level)
     return {name: out[name] for name in names}
 
 
