@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 import meshops
+from framework.dates import START
 from swm import output
 from swm.output import cells_fingerprint, mesh_fingerprint, mesh_settings, trajectory_settings
 
@@ -64,11 +65,13 @@ def diagnostics_of(model, distribution) -> dict:
 
 def fingerprint(config, mesh, dt: float) -> dict:
     """The run's fingerprint (`swm.output`): the mesh's, the settings that change the trajectory
-    (the shallow-water model's keys with vertical.levels, case.rotation and
-    dynamics.kinetic_energy) and what names another cell order."""
+    (the shallow-water model's keys with vertical.levels, case.rotation,
+    dynamics.kinetic_energy and time.start) and what names another cell order."""
     settings = {**trajectory_settings(config, dt), "vertical.levels": config.vertical.levels,
                 # settings at their defaults are left out: restarts written before they existed resume
                 "case": config.case.model_dump(mode="json", exclude_defaults=True)}
+    if config.time.start != START:      # the date of the history's and restart's times
+        settings["time.start"] = config.time.start
     if config.dynamics.kinetic_energy != "trisk":
         settings["dynamics.kinetic_energy"] = config.dynamics.kinetic_energy
     return {"mesh": mesh_fingerprint(mesh), "settings": settings,
@@ -84,11 +87,12 @@ class History(output.History):
     core_name = "atmosphere"
 
     def __init__(self, target, writer, global_mesh, dtype, variables, nlev: int, coefficients,
-                 terrain, *, fingerprint: dict, attributes: dict, grid=None, resume_time=None):
+                 terrain, *, fingerprint: dict, attributes: dict, grid=None, resume_time=None,
+                 start: str = START):
         self.coefficients = coefficients
         super().__init__(target, writer, global_mesh, dtype, variables, tuple(DIAGNOSTICS),
                          fingerprint=fingerprint, resume_time=resume_time, nlev=nlev,
-                         topography=terrain, attributes=attributes, grid=grid)
+                         topography=terrain, attributes=attributes, grid=grid, start=start)
 
     def _contents(self, ds, dtype, nlev, terrain) -> None:
         A, B = self.coefficients
