@@ -352,6 +352,7 @@ def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
+    from framework.dates import start_of
     from swm.output import create_time, reporting_space, set_time, stamp
 
     table = np.array(history, dtype=np.float64)
@@ -360,8 +361,9 @@ def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
         write_mesh(mesh, tmp)
         with netCDF4.Dataset(tmp, "a") as ds:
             stamp(ds, twin.attributes)
-            create_time(ds)
-            set_time(ds, 0, seconds)
+            start = start_of(twin.config)
+            create_time(ds, start)
+            set_time(ds, 0, seconds, start)
             if "nVertLevels" not in ds.dimensions:
                 ds.createDimension("nVertLevels", twin.nlev)
             ds.createDimension("nIterations", table.shape[0])

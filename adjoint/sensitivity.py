@@ -280,6 +280,7 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
     from grids.mpas_io import write_mesh
     from framework.collective import on_root
     from swm.driver import grid_reference
+    from framework.dates import START, start_of
     from swm.output import create_mesh_part, create_time, reporting_space, set_time, stamp
 
     def write():
@@ -293,8 +294,9 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
             else:
                 ds = create_mesh_part(tmp, s.global_mesh, grid, attributes, output=path)
             with ds:
-                create_time(ds)
-                set_time(ds, 0, s.start * s.dt)
+                start = START if config is None else start_of(config)
+                create_time(ds, start)
+                set_time(ds, 0, s.start * s.dt, start)
                 fill(ds)
                 cost = ds.createVariable("J", "f8", ("Time",))
                 cost[0] = value

@@ -20,7 +20,8 @@ field by field (`write_icosahedral`, which never holds the whole mesh).
 A generated mesh carries what MPAS-Model needs to start from it (`grids.mpas_io.mpas_metadata`):
 extra variables indexToCellID, indexToEdgeID, indexToVertexID (1..n, int32) and meshDensity (1.0),
 global attributes on_a_sphere, sphere_radius, is_periodic, x_period, y_period (0.0), mesh_spec,
-Conventions, source, file_id (random, new for each generated mesh), parent_id ("") and history.
+Conventions, source, file_id (random, new for each generated mesh), parent_id (""), history and
+mesh_id (a SHA-256 of the cell positions, in any order: `grids.mpas_io.mesh_id_of`).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from scipy.spatial import ConvexHull
 from grids.geometry import (INDEX_DTYPE, FieldCollector, blocks, cross, derive_fields, for_blocks,
                             triangle_area)
 from grids.mesh import EARTH_OMEGA, EARTH_RADIUS, Mesh
-from grids.mpas_io import mpas_metadata
+from grids.mpas_io import mesh_id_of, mpas_metadata
 from grids.reorder import METHODS, following_order, sfc_order
 
 MAX_LEVEL = 12
@@ -527,7 +528,8 @@ def _emit_mesh(triangulation: dict, *, sphere_radius, order, omega, source, open
     sizes = {"nCells": conn["xCell"].shape[0], "nEdges": conn["xEdge"].shape[0],
              "nVertices": conn["xVertex"].shape[0], "maxEdges": maxEdges, "maxEdges2": 2 * maxEdges,
              "vertexDegree": conn["cellsOnVertex"].shape[1], "TWO": 2}
-    attributes, extra = mpas_metadata(sizes, a, source=source)
+    attributes, extra = mpas_metadata(sizes, a, source=source,
+                                      mesh_id=mesh_id_of(conn["xCell"], conn["yCell"], conn["zCell"]))
     sink = open_sink(sizes, attributes, extra)
     del extra
     derive_fields(conn, a, omega=omega, sink=sink)

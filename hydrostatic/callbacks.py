@@ -155,7 +155,8 @@ def _restart(config, run: callbacks.Run) -> callbacks.RestartOutput:
     return callbacks.RestartOutput(config.restart.path, s.distribution, s.fingerprint, run.writer,
                                    None if hours is None else TimeInterval(hours * 3600.0),
                                    at_end=hours is not None, attributes=run.attributes,
-                                   saved_step=s.start or None, state=STATE)
+                                   saved_step=s.start or None, state=STATE,
+                                   start_date=config.time.start)
 
 
 def _daily(config, run: callbacks.Run) -> DailyLog:

@@ -6,7 +6,7 @@ model's where they mean the same (mesh, partition; `swm.config`):
     mesh: {generate: {level: 5, lloyd: 100}}
     vertical: {levels: jw06_26, nVertLevels: 26}
     case: {name: jw06_baroclinic}           # jw06_steady, jw06_baroclinic, held_suarez
-    time: {days: 9, dt: 720}
+    time: {days: 9, dt: 720}                # start: "2000-01-01_00:00:00" (default 0000-01-01)
     diffusion: {visc4: 5.0e15}
     output: {path: jw06.nc, interval_hours: 24, variables: [...]}
     restart: {path: jw06.restart.nc, interval_hours: 24, resume: false}
@@ -19,7 +19,9 @@ from __future__ import annotations
 import pathlib
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+
+from framework.dates import START, parse_start
 
 from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel, MeshConfig,
                         PartitionConfig, RestartConfig, Strict, _once_each, fixed_steps)
@@ -68,6 +70,9 @@ class DynamicsConfig(Strict):
 
 
 class TimeConfig(Strict):
+    start: Annotated[str, BeforeValidator(parse_start)] = Field(
+        START, description="start date, YYYY-MM-DD_hh:mm:ss (MPAS's config_start_time) on the "
+        "noleap calendar: the history's xtime and Time units (days since it)")
     days: float = Field(gt=0, le=3650, description="run length (days)")
     dt: float = Field(gt=0, description="time step (s), a divisor of output.interval_hours")
     max_steps: int = Field(1_000_000, ge=1, description="the most time steps a run may take")

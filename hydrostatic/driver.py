@@ -21,6 +21,7 @@ from framework.errors import ConfigError
 from swm.config import fixed_steps
 from framework.constants import DAY, GRAVITY
 from swm.driver import build_mesh, grid_reference, read_resumed, step_through
+from framework.dates import MPAS_CALENDAR
 from swm.output import AsyncWriter, check_clobber, check_resumed_history, claim, provenance
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
@@ -145,7 +146,9 @@ def build_simulation(config, *, progress: bool = True):
         writer = AsyncWriter() if comm.Get_rank() == 0 else None
         s = setup(config, comm)
         dt, per_output, total = s.model.dt, s.per_output, s.total
-        attributes = {**provenance(config), "core_name": "atmosphere"}
+        attributes = {**provenance(config), "core_name": "atmosphere",
+                      "config_start_time": config.time.start,
+                      "config_calendar_type": MPAS_CALENDAR}
 
         def make():
             resume_time = (s.start // per_output) * per_output * dt if s.start else None
@@ -155,7 +158,7 @@ def build_simulation(config, *, progress: bool = True):
                            config.vertical.nVertLevels, s.coefficients,
                            None if s.phi_s is None else s.phi_s / GRAVITY,
                            fingerprint=s.fingerprint, attributes=attributes, grid=grid,
-                           resume_time=resume_time)
+                           resume_time=resume_time, start=config.time.start)
         history = _on_root_keep(comm, make)
         dist, global_mesh = s.distribution, s.global_mesh
         log.info("mesh %s; %s; %d levels; backend %s %s; dt %g s, %d steps; set up in %.2f s",

@@ -16,25 +16,38 @@ from __future__ import annotations
 import numpy as np
 
 import meshops
+from framework.dates import START
 from swm import output
 from swm.output import cells_fingerprint, mesh_fingerprint, mesh_settings, trajectory_settings
 
 from hydrostatic.dynamics import column_diagnostics
-from hydrostatic.variables import DIAGNOSTICS, FIELDS
+from hydrostatic.variables import DIAGNOSTICS, FIELDS, ISOBARIC
 
 
 def fields_of(model, names) -> dict:
-    """{name: local field} of the model's state (halo rows valid: exchange it first)."""
+    """{name: local field} of the model's state (halo rows valid: exchange it first). The
+    pressure-level fields (`hydrostatic.variables.ISOBARIC`) are their layer quantity interpolated
+    to the level, linear in log p (`meshops.interp_level_l2p`, the layer pressure `pressure`)."""
     m = model.device_mesh
     d = column_diagnostics(m, model.mass, model.theta_mass, model.phi_s, model.physics)
     out = {}
     temperature = d["theta"] * meshops.exner(m, d["p"])
-    if "uReconstructZonal" in names or "uReconstructMeridional" in names:
+    quantities = {ISOBARIC[name][0] for name in names if name in ISOBARIC}
+    if {"uzonal", "umeridional"} & quantities or \
+            {"uReconstructZonal", "uReconstructMeridional"} & set(names):
         zonal, meridional = meshops.reconstruct_zonal_meridional_e2c(m, model.u)
         out["uReconstructZonal"], out["uReconstructMeridional"] = zonal, meridional
     out.update(theta=d["theta"], temperature=temperature, pressure=d["p"],
-               surface_pressure=d["p_i"][:, 0], u=model.u, zgrid=d["phi_i"] / model.physics.gravity,
-               temperature_850hPa=meshops.interp_level_l2p(m, d["p"], temperature))
+               surface_pressure=d["p_i"][:, 0], u=model.u, zgrid=d["phi_i"] / model.physics.gravity)
+    layers = {"uzonal": lambda: out["uReconstructZonal"],
+              "umeridional": lambda: out["uReconstructMeridional"],
+              "temperature": lambda: temperature,
+              "height": lambda: meshops.avg_i2l(m, out["zgrid"])}
+    on_layers = {q: layers[q]() for q in quantities}
+    for name in names:
+        if name in ISOBARIC:
+            quantity, p_level = ISOBARIC[name]
+            out[name] = meshops.interp_level_l2p(m, d["p"], on_layers[quantity], p_level=p_level)
     return {name: out[name] for name in names}
 
 
@@ -52,11 +65,13 @@ def diagnostics_of(model, distribution) -> dict:
 
 def fingerprint(config, mesh, dt: float) -> dict:
     """The run's fingerprint (`swm.output`): the mesh's, the settings that change the trajectory
-    (the shallow-water model's keys with vertical.levels, case.rotation and
-    dynamics.kinetic_energy) and what names another cell order."""
+    (the shallow-water model's keys with vertical.levels, case.rotation,
+    dynamics.kinetic_energy and time.start) and what names another cell order."""
     settings = {**trajectory_settings(config, dt), "vertical.levels": config.vertical.levels,
                 # settings at their defaults are left out: restarts written before they existed resume
                 "case": config.case.model_dump(mode="json", exclude_defaults=True)}
+    if config.time.start != START:      # the date of the history's and restart's times
+        settings["time.start"] = config.time.start
     if config.dynamics.kinetic_energy != "trisk":
         settings["dynamics.kinetic_energy"] = config.dynamics.kinetic_energy
     return {"mesh": mesh_fingerprint(mesh), "settings": settings,
@@ -72,11 +87,12 @@ class History(output.History):
     core_name = "atmosphere"
 
     def __init__(self, target, writer, global_mesh, dtype, variables, nlev: int, coefficients,
-                 terrain, *, fingerprint: dict, attributes: dict, grid=None, resume_time=None):
+                 terrain, *, fingerprint: dict, attributes: dict, grid=None, resume_time=None,
+                 start: str = START):
         self.coefficients = coefficients
         super().__init__(target, writer, global_mesh, dtype, variables, tuple(DIAGNOSTICS),
                          fingerprint=fingerprint, resume_time=resume_time, nlev=nlev,
-                         topography=terrain, attributes=attributes, grid=grid)
+                         topography=terrain, attributes=attributes, grid=grid, start=start)
 
     def _contents(self, ds, dtype, nlev, terrain) -> None:
         A, B = self.coefficients

@@ -15,8 +15,8 @@ import sys
 import numpy as np
 
 from swm.files import map_path
-from swm.plot import (PlotError, command, draw_map, map_geometry, map_targets, open_map_file,
-                      save_png)
+from swm.plot import (PlotError, check_core, command, draw_map, map_geometry, map_targets,
+                      open_map_file, save_png)
 
 from hydrostatic.variables import GRADIENTS
 
@@ -26,14 +26,19 @@ MAPS = {"surface_pressure": (0.01, "surface pressure (hPa)", "viridis"),
 
 
 def plot_file(path, day: float | None = None, out_dir=None, grid=None) -> list[pathlib.Path]:
-    """Write the maps of MAPS at the record nearest `day` (None: the last) of history `path`;
-    returns their paths. PlotError names a missing output directory, a day outside the file,
-    or a file without the fields."""
+    """Write the maps of MAPS at the record nearest `day` (None: the last) of history `path`
+    (STEM.<name>.day<day>.png), or of a gradient file its maps (`plot_gradients`); returns their
+    paths. PlotError names a missing output directory, a day outside the file, a file without
+    the fields, a file of another core (`swm.plot.check_core`) or a PNG there that this model did
+    not write (`swm.plot.map_targets`)."""
     path = pathlib.Path(path)
     expected = "expected a history of the hydrostatic core (output.variables)"
     ds, out_dir = open_map_file(path, grid, out_dir, expected)
     written = []
     with ds:
+        check_core(ds, path, "atmosphere")
+        if "J" in ds.variables:            # a gradient file (it has Time and xtime too)
+            return plot_gradients(path, out_dir, grid)
         names = [name for name in MAPS if name in ds.variables]
         if "Time" not in ds.variables or not names:
             raise PlotError(f"{path}: no Time or none of {', '.join(MAPS)}; {expected}")
@@ -43,9 +48,10 @@ def plot_file(path, day: float | None = None, out_dir=None, grid=None) -> list[p
             raise PlotError(f"--day {day}: {path} has records at days "
                             f"{', '.join(f'{d:g}' for d in days)}; expected one of them")
         geometry = map_geometry(ds)
+        targets = map_targets(path, [f"{name}.day{days[record]:g}" for name in names], out_dir)
         for name in names:
             scale, label, cmap = MAPS[name]
-            target = out_dir / f"{path.stem}.{name}.day{days[record]:g}.png"
+            target = targets[f"{name}.day{days[record]:g}"]
             draw_map(geometry, ds[name][record].values * scale, cmap,
                      f"{path.name}: {label}, day {days[record]:g}", target)
             written.append(target)
@@ -73,6 +79,10 @@ def plot_gradients(path, out_dir=None, grid=None) -> list[pathlib.Path]:
                                 "core (run_model.py with a sensitivity section)")
     written = []
     with ds:
+        check_core(ds, path, "atmosphere")
+        if "map_level" not in ds.attrs or "J" not in ds.variables:
+            raise PlotError(f"{path}: no J or no map_level attribute; expected a gradient file of "
+                            "the hydrostatic core (run_model.py with a sensitivity section)")
         level = int(ds.attrs["map_level"]) - 1
         cost = float(ds["J"].values[0])
         maps = {}
@@ -157,6 +167,7 @@ def plot_zonal_mean(path, from_day: float | None = None, out_dir=None,
     path = pathlib.Path(path)
     ds, out_dir = open_map_file(path, grid, out_dir, "expected a history of the hydrostatic core")
     with ds:
+        check_core(ds, path, "atmosphere")
         try:
             means = zonal_means(ds, from_day=from_day)
         except ZonalMeanError as exc:

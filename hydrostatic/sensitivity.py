@@ -145,7 +145,8 @@ def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B
             var.units = gradient_units(cost_units, units)
             var.long_name = f"gradient of J ({cost_units}) with respect to {what} ({units})"
     write_gradient_file(config.sensitivity.output, s, value, cost_units, fill,
-                        attributes=provenance(config), config=config)
+                        attributes={**provenance(config), "core_name": "atmosphere"},
+                        config=config)
 
 
 def write_coefficients(ds, A, B) -> None:

@@ -15,7 +15,6 @@ FIELDS = {
     "temperature": (("nCells", "nVertLevels"), "K", "temperature"),
     "pressure": (("nCells", "nVertLevels"), "Pa", "pressure (mean of the layer's interfaces)"),
     "surface_pressure": (("nCells",), "Pa", "surface pressure"),
-    "temperature_850hPa": (("nCells",), "K", "temperature at 850 hPa (linear in log p)"),
     "u": (("nEdges", "nVertLevels"), "m s-1", "normal velocity at edges"),
     "uReconstructZonal": (("nCells", "nVertLevels"), "m s-1",
                           "zonal velocity reconstructed at cell centres"),
@@ -24,6 +23,31 @@ FIELDS = {
     "zgrid": (("nCells", "nVertLevelsP1"), "m", "geometric height of the layer interfaces "
               "(geopotential / g)"),
 }
+
+#: The isobaric levels (hPa) of the pressure-level fields, and the quantities interpolated to them
+#: (MPAS-Atmosphere's isobaric diagnostics: uzonal_850hPa, temperature_500hPa, height_250hPa, ...):
+#: quantity -> (units, what it is). Each is a layer field interpolated linear in log p between the
+#: two layers that bracket the level (`meshops.interp_level_l2p`, layer pressure as `pressure`).
+ISOBARIC_LEVELS_HPA = (850, 500, 250)
+ISOBARIC_QUANTITIES = {
+    "uzonal": ("m s-1", "zonal velocity (uReconstructZonal)"),
+    "umeridional": ("m s-1", "meridional velocity (uReconstructMeridional)"),
+    "temperature": ("K", "temperature"),
+    "height": ("m", "geopotential height")}     # geopotential / g; a layer's: the mean of its
+                                                # interfaces' (zgrid)
+
+
+def isobaric_name(quantity: str, level_hpa: int) -> str:
+    """The MPAS-Atmosphere name of `quantity` at `level_hpa`: e.g. "uzonal_850hPa"."""
+    return f"{quantity}_{level_hpa}hPa"
+
+
+#: name -> (quantity, pressure in Pa) of every pressure-level field.
+ISOBARIC = {isobaric_name(q, level): (q, level * 100.0)
+            for level in ISOBARIC_LEVELS_HPA for q in ISOBARIC_QUANTITIES}
+FIELDS.update({name: (("nCells",), ISOBARIC_QUANTITIES[q][0],
+                      f"{ISOBARIC_QUANTITIES[q][1]} at {p / 100:g} hPa (linear in log p)")
+               for name, (q, p) in ISOBARIC.items()})
 OUTPUT_VARIABLES = tuple(FIELDS)
 
 #: The gradients of a sensitivity run (`hydrostatic.sensitivity`) by control (the config's

@@ -21,6 +21,7 @@ import numpy as np
 from meshops.device.backend import array_module, to_host
 from meshops.parallel.comm import is_serial
 from framework.constants import DAY
+from framework.dates import START
 from framework.schedules import IterationInterval, TimeInterval
 from swm.variables import FIELDS
 from framework.errors import WatchdogError
@@ -243,8 +244,9 @@ class RestartOutput:
 
     def __init__(self, path, distribution, fingerprint: dict, writer, schedule=None, *,
                  at_end=False, attributes: dict | None = None, saved_step: int | None = None,
-                 state=STATE):
+                 state=STATE, start_date: str = START):
         self.path, self.distribution, self.fingerprint = path, distribution, fingerprint
+        self.start_date = start_date        # the run's start date (framework.dates)
         self.writer, self.attributes, self.state = writer, attributes, tuple(state)
         self.schedule = schedule if schedule is not None else _Never()
         self.at_end = at_end
@@ -259,7 +261,7 @@ class RestartOutput:
         if dist.comm.Get_rank() == 0:
             step, dt = sim.step, model.dt
             self.writer.submit(lambda: write_restart(self.path, fields, step, dt, self.fingerprint,
-                                                     self.attributes))
+                                                     self.attributes, self.start_date))
         self.saved_step = sim.step
 
     def finish(self, sim, outcome) -> None:

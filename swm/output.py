@@ -64,6 +64,7 @@ from meshops.device.tables import SIZE_OF
 from framework import stop
 from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem, kind_problem
 from framework.constants import DAY
+from framework.dates import CALENDAR, MPAS_CALENDAR, START, start_of, time_units, xtime
 from swm.files import beside_grid_path, lock_path, partial_path
 from swm.variables import DIAGNOSTICS, FIELDS
 
@@ -73,8 +74,9 @@ log = logging.getLogger("swm")
 MODEL_NAME = "meshops swm"
 #: Attributes of the history's bottom topography h_s(nCells) (MPAS's name), written once.
 TOPOGRAPHY = {"units": "m", "long_name": "bottom topography (height of the surface below the fluid)"}
-#: CF time units and calendar of the `Time` coordinate (MPAS's shallow-water start date).
-TIME_UNITS, CALENDAR, START = "days since 0000-01-01 00:00:00", "noleap", "0000-01-01_00:00:00"
+#: CF time units and calendar of the `Time` coordinate at the default start date (MPAS's
+#: shallow-water one; a run's own: `framework.dates`, the config's time.start where it has one).
+TIME_UNITS, CALENDAR, START = time_units(START), CALENDAR, START
 
 
 class OutputError(ValueError):
@@ -131,35 +133,28 @@ def reporting_space(path, key: str, owner=None, kept: str = "nothing was replace
                           "folder)") from None
 
 
-def xtime(seconds: float) -> str:
-    """MPAS time stamp "YYYY-MM-DD_hh:mm:ss" of `seconds` after 0000-01-01_00:00:00 (noleap)."""
-    import cftime
-
-    stamp = cftime.num2date(round(seconds) / 86400.0, TIME_UNITS, calendar=CALENDAR)
-    return stamp.strftime("%Y-%m-%d_%H:%M:%S").rjust(19, "0")
-
-
 def _string(text: str, width: int = 64) -> np.ndarray:
     return np.array(list(text.ljust(width)), dtype="S1")
 
 
-def create_time(ds) -> None:
-    """The numeric `Time` coordinate (CF units and calendar) and MPAS's `xtime` of netCDF4 Dataset
-    `ds` (the Time and StrLen dimensions created where missing); `set_time` fills a record."""
+def create_time(ds, start: str = START) -> None:
+    """The numeric `Time` coordinate (CF units "days since `start`" and calendar) and MPAS's
+    `xtime` of netCDF4 Dataset `ds` (the Time and StrLen dimensions created where missing);
+    `set_time` fills a record."""
     for name, size in (("Time", None), ("StrLen", 64)):
         if name not in ds.dimensions:
             ds.createDimension(name, size)
     time = ds.createVariable("Time", np.float64, ("Time",))
-    time.setncatts({"units": TIME_UNITS, "calendar": CALENDAR, "standard_name": "time",
+    time.setncatts({"units": time_units(start), "calendar": CALENDAR, "standard_name": "time",
                     "long_name": "model time", "axis": "T"})
     ds.createVariable("xtime", "S1", ("Time", "StrLen")).long_name = \
         "model time as YYYY-MM-DD_hh:mm:ss (MPAS)"
 
 
-def set_time(ds, record: int, seconds: float) -> None:
-    """Record `record` of `Time` and `xtime` (`create_time`) at `seconds` after the start date."""
+def set_time(ds, record: int, seconds: float, start: str = START) -> None:
+    """Record `record` of `Time` and `xtime` (`create_time`) at `seconds` after `start`."""
     ds["Time"][record] = seconds / 86400.0
-    ds["xtime"][record] = _string(xtime(seconds))
+    ds["xtime"][record] = _string(xtime(seconds, start))
 
 
 def provenance(config) -> dict:
@@ -189,7 +184,7 @@ def mpas_namelist(config, dt: float, n_steps: int) -> dict:
     seconds = round(dt * n_steps)
     days, rest = divmod(seconds, 86400)
     out = {"config_time_integration": "RK4", "config_dt": float(dt),
-           "config_calendar_type": "gregorian_noleap", "config_start_time": START,
+           "config_calendar_type": MPAS_CALENDAR, "config_start_time": start_of(config),
            "config_stop_time": "none",
            "config_run_duration": f"{days}_{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"}
     if config.case.name in MPAS_TEST_CASES:
@@ -772,11 +767,13 @@ class History:
     def __init__(self, target: OutputFile, writer: AsyncWriter, global_mesh, dtype, variables,
                  diagnostics, *, fingerprint: dict, resume_time: float | None = None, nlev: int = 1,
                  topography=None, attributes: dict | None = None,
-                 grid: GridReference | None = None):
+                 grid: GridReference | None = None, start: str = START):
         """`topography`: the global b (written once as h_s); `attributes`: `provenance`'s;
-        `grid`: the grid file a new history references (None: the mesh inside). A resumed
-        history keeps the form it has."""
+        `grid`: the grid file a new history references (None: the mesh inside); `start`: the
+        start date (`framework.dates`) of Time's units and xtime. A resumed history keeps the
+        form it has."""
         self.target, self.path, self.partial = target, target.path, partial_path(target.path)
+        self.start_date = start
         self.kept_times = np.array([])          # the times of a resumed history's records
         self.variables, self.diagnostics = tuple(variables), tuple(diagnostics)
         self.writer, self.ds = writer, None
@@ -822,7 +819,7 @@ class History:
         self.ds = ds = create_mesh_part(self.partial, global_mesh, grid, attributes, self.path)
         ds.setncatts({"core_name": self.core_name, **_attrs(fingerprint)})
         ds.createDimension("nVertLevels", nlev)
-        create_time(ds)
+        create_time(ds, self.start_date)
         self._contents(ds, dtype, nlev, topography)
 
     def _contents(self, ds, dtype, nlev, topography) -> None:
@@ -905,7 +902,7 @@ class History:
                 if ds is None:             # a write before failed
                     return
                 with self._space():
-                    set_time(ds, record, seconds)
+                    set_time(ds, record, seconds, self.start_date)
                     for name in self.variables:
                         value = fields[name]
                         ds[name][record] = value.reshape(ds[name].shape[1:])
@@ -1012,10 +1009,11 @@ def _kind_of(ds) -> str:
 
 
 def write_restart(path, fields: dict, step: int, dt: float, fingerprint: dict,
-                  attributes: dict | None = None) -> None:
+                  attributes: dict | None = None, start: str = START) -> None:
     """Write the global state (rank 0) atomically: temporary file, fsync, rename. `fields`: {name:
     (array (rows[, levels]), location, variable attributes)} in the state's dtype, each stored
-    as (nCells | nEdges, nVertLevels); `attributes`: `provenance`'s."""
+    as (nCells | nEdges, nVertLevels); `attributes`: `provenance`'s; `start`: the run's start
+    date (`framework.dates`), of its Time's units and xtime."""
     import netCDF4
 
     with reporting_space(path, "restart.path", kept="the restart file there is kept as it was"), \
@@ -1027,12 +1025,12 @@ def write_restart(path, fields: dict, step: int, dt: float, fingerprint: dict,
         ds.createDimension("nVertLevels", 1 if first.ndim == 1 else first.shape[1])
         stamp(ds, attributes)
         ds.setncatts({"step": np.int64(step), "dt": np.float64(dt),
-                      "xtime": xtime(step * dt), **_attrs(fingerprint)})
+                      "xtime": xtime(step * dt, start), **_attrs(fingerprint)})
         if "cells" in fingerprint:          # named when a resume finds another mesh
             ds.setncatts({"mesh_cells_fingerprint": fingerprint["cells"],
                           "mesh_settings": json.dumps(fingerprint["mesh_settings"])})
-        create_time(ds)
-        set_time(ds, 0, step * dt)
+        create_time(ds, start)
+        set_time(ds, 0, step * dt, start)
         for name, (value, location, var_attributes) in fields.items():
             var = ds.createVariable(name, value.dtype, (SIZE_OF[location], "nVertLevels"))
             var.setncatts(var_attributes)
@@ -1078,8 +1076,9 @@ def read_restart(path, *, locations: dict, sizes: dict, dtype, fingerprint: dict
         settings = json.loads(ds.trajectory_settings)
         for key, value in fingerprint["settings"].items():
             if settings.get(key) != value:
-                raise OutputError(f"{where}: written with {key} = {settings.get(key)}, the config "
-                                  f"gives {value}; expected the settings of the run being resumed")
+                found = settings[key] if key in settings else "unset (its default)"
+                raise OutputError(f"{where}: written with {key} = {found}, the config gives "
+                                  f"{value}; expected the settings of the run being resumed")
         state = {name: ds[name][:] for name in locations}
         if levels is None:
             state = {name: value[:, 0] for name, value in state.items()}

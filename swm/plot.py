@@ -18,7 +18,7 @@ import numpy as np
 
 from grids.atomic import atomic_path
 from swm.files import map_path
-from swm.output import MODEL_NAME, OutputError, map_problem, open_history
+from swm.output import CORES, MODEL_NAME, OutputError, map_problem, open_history
 from swm.variables import FIELDS
 
 
@@ -194,6 +194,34 @@ class PlotError(ValueError):
     """A file or option `swm.plot` cannot use; `main` prints it as one line (exit status 2)."""
 
 
+#: The command that draws the maps of each core's files (by their core_name attribute).
+PLOT_COMMANDS = {"sw": "python -m swm.plot", "atmosphere": "python -m hydrostatic.plot"}
+
+
+def core_of(ds) -> str | None:
+    """The core_name of the core that wrote output file `ds` (open, xarray): a file with layers
+    (nVertLevels > 1) is the hydrostatic core's ("atmosphere") whatever it says (its gradient
+    files once said "sw"), else its core_name attribute (None where it has none)."""
+    if ds.sizes.get("nVertLevels", 1) > 1:
+        return "atmosphere"
+    return ds.attrs.get("core_name")
+
+
+def check_core(ds, path, core: str) -> None:
+    """PlotError, before anything is drawn, when output file `path` (open as `ds`) is another
+    core's than `core`: its maps have the same names as this command's (STEM.dJdu0.png, ...),
+    so drawing them here would replace the ones its own run drew; the message names the command
+    that draws them."""
+    found = core_of(ds)
+    if found is None or found == core:
+        return
+    other = PLOT_COMMANDS.get(found)
+    raise PlotError(f"{path}: a file of {CORES.get(found, repr(found))} (core_name = {found!r}), "
+                    f"not of {CORES[core]}; expected "
+                    + (f"{other} {path} to draw its maps" if other else "a file of this model")
+                    + " (nothing was drawn, no PNG replaced)")
+
+
 def map_targets(path, names, out_dir=None) -> dict:
     """{name: PNG path} of the maps `names` of output file `path` (`swm.files.map_path`), each
     checked before any is drawn: PlotError names a PNG there that this model did not write
@@ -235,6 +263,7 @@ def plot_file(path, record: int = -1, out_dir=None, grid=None) -> list[pathlib.P
     expected = "expected a history file written by run_model.py, or a gradient file"
     ds, out_dir = open_map_file(path, grid, out_dir, expected)
     with ds:
+        check_core(ds, path, "sw")
         if "J" in ds.variables:            # a gradient file (it has Time and xtime too)
             return plot_gradients(path, out_dir, grid)
         if "xtime" not in ds.variables or "h" not in ds.variables:

@@ -112,7 +112,8 @@ def test_history_decodes_with_units_and_long_names(history):
 #: Global attributes MPAS writes into its output (mpas_subdriver.F add_stream_attributes, the
 #: bootstrapping's mesh attributes) and the few this model adds (its provenance, the restart keys).
 MPAS_ATTRIBUTES = {"model_name", "core_name", "source", "Conventions", "on_a_sphere", "sphere_radius",
-                   "is_periodic", "x_period", "y_period", "history", "file_id", "parent_id", "mesh_spec"}
+                   "is_periodic", "x_period", "y_period", "history", "file_id", "parent_id", "mesh_spec",
+                   "mesh_id"}
 OWN_ATTRIBUTES = {"model_version", "config", "mesh_fingerprint", "trajectory_settings",
                   "mesh_file", "mesh_file_relative", "mesh_file_fingerprint"}
 #: The sw core's Registry: mesh fields of its input stream, fields of its output stream.
