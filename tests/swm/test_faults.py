@@ -8,6 +8,7 @@ touches must be left byte for byte; a resumed run must equal the uninterrupted o
 Multi-rank cases run under `mpiexec -n 2` (marker mpi)."""
 import hashlib
 import os
+import pathlib
 import re
 import resource
 import signal
@@ -116,6 +117,19 @@ def refused(out, status, *words) -> str:
     for word in words:
         assert word in text, (word, text)
     return text
+
+
+def wait_stopped(pid: int, timeout: float = 10.0) -> None:
+    """Until every thread of process `pid` is stopped (state T in /proc/PID/task/*/stat): a
+    system call in flight when SIGSTOP arrived has then returned."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = [pathlib.Path(t, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                  for t in pathlib.Path(f"/proc/{pid}/task").iterdir()]
+        if all(state in "tT" for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop within {timeout} s")
 
 
 def snapshot(*paths) -> dict:
@@ -260,6 +274,7 @@ def test_a_second_run_on_the_same_output_path_is_refused(tmp_path, long_referenc
     # Stop the first run while it holds the lock, so the second surely starts during it.
     first.proc.send_signal(signal.SIGSTOP)
     try:
+        wait_stopped(first.proc.pid)          # a write in flight (the writer thread's) lands first
         held = snapshot(partial, lock)
         second = run_model(path)
         line = refused(second, 2, "output.path", "another run", f"pid {first.proc.pid}")
