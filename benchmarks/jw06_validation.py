@@ -18,6 +18,13 @@ then, anywhere (NumPy only), on the files of both calls gathered in one director
 
     python benchmarks/jw06_validation.py table --out jw06
 
+The steady state at levels 5-7 over 30 days, each kinetic energy's form, the departure's zonal
+spectrum, and the figure of l2 against time (decision 0030):
+
+    python benchmarks/jw06_validation.py model --level L --days 30 --case jw06_steady --backend cupy --kinetic-energy K --out $OUT/jw06
+    python benchmarks/jw06_validation.py model --level 6 --days 9 --backend cupy --rotation 45 --out $OUT/jw06
+    python benchmarks/jw06_validation.py table --out jw06 --figure jw06_steady_l2.png
+
 On a CPU, small: `reference --truncation 21 --days 0.5`, `model --level 3 --days 0.5 --backend
 numpy`, `table` (tests/benchmarks/test_jw06_validation.py runs these).
 
