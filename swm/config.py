@@ -438,11 +438,15 @@ def _set(tree: dict, path: str, value) -> None:
     node[keys[-1]] = value
 
 
+#: The package the shipped configs install as (pyproject.toml maps the top-level configs/ to it).
+CONFIGS_PACKAGE = "meshrun.configs"
+
+
 def shipped_configs() -> dict[str, pathlib.Path]:
     """The configs that ship with the package, by name (``williamson5`` -> its YAML file): in a
-    wheel they sit in ``swm/configs/``, in a source checkout in the top-level ``configs/``."""
-    here = pathlib.Path(__file__).resolve().parent
-    for folder in (here / "configs", here.parent / "configs"):
+    wheel they sit in CONFIGS_PACKAGE's folder, in a source checkout in the top-level ``configs/``."""
+    top = pathlib.Path(__file__).resolve().parent.parent
+    for folder in (top.joinpath(*CONFIGS_PACKAGE.split(".")), top / "configs"):
         if folder.is_dir():
             return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
     return {}

@@ -43,7 +43,7 @@ def _wheel_names(tmp_path) -> set[str]:
 
 def test_the_wheel_holds_every_shipped_config_and_the_console_script(tmp_path):
     names = _wheel_names(tmp_path)
-    assert {f"swm/configs/{c}" for c in CONFIGS} <= names
+    assert {f"meshrun/configs/{c}" for c in CONFIGS} <= names
     assert {"meshrun/cli.py", "meshrun/models.py", "adjoint/config.py"} <= names
     assert {"swm/cuda/shallow_water.cu", "swm/cuda/shallow_water_adjoint.cu"} <= names
     entry_points = {ep.name: ep.value for ep in _installed().entry_points}
