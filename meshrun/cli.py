@@ -61,7 +61,7 @@ def parse_args(argv=None):
 
 
 #: The packages' loggers: on ranks other than 0 they say warnings and errors only.
-LOGGERS = ("framework", "swm", "hydrostatic", "adjoint", "meshrun")
+LOGGERS = ("framework", "swm", "hydrostatic", "tracer", "adjoint", "meshrun")
 
 
 def main(argv=None) -> int:

@@ -121,6 +121,20 @@ def _hydrostatic_fourdvar(config, *, progress: bool) -> None:
     run_twin(config)
 
 
+# -- the tracer-advection model ------------------------------------------------------------------------
+
+def _tracer_schema():
+    from tracer.config import TracerConfig
+
+    return TracerConfig
+
+
+def _tracer_forward(config, *, progress: bool, plot: bool) -> None:
+    from tracer.driver import run
+
+    run(config, progress=progress)
+
+
 MODELS = {m.name: m for m in (
     Model("shallow_water", "the TRiSK shallow-water model (swm): Williamson 2/5/6, Galewsky",
           _sw_schema, _sw_forward, _sw_plot,
@@ -133,6 +147,8 @@ MODELS = {m.name: m for m in (
           (Application("sensitivity", _hydrostatic_sensitivity, _hydrostatic_check_adjoint,
                        "configs/jw06_sensitivity_l5.yaml"),
            Application("fourdvar", _hydrostatic_fourdvar, example="configs/jw06_fourdvar_l4.yaml"))),
+    Model("tracer", "a passive tracer advected by a prescribed wind (tracer): Williamson 1 cosine "
+          "bell", _tracer_schema, _tracer_forward),
 )}
 
 
