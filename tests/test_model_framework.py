@@ -77,7 +77,8 @@ def test_help_config_is_the_models(tmp_path, rng):
 #: What each package may import of the project's packages: data flows one way.
 BELOW = {"grids": set(), "meshops": {"grids"}, "framework": {"grids", "meshops"},
          "swm": {"grids", "meshops", "framework"}, "adjoint": {"grids", "meshops", "framework", "swm"},
-         "meshrun": {"grids", "meshops", "framework", "swm", "adjoint"}}
+         "tracer": {"grids", "meshops", "framework", "swm"},
+         "meshrun": {"grids", "meshops", "framework", "swm", "tracer", "adjoint"}}
 
 
 @pytest.mark.parametrize("package", sorted(BELOW))
