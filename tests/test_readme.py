@@ -1,11 +1,14 @@
-"""The README cannot drift: its Quick start runs as written, its test command is the one CI runs,
-its model command runs the model under mpiexec, and its `--check-adjoint` sample has the form of what
-that command prints.
+"""The README cannot drift: every ```python block runs, its Quick start as written, its test command
+is the one CI runs, its model command runs the model under mpiexec, and its `--check-adjoint` sample
+has the form of what that command prints.
 
 Quick start code blocks are fenced ```python blocks of the "## Quick start" section, run in order in
-one namespace from the repository root. A block preceded by `<!-- readme-test: gpu -->` needs CuPy and
-a CUDA device: it runs only in the GPU test (marked `gpu`, skipped without them).
+one namespace from the repository root. Every other ```python block runs alone, in a fresh namespace
+from the repository root: each is self-contained. A block preceded by `<!-- readme-test: gpu -->` needs
+CuPy and a CUDA device: it runs only in the GPU tests (marked `gpu`, skipped without them); a block
+importing an optional package (OPTIONAL) is skipped where it is not installed.
 """
+import ast
 import os
 import re
 import shlex
@@ -34,6 +37,58 @@ def quick_start_blocks() -> list[tuple[str, bool]]:
         before = section[:match.start()].rstrip().splitlines()
         blocks.append((match.group(1), bool(before) and before[-1].strip() == GPU_MARK))
     return blocks
+
+
+#: Packages a README block may import that meshops does not need (its extras: torch, jax, test).
+OPTIONAL = ("torch", "jax", "uxarray", "cftime")
+
+
+def python_blocks() -> list[tuple[str, str, bool]]:
+    """(section, code, needs_gpu) for each ```python block of README.md, in order; section is the
+    heading of the `## ` section it is in."""
+    text, blocks = README.read_text(), []
+    for match in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M):
+        before = text[:match.start()]
+        headings = re.findall(r"^## (.*)$", before, re.M)
+        lines = before.rstrip().splitlines()
+        blocks.append((headings[-1] if headings else "", match.group(1),
+                       bool(lines) and lines[-1].strip() == GPU_MARK))
+    return blocks
+
+
+def _alone() -> list:
+    """The blocks outside the Quick start as pytest params (a GPU one marked gpu), named by their
+    section and number in the README."""
+    return [pytest.param(code, id=f"{re.sub(r'[^a-z0-9]+', '-', section.lower())}-{i + 1}",
+                         marks=[pytest.mark.gpu] if gpu else [])
+            for i, (section, code, gpu) in enumerate(python_blocks()) if section != "Quick start"]
+
+
+def _exec_alone(code: str, monkeypatch) -> dict:
+    for node in ast.walk(ast.parse(code)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        for name in names:
+            if name.split(".")[0] in OPTIONAL:
+                pytest.importorskip(name.split(".")[0])
+    monkeypatch.chdir(ROOT)
+    namespace = {"__name__": "__readme__"}
+    exec(compile(code, "README.md block", "exec"), namespace)
+    return namespace
+
+
+def test_every_python_block_is_run_by_a_test():
+    """The Quick start's blocks run in one namespace (`test_quick_start_runs_on_cpu` and `_on_gpu`),
+    every other block alone (`test_readme_block_runs_alone`): none is left out."""
+    blocks = python_blocks()
+    quick = [b for b in blocks if b[0] == "Quick start"]
+    assert [(c, g) for _, c, g in quick] == quick_start_blocks()
+    assert len(quick) + len(_alone()) == len(blocks) >= 10
+
+
+@pytest.mark.parametrize("code", _alone())
+def test_readme_block_runs_alone(code, monkeypatch):
+    _exec_alone(code, monkeypatch)
 
 
 def _run(blocks, monkeypatch):
