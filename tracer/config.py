@@ -42,7 +42,7 @@ class OutputConfig(Strict):
 
 
 class TracerConfig(Strict):
-    model: Literal["tracer"]
+    model: Literal["tracer"] = Field(description="the model the config runs: tracer, this one")
     mesh: MeshConfig
     case: CaseConfig = CaseConfig()
     time: TimeConfig
