@@ -2,9 +2,9 @@
 naming the key (`meshrun.config`):
 
     model: tracer
-    mesh: {generate: {level: 4}}
+    mesh: {generate: {level: 6}}
     case: {name: cosine_bell, alpha: 0.0, revolution_days: 12}
-    time: {days: 12, dt: 3600}
+    time: {days: 12, dt: 900}
     output: {path: tracer_bell.nc, interval_hours: 24}
 """
 from __future__ import annotations
