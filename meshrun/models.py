@@ -46,7 +46,7 @@ class Model:
         return next((a for a in self.applications if getattr(config, a.key) is not None), None)
 
 
-# -- shallow water: swm ---------------------------------------------------------------------------------
+# -- shallow water: swm ----------------------------------------------------------------------------
 
 def _sw_schema():
     from meshrun.config import ShallowWaterConfig
@@ -78,7 +78,7 @@ def _sw_twin():
     return ShallowWaterTwin
 
 
-# -- the hydrostatic primitive-equation core ----------------------------------------------------------
+# -- the hydrostatic primitive-equation core -------------------------------------------------------
 
 def _hydrostatic_schema():
     from hydrostatic.applications import HydrostaticRunConfig
@@ -110,7 +110,7 @@ def _hydrostatic_twin():
     return HydrostaticTwin
 
 
-# -- the applications, written once for every model -------------------------------------------------
+# -- the applications, written once for every model ------------------------------------------------
 
 def sensitivity(parts: Callable, example: str) -> Application:
     """The `sensitivity` application of a model whose part of it is the class `parts()` (an
