@@ -1,10 +1,12 @@
-"""The config sections of the adjoint applications: `sensitivity` (gradients of a cost, with its
-`checkpointing`) and `fourdvar` (a 4D-Var twin experiment), beside the code that runs them
-(`adjoint.sensitivity`, `adjoint.fourdvar`).
+"""The keys and checks of the adjoint applications that every model shares: a `sensitivity`
+section (gradients of a cost, with its `checkpointing`) and a `fourdvar` twin, beside the code
+that runs them (`adjoint.sensitivity`, `adjoint.fourdvar`).
 
-`GradientApplications` holds the two sections and their checks; the command line composes it with
-a model's config into the schema of a run (`meshrun.config.ShallowWaterConfig`), so the model's
-config (`swm.config`) knows nothing of the applications on top of it.
+Each model's applications module (`swm.applications`, `hydrostatic.applications`) subclasses
+`SensitivityConfig` and `TwinConfig` with its costs, controls and observations and composes the
+sections with its config into the schema of a run, with the checks and files here
+(`one_application`, `cost_within_run`, `sensitivity_files`, ...), so the model's own config knows
+nothing of the applications on top of it.
 """
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ import math
 import pathlib
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE
-from swm.config import FilePath, FloatPair, Strict, _once_each
-from swm.files import (Written, beside_grid_path, convergence_plot, gradient_maps, lock_path,
+from swm.config import FilePath, FloatPair, Strict
+from swm.files import (Written, beside_grid_path, convergence_plot, lock_path,
                        may_reference, observations_path)
 
 
@@ -44,23 +46,6 @@ class BoxConfig(Strict):
         if not all(math.isfinite(x) for x in self.lon):
             raise ValueError(f"lon = {list(self.lon)}: expected finite longitudes")
         return self
-
-
-class CostConfig(Strict):
-    kind: Literal["mean", "energy", "misfit"] = Field(description="area-weighted mean or energy "
-                                                      "(mean of x^2 / 2) of a field in a box, or the "
-                                                      "squared misfit to observations")
-    field: Literal["h", "vorticity"] = Field("h", description="mean, energy: the field")
-    box: BoxConfig = Field(BoxConfig(), description="mean, energy: the region (default: the globe)")
-    window_hours: Optional[FloatPair] = Field(
-        None, description="mean, energy: average over the steps in [start, end] hours, within the "
-                          "run; none: the final time")
-    observations: Optional[FilePath] = Field(
-        None, description="misfit: netCDF file of cell (1-based), time (s), h (m), error (m)")
-
-    @model_validator(mode="after")
-    def _consistent(self):
-        return consistent_cost(self)
 
 
 def consistent_cost(cost):
@@ -107,9 +92,10 @@ class CheckpointConfig(Strict):
 
 
 class SensitivityConfig(Strict):
-    cost: CostConfig
-    controls: Annotated[list[Literal["h", "u", "b"]], AfterValidator(_once_each)] = Field(
-        ["h", "u", "b"], description="gradients written: initial h, initial u, topography b")
+    """The keys of a sensitivity run of any model (`adjoint.sensitivity`); each model's section
+    narrows `cost` (its cost's keys) and `controls` (the names of its gradients)."""
+    cost: Strict
+    controls: list[str]
     adjoint_mode: Literal[ADJOINT_MODES] = Field(
         DEFAULT_ADJOINT_MODE, description="deterministic: bitwise reproducible gradients; atomic: "
                                      "scatter with atomics on the GPU")
@@ -130,54 +116,6 @@ class TwinConfig(Strict):
                       "the first guess's perturbation")
     output: FilePath = Field(pathlib.Path("fourdvar.nc"), description="analysis and convergence "
                              "history (netCDF); a PNG plot beside it")
-
-
-class FourDVarConfig(TwinConfig):
-    """The shallow-water twin: h observed."""
-    observation_error: float = Field(1.0, gt=0, description="observation error standard deviation "
-                                     "(m); the noise added to the truth")
-    first_guess_amplitude: float = Field(40.0, ge=0, description="amplitude (m) of the smooth h "
-                                         "perturbation of the first guess")
-    background_error_h: float = Field(100.0, gt=0, description="background error of h (m)")
-    background_error_u: float = Field(5.0, gt=0, description="background error of u (m/s)")
-
-
-class GradientApplications(Strict):
-    """The applications' sections of a run's config, composed with a model's config (`class
-    Run(GradientApplications, swm.config.Config)`): at most one of them; neither resumes a
-    restart; a cost's window and observation times lie within the run. `inputs` and
-    `written_files` add the application's files to the model's."""
-    sensitivity: Optional[SensitivityConfig] = Field(None, description="an adjoint sensitivity run: "
-                                                     "forward, cost, gradients of it")
-    fourdvar: Optional[FourDVarConfig] = Field(None, description="a 4D-Var twin experiment")
-
-    @model_validator(mode="after")
-    def _one_kind(self):
-        return one_application(self)
-
-    @model_validator(mode="after")
-    def _costs_within_the_run(self):
-        """A cost's window, a 4D-Var observation time and a misfit file's observation times lie
-        in [0, time.days] (a part past the run's end would be cut from the cost)."""
-        if self.fourdvar is not None:
-            observations_within_run(self.fourdvar, self.time.days)
-        if self.sensitivity is not None:
-            cost_within_run(self.sensitivity.cost, self.time.days)
-        return self
-
-    def inputs(self) -> list[tuple[str, pathlib.Path]]:
-        return super().inputs() + sensitivity_inputs(self.sensitivity)
-
-    def written_files(self) -> list[Written]:
-        """The files of the active application's output (sensitivity.output or fourdvar.output
-        and those beside it), or the forward run's when neither is given: an application writes
-        no history and no restart (output.path and restart.path are not its files)."""
-        sens, fv = self.sensitivity, self.fourdvar
-        if sens is None and fv is None:
-            return super().written_files()
-        if sens is not None:
-            return sensitivity_files(self, gradient_maps(sens.output, sens.controls))
-        return fourdvar_files(fv)
 
 
 def one_application(config):

@@ -15,13 +15,14 @@ the cost, the gradient norm and the rms error of each initial control field agai
 
 What is model-specific comes from a `Twin` of the model: its setup and watchdog, its control
 fields and their map to the model's state and back (the chain rule), what it observes, its
-observation file and cost, its first guess. `ShallowWaterTwin` (below): h observed, controls
-(h, u); `hydrostatic.fourdvar.HydrostaticTwin`: p_s and T observed, controls (p_s, theta, u).
+observation file and cost, its first guess. `swm.fourdvar.ShallowWaterTwin`: h observed,
+controls (h, u); `hydrostatic.fourdvar.HydrostaticTwin`: p_s and T observed, controls (p_s,
+theta, u).
 
 The output, its observations file and its PNG are claimed before any work
 (`adjoint.sensitivity.claim_outputs`); the truth run and every forward sweep run the forward run's
 watchdog, and a state out of range, or a J or gradient that is not finite, stops the run
-(`swm.watchdog.WatchdogError`) before the analysis is written. Files carry
+(`framework.errors.WatchdogError`) before the analysis is written. Files carry
 `model_name = swm.output.MODEL_NAME` and are written atomically.
 """
 from __future__ import annotations
@@ -36,13 +37,12 @@ import numpy as np
 from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
 
-from adjoint.gradient import advance, run_gradient, watchdog
-from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
+from adjoint.gradient import advance, run_gradient
+from adjoint.sensitivity import (checked, claim_outputs, cost_context, quiet_floats,
                                  require_finite)
-from swm.config import Config, ConfigError
 from swm.files import convergence_plot, observations_path
-from swm.output import MODEL_NAME, mpas_namelist, provenance, release
-from framework.errors import WatchdogError
+from swm.output import MODEL_NAME, release
+from framework.errors import ConfigError, WatchdogError
 
 log = logging.getLogger("adjoint")
 
@@ -125,77 +125,22 @@ class Twin:
         """Nothing beside the analysis, by default."""
 
 
-class ShallowWaterTwin(Twin):
-    """The shallow-water twin: h observed at the observed cells; controls (h, u), the first
-    guess's h perturbed by hills of fourdvar.first_guess_amplitude."""
-
-    def setup(self):
-        from swm.driver import setup
-
-        fv = self.config.fourdvar
-        self.s = s = setup(self.config)
-        self.attributes = {**provenance(self.config), **mpas_namelist(self.config, s.dt, s.total)}
-        self.controls = (
-            Control("h", "h", "cell", ("nCells", "nVertLevels"), "m", "fluid thickness",
-                    fv.background_error_h, perturbed=True),
-            Control("u", "u", "edge", ("nEdges", "nVertLevels"), "m/s", "normal velocity",
-                    fv.background_error_u))
-        return s
-
-    def check(self, n_steps):
-        from swm.driver import state_checker
-
-        return watchdog(state_checker(self.config, self.s), n_steps,
-                        self.config.watchdog.interval_steps, start=self.s.start)
-
-    def fields(self, state):
-        return list(state)
-
-    def state(self, fields):
-        return fields
-
-    def gradients(self, grads, state0):
-        return list(grads[:2])
-
-    def observed(self, state):
-        return {"h": ("cell", state[0])}
-
-    def observe(self, path, rng, cells, steps, truth) -> str:
-        from adjoint.costs import write_observations
-
-        sigma = self.config.fourdvar.observation_error
-        cell, step = observation_rows(cells, steps)
-        value = np.concatenate([truth[k]["h"][cells] for k in steps])
-        value = value + sigma * rng.standard_normal(value.size)
-        write_observations(path, cell, step * self.s.dt, value, np.full(value.size, sigma))
-        return (f"{value.size} observations of h at {cells.size} cells and {len(steps)} times "
-                f"(error {sigma:g} m)")
-
-    def first_guess(self, truth, rng):
-        h, u = truth
-        return [h + hills(self.s.global_mesh, self.config.fourdvar.first_guess_amplitude, rng), u]
-
-    def cost(self, context, path):
-        from adjoint.costs import ObservationCost
-
-        return ObservationCost(context, path, "fourdvar observations")
-
-
-def run_fourdvar(config: Config, twin=ShallowWaterTwin) -> dict:
-    """The twin experiment of `twin(config)`; returns the convergence history (every rank).
+def run_fourdvar(twin: Twin) -> dict:
+    """The twin experiment of `twin` (a model's `Twin` of its config); returns the convergence
+    history (every rank).
     Progress: one log line per L-BFGS-B iteration. Its files (the output, its observations and
     its PNG) are claimed before any work and released when the run ends; observations it wrote
     are removed when it stops before writing the analysis."""
     from meshops.parallel.comm import world
 
-    out = pathlib.Path(config.fourdvar.output)
+    out = pathlib.Path(twin.config.fourdvar.output)
     observations = observations_path(out)
     files = claim_outputs(world(), "fourdvar.output", [out, observations],
                           [convergence_plot(out)])
     new = files and not observations.exists()
     try:
         with quiet_floats():
-            return _fourdvar(twin(config), out)
+            return _fourdvar(twin, out)
     except BaseException:
         if new:                         # a run stopped before its analysis leaves nothing
             observations.unlink(missing_ok=True)
@@ -227,7 +172,7 @@ def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
     s = twin.setup()
     controls = twin.controls
     comm, rank, dist, model = s.comm, s.comm.Get_rank(), s.distribution, s.model
-    obs_steps = _checked(lambda: observation_steps(config, s.dt, s.total), comm)
+    obs_steps = checked(lambda: observation_steps(config, s.dt, s.total), comm)
     n_steps = obs_steps[-1]
     obs_path = observations_path(out)
     check = twin.check(n_steps)
@@ -414,5 +359,5 @@ def plot_convergence(table, target, control: Control) -> None:
         plt.close(fig)
 
 
-__all__ = ["Control", "ShallowWaterTwin", "Twin", "hills", "observation_rows", "observation_steps",
+__all__ = ["Control", "Twin", "hills", "observation_rows", "observation_steps",
            "observations_path", "run_fourdvar", "write_analysis"]

@@ -1,15 +1,18 @@
-"""A sensitivity run from a config's `sensitivity` section: the forward run, the cost, the adjoint
-run, and dJ/dh0, dJ/du0, dJ/db written to netCDF (MPAS names and mesh, as the model's history)
-with PNG maps; and the adjoint consistency checks a modeller runs before trusting a gradient
-(`check_adjoint`: the whole-run dot-product test of the tangent-linear and adjoint models and a
-Taylor table of the run's own cost and controls).
+"""A sensitivity run of any model from a config's `sensitivity` section, and the adjoint
+consistency checks a modeller runs before trusting a gradient, written once on the model's part
+(`Sensitivity`, which each model implements: `swm.sensitivity`, `hydrostatic.sensitivity`).
+
+`run_sensitivity`: the forward run, the cost, the adjoint run through the planned checkpoint
+schedule and the gradients of the chosen controls written to netCDF (MPAS names and mesh, as the
+model's history) with PNG maps. `check_adjoint` (`--check-adjoint`): the whole-run dot-product test
+of the tangent-linear and adjoint models and a Taylor table of the run's own cost and controls.
 
 Like a forward run, a sensitivity run claims its files before any work (`claim_outputs`: the
 checks of `swm.output.OutputFile`, the PNG maps' too), its forward sweep runs the forward run's
-watchdog (`swm.driver.state_check` every `watchdog.interval_steps` steps and at the last step), and
+watchdog (the model's `check()`, every `watchdog.interval_steps` steps and at the last step), and
 it writes nothing when the watchdog stops it or when J or a gradient is not finite
-(`swm.watchdog.WatchdogError`). Files carry `model_name = swm.output.MODEL_NAME` (netCDF attribute,
-PNG text chunk), so a rerun may replace them; they are written atomically."""
+(`framework.errors.WatchdogError`). Files carry `model_name = swm.output.MODEL_NAME` (netCDF
+attribute, PNG text chunk), so a rerun may replace them; they are written atomically."""
 from __future__ import annotations
 
 import logging
@@ -18,27 +21,20 @@ import time
 import numpy as np
 import tqdm
 
-from meshops.device.backend import to_host
-from meshops.device.tables import SIZE_OF
 from meshops.parallel.comm import is_serial
 
-from adjoint.costs import Context, CostError, make_cost
-from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangent, watchdog
+from adjoint.costs import Context
+from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangent
 from adjoint.snapshot_memory import plan
 from adjoint.verification import taylor_test
 from framework import stop
-from swm.config import Config, ConfigError
 from framework.constants import DAY
 from framework.distribution import owned_inner
-from swm.files import gradient_maps
-from swm.output import OutputError, map_problem, mpas_namelist, provenance, release
-from framework.errors import WatchdogError
+from swm.output import OutputError, map_problem, release
+from framework.errors import ConfigError, WatchdogError
 
 log = logging.getLogger("adjoint")
 
-#: Gradient variables of the output file: name, location, control, the control's units.
-GRADIENTS = (("dJdh0", "cell", "h", "m"), ("dJdu0", "edge", "u", "m s-1"),
-             ("dJdb", "cell", "b", "m"))
 #: Relative tolerance of the whole-run dot-product test by dtype.
 DOT_TOLERANCE = {np.dtype("float64"): 1e-12, np.dtype("float32"): 1e-4}
 TAYLOR_MIN_RATE = 1.9
@@ -66,38 +62,62 @@ def cost_context(s, n_steps: int | None = None) -> Context:
                    s.dtype)
 
 
-def build_cost(s, cost_config, key: str):
-    try:
-        return make_cost(cost_context(s), cost_config, key)
-    except CostError as exc:
-        raise ConfigError(str(exc)) from None
+class Sensitivity:
+    """A model's part of a sensitivity run of `config` (its `sensitivity` section): a model
+    subclasses it (`swm.sensitivity.ShallowWaterSensitivity`,
+    `hydrostatic.sensitivity.HydrostaticSensitivity`) and the drivers here run it.
+
+        maps(output, controls)       the PNG maps of a gradient file (claimed before any work)
+        setup()                      the run's `swm.driver.Setup` (on every rank), kept as `s`
+        cost()                       the config's cost on `s` (ConfigError when it cannot be made)
+        check()                      the watchdog's check(k, x_k) of the forward sweep
+        gradients(grads)             {control: (variable, location, local gradient)} of the chosen
+                                     controls, from the model's (*dJ/dx_0, *dJ/dc)
+        reported(grads, chosen)      the (variable, location, local gradient) whose norms are
+                                     logged and returned (default: the chosen)
+        write(value, units, chosen)  the gradient file (`write_gradient_file`)
+        plot(path)                   the maps of gradient file `path`; their paths
+        directions()                 (scales, active, controls in words) of `check_adjoint`'s
+                                     tests (`dot_and_taylor`)
+    """
+
+    def __init__(self, config):
+        self.config = config
+
+    def reported(self, grads, chosen: dict) -> list:
+        """The chosen controls' gradients."""
+        return list(chosen.values())
 
 
-def run_sensitivity(config: Config, *, progress: bool = True) -> dict:
-    """The gradients of the config's cost; returns J and the gradient norms (every rank). The
-    output (and its maps) are claimed before any work; a watchdog stop or a J or gradient that is
-    not finite raises WatchdogError with nothing written."""
-    return claimed(config.sensitivity, gradient_maps, lambda: _sensitivity(config, progress))
+def run_sensitivity(parts: Sensitivity, *, progress: bool = True) -> dict:
+    """The gradients of the config's cost (`parts`: the model's part); returns J and the gradient
+    norms (every rank). The output (and its maps) are claimed before any work; a watchdog stop or
+    a J or gradient that is not finite raises WatchdogError with nothing written."""
+    sens = parts.config.sensitivity
+    return claimed(sens, parts.maps, lambda: _sensitivity(parts, sens, progress))
 
 
-def _sensitivity(config: Config, progress: bool) -> dict:
-    from swm.driver import setup, state_checker
-    from swm.plot import plot_gradients
+def _sensitivity(parts: Sensitivity, sens, progress: bool) -> dict:
+    s = parts.setup()
+    cost = checked(parts.cost, s.comm)
+    value, grads, stats = sensitivity_sweep(s, sens, cost, parts.check(), progress)
+    chosen = parts.gradients(grads)
+    return finish(s, sens, value, stats, list(chosen.values()), parts.reported(grads, chosen),
+                  lambda: parts.write(value, cost.units, chosen), parts.plot)
 
-    sens = config.sensitivity
-    s = setup(config)
-    cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
-    check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
-                     start=s.start)
-    value, grads, stats = sensitivity_sweep(s, sens, cost, check, progress)
-    fields = [(name, loc, g) for (name, loc, _, _), g in zip(GRADIENTS, grads)]
-    chosen = [f for f, (_, _, control, _) in zip(fields, GRADIENTS) if control in sens.controls]
-    attributes = {**provenance(config), **mpas_namelist(config, s.dt, s.total)}
-    return finish(s, sens, value, stats, chosen, fields,
-                  lambda: write_gradients(sens.output, s, grads, value, cost.units,
-                                          list(sens.controls), attributes=attributes,
-                                          config=config),
-                  plot_gradients)
+
+def check_adjoint(parts: Sensitivity, *, seed: int = 12345) -> bool:
+    """The whole-run dot-product test (TLM against ADM) and a Taylor table of the config's cost
+    along the model fields its controls move (`parts`: the model's part), printed on rank 0; True
+    when both pass (dot <= 1e-12 relative in float64, every Taylor rate for eps <= 1/4 >= 1.9;
+    `dot_and_taylor`)."""
+    sens = parts.config.sensitivity
+    s = parts.setup()
+    cost = checked(parts.cost, s.comm)
+    check = parts.check()
+    scales, active, controls = parts.directions()
+    with quiet_floats():
+        return dot_and_taylor(s, sens, cost, check, seed, scales, active, controls)
 
 
 def claimed(sens, gradient_maps, run) -> dict:
@@ -229,8 +249,9 @@ def require_finite(s, value: float, fields, what: str) -> None:
                             "time.dt, or watchdog.interval_steps = 1 to check every step")
 
 
-def _checked(fn, comm):
-    """fn() on every rank; a ConfigError on any rank is raised on every rank."""
+def checked(fn, comm):
+    """fn() on every rank (collective); a ConfigError on any rank is raised on every rank, the
+    first rank's message."""
     error = None
     try:
         result = fn()
@@ -241,31 +262,6 @@ def _checked(fn, comm):
     if found:
         raise ConfigError(found[0])
     return result
-
-
-def write_gradients(path, s, grads, value: float, cost_units: str, controls, attributes=None,
-                    config=None) -> None:
-    """The shallow-water gradient file (`write_gradient_file`): the chosen controls' gradients
-    (dimensions Time, nCells | nEdges, nVertLevels = 1; units those of J per those of the
-    control, `gradient_units`, and the same in words in long_name)."""
-    gathered = {}
-    for (name, location, control, _), g in zip(GRADIENTS, grads):
-        if control in controls:
-            host = to_host(g)
-            gathered[name] = s.distribution.gather(location, host)
-
-    def fill(ds):
-        if "nVertLevels" not in ds.dimensions:
-            ds.createDimension("nVertLevels", 1)
-        for name, location, control, units in GRADIENTS:
-            if name not in gathered:
-                continue
-            var = ds.createVariable(name, "f8", ("Time", SIZE_OF[location], "nVertLevels"))
-            var[0, :, 0] = gathered[name]
-            var.units = gradient_units(cost_units, units)
-            what = f"the initial {control}" if control != "b" else "the topography b"
-            var.long_name = f"gradient of J ({cost_units}) with respect to {what} ({units})"
-    write_gradient_file(path, s, value, cost_units, fill, attributes, config)
 
 
 def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes=None,
@@ -338,27 +334,6 @@ class FinalStateProjection:
 
     def gradient(self, k, state):
         return [a.copy() for a in self.y] if k in self.steps else None
-
-
-def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
-    """The whole-run dot-product test (TLM against ADM) and a Taylor table of the config's cost
-    and controls, printed on rank 0; True when both pass (dot <= 1e-12 relative in float64,
-    every Taylor rate for eps <= 1/4 >= 1.9)."""
-    from swm.driver import setup, state_checker
-
-    sens = config.sensitivity
-    s = setup(config)
-    cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
-    check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
-                     start=s.start)
-    model = s.model
-    scale_h = 1e-3 * owned_max(s, model.h - owned_mean(s, model.h), "cell")
-    scale_u = 1e-3 * owned_max(s, model.u, "edge")
-    active = set(sens.controls)
-    with quiet_floats():
-        return dot_and_taylor(s, sens, cost, check, seed, (scale_h, scale_u, scale_h),
-                              [c in active for c in ("h", "u", "b")],
-                              ", ".join(sorted(active)))
 
 
 def dot_and_taylor(s, sens, cost, check, seed, scales, active, controls: str) -> bool:
@@ -449,6 +424,7 @@ def _max():
     return MPI.MAX
 
 
-__all__ = ["run_sensitivity", "check_adjoint", "write_gradients", "write_gradient_file",
-           "gradient_units", "GRADIENTS", "claim_outputs", "claimed", "finish", "require_finite",
-           "quiet_floats", "sensitivity_sweep", "log_sweep", "dot_and_taylor"]
+__all__ = ["Sensitivity", "run_sensitivity", "check_adjoint", "write_gradient_file",
+           "gradient_units", "checked", "claim_outputs", "claimed", "cost_context", "finish",
+           "require_finite", "quiet_floats", "sensitivity_sweep", "log_sweep", "dot_and_taylor",
+           "owned_max", "owned_mean", "FinalStateProjection"]

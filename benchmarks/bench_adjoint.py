@@ -33,7 +33,8 @@ from bench_model import floor_bytes, launch_bytes, table_bytes  # noqa: E402
 from common import CudaTimer, copy_bandwidth, time_wall  # noqa: E402
 from meshes import icosahedral_mesh  # noqa: E402
 
-from adjoint.costs import Context, RegionCost  # noqa: E402
+from adjoint.costs import Context  # noqa: E402
+from swm.costs import RegionCost  # noqa: E402
 from adjoint.gradient import run_gradient  # noqa: E402
 from framework.stepper import rk4_step_adj, rk4_step_tl  # noqa: E402
 from swm import testcases  # noqa: E402

@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from framework.dates import START, parse_start
 
 from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel, MeshConfig,
-                        PartitionConfig, RestartConfig, Strict, _once_each, fixed_steps)
+                        PartitionConfig, RestartConfig, Strict, once_each, fixed_steps)
 
 from hydrostatic.levels import LEVEL_SETS
 from hydrostatic.terms import KINETIC_ENERGIES
@@ -88,7 +88,7 @@ class DiffusionConfig(Strict):
 class OutputConfig(Strict):
     path: FilePath = Field(pathlib.Path("history.nc"), description="history file (netCDF)")
     interval_hours: float = Field(24.0, gt=0, le=87600, description="output interval (hours)")
-    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(_once_each)] = Field(
+    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(once_each)] = Field(
         list(DEFAULT_VARIABLES), description="fields written at each output time "
         "(hydrostatic.variables)")
     mesh: Literal["auto", "inside", "reference"] = Field(

@@ -26,7 +26,7 @@ included) per unit area, ke = ke_e2c(u),
 
 where ke on an owned cell reads the halo edges of its polygon and u_adj on an owned edge gathers
 G on both its cells, halo ones too: both need the state exchanged first (as the vorticity of
-`adjoint.costs.RegionCost`), and the a_i of halo cells (`box_weights`' local weights).
+`swm.costs.RegionCost`), and the a_i of halo cells (`box_weights`' local weights).
 
 minimum_surface_pressure (Pa): a smooth minimum of the surface pressure in the box (the central
 pressure of a low), softness tau (Pa), with m the least p_s of the box's cells on every rank

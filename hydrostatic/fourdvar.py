@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adjoint.fourdvar import Control, Twin, hills, observation_rows, run_fourdvar
+from adjoint.fourdvar import Control, Twin, hills, observation_rows
 from swm.output import provenance
 
 from hydrostatic.costs import ObservationCost, surface_pressure, temperature, write_observations
@@ -117,10 +117,4 @@ class HydrostaticTwin(Twin):
         write_coefficients(ds, *self.coefficients)
 
 
-def run_twin(config) -> dict:
-    """The twin experiment of a hydrostatic config with a fourdvar section
-    (`adjoint.fourdvar.run_fourdvar`); returns the convergence history (every rank)."""
-    return run_fourdvar(config, HydrostaticTwin)
-
-
-__all__ = ["CONTROLS", "HydrostaticTwin", "run_twin"]
+__all__ = ["CONTROLS", "HydrostaticTwin"]

@@ -1,11 +1,10 @@
-"""A sensitivity run of the hydrostatic core from a config's `sensitivity` section
-(`hydrostatic.applications`): the forward run under the watchdog, the cost
-(`hydrostatic.costs`), the adjoint run through the planned checkpoint schedule, and the gradients
-with respect to the chosen controls written to netCDF (the mesh as the history has it) with PNG
-maps (`hydrostatic.plot.plot_gradients`); `check_adjoint` (`--check-adjoint`): the whole-run
-dot-product and Taylor tests. The sweep, the claims of the outputs, the refusal of a J or a
-gradient that is not finite and the file's writing are the shallow-water run's
-(`adjoint.sensitivity`).
+"""The hydrostatic core's part of a sensitivity run (`adjoint.sensitivity.Sensitivity`,
+`HydrostaticSensitivity`) from a config's `sensitivity` section (`hydrostatic.applications`):
+its setup and watchdog, its costs (`hydrostatic.costs`), its controls and its gradient file (the
+mesh as the history has it, the hybrid coefficients) with PNG maps
+(`hydrostatic.plot.plot_gradients`). The run, the claims of the outputs, the refusal of a J or a
+gradient that is not finite, the file's writing and `--check-adjoint` are the model-generic
+drivers of `adjoint.sensitivity`.
 
 The model's gradients (dJ/dmass0, dJ/dtheta_mass0, dJ/du0, dJ/dphi_s) give the controls' by the
 chain rule, with theta0 = theta_mass0 / mass0 and, at fixed theta, mass[k] = (dA[k] + dB[k] p_s)
@@ -22,8 +21,7 @@ import numpy as np
 import meshops
 from adjoint.costs import CostError
 from adjoint.gradient import watchdog
-from adjoint.sensitivity import (_checked, claimed, cost_context, dot_and_taylor, finish,
-                                 gradient_units, owned_max, quiet_floats, sensitivity_sweep,
+from adjoint.sensitivity import (Sensitivity, cost_context, gradient_units, owned_max,
                                  write_gradient_file)
 from meshops.device.backend import to_host
 from framework.errors import ConfigError
@@ -53,16 +51,14 @@ def setup(config):
 
 
 def build_cost(s, config):
-    """The config's cost on setup `s`; its CostError as a ConfigError (on every rank)."""
+    """The config's cost on setup `s`; its CostError as a ConfigError."""
     from hydrostatic.costs import make_cost
 
-    def build():
-        try:
-            return make_cost(cost_context(s), s.model.physics, config.vertical.nVertLevels,
-                             config.sensitivity.cost, "sensitivity.cost")
-        except CostError as exc:
-            raise ConfigError(str(exc)) from None
-    return _checked(build, s.comm)
+    try:
+        return make_cost(cost_context(s), s.model.physics, config.vertical.nVertLevels,
+                         config.sensitivity.cost, "sensitivity.cost")
+    except CostError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def state_checker(config, s, n_steps: int | None = None):
@@ -104,28 +100,50 @@ def map_level(config, A, B) -> int:
     return int(np.argmin(np.abs(p - MAP_PRESSURE))) + 1
 
 
-def run_sensitivity(config, *, progress: bool = True) -> dict:
-    """The gradients of the config's cost; returns J and the gradient norms (every rank). The
-    output and its maps are claimed before any work; a watchdog stop or a J or gradient that is
-    not finite raises WatchdogError with nothing written."""
-    from hydrostatic.plot import gradient_maps
+class HydrostaticSensitivity(Sensitivity):
+    """The hydrostatic sensitivity run of `config` (`adjoint.sensitivity.Sensitivity`): the
+    model's gradients about the initial state (kept before the sweep) give the controls' by the
+    chain rule (`control_gradients`)."""
 
-    return claimed(config.sensitivity, gradient_maps, lambda: _sensitivity(config, progress))
+    def maps(self, output, controls) -> list:
+        from hydrostatic.plot import gradient_maps
 
+        return gradient_maps(output, controls)
 
-def _sensitivity(config, progress: bool) -> dict:
-    from hydrostatic.plot import plot_gradients
+    def setup(self):
+        self.s, self.coefficients = setup(self.config)
+        self.state0 = [x.copy() for x in self.s.model.state]
+        return self.s
 
-    sens = config.sensitivity
-    s, (A, B) = setup(config)
-    cost = build_cost(s, config)
-    state0 = [x.copy() for x in s.model.state]
-    value, grads, stats = sensitivity_sweep(s, sens, cost, state_checker(config, s), progress)
-    chosen = control_gradients(s, grads, state0, sens.controls)
-    fields = list(chosen.values())
-    return finish(s, sens, value, stats, fields, fields,
-                  lambda: write_gradients(config, s, chosen, value, cost.units, A, B),
-                  plot_gradients)
+    def cost(self):
+        return build_cost(self.s, self.config)
+
+    def check(self):
+        return state_checker(self.config, self.s)
+
+    def gradients(self, grads) -> dict:
+        return control_gradients(self.s, grads, self.state0, self.config.sensitivity.controls)
+
+    def write(self, value: float, cost_units: str, chosen: dict) -> None:
+        write_gradients(self.config, self.s, chosen, value, cost_units, *self.coefficients)
+
+    def plot(self, path) -> list:
+        from hydrostatic.plot import plot_gradients
+
+        return plot_gradients(path)
+
+    def directions(self):
+        """Each field scaled by 1e-3 of its largest value (phi_s: at least 1e-3 m2 s-2); the
+        model fields the chosen controls move (theta: theta_mass; u; mass or surface_pressure:
+        mass; phi_s)."""
+        s, model = self.s, self.s.model
+        controls = self.config.sensitivity.controls
+        scales = [1e-3 * owned_max(s, x, loc)
+                  for x, loc in zip(model.state, model.state_locations)]
+        scales.append(1e-3 * max(owned_max(s, model.phi_s, "cell"), 1.0))
+        moved = {"theta": 1, "u": 2, "mass": 0, "surface_pressure": 0, "phi_s": 3}
+        active = [any(moved[c] == i for c in controls) for i in range(4)]
+        return scales, active, ", ".join(controls)
 
 
 def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B) -> None:
@@ -163,23 +181,5 @@ def write_coefficients(ds, A, B) -> None:
         var.setncatts({"units": units, "long_name": long_name})
 
 
-def check_adjoint(config, *, seed: int = 12345) -> bool:
-    """The whole-run dot-product test (TLM against ADM, over mass, theta_mass, u and phi_s) and
-    a Taylor table of the config's cost along the model fields its controls move (theta:
-    theta_mass; u; mass or surface_pressure: mass; phi_s), printed on rank 0; True when both
-    pass (`adjoint.sensitivity.dot_and_taylor`)."""
-    sens = config.sensitivity
-    s, _ = setup(config)
-    cost = build_cost(s, config)
-    model = s.model
-    scales = [1e-3 * owned_max(s, x, loc) for x, loc in zip(model.state, model.state_locations)]
-    scales.append(1e-3 * max(owned_max(s, model.phi_s, "cell"), 1.0))
-    moved = {"theta": 1, "u": 2, "mass": 0, "surface_pressure": 0, "phi_s": 3}
-    active = [any(moved[c] == i for c in sens.controls) for i in range(4)]
-    with quiet_floats():
-        return dot_and_taylor(s, sens, cost, state_checker(config, s), seed, scales, active,
-                              ", ".join(sens.controls))
-
-
-__all__ = ["run_sensitivity", "check_adjoint", "control_gradients", "setup", "state_checker",
-           "write_coefficients", "write_gradients"]
+__all__ = ["HydrostaticSensitivity", "build_cost", "control_gradients", "map_level", "setup",
+           "state_checker", "write_coefficients", "write_gradients"]

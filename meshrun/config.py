@@ -9,19 +9,19 @@ with `swm.config`'s strict YAML and its one-line errors.
 """
 from __future__ import annotations
 
-from adjoint.config import GradientApplications
 from swm import config as _swm
 from framework.errors import ConfigError  # noqa: F401
 from swm.config import dump, find_config, shipped_configs, with_overrides  # noqa: F401
 from swm.config import Config as _ShallowWater
+from swm.applications import ShallowWaterApplications
 
 __all__ = ["ConfigError", "DEFAULT_MODEL", "ShallowWaterConfig", "describe_schema", "dump", "find_config",
            "load_config", "schema_of", "shipped_configs", "validate_tree", "with_overrides"]
 
 
-class ShallowWaterConfig(GradientApplications, _ShallowWater):
-    """A shallow-water run: the model's sections (`swm.config.Config`) and the adjoint
-    applications' (`adjoint.config.GradientApplications`: sensitivity, fourdvar)."""
+class ShallowWaterConfig(ShallowWaterApplications, _ShallowWater):
+    """A shallow-water run: the model's sections (`swm.config.Config`) and its applications'
+    (`swm.applications.ShallowWaterApplications`: sensitivity, fourdvar)."""
 
 
 #: The model a config runs when it names none.

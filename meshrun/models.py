@@ -4,9 +4,10 @@ shallow_water); each model registers, in one `Model` entry here:
     schema        its config class (its own sections, with the applications' composed onto them)
     forward       its forward run: forward(config, progress=..., plot=...)
     plot          the PNGs `--plot` writes after a forward run (None: none)
-    applications  the runs a config section asks for instead of the forward run (`sensitivity`
-                  and `fourdvar`: shallow water's in `adjoint`, the hydrostatic core's in
-                  `hydrostatic`), each with its own entry point
+    applications  the runs a config section asks for instead of the forward run: `sensitivity`
+                  and `fourdvar`, the model-generic drivers of `adjoint.sensitivity` and
+                  `adjoint.fourdvar` on the model's part of each (`sensitivity(parts, example)`,
+                  `fourdvar(twin, example)`: a `Sensitivity` and a `Twin` of the model's package)
 
 Entries import their model only when used, so `--help` and `--list-configs` load no model. A model
 of its own is one more entry in `MODELS` (docs/decisions/0023-model-framework.md).
@@ -45,7 +46,7 @@ class Model:
         return next((a for a in self.applications if getattr(config, a.key) is not None), None)
 
 
-# -- shallow water: swm, with the adjoint applications ---------------------------------------------
+# -- shallow water: swm ----------------------------------------------------------------------------
 
 def _sw_schema():
     from meshrun.config import ShallowWaterConfig
@@ -65,25 +66,19 @@ def _sw_plot(config) -> list:
     return plot_file(config.output.path)
 
 
-def _sensitivity(config, *, progress: bool) -> None:
-    from adjoint.sensitivity import run_sensitivity
+def _sw_sensitivity():
+    from swm.sensitivity import ShallowWaterSensitivity
 
-    run_sensitivity(config, progress=progress)
-
-
-def _check_adjoint(config) -> bool:
-    from adjoint.sensitivity import check_adjoint
-
-    return check_adjoint(config)
+    return ShallowWaterSensitivity
 
 
-def _fourdvar(config, *, progress: bool) -> None:
-    from adjoint.fourdvar import run_fourdvar
+def _sw_twin():
+    from swm.fourdvar import ShallowWaterTwin
 
-    run_fourdvar(config)
+    return ShallowWaterTwin
 
 
-# -- the hydrostatic primitive-equation core ----------------------------------------------------------
+# -- the hydrostatic primitive-equation core -------------------------------------------------------
 
 def _hydrostatic_schema():
     from hydrostatic.applications import HydrostaticRunConfig
@@ -103,22 +98,43 @@ def _hydrostatic_plot(config) -> list:
     return plot_file(config.output.path)
 
 
-def _hydrostatic_sensitivity(config, *, progress: bool) -> None:
-    from hydrostatic.sensitivity import run_sensitivity
+def _hydrostatic_sensitivity():
+    from hydrostatic.sensitivity import HydrostaticSensitivity
 
-    run_sensitivity(config, progress=progress)
-
-
-def _hydrostatic_check_adjoint(config) -> bool:
-    from hydrostatic.sensitivity import check_adjoint
-
-    return check_adjoint(config)
+    return HydrostaticSensitivity
 
 
-def _hydrostatic_fourdvar(config, *, progress: bool) -> None:
-    from hydrostatic.fourdvar import run_twin
+def _hydrostatic_twin():
+    from hydrostatic.fourdvar import HydrostaticTwin
 
-    run_twin(config)
+    return HydrostaticTwin
+
+
+# -- the applications, written once for every model ------------------------------------------------
+
+def sensitivity(parts: Callable, example: str) -> Application:
+    """The `sensitivity` application of a model whose part of it is the class `parts()` (an
+    `adjoint.sensitivity.Sensitivity`, imported on use), with `--check-adjoint`."""
+    def run(config, *, progress: bool) -> None:
+        from adjoint.sensitivity import run_sensitivity
+
+        run_sensitivity(parts()(config), progress=progress)
+
+    def check(config) -> bool:
+        from adjoint.sensitivity import check_adjoint
+
+        return check_adjoint(parts()(config))
+    return Application("sensitivity", run, check, example)
+
+
+def fourdvar(twin: Callable, example: str) -> Application:
+    """The `fourdvar` application of a model whose twin is the class `twin()` (an
+    `adjoint.fourdvar.Twin`, imported on use)."""
+    def run(config, *, progress: bool) -> None:
+        from adjoint.fourdvar import run_fourdvar
+
+        run_fourdvar(twin()(config))
+    return Application("fourdvar", run, example=example)
 
 
 # -- the tracer-advection model ------------------------------------------------------------------------
@@ -138,15 +154,13 @@ def _tracer_forward(config, *, progress: bool, plot: bool) -> None:
 MODELS = {m.name: m for m in (
     Model("shallow_water", "the TRiSK shallow-water model (swm): Williamson 2/5/6, Galewsky",
           _sw_schema, _sw_forward, _sw_plot,
-          (Application("sensitivity", _sensitivity, _check_adjoint,
-                       "configs/sensitivity_williamson5.yaml"),
-           Application("fourdvar", _fourdvar, example="configs/fourdvar_twin.yaml"))),
+          (sensitivity(_sw_sensitivity, "configs/sensitivity_williamson5.yaml"),
+           fourdvar(_sw_twin, "configs/fourdvar_twin.yaml"))),
     Model("hydrostatic", "the hydrostatic primitive-equation core (hydrostatic): Jablonowski-"
           "Williamson 2006, Held-Suarez", _hydrostatic_schema, _hydrostatic_forward,
           _hydrostatic_plot,
-          (Application("sensitivity", _hydrostatic_sensitivity, _hydrostatic_check_adjoint,
-                       "configs/jw06_sensitivity_l5.yaml"),
-           Application("fourdvar", _hydrostatic_fourdvar, example="configs/jw06_fourdvar_l4.yaml"))),
+          (sensitivity(_hydrostatic_sensitivity, "configs/jw06_sensitivity_l5.yaml"),
+           fourdvar(_hydrostatic_twin, "configs/jw06_fourdvar_l4.yaml"))),
     Model("tracer", "a passive tracer advected by a prescribed wind (tracer): Williamson 1 cosine "
           "bell", _tracer_schema, _tracer_forward),
 )}

@@ -68,8 +68,9 @@ Clobber = Annotated[Literal[CLOBBER_MODES], Field(
     "continues the history of the run it resumes")]
 
 
-def _once_each(names: list) -> list:
-    """`names` when none is repeated, else one error naming the first repeated one."""
+def once_each(names: list) -> list:
+    """`names` when none is repeated, else one error naming the first repeated one (a validator
+    of a list of names: `AfterValidator(once_each)`)."""
     repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if repeated is not None:
         raise ValueError(f"{repeated!r} is given twice; expected each name once")
@@ -156,7 +157,7 @@ class PartitionConfig(Strict):
 class OutputConfig(Strict):
     path: FilePath = Field(pathlib.Path("output.nc"), description="history file (netCDF)")
     interval_hours: float = Field(24.0, gt=0, le=87600, description="output interval (hours)")
-    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(_once_each)] = Field(
+    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(once_each)] = Field(
         list(DEFAULT_VARIABLES), description="fields written at each output time (swm.variables)")
     mesh: Literal["auto", "inside", "reference"] = Field(
         "auto", description="the mesh in the history and gradient files (MPAS's mesh stream), or "

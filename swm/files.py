@@ -9,7 +9,7 @@ an output that is another output's partial file, lock, grid file or PNG (`swm.co
     restart.path         NAME, NAME.lock
 
 A forward run writes these; the adjoint applications' files (sensitivity.output, fourdvar.output:
-`adjoint.config.GradientApplications.written_files`) are named with the helpers below. The
+`swm.applications.ShallowWaterApplications.written_files`) are named with the helpers below. The
 config's `written_files()` lists the files of its run. Temporaries of atomic writes
 (`grids.atomic`) have random names; disk snapshots of checkpointing live in a fresh folder of
 their own (`adjoint.checkpointing`).

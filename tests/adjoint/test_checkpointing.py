@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from adjoint.checkpointing import make_schedule
-from adjoint.costs import RegionCost
+from swm.costs import RegionCost
 from adjoint.gradient import run_gradient
 from adjoint.sensitivity import cost_context
 from meshrun.config import load_config

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import yaml
 
-from adjoint.costs import CostError, ObservationCost, RegionCost, in_box, write_observations
+from adjoint.costs import CostError, in_box
+from swm.costs import ObservationCost, RegionCost, write_observations
 from adjoint.sensitivity import cost_context
 from meshrun.config import load_config
 from swm.driver import setup

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from adjoint.checkpointing import make_schedule
-from adjoint.costs import ObservationCost, RegionCost, write_observations
+from swm.costs import ObservationCost, RegionCost, write_observations
 from adjoint.gradient import cost_of_controls, run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.verification import taylor_test

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adjoint.costs import RegionCost
+from swm.costs import RegionCost
 from adjoint.gradient import advance, run_cost, run_gradient, run_tangent, watchdog
 from adjoint.sensitivity import cost_context
 from meshrun.config import load_config

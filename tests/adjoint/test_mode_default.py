@@ -10,7 +10,7 @@ import meshops
 from adjoint.differentiable import _Core
 from adjoint.gradient import run_gradient
 from adjoint.sensitivity import cost_context
-from adjoint.costs import RegionCost
+from swm.costs import RegionCost
 from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE, resolve_mode
 from meshrun.config import ConfigError, load_config
 from swm.driver import setup

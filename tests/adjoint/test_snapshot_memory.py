@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adjoint.costs import RegionCost
+from swm.costs import RegionCost
 from adjoint.gradient import run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.gradient import prepare

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adjoint.costs import RegionCost
+from swm.costs import RegionCost
 from adjoint.gradient import prepare, run_gradient
 from adjoint.sensitivity import cost_context
 from adjoint.snapshot_memory import WORK_STATES, step_bytes

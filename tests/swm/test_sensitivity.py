@@ -13,7 +13,7 @@ import PIL.Image
 import pytest
 import yaml
 
-from adjoint.costs import write_observations
+from swm.costs import write_observations
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENV = {**os.environ,
