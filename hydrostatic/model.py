@@ -5,11 +5,15 @@ tangent-linear and adjoint (`hydrostatic.dynamics`) as its stages, one state exc
 its control."""
 from __future__ import annotations
 
+import numpy as np
+
 import meshops
 from meshops.device.backend import array_module
 from framework import stepper
 
 from hydrostatic.dynamics import Physics, tendencies, tendencies_adj, tendencies_tl
+from hydrostatic.fused import TABLES as FUSED_TABLES
+from hydrostatic.fused import FusedStages
 
 
 class Model:
@@ -28,18 +32,26 @@ class Model:
     control_names = ("phi_s",)
 
     def __init__(self, mesh, mass, theta_mass, u, phi_s, f_vertex, dt: float, physics: Physics,
-                 distribution=None, device_mesh=None):
+                 distribution=None, device_mesh=None, fused: bool | None = None):
         if not dt > 0:
             raise ValueError(f"dt: expected a positive time step in seconds, got {dt}")
         self.mesh, self.mass, self.theta_mass, self.u = mesh, mass, theta_mass, u
         self.phi_s, self.f_vertex, self.dt, self.physics = phi_s, f_vertex, float(dt), physics
         self.distribution, self.step_count = distribution, 0
-        self.device_mesh = device_mesh or meshops.device_mesh(mesh, array_module(mass))
-        self.stages = stepper.TendencyStages(
+        xp = array_module(mass)
+        self.device_mesh = device_mesh or meshops.device_mesh(mesh, xp)
+        self.fused = xp is not np if fused is None else bool(fused)
+        if self.fused and xp is np:
+            raise ValueError("fused: the fused RK4 kernels run on CuPy fields, got NumPy arrays; "
+                             "expected fused=False or None on NumPy")
+        operator_stages = stepper.TendencyStages(
             lambda p: self.tendencies(*p),
             lambda p, dp, dc: tendencies_tl(self.device_mesh, *p, *self._fixed(), *dp, *(dc or (None,))),
             lambda p, k_adj, mode: tendencies_adj(self.device_mesh, *p, *self._fixed(), *k_adj,
                                                   mode=mode))
+        self.stages = FusedStages(self, operator_stages) if self.fused else operator_stages
+        if self.fused:
+            self.device_mesh.prebuild(FUSED_TABLES)
 
     def _fixed(self) -> tuple:
         return self.phi_s, self.f_vertex, self.physics

@@ -1,0 +1,169 @@
+"""The fused RK4 stage of hydrostatic.fused (hydrostatic/cuda/hydrostatic.cu) against the operator
+path (hydrostatic.dynamics with framework.timestepping, the reference).
+
+On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py), where neither path
+contracts multiply-adds, the fused tendencies and a 3-step run equal the operator path's device
+code bitwise in float64 (JW06's baroclinic wave and Held-Suarez, every kinetic-energy form, with
+del2 / del4 on u and theta), on a level-3 SCVT mesh with 26 levels and a fresh random perturbation
+of the state; in float32 they agree to F32_TOL relative to the largest value (the paths round the
+same way; the tolerance allows for the compiler). On a GPU (marked gpu) the same comparisons run on
+CuPy, float64 bitwise (every product of the operator path rounded on its own in the kernels).
+"""
+import re
+
+import numpy as np
+import pytest
+
+from grids.cache import cached_icosahedral
+from framework.constants import GRAVITY
+from hydrostatic import dynamics, fused, levels, testcases
+from hydrostatic.dynamics import Physics
+from hydrostatic.forcing import HeldSuarez
+from hydrostatic.model import Model
+
+from meshops.device import backend
+from tests.meshops.host_harness import host, host_fixtures, route_to_host
+
+#: Families the fused stage and the operator path launch.
+FAMILIES = ("hydrostatic", "vertical", "curl", "divergence", "gradient", "interpolation",
+            "kinetic_energy", "laplacian", "pv_flux", "reconstruct", "tangential")
+host_kernels, _ = host_fixtures(*FAMILIES)
+
+
+@pytest.fixture
+def on_host(host_kernels):
+    """The CuPy code path on the host kernels, with the NumPy ufuncs the Held-Suarez forcing
+    calls on the array module."""
+    with route_to_host(host_kernels, FAMILIES) as launches:
+        for name in ("sin", "cos", "log", "maximum"):
+            setattr(backend.BACKENDS["cupy"], name, getattr(np, name))
+        yield launches
+
+A, B = levels.coefficients("jw06_26")
+#: Variants: (case, Physics keywords) of the stage.
+VARIANTS = {"baroclinic": ("jw06_baroclinic", {}),
+            "held_suarez": ("held_suarez", {"forcing": True}),
+            "mpas_ke_diffusion": ("jw06_baroclinic", dict(kinetic_energy="mpas", visc2=2e5, visc4=1e16,
+                                                          visc2_theta=1e5, visc4_theta=5e15)),
+            "perot_ke_held_suarez_del4": ("held_suarez", dict(kinetic_energy="perot", visc4=1e16,
+                                                              forcing=True))}
+#: float32, fused against the operator path in float32, relative to the largest value.
+F32_TOL = 1e-5
+STEPS, DT = 3, 1200.0
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return cached_icosahedral(3, lloyd_iterations=50)
+
+
+def setup(mesh, rng, variant, dtype, cast):
+    """(state, fixed fields, Physics) of `variant`: the case's initial state with a fresh random
+    perturbation of p_s, theta and u, the fields in `dtype` through `cast`."""
+    case, kw = VARIANTS[variant]
+    s = testcases.initial_state(mesh, case, A, B)
+    ps = levels.P0 + 500.0 * rng.standard_normal(mesh.nCells)
+    mass = levels.layer_mass(A, B, ps, GRAVITY)
+    theta = s.theta_mass / s.mass * (1.0 + 1e-3 * rng.standard_normal(s.mass.shape))
+    u = s.u + rng.standard_normal(s.u.shape)
+    kw = dict(kw)
+    if kw.pop("forcing", False):
+        kw["forcing"] = HeldSuarez(cast(mesh.latCell.astype(dtype)))
+    physics = Physics(p_top=float(A[-1]), dB=cast((B[:-1] - B[1:]).astype(dtype)), **kw)
+    state = tuple(cast(np.asarray(a, dtype)) for a in (mass, mass * theta, u))
+    return state, (cast(s.phi_s.astype(dtype)), cast(s.f_vertex.astype(dtype))), physics
+
+
+def run(mesh, state, fixed, physics, fused_path):
+    model = Model(mesh, *state, *fixed, DT, physics, fused=fused_path)
+    for _ in range(STEPS):
+        model.step()
+    return model.state
+
+
+def _max_rel(got, ref):
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+# -- declarations ---------------------------------------------------------------------------------
+
+#: C types of the declared roles (every field is a plain T pointer: one level per thread).
+_C_TYPES = {"idx": r"const int\*", "coef": r"const T\*", "in": r"const T\*", "out": r"T\*",
+            "put": r"T\*", "int": "int", "real": "T"}
+
+
+def test_declarations_match_the_cuda_signatures():
+    """Every declared kernel's arguments are its parameters in hydrostatic.cu, in order, each of
+    its role's C type, then (first, last, nlev); every kernel of the file is declared."""
+    source = (fused.CUDA_DIR / "hydrostatic.cu").read_text()
+    for kernel in fused._KERNELS.kernels.values():
+        match = re.search(rf"__global__ void {kernel.name}\(([^)]*)\)", source)
+        assert match is not None, kernel.name
+        params = [" ".join(p.replace("__restrict__", "").split()) for p in match.group(1).split(",")]
+        expected = ([(_C_TYPES[role], arg) for role, arg in kernel.arguments]
+                    + [("int", a) for a in ("first", "last", "nlev")])
+        assert len(params) == len(expected), kernel.name
+        for param, (c_type, arg) in zip(params, expected):
+            assert re.fullmatch(rf"{c_type} {arg}", param), (kernel.name, param, c_type, arg)
+    assert set(re.findall(r"__global__ void (\w+)\(", source)) == set(fused._KERNELS.names)
+
+
+# -- on the host ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    ref = dynamics.tendencies(mesh, *state, *fixed, physics)
+    got = fused.fused_tendencies(mesh, *state, *fixed, physics)
+    assert on_host["hydrostatic"][:4] == ["hs_pv_vertex", "hs_pv_edge", "hs_cell_stage",
+                                          "hs_edge_stage"]
+    for name, a, b in zip(dynamics.TARGETS, got, ref):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
+    got = run(mesh, state, fixed, physics, True)
+    assert len(on_host["hydrostatic"]) == 4 * 4 * STEPS
+    for name, a, b in zip(Model.state_names, got, ref):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
+def test_float32_steps_agree_with_the_operator_path(on_host, mesh, rng, variant):
+    state, fixed, physics = setup(mesh, rng, variant, np.float32, host)
+    ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
+    got = run(mesh, state, fixed, physics, True)
+    for name, a, b in zip(Model.state_names, got, ref):
+        assert a.dtype == np.float32
+        assert _max_rel(a, b) <= F32_TOL, name
+
+
+def test_fused_path_refuses_numpy_fields(mesh, rng):
+    state, fixed, physics = setup(mesh, rng, "baroclinic", np.float64, np.asarray)
+    with pytest.raises(ValueError, match="fused: the fused RK4 kernels run on CuPy fields"):
+        Model(mesh, *state, *fixed, DT, physics, fused=True)
+    assert not Model(mesh, *state, *fixed, DT, physics).fused
+
+
+# -- on a GPU -------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
+    cupy = pytest.importorskip("cupy")
+    state, fixed, physics = setup(mesh, rng, variant, dtype, cupy.asarray)
+    ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
+    got = run(mesh, state, fixed, physics, None)
+    tend_ref = dynamics.tendencies(mesh, *state, *fixed, physics)
+    tend = fused.fused_tendencies(mesh, *state, *fixed, physics)
+    for name, a, b in [*zip(Model.state_names, got, ref), *zip(dynamics.TARGETS, tend, tend_ref)]:
+        a, b = cupy.asnumpy(a), cupy.asnumpy(b)
+        if dtype == np.float64:
+            np.testing.assert_array_equal(a, b, err_msg=name)
+        else:
+            assert _max_rel(a, b) <= F32_TOL, name
