@@ -2,8 +2,8 @@
 fields, and `FusedStages`, the fused path's stage implementation for `framework.stepper`.
 
 Each stage, after the state exchange, runs four passes where the operator path
-(`hydrostatic.dynamics.tendencies` with `framework.timestepping`) runs 25 operator kernels and about 35
-elementwise ones:
+(`hydrostatic.dynamics.tendencies` with `framework.timestepping`) runs 25 operator kernels and
+about 35 elementwise ones:
 
     hs_pv_vertex   (vertex, layer)  q_v = (curl_e2v(u) + f) / interp_c2v(mass)
     hs_pv_edge     (edge, layer)    q_e = interp_v2e(q_v)
