@@ -3,7 +3,8 @@ process, against the step's memory-traffic floor over the measured copy bandwidt
 of each operator in a tendency evaluation.
 
     python benchmarks/bench_hydrostatic.py --levels 8 9 --dtypes float64 float32 [--breakdown]
-        [--paths operator fused] [--passes] [--inviscid] [--backend numpy] [--json out.json]
+        [--paths operator fused] [--passes] [--inviscid] [--backend numpy]
+        [--json out.json]
 
 Traffic floor of one RK4 step: 4 stages, each reading the provisional state (mass, theta_mass, u)
 and writing the next one, and reading and writing the accumulated new state: 4 x 3 x |state|

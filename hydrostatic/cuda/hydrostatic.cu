@@ -277,12 +277,10 @@ __global__ void hs_edge_stage(
         });
         const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
         const T invDc = invDcEdge[e];
-        T theta0 = 0, theta1 = 0;
-        if (c0 >= 0) theta0 = thetaMass[(meshops_offset)c0 * N + k] / mass[(meshops_offset)c0 * N + k];
-        if (c1 >= 0) theta1 = thetaMass[(meshops_offset)c1 * N + k] / mass[(meshops_offset)c1 * N + k];
+        // theta_e = interp_c2e(theta_mass / mass)
         T thetaSum = 0;
-        if (c0 >= 0) thetaSum += theta0;
-        if (c1 >= 0) thetaSum += theta1;
+        if (c0 >= 0) thetaSum += thetaMass[(meshops_offset)c0 * N + k] / mass[(meshops_offset)c0 * N + k];
+        if (c1 >= 0) thetaSum += thetaMass[(meshops_offset)c1 * N + k] / mass[(meshops_offset)c1 * N + k];
         const T thetaEdge = (T)0.5 * thetaSum;
         const T massEdge = hydrostatic::mean_of_ends(mass, c0, c1, N, k);
         const T gradB = hydrostatic::difference_of_ends(bernoulli, c0, c1, invDc, N, k);
