@@ -76,11 +76,35 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "
                             + _RK.format(y="u") + " int:maxEdges2 int:slotStride int:nExtra "
                             "int:extraStride int:nVertLevels " + _RK_SCALARS, threads="level"),
+    Kernel("hs_pv_vertex_tl", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
+                              "in:u:layer in:mass:layer in:dU:layer in:dMass:layer in:fVertex:column "
+                              "out:qVertex:layer out:dqVertex:layer int:vertexDegree int:slotStride "
+                              "int:nVertLevels", threads="level"),
+    Kernel("hs_pv_edge_tl", "idx:verticesOnEdge in:qVertex:layer in:dqVertex:layer out:qEdge:layer "
+                            "out:dqEdge:layer int:nVertLevels", threads="level"),
+    Kernel("hs_cell_stage_tl", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef2 coef:dB "
+                               "in:mass:layer in:thetaMass:layer in:u:layer in:dMass:layer "
+                               "in:dThetaMass:layer in:dU:layer in:dPhiS:column in:dKe:layer "
+                               "in:extra:layer " + _RK.format(y="dMass") + " "
+                               + _RK.format(y="dThetaMass") + " out:pi:layer out:dPi:layer "
+                               "out:dBernoulli:layer out:wFlux:interface out:dWFlux:interface "
+                               "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:maxEdges "
+                               "int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
+                               "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R "
+                               "real:cp " + _RK_SCALARS, threads="column"),
+    Kernel("hs_edge_stage_tl", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
+                               "in:F:layer in:dF:layer in:qEdge:layer in:dqEdge:layer "
+                               "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "
+                               "in:thetaMass:layer in:dMass:layer in:dThetaMass:layer "
+                               "in:wFlux:interface in:dWFlux:interface in:u:layer in:dU:layer "
+                               "in:extra:layer " + _RK.format(y="dU") + " int:maxEdges2 "
+                               "int:slotStride int:nExtra int:extraStride int:nVertLevels "
+                               + _RK_SCALARS, threads="level"),
 ))
 
 #: The mesh tables the passes read.
 TABLES = ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef", "verticesOnEdge", "edgesOnCell",
-          "cellsAcrossOnCell", "divCoef", "keCoef", *trisk.FORWARD, "cellsOnEdge", "invDcEdge")
+          "cellsAcrossOnCell", "divCoef", "keCoef", "keCoef2", *trisk.FORWARD, "cellsOnEdge", "invDcEdge")
 #: The terms of `hydrostatic.terms` the passes do not compute: added as extra tendencies.
 EXTRA_TERMS = (terms.Del2Theta, terms.Del4Theta, terms.Del2, terms.Del4)
 

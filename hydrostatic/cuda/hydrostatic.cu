@@ -298,3 +298,252 @@ __global__ void hs_edge_stage(
     }
 }
 MESHOPS_INSTANTIATE(hs_edge_stage)
+
+// -- tangent-linear: the stage of hydrostatic.dynamics.tendencies_tl about the provisional state
+// (mass, thetaMass, u) for its perturbation (dMass, dThetaMass, dU) and, with perturbPhiS, dPhiS;
+// the same four passes, each computing the base fields it needs beside their tangents, in the
+// operator path's order (hydrostatic/dynamics.py, hydrostatic/terms.py tangent methods).
+
+// qVertex as hs_pv_vertex and dqVertex = (curl_e2v(dU) - qVertex interp_c2v(dMass)) / interp_c2v(mass).
+template <typename T, int W>
+__global__ void hs_pv_vertex_tl(const int* __restrict__ edgesOnVertex, const T* __restrict__ curlCoef,
+                                const int* __restrict__ cellsOnVertex, const T* __restrict__ c2vCoef,
+                                const T* __restrict__ u, const T* __restrict__ mass,
+                                const T* __restrict__ dU, const T* __restrict__ dMass,
+                                const T* __restrict__ fVertex, T* __restrict__ qVertex,
+                                T* __restrict__ dqVertex, int vertexDegree, int slotStride,
+                                int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(v, k, i, nlev);
+        T vorticity = 0, dVorticity = 0, massVertex = 0, dMassVertex = 0;
+        meshops::for_each_slot(edgesOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int e) {
+            vorticity += curlCoef[p] * u[(meshops_offset)e * nlev + k];
+            dVorticity += curlCoef[p] * dU[(meshops_offset)e * nlev + k];
+        });
+        meshops::for_each_slot(cellsOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int c) {
+            massVertex += c2vCoef[p] * mass[(meshops_offset)c * nlev + k];
+            dMassVertex += c2vCoef[p] * dMass[(meshops_offset)c * nlev + k];
+        });
+        const T q = (vorticity + fVertex[v]) / massVertex;
+        qVertex[i] = q;
+        dqVertex[i] = (dVorticity - hydrostatic::mul_rn(q, dMassVertex)) / massVertex;
+    }
+}
+MESHOPS_INSTANTIATE(hs_pv_vertex_tl)
+
+// qEdge and dqEdge = interp_v2e of qVertex and dqVertex.
+template <typename T, int W>
+__global__ void hs_pv_edge_tl(const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
+                              const T* __restrict__ dqVertex, T* __restrict__ qEdge,
+                              T* __restrict__ dqEdge, int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const int a = verticesOnEdge[2 * e], b = verticesOnEdge[2 * e + 1];
+        qEdge[i] = hydrostatic::mean_of_ends(qVertex, a, b, nlev, k);
+        dqEdge[i] = hydrostatic::mean_of_ends(dqVertex, a, b, nlev, k);
+    }
+}
+MESHOPS_INSTANTIATE(hs_pv_edge_tl)
+
+// The tangent-linear cell pass: as hs_cell_stage, with theta = thetaMass / mass and dtheta =
+// (dThetaMass - theta dMass) / mass:
+//   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both),
+//     D, dD = div_e2c(dF), div_e2c(dtheta_e F + theta_e dF), dK = ke_e2c_tl (keCoef2 sum of u dU)
+//     when keInline; p and dp = avg_i2l(g sum_layers_from_top_l2i(dMass)), the totals of D and dD;
+//     held in pi, dPi, wFlux, dWFlux, thetaFluxDiv and dBernoulli
+//   up: alpha, dalpha = a_p dp + a_theta dtheta (specific_volume_tl), dpi = cp kappa exner / p dp,
+//     dphi_i = g sum_layers_from_bottom_l2i(dMass alpha + mass dalpha) (+ dPhiS), dB = dK +
+//     avg_i2l(dphi_i), W and dW, pi = cp exner(p), and
+//     dtend_mass = -dD - div_vflux(dW),
+//     dtend_thetaMass = -div_e2c(dtheta_e F + theta_e dF) - div_vflux(dW avg_l2i(theta) + W avg_l2i(dtheta)).
+template <typename T, int W>
+__global__ void hs_cell_stage_tl(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ dB,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
+    const T* __restrict__ dMass, const T* __restrict__ dThetaMass, const T* __restrict__ dU,
+    const T* __restrict__ dPhiS, const T* __restrict__ dKe, const T* __restrict__ extra,
+    const T* __restrict__ dMassOld, T* __restrict__ dMassNew, T* __restrict__ dMassNext,
+    const T* __restrict__ dThetaMassOld, T* __restrict__ dThetaMassNew,
+    T* __restrict__ dThetaMassNext, T* __restrict__ pi, T* __restrict__ dPi,
+    T* __restrict__ dBernoulli, T* __restrict__ wFlux, T* __restrict__ dWFlux,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int maxEdges,
+    int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
+    T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
+    int provisional, int first, int last, int nlev)
+{
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        const int c = meshops_entity(i, nlev);
+        const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
+        T massAbove = 0, dMassAbove = 0, divAbove = 0, dDivAbove = 0;
+        T pAbove = pTop + mul_rn(gravity, massAbove), dpAbove = mul_rn(gravity, dMassAbove);
+        for (int k = N - 1; k >= 0; --k) {
+            const T mc = mass[col + k], dmc = dMass[col + k];
+            const T thc = thetaMass[col + k] / mc;
+            const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
+            T div = 0, dDiv = 0, dDivTheta = 0, dKinetic = 0;
+            meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
+                const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
+                const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
+                const T ue = u[ek], due = dU[ek];
+                T massSum = mc, dMassSum = dmc, thetaSum = thc, dThetaSum = dthc;
+                if (other >= 0) {
+                    const T mo = mass[ok], dmo = dMass[ok], tho = thetaMass[ok] / mo;
+                    massSum += mo;
+                    dMassSum += dmo;
+                    thetaSum += tho;
+                    dThetaSum += (dThetaMass[ok] - mul_rn(tho, dmo)) / mo;
+                }
+                const T massEdge = (T)0.5 * massSum, dMassEdge = (T)0.5 * dMassSum;
+                const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
+                const T flux = mul_rn(massEdge, ue);
+                const T dFlux = mul_rn(dMassEdge, ue) + mul_rn(massEdge, due);
+                if (across < 0) {
+                    F[ek] = flux;
+                    dF[ek] = dFlux;
+                }
+                div += divCoef[p] * flux;
+                dDiv += divCoef[p] * dFlux;
+                dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
+                if (keInline) dKinetic += keCoef2[p] * (ue * due);
+            });
+            massAbove += mc;
+            dMassAbove += dmc;
+            divAbove += div;
+            dDivAbove += dDiv;
+            const T pBelow = pTop + mul_rn(gravity, massAbove), dpBelow = mul_rn(gravity, dMassAbove);
+            pi[col + k] = hydrostatic::avg_i2l(pBelow, pAbove);
+            dPi[col + k] = hydrostatic::avg_i2l(dpBelow, dpAbove);
+            pAbove = pBelow;
+            dpAbove = dpBelow;
+            wFlux[coli + k] = div;
+            dWFlux[coli + k] = dDiv;
+            thetaFluxDiv[col + k] = dDivTheta;
+            if (keInline) dBernoulli[col + k] = dKinetic;
+        }
+        const T total = divAbove, dTotal = dDivAbove;
+        T w = 0, dw = 0, sum = 0;
+        T dPhiBelow = mul_rn(gravity, sum);
+        if (perturbPhiS) dPhiBelow = dPhiBelow + dPhiS[c];
+        T theta = thetaMass[col] / mass[col];
+        T dTheta = (dThetaMass[col] - mul_rn(theta, dMass[col])) / mass[col];
+        T vertical = mul_rn(dw, hydrostatic::avg_l2i(theta, theta, 0, N)) +
+                     mul_rn(w, hydrostatic::avg_l2i(dTheta, dTheta, 0, N));
+        for (int k = 0; k < N; ++k) {
+            const meshops_offset ck = col + k;
+            const T p = pi[ck], dp = dPi[ck], exner = pow(p / p0, kappa);
+            const T alpha = R * theta * exner / p;
+            const T aTheta = R * pow(p / p0, kappa) / p;
+            const T aP = (kappa - 1) * aTheta * theta / p;
+            const T dAlpha = aP * dp + aTheta * dTheta;
+            pi[ck] = cp * exner;
+            dPi[ck] = cp * (kappa * pow(p / p0, kappa) / p * dp);
+            sum += mul_rn(dMass[ck], alpha) + mul_rn(mass[ck], dAlpha);
+            T dPhiAbove = mul_rn(gravity, sum);
+            if (perturbPhiS) dPhiAbove = dPhiAbove + dPhiS[c];
+            dBernoulli[ck] = (keInline ? dBernoulli[ck] : dKe[ck]) +
+                             hydrostatic::avg_i2l(dPhiBelow, dPhiAbove);
+            dPhiBelow = dPhiAbove;
+            const T div = wFlux[coli + k], dDiv = dWFlux[coli + k];
+            const T wAbove = w + (mul_rn(dB[k], total) - div);
+            const T dwAbove = dw + (mul_rn(dB[k], dTotal) - dDiv);
+            wFlux[coli + k] = w;
+            dWFlux[coli + k] = dw;
+            T thetaAbove = 0, dThetaAbove = 0;
+            if (k + 1 < N) {
+                thetaAbove = thetaMass[ck + 1] / mass[ck + 1];
+                dThetaAbove = (dThetaMass[ck + 1] - mul_rn(thetaAbove, dMass[ck + 1])) / mass[ck + 1];
+            }
+            const T verticalAbove =
+                mul_rn(dwAbove, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N)) +
+                mul_rn(wAbove, hydrostatic::avg_l2i(dTheta, dThetaAbove, k + 1, N));
+            const T dTendMass = -dDiv - hydrostatic::div_vflux(dw, dwAbove, k, N);
+            const T dTendTheta = hydrostatic::with_extra(
+                -thetaFluxDiv[ck] - hydrostatic::div_vflux(vertical, verticalAbove, k, N), extra, nExtra,
+                extraStride, ck);
+            hydrostatic::rk4_update(dTendMass, dMassOld, dMassNew, dMassNext, newCoef, nextCoef,
+                                    accumulate, provisional, ck);
+            hydrostatic::rk4_update(dTendTheta, dThetaMassOld, dThetaMassNew, dThetaMassNext, newCoef,
+                                    nextCoef, accumulate, provisional, ck);
+            w = wAbove;
+            dw = dwAbove;
+            vertical = verticalAbove;
+            theta = thetaAbove;
+            dTheta = dThetaAbove;
+        }
+        wFlux[coli + N] = w;
+        dWFlux[coli + N] = dw;
+    }
+}
+MESHOPS_INSTANTIATE(hs_cell_stage_tl)
+
+// The tangent-linear edge pass: dtend_u = pv_flux_e2e_tl(F, qEdge; dF, dqEdge) - grad_c2e(dB)
+// - (dtheta_e grad_c2e(pi) + theta_e grad_c2e(dpi)) - (dV - V dmass_e / mass_e) / mass_e, with
+// V = avg_i2l(interp_c2e(W) diff_l2i(u)), dV = avg_i2l(interp_c2e(dW) diff_l2i(u) + interp_c2e(W)
+// diff_l2i(dU)); its RK4 update.
+template <typename T, int W>
+__global__ void hs_edge_stage_tl(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge, const T* __restrict__ F,
+    const T* __restrict__ dF, const T* __restrict__ qEdge, const T* __restrict__ dqEdge,
+    const T* __restrict__ dBernoulli, const T* __restrict__ pi, const T* __restrict__ dPi,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ dMass,
+    const T* __restrict__ dThetaMass, const T* __restrict__ wFlux, const T* __restrict__ dWFlux,
+    const T* __restrict__ u, const T* __restrict__ dU, const T* __restrict__ extra,
+    const T* __restrict__ dUOld, T* __restrict__ dUNew, T* __restrict__ dUNext, int maxEdges2,
+    int slotStride, int nExtra, int extraStride, int nVertLevels, T newCoef, T nextCoef,
+    int accumulate, int provisional, int first, int last, int nlev)
+{
+    using hydrostatic::mean_of_ends;
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const T qe = qEdge[i], dqe = dqEdge[i];
+        T acc = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            acc += weightsOnEdge[p] * (dF[e2k] * (qe + qEdge[e2k]) + F[e2k] * (dqe + dqEdge[e2k]));
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        const T invDc = invDcEdge[e];
+        // theta_e and dtheta_e = interp_c2e of theta_mass / mass and (dtheta_mass - theta dmass) / mass
+        T thetaSum = 0, dThetaSum = 0;
+        const int ends[2] = {c0, c1};
+        for (int h = 0; h < 2; ++h) {
+            if (ends[h] < 0) continue;
+            const meshops_offset ck = (meshops_offset)ends[h] * N + k;
+            const T theta = thetaMass[ck] / mass[ck];
+            thetaSum += theta;
+            dThetaSum += (dThetaMass[ck] - mul_rn(theta, dMass[ck])) / mass[ck];
+        }
+        const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
+        const T massEdge = mean_of_ends(mass, c0, c1, N, k), dMassEdge = mean_of_ends(dMass, c0, c1, N, k);
+        const T gradDB = hydrostatic::difference_of_ends(dBernoulli, c0, c1, invDc, N, k);
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+        const T gradDPi = hydrostatic::difference_of_ends(dPi, c0, c1, invDc, N, k);
+        // the vertical advection of u at layer k, from interfaces k and k + 1
+        const T* ue = u + (meshops_offset)e * N;
+        const T* due = dU + (meshops_offset)e * N;
+        T V[2], dV[2];
+        for (int h = 0; h < 2; ++h) {
+            const int j = k + h;
+            const T we = mean_of_ends(wFlux, c0, c1, N + 1, j), dwe = mean_of_ends(dWFlux, c0, c1, N + 1, j);
+            const T du = hydrostatic::diff_l2i(j > 0 ? ue[j - 1] : (T)0, j < N ? ue[j] : (T)0, j, N);
+            const T ddu = hydrostatic::diff_l2i(j > 0 ? due[j - 1] : (T)0, j < N ? due[j] : (T)0, j, N);
+            V[h] = mul_rn(we, du);
+            dV[h] = mul_rn(dwe, du) + mul_rn(we, ddu);
+        }
+        const T v = hydrostatic::avg_i2l(V[0], V[1]), dv = hydrostatic::avg_i2l(dV[0], dV[1]);
+        const T tend = mul_rn((T)0.5, acc) - gradDB -
+                       (mul_rn(dThetaEdge, gradPi) + mul_rn(thetaEdge, gradDPi)) -
+                       (dv - mul_rn(v, dMassEdge) / massEdge) / massEdge;
+        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i), dUOld, dUNew,
+                                dUNext, newCoef, nextCoef, accumulate, provisional, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_edge_stage_tl)

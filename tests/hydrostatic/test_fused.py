@@ -18,7 +18,7 @@ from grids.cache import cached_icosahedral
 from grids.decompose import local_mesh
 from grids.partition import partition_sfc
 from framework.constants import GRAVITY
-from hydrostatic import dynamics, fused, levels, testcases
+from hydrostatic import dynamics, fused, fused_tangent, levels, testcases
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
@@ -34,11 +34,13 @@ host_kernels, _ = host_fixtures(*FAMILIES)
 
 @pytest.fixture
 def on_host(host_kernels):
-    """The CuPy code path on the host kernels, with the NumPy ufuncs the Held-Suarez forcing
+    """The CuPy code path on the host kernels, with the NumPy functions the Held-Suarez forcing
     calls on the array module."""
     with route_to_host(host_kernels, FAMILIES) as launches:
+        module = backend.BACKENDS["cupy"]
         for name in ("sin", "cos", "log", "maximum"):
-            setattr(backend.BACKENDS["cupy"], name, getattr(np, name))
+            setattr(module, name, getattr(np, name))
+        module.where = lambda *args: host(np.where(*args))
         yield launches
 
 A, B = levels.coefficients("jw06_26")
@@ -127,6 +129,25 @@ def test_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant)
     got = fused.fused_tendencies(mesh, *state, *fixed, physics)
     assert on_host["hydrostatic"][:4] == ["hs_pv_vertex", "hs_pv_edge", "hs_cell_stage",
                                           "hs_edge_stage"]
+    for name, a, b in zip(dynamics.TARGETS, got, ref):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def perturbation(state, fixed, rng, cast):
+    """(dmass, dtheta_mass, du, dphi_s): fresh random perturbations of the state's size."""
+    dtype = state[0].dtype
+    return tuple(cast((scale * rng.standard_normal(np.shape(y))).astype(dtype)) for y, scale in
+                 zip((*state, fixed[0]), (10.0, 3000.0, 1.0, 100.0)))
+
+
+@pytest.mark.parametrize("control", [False, True], ids=["state", "state_and_phi_s"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tangent_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, control):
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    *dstate, dphi_s = perturbation(state, fixed, rng, host)
+    dphi_s = dphi_s if control else None
+    ref = dynamics.tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s)
+    got = fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s)
     for name, a, b in zip(dynamics.TARGETS, got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
