@@ -2,12 +2,13 @@
 path (hydrostatic.dynamics with framework.timestepping, the reference).
 
 On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py), where neither path
-contracts multiply-adds, the fused tendencies and a 3-step run equal the operator path's device
-code bitwise in float64 and float32 (JW06's baroclinic wave and Held-Suarez, every kinetic-energy
-form, with del2 / del4 on u and theta), on a level-3 SCVT mesh with 26 levels and a fresh random
-perturbation of the state. On a GPU (marked gpu) the same comparisons run on CuPy: float64 bitwise
-(every product of the operator path rounded on its own in the kernels), float32 within F32_TOL
-relative to the largest value.
+contracts multiply-adds, the fused tendencies, their tangents, a 3-step run and a tangent-linear
+step (hydrostatic.fused_tangent) equal the operator path's device code bitwise in float64 and
+float32 (JW06's baroclinic wave and Held-Suarez, every kinetic-energy form, with del2 / del4 on u
+and theta, phi_s perturbed or not), on a level-3 SCVT mesh with 26 levels and fresh random
+perturbations, and on a rank's mesh with missing neighbours (every row). On a GPU (marked gpu)
+the same comparisons run on CuPy: float64 bitwise (every product of the operator path rounded on
+its own in the kernels), float32 within F32_TOL relative to the largest value.
 """
 import re
 
@@ -22,6 +23,7 @@ from hydrostatic import dynamics, fused, fused_tangent, levels, testcases
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
+from framework.stepper import rk4_step_tl
 
 from meshops.device import backend
 from tests.meshops.host_harness import host, host_fixtures, route_to_host
@@ -152,13 +154,31 @@ def test_tangent_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, 
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tangent_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, dtype):
+    """rk4_step_tl of the fused model against the operator model's, with phi_s perturbed."""
+    state, fixed, physics = setup(mesh, rng, variant, dtype, host)
+    dstate = perturbation(state, fixed, rng, host)
+    got = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *dstate)
+    assert on_host["hydrostatic"][-4:] == ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl",
+                                           "hs_edge_stage_tl"]
+    ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
+    for name, a, b in zip(Model.state_names, got, ref):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
 @pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
 def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank_mesh, rng, variant):
-    """Every row, halo rows with missing neighbours included."""
+    """The tendencies and their tangents, every row, halo rows with missing neighbours included."""
     state, fixed, physics = setup(rank_mesh, rng, variant, np.float64, host)
-    ref = dynamics.tendencies(rank_mesh, *state, *fixed, physics)
-    got = fused.fused_tendencies(rank_mesh, *state, *fixed, physics)
-    for name, a, b in zip(dynamics.TARGETS, got, ref):
+    dstate = perturbation(state, fixed, rng, host)
+    ref = (*dynamics.tendencies(rank_mesh, *state, *fixed, physics),
+           *dynamics.tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
+    got = (*fused.fused_tendencies(rank_mesh, *state, *fixed, physics),
+           *fused_tangent.fused_tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
+    for name, a, b in zip(dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS), got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
@@ -195,13 +215,18 @@ def test_fused_path_refuses_numpy_fields(mesh, rng):
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
+    """Steps, tendencies and a tangent-linear step (phi_s perturbed) of the fused path on CuPy."""
     cupy = pytest.importorskip("cupy")
     state, fixed, physics = setup(mesh, rng, variant, dtype, cupy.asarray)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
     got = run(mesh, state, fixed, physics, None)
     tend_ref = dynamics.tendencies(mesh, *state, *fixed, physics)
     tend = fused.fused_tendencies(mesh, *state, *fixed, physics)
-    for name, a, b in [*zip(Model.state_names, got, ref), *zip(dynamics.TARGETS, tend, tend_ref)]:
+    dstate = perturbation(state, fixed, rng, cupy.asarray)
+    tl_ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
+    tl = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics), *state, *dstate)
+    for name, a, b in [*zip(Model.state_names, got, ref), *zip(dynamics.TARGETS, tend, tend_ref),
+                       *zip(("dmass", "dtheta_mass", "du"), tl, tl_ref)]:
         a, b = cupy.asnumpy(a), cupy.asnumpy(b)
         if dtype == np.float64:
             np.testing.assert_array_equal(a, b, err_msg=name)
