@@ -11,6 +11,7 @@ the same comparisons run on CuPy: float64 bitwise (every product of the operator
 its own in the kernels), float32 within F32_TOL relative to the largest value.
 """
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from grids.decompose import local_mesh
 from grids.partition import partition_sfc
 from framework.constants import GRAVITY
 from hydrostatic import dynamics, fused, fused_tangent, levels, testcases
+from hydrostatic.distribution import halo_depth
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
@@ -180,6 +182,29 @@ def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank
            *fused_tangent.fused_tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
     for name, a, b in zip(dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS), got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize("variant", ["mpas_ke_diffusion", "perot_ke_held_suarez_del4"])
+def test_local_rows_equal_one_process_on_host(on_host, mesh, rng, variant):
+    """On every rank's local mesh (3 ranks, the core's halo depth) the owned rows of the fused
+    tendencies and their tangents (phi_s perturbed) equal the one-process rows bitwise."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    dstate = perturbation(state, fixed, rng, host)
+    whole = (*fused.fused_tendencies(mesh, *state, *fixed, physics),
+             *fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *dstate))
+    owner = partition_sfc(mesh, 3)
+    for rank in range(3):
+        local = local_mesh(mesh, owner, rank, halo_depth=halo_depth())
+        rows = [local.l2g[loc] for loc in ("cell", "cell", "edge", "cell", "vertex")]
+        part = [host(np.asarray(a)[r]) for a, r in zip((*state, *fixed), rows)]
+        dpart = [host(np.asarray(a)[r]) for a, r in zip(dstate, rows)]
+        local_physics = physics if physics.forcing is None else replace(
+            physics, forcing=HeldSuarez(host(local.mesh.latCell)))
+        got = (*fused.fused_tendencies(local.mesh, *part, local_physics),
+               *fused_tangent.fused_tendencies_tl(local.mesh, *part, local_physics, *dpart))
+        for g, w, loc in zip(got, whole, ("cell", "cell", "edge") * 2):
+            n = local.n_owned(loc)
+            np.testing.assert_array_equal(g[:n], w[local.l2g[loc][:n]], err_msg=f"{rank} {loc}")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
