@@ -31,9 +31,10 @@ on theta and on u: `EXTRA_TERMS`) and the forcing are computed by their operator
 provisional state and added by the passes to the tendency, one after the other in the operator
 path's order (terms in `hydrostatic.terms.TERMS` order, then the forcing), before the update.
 
-The arithmetic is the operator path's, in the same order (the kernel file's comment), so a stage
-equals the operator path's bitwise where neither contracts a multiply-add (the host harness, and by
-construction the GPU). Each row depends only on the rows of the stencils it replaces, so a
+The tangent-linear passes (`hydrostatic.fused_tangent`) are declared here with these, in
+`_KERNELS`. The arithmetic is the operator path's, in the same order (the kernel file's comment),
+so a stage equals the operator path's bitwise where neither contracts a multiply-add (the host
+harness, and by construction the GPU). Each row depends only on the rows of the stencils it replaces, so a
 decomposed run equals one process bitwise, as the operator path does. The design and its
 traffic: docs/decisions/0032-fused-hydrostatic-stage.md.
 """
@@ -102,9 +103,10 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                + _RK_SCALARS, threads="level"),
 ))
 
-#: The mesh tables the passes read.
+#: The mesh tables the passes (forward and tangent-linear) read.
 TABLES = ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef", "verticesOnEdge", "edgesOnCell",
-          "cellsAcrossOnCell", "divCoef", "keCoef", "keCoef2", *trisk.FORWARD, "cellsOnEdge", "invDcEdge")
+          "cellsAcrossOnCell", "divCoef", "keCoef", "keCoef2", *trisk.FORWARD, "cellsOnEdge",
+          "invDcEdge")
 #: The terms of `hydrostatic.terms` the passes do not compute: added as extra tendencies.
 EXTRA_TERMS = (terms.Del2Theta, terms.Del4Theta, terms.Del2, terms.Del4)
 
