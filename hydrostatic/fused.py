@@ -130,16 +130,18 @@ class FusedStage:
             field = self._scratch[key] = array_module(like).empty((n,) + shape, like.dtype)
         return field
 
-    def extras(self, mass, theta_mass, u, phi_s, f_vertex, physics) -> dict:
+    def extras(self, mass, theta_mass, u, phi_s, physics) -> dict:
         """{target: [the tendencies added to the passes' one, in order]} of the provisional state:
-        the active `EXTRA_TERMS`, then the forcing's (from the operator path's diagnostics)."""
+        the active `EXTRA_TERMS`, then the forcing's (of the operator path's column diagnostics,
+        which it reads)."""
         m = for_fields(self.mesh, mass, u)
         extra = {"tend_theta_mass": [], "tend_u": []}
         active = [term for term in EXTRA_TERMS if term.active(physics)]
+        b = dict(mass=mass, theta_mass=theta_mass, u=u)
         if physics.forcing is not None:
-            b = dynamics.diagnostics(m, mass, theta_mass, u, phi_s, f_vertex, physics)
+            b.update(dynamics.column_diagnostics(m, mass, theta_mass, phi_s, physics))
         elif active:
-            b = dict(mass=mass, theta_mass=theta_mass, u=u, theta=theta_mass / mass)
+            b["theta"] = theta_mass / mass
         for term in active:
             extra[term.target].append(term.forward(m, b, physics))
         if physics.forcing is not None:
@@ -155,7 +157,7 @@ class FusedStage:
         fields)."""
         m = for_fields(self.mesh, mass, u)
         xp, N = array_module(mass), int(mass.shape[1])
-        extra = self.extras(mass, theta_mass, u, phi_s, f_vertex, physics)
+        extra = self.extras(mass, theta_mass, u, phi_s, physics)
         q_vertex = self.scratch("qVertex", "vertex", u)
         (eov, curl, cov, kite), stride = m.stencil(
             ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"), (u, mass))

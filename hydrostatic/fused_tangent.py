@@ -36,21 +36,22 @@ class FusedTangentStage(FusedStage):
     """One tangent-linear RK4 stage through the fused passes on `mesh` (a `meshops.DeviceMesh`
     on CuPy, or a mesh), holding the passes' scratch fields."""
 
-    def tangent_extras(self, mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s, f_vertex,
+    def tangent_extras(self, mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s,
                        physics) -> dict:
         """{target: [the tangents added to the passes' one, in order]}: those of the active
-        `EXTRA_TERMS`, then the forcing's (from the operator path's diagnostics and tangents)."""
+        `EXTRA_TERMS`, then the forcing's (of the operator path's column diagnostics and their
+        tangents, which it reads)."""
         m = for_fields(self.mesh, mass, u)
         extra = {"tend_theta_mass": [], "tend_u": []}
         active = [term for term in EXTRA_TERMS if term.active(physics)]
+        b = dict(mass=mass, theta_mass=theta_mass, u=u)
+        t = dict(mass=dmass, theta_mass=dtheta_mass, u=du)
         if physics.forcing is not None:
-            b = dynamics.diagnostics(m, mass, theta_mass, u, phi_s, f_vertex, physics)
-            t = dynamics.diagnostics_tl(m, b, dmass, dtheta_mass, du, dphi_s, physics)
+            b.update(dynamics.column_diagnostics(m, mass, theta_mass, phi_s, physics))
+            t.update(dynamics.column_diagnostics_tl(m, b, mass, dmass, dtheta_mass, dphi_s, physics))
         elif active:
-            theta = theta_mass / mass
-            b = dict(mass=mass, theta_mass=theta_mass, u=u, theta=theta)
-            t = dict(mass=dmass, theta_mass=dtheta_mass, u=du,
-                     theta=(dtheta_mass - theta * dmass) / mass)
+            b["theta"] = theta_mass / mass
+            t["theta"] = (dtheta_mass - b["theta"] * dmass) / mass
         for term in active:
             extra[term.target].append(term.tangent(m, b, t, physics))
         if physics.forcing is not None:
@@ -67,7 +68,7 @@ class FusedTangentStage(FusedStage):
         m = for_fields(self.mesh, mass, u)
         xp, N = array_module(mass), int(mass.shape[1])
         extra = self.tangent_extras(mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s,
-                                    f_vertex, physics)
+                                    physics)
         q_vertex, dq_vertex = self.scratch("qVertex", "vertex", u), self.scratch("dqVertex", "vertex", u)
         (eov, curl, cov, kite), stride = m.stencil(
             ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"), (u, mass))
