@@ -3,7 +3,7 @@ process, against the step's memory-traffic floor over the measured copy bandwidt
 of each operator in a tendency evaluation.
 
     python benchmarks/bench_hydrostatic.py --levels 8 9 --dtypes float64 float32 [--breakdown]
-        [--paths operator fused] [--passes] [--inviscid] [--backend numpy]
+        [--paths operator fused] [--passes] [--tangent] [--inviscid] [--backend numpy]
         [--json out.json]
 
 Traffic floor of one RK4 step: 4 stages, each reading the provisional state (mass, theta_mass, u)
@@ -13,9 +13,11 @@ and writing the next one, and reading and writing the accumulated new state: 4 x
 call: the kernels' time, not the host's): the rest of the evaluation's wall time is the elementwise
 arithmetic between them and the host's launch overhead where the GPU waits for it.
 
-`--paths` steps the operator path and/or the fused stages (`hydrostatic.fused`, CuPy only; default
-both on CuPy) and reports each step's time and its ratio to the floor; `--passes` times each fused kernel of one
-step (CUDA events around each launch, summed over the step's four stages). The JW06 configs' del4
+`--paths` steps the operator path and/or the fused stages (`hydrostatic.fused`, CuPy only;
+default both on CuPy) and reports each step's time and its ratio to the floor; `--passes` times
+each fused kernel of one step (CUDA events around each launch, summed over the step's four
+stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`: its
+recording sweep, the operator path's on both paths, included). The JW06 configs' del4
 on u is computed outside the fused passes (by its operators, added by the edge pass);
 `--inviscid` leaves it out, so that the fused step is the four passes alone.
 """
@@ -40,6 +42,7 @@ from hydrostatic import dynamics, fused, levels, terms, testcases  # noqa: E402
 from hydrostatic.dynamics import Physics  # noqa: E402
 from hydrostatic.model import Model  # noqa: E402
 from framework.constants import GRAVITY  # noqa: E402
+from framework.stepper import rk4_step_tl  # noqa: E402
 
 #: dt (s) and del4 viscosity (m4 s-1) of the JW06 configs at level 5; dt halves with each level
 #: and the viscosity scales with the grid distance cubed (configs/jw06_*).
@@ -64,6 +67,19 @@ def time_steps(model, xp, steps: int) -> float:
     t0 = time.perf_counter()
     for _ in range(steps):
         model.step()
+    synchronize(xp)
+    return (time.perf_counter() - t0) / steps
+
+
+def time_tangent(model, xp, steps: int) -> float:
+    """Seconds per tangent-linear step about the model's state after one warm-up step."""
+    state = model.state
+    dstate = [1e-3 * f for f in state]
+    rk4_step_tl(model, *state, *dstate)
+    synchronize(xp)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        rk4_step_tl(model, *state, *dstate)
     synchronize(xp)
     return (time.perf_counter() - t0) / steps
 
@@ -157,6 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--paths", nargs="+", choices=("operator", "fused"),
                     help="default: both on cupy, the operator path on numpy")
     ap.add_argument("--passes", action="store_true")
+    ap.add_argument("--tangent", action="store_true")
     ap.add_argument("--inviscid", action="store_true")
     ap.add_argument("--json", type=pathlib.Path)
     args = ap.parse_args(argv)
@@ -183,6 +200,9 @@ def main(argv=None) -> int:
             print(f"level {level} ({mesh.nCells} cells) {dtype} {path}: step {1e3 * seconds:.2f} ms, "
                   f"floor {1e3 * floor:.2f} ms ({seconds / floor:.2f}x), dt {model.dt:g} s, "
                   f"{days_per_hour:.2f} simulated days per hour", flush=True)
+            if args.tangent:
+                row["tangent_step_ms"] = ms = 1e3 * time_tangent(model, xp, args.steps)
+                print(f"    tangent-linear step {ms:.2f} ms", flush=True)
             if args.passes and path == "fused":
                 row["passes_ms"] = passes = pass_times(model, xp)
                 for name, ms in passes.items():
