@@ -3,7 +3,8 @@ process, against the step's memory-traffic floor over the measured copy bandwidt
 of each operator in a tendency evaluation.
 
     python benchmarks/bench_hydrostatic.py --levels 8 9 --dtypes float64 float32 [--breakdown]
-        [--backend numpy] [--json out.json]
+        [--paths operator fused] [--passes] [--tangent] [--inviscid] [--backend numpy]
+        [--json out.json]
 
 Traffic floor of one RK4 step: 4 stages, each reading the provisional state (mass, theta_mass, u)
 and writing the next one, and reading and writing the accumulated new state: 4 x 3 x |state|
@@ -11,6 +12,14 @@ and writing the next one, and reading and writing the accumulated new state: 4 x
 `--breakdown` times every meshops operator of one tendency evaluation (CUDA events around each
 call: the kernels' time, not the host's): the rest of the evaluation's wall time is the elementwise
 arithmetic between them and the host's launch overhead where the GPU waits for it.
+
+`--paths` steps the operator path and/or the fused stages (`hydrostatic.fused`, CuPy only;
+default both on CuPy) and reports each step's time and its ratio to the floor; `--passes` times
+each fused kernel of one step (CUDA events around each launch, summed over the step's four
+stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`: its
+recording sweep, the operator path's on both paths, included). The JW06 configs' del4
+on u is computed outside the fused passes (by its operators, added by the edge pass);
+`--inviscid` leaves it out, so that the fused step is the four passes alone.
 """
 from __future__ import annotations
 
@@ -29,24 +38,25 @@ from common import copy_bandwidth, synchronize  # noqa: E402
 from meshes import icosahedral_mesh  # noqa: E402
 
 import meshops  # noqa: E402
-from hydrostatic import dynamics, levels, terms, testcases  # noqa: E402
+from hydrostatic import dynamics, fused, levels, terms, testcases  # noqa: E402
 from hydrostatic.dynamics import Physics  # noqa: E402
 from hydrostatic.model import Model  # noqa: E402
 from framework.constants import GRAVITY  # noqa: E402
+from framework.stepper import rk4_step_tl  # noqa: E402
 
 #: dt (s) and del4 viscosity (m4 s-1) of the JW06 configs at level 5; dt halves with each level
 #: and the viscosity scales with the grid distance cubed (configs/jw06_*).
 DT_LEVEL5, VISC4_LEVEL5 = 720.0, 5.0e15
 
 
-def build(mesh, level, dtype, xp):
+def build(mesh, level, dtype, xp, fused_path=False, inviscid=False):
     A, B = levels.coefficients("jw06_26")
     state = testcases.initial_state(mesh, "jw06_baroclinic", A, B)
     cast = lambda a: xp.asarray(np.asarray(a, dtype=dtype))  # noqa: E731
     physics = Physics(p_top=float(A[-1]), dB=cast(B[:-1] - B[1:]), gravity=GRAVITY,
-                      visc4=VISC4_LEVEL5 / 8.0 ** (level - 5))
+                      visc4=0.0 if inviscid else VISC4_LEVEL5 / 8.0 ** (level - 5))
     return Model(mesh, cast(state.mass), cast(state.theta_mass), cast(state.u), cast(state.phi_s),
-                 cast(state.f_vertex), DT_LEVEL5 / 2 ** (level - 5), physics)
+                 cast(state.f_vertex), DT_LEVEL5 / 2 ** (level - 5), physics, fused=fused_path)
 
 
 def time_steps(model, xp, steps: int) -> float:
@@ -57,6 +67,19 @@ def time_steps(model, xp, steps: int) -> float:
     t0 = time.perf_counter()
     for _ in range(steps):
         model.step()
+    synchronize(xp)
+    return (time.perf_counter() - t0) / steps
+
+
+def time_tangent(model, xp, steps: int) -> float:
+    """Seconds per tangent-linear step about the model's state after one warm-up step."""
+    state = model.state
+    dstate = [1e-3 * f for f in state]
+    rk4_step_tl(model, *state, *dstate)
+    synchronize(xp)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        rk4_step_tl(model, *state, *dstate)
     synchronize(xp)
     return (time.perf_counter() - t0) / steps
 
@@ -119,6 +142,27 @@ def breakdown(model, xp, reps: int = 5) -> dict:
     return dict(tendency_ms=1e3 * whole, operators=ops)
 
 
+def pass_times(model, xp) -> dict:
+    """{fused kernel: ms per step}: CUDA events around each launch of one step."""
+    events = collections.defaultdict(list)
+    launch = fused._KERNELS.launch
+
+    def timed(name, *args, **kwargs):
+        start, end = xp.cuda.Event(), xp.cuda.Event()
+        start.record()
+        launch(name, *args, **kwargs)
+        end.record()
+        events[name].append((start, end))
+    fused._KERNELS.launch = timed
+    try:
+        model.step()
+        synchronize(xp)
+    finally:
+        fused._KERNELS.launch = launch
+    return {name: sum(xp.cuda.get_elapsed_time(a, b) for a, b in pairs)
+            for name, pairs in events.items()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", type=int, nargs="+", default=[8])
@@ -126,6 +170,11 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", choices=("cupy", "numpy"), default="cupy")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--breakdown", action="store_true")
+    ap.add_argument("--paths", nargs="+", choices=("operator", "fused"),
+                    help="default: both on cupy, the operator path on numpy")
+    ap.add_argument("--passes", action="store_true")
+    ap.add_argument("--tangent", action="store_true")
+    ap.add_argument("--inviscid", action="store_true")
     ap.add_argument("--json", type=pathlib.Path)
     args = ap.parse_args(argv)
     if args.backend == "cupy":
@@ -134,21 +183,30 @@ def main(argv=None) -> int:
         bandwidth = copy_bandwidth(xp)
     else:
         xp, device, bandwidth = np, "CPU", copy_bandwidth(np)
+    if args.paths is None:
+        args.paths = ["operator", "fused"] if xp is not np else ["operator"]
     rows = []
     for level in args.levels:
         mesh = icosahedral_mesh(level)
-        for dtype in args.dtypes:
-            model = build(mesh, level, np.dtype(dtype), xp)
+        for dtype, path in ((d, p) for d in args.dtypes for p in args.paths):
+            model = build(mesh, level, np.dtype(dtype), xp, path == "fused", args.inviscid)
             seconds = time_steps(model, xp, args.steps)
             state_bytes = sum(int(f.nbytes) for f in model.state)
             floor = 12 * state_bytes / bandwidth
             days_per_hour = model.dt / 86400.0 * 3600.0 / seconds
-            row = dict(level=level, cells=mesh.nCells, dtype=dtype, dt=model.dt,
-                       step_ms=1e3 * seconds, floor_ms=1e3 * floor, ratio=seconds / floor,
-                       days_per_hour=days_per_hour)
-            print(f"level {level} ({mesh.nCells} cells) {dtype}: step {1e3 * seconds:.2f} ms, floor "
-                  f"{1e3 * floor:.2f} ms ({seconds / floor:.1f}x), dt {model.dt:g} s, "
+            row = dict(level=level, cells=mesh.nCells, dtype=dtype, path=path, dt=model.dt,
+                       inviscid=args.inviscid, step_ms=1e3 * seconds, floor_ms=1e3 * floor,
+                       ratio=seconds / floor, days_per_hour=days_per_hour)
+            print(f"level {level} ({mesh.nCells} cells) {dtype} {path}: step {1e3 * seconds:.2f} ms, "
+                  f"floor {1e3 * floor:.2f} ms ({seconds / floor:.2f}x), dt {model.dt:g} s, "
                   f"{days_per_hour:.2f} simulated days per hour", flush=True)
+            if args.tangent:
+                row["tangent_step_ms"] = ms = 1e3 * time_tangent(model, xp, args.steps)
+                print(f"    tangent-linear step {ms:.2f} ms", flush=True)
+            if args.passes and path == "fused":
+                row["passes_ms"] = passes = pass_times(model, xp)
+                for name, ms in passes.items():
+                    print(f"    {name:32s} {ms:8.3f} ms per step")
             if args.breakdown:
                 row["breakdown"] = b = breakdown(model, xp)
                 rest = b["tendency_ms"] - sum(ms for ms, _ in b["operators"].values())

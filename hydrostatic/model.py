@@ -1,15 +1,20 @@
 """The hydrostatic model: local mesh, state (mass, theta_mass, u), fixed fields (phi_s, f_vertex),
 physics, and its RK4 step: the shared stepper (`framework.stepper`) with this model's tendencies, their
-tangent-linear and adjoint (`hydrostatic.dynamics`) as its stages, one state exchange per stage;
+tangent-linear and adjoint (`hydrostatic.dynamics`) as its stages (on CuPy the forward and
+tangent-linear stages in fused kernels: `hydrostatic.fused`), one state exchange per stage;
 `framework.stepper.rk4_step_tl` / `rk4_step_adj` take the model, with the surface geopotential phi_s as
 its control."""
 from __future__ import annotations
+
+import numpy as np
 
 import meshops
 from meshops.device.backend import array_module
 from framework import stepper
 
 from hydrostatic.dynamics import Physics, tendencies, tendencies_adj, tendencies_tl
+from hydrostatic.fused import TABLES as FUSED_TABLES
+from hydrostatic.fused import FusedStages
 
 
 class Model:
@@ -17,7 +22,10 @@ class Model:
     NumPy or CuPy arrays, the operators run on the `meshops.DeviceMesh` of the mesh on their
     backend. `distribution` (`hydrostatic.distribution`) brings the halo rows of the provisional
     state up to date before each RK4 stage (with `exchange_tl`, the perturbations and adjoint
-    tendencies of the tangent-linear and adjoint steps); None: one process."""
+    tendencies of the tangent-linear and adjoint steps); None: one process. `fused` runs the
+    forward and tangent-linear stages through the fused kernels of `hydrostatic.fused` and
+    `hydrostatic.fused_tangent` (CuPy only; default: on CuPy fields), otherwise through the
+    operators; the adjoint stages are the operators' either way."""
 
     #: The locations of the state (mass, theta_mass, u) and of the controls (phi_s: the fixed field
     #: the tangent-linear and adjoint steps perturb), in `framework.stepper`'s order.
@@ -28,18 +36,26 @@ class Model:
     control_names = ("phi_s",)
 
     def __init__(self, mesh, mass, theta_mass, u, phi_s, f_vertex, dt: float, physics: Physics,
-                 distribution=None, device_mesh=None):
+                 distribution=None, device_mesh=None, fused: bool | None = None):
         if not dt > 0:
             raise ValueError(f"dt: expected a positive time step in seconds, got {dt}")
         self.mesh, self.mass, self.theta_mass, self.u = mesh, mass, theta_mass, u
         self.phi_s, self.f_vertex, self.dt, self.physics = phi_s, f_vertex, float(dt), physics
         self.distribution, self.step_count = distribution, 0
-        self.device_mesh = device_mesh or meshops.device_mesh(mesh, array_module(mass))
-        self.stages = stepper.TendencyStages(
+        xp = array_module(mass)
+        self.device_mesh = device_mesh or meshops.device_mesh(mesh, xp)
+        self.fused = xp is not np if fused is None else bool(fused)
+        if self.fused and xp is np:
+            raise ValueError("fused: the fused RK4 kernels run on CuPy fields, got NumPy arrays; "
+                             "expected fused=False or None on NumPy")
+        operator_stages = stepper.TendencyStages(
             lambda p: self.tendencies(*p),
             lambda p, dp, dc: tendencies_tl(self.device_mesh, *p, *self._fixed(), *dp, *(dc or (None,))),
             lambda p, k_adj, mode: tendencies_adj(self.device_mesh, *p, *self._fixed(), *k_adj,
                                                   mode=mode))
+        self.stages = FusedStages(self, operator_stages) if self.fused else operator_stages
+        if self.fused:
+            self.device_mesh.prebuild(FUSED_TABLES)
 
     def _fixed(self) -> tuple:
         return self.phi_s, self.f_vertex, self.physics

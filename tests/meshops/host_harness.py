@@ -88,12 +88,13 @@ def _base_type(param: str) -> str:
     return lanes.group(1) if lanes else param.replace("const", "").replace("*", "").strip()
 
 
-#: Directories of the package's CUDA sources: meshops's operator families and the model's kernels.
-SOURCE_DIRS = (CUDA_DIR, CUDA_DIR.parent.parent / "swm" / "cuda")
+#: Directories of the package's CUDA sources: meshops's operator families and the models' kernels.
+SOURCE_DIRS = (CUDA_DIR, CUDA_DIR.parent.parent / "swm" / "cuda",
+               CUDA_DIR.parent.parent / "hydrostatic" / "cuda")
 
 
 def source_of(family: str):
-    """The .cu file of kernel family `family` (meshops/cuda or swm/cuda)."""
+    """The .cu file of kernel family `family` (meshops/cuda, swm/cuda or hydrostatic/cuda)."""
     (path,) = [d / f"{family}.cu" for d in SOURCE_DIRS if (d / f"{family}.cu").exists()]
     return path
 

@@ -12,8 +12,9 @@ from meshops.device.kernels import CUDA_DIR, cuda_sources
 
 from .host_harness import SOURCE_DIRS
 
-#: Every CUDA source of the package: meshops's operator families and the model's kernels (swm/cuda).
-SOURCES = cuda_sources() + sorted(SOURCE_DIRS[1].glob("*.cu"))
+#: Every CUDA source of the package: meshops's operator families and the models' kernels (swm/cuda,
+#: hydrostatic/cuda).
+SOURCES = cuda_sources() + [path for d in SOURCE_DIRS[1:] for path in sorted(d.glob("*.cu"))]
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")

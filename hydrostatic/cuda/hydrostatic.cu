@@ -1,0 +1,549 @@
+// The hydrostatic core's RK4 stage in four fused passes (hydrostatic/fused.py; the unfused reference
+// is hydrostatic/dynamics.py with framework/timestepping.py). One stage of the provisional state
+// (mass, thetaMass, u), N = nVertLevels layers, interfaces 0..N (0 the surface):
+//
+//   vertex pass  qVertex = (curl_e2v(u) + fVertex) / interp_c2v(mass)          (vertex, layer)
+//   q edge pass  qEdge = interp_v2e(qVertex)                                   (edge, layer)
+//   cell pass    one thread per column: F = interp_c2e(mass) u (written by each edge's first
+//                present cell), D = div_e2c(F), div_e2c(theta_e F), K = ke_e2c(u) (or given);
+//                p_i, p, pi = cp exner(p), alpha, phi_i, phi, B = K + phi, W; the tendencies of
+//                mass and thetaMass and their RK4 update                       (cell, column)
+//   edge pass    tend_u = pv_flux_e2e(F, qEdge) - grad_c2e(B) - theta_e grad_c2e(pi)
+//                - avg_i2l(interp_c2e(W) diff_l2i(u)) / interp_c2e(mass); its RK4 update (edge, layer)
+//
+// RK4 update of a tendency k at one entry: yNew = (accumulate ? yNew : yOld) + newCoef * k, and
+// with `provisional` yNext = yOld + nextCoef * k. Terms computed outside (diffusion, forcing) come
+// as `nExtra` fields of `extraStride` entries each, added to k one after the other.
+//
+// Same arithmetic as the operator path: the stencil sums of the operator kernels in the same slot
+// order, the vertical sums in the scans' order, the vertical two-level stencils with their exact
+// coefficients (0, +-1, 1/2: every product exact), and every product the operator path forms as an
+// elementwise operation rounded on its own (mul_rn), so that no multiply-add contracts it.
+//
+// Every field here holds levels of one column contiguous; the kernels run one level per thread
+// (W = 1; the template parameter keeps the common signature).
+#include "stencil.cuh"
+
+#ifndef __CUDACC__
+#include <cmath>  // the host build of the tests (tests/meshops/host_harness.py)
+using std::pow;
+#endif
+
+namespace hydrostatic {
+
+// a * b rounded on its own (never contracted into a multiply-add).
+template <typename T>
+__device__ __forceinline__ T mul_rn(T a, T b)
+{
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(T) == 8) {
+        return __dmul_rn(a, b);
+    } else {
+        return __fmul_rn(a, b);
+    }
+#else
+    return a * b;
+#endif
+}
+
+// (x[a] + x[b]) / 2 over the present ends a, b of a two-point stencil at level k of columns of
+// `levels` values (mean_2e).
+template <typename T>
+__device__ __forceinline__ T mean_of_ends(const T* __restrict__ x, int a, int b, int levels, int k)
+{
+    T acc = 0;
+    if (a >= 0) acc += x[(meshops_offset)a * levels + k];
+    if (b >= 0) acc += x[(meshops_offset)b * levels + k];
+    return (T)0.5 * acc;
+}
+
+// (x[b] - x[a]) * invLength at level k (grad_2e), the product rounded on its own.
+template <typename T>
+__device__ __forceinline__ T difference_of_ends(const T* __restrict__ x, int a, int b, T invLength,
+                                                int levels, int k)
+{
+    T acc = 0;
+    if (b >= 0) acc += x[(meshops_offset)b * levels + k];
+    if (a >= 0) acc -= x[(meshops_offset)a * levels + k];
+    return mul_rn(invLength, acc);
+}
+
+// The two-level layer -> interface stencil y[i] = c0 x[i-1] + c1 x[i] (pair_l2i; terms off the
+// column absent) of avg_l2i (c = (0, 1) at i = 0, (1, 0) at i = N, else (1/2, 1/2)).
+template <typename T>
+__device__ __forceinline__ T avg_l2i(T below, T above, int i, int N)
+{
+    T acc = 0;
+    if (i > 0) acc += (i == N ? (T)1 : (T)0.5) * below;
+    if (i < N) acc += (i == 0 ? (T)1 : (T)0.5) * above;
+    return acc;
+}
+
+// The same of diff_l2i (c = (0, 0) at i = 0 and N, else (-1, 1)).
+template <typename T>
+__device__ __forceinline__ T diff_l2i(T below, T above, int i, int N)
+{
+    const bool end = i == 0 || i == N;
+    T acc = 0;
+    if (i > 0) acc += (end ? (T)0 : (T)-1) * below;
+    if (i < N) acc += (end ? (T)0 : (T)1) * above;
+    return acc;
+}
+
+// The interface -> layer stencil y[k] = c0 F[k] + c1 F[k+1] (pair_i2l) of div_vflux_i2l (c0 = 0 at
+// k = 0, c1 = 0 at k = N - 1: no flux through the surface and the top, else (-1, 1)).
+template <typename T>
+__device__ __forceinline__ T div_vflux(T lower, T upper, int k, int N)
+{
+    return (k == 0 ? (T)0 : (T)-1) * lower + (k == N - 1 ? (T)0 : (T)1) * upper;
+}
+
+// ... and of avg_i2l (c = (1/2, 1/2)).
+template <typename T>
+__device__ __forceinline__ T avg_i2l(T lower, T upper)
+{
+    return (T)0.5 * lower + (T)0.5 * upper;
+}
+
+// k plus the extra tendencies at entry i, in order.
+template <typename T>
+__device__ __forceinline__ T with_extra(T k, const T* __restrict__ extra, int nExtra, int extraStride,
+                                        meshops_offset i)
+{
+    for (int x = 0; x < nExtra; ++x) k = k + extra[(meshops_offset)x * extraStride + i];
+    return k;
+}
+
+// The RK4 update of entry i from its tendency k (file comment).
+template <typename T>
+__device__ __forceinline__ void rk4_update(T k, const T* __restrict__ yOld, T* __restrict__ yNew,
+                                           T* __restrict__ yNext, T newCoef, T nextCoef,
+                                           int accumulate, int provisional, meshops_offset i)
+{
+    const T old = yOld[i];
+    yNew[i] = (accumulate ? yNew[i] : old) + mul_rn(newCoef, k);
+    if (provisional) yNext[i] = old + mul_rn(nextCoef, k);
+}
+
+}  // namespace hydrostatic
+
+// qVertex[v,k] = (sum_i curlCoef[v,i] u[e_i,k] + fVertex[v]) / sum_i c2vCoef[v,i] mass[c_i,k], e_i =
+// edgesOnVertex[v,i], c_i = cellsOnVertex[v,i] (both tables in one layout, slotStride).
+template <typename T, int W>
+__global__ void hs_pv_vertex(const int* __restrict__ edgesOnVertex, const T* __restrict__ curlCoef,
+                             const int* __restrict__ cellsOnVertex, const T* __restrict__ c2vCoef,
+                             const T* __restrict__ u, const T* __restrict__ mass,
+                             const T* __restrict__ fVertex, T* __restrict__ qVertex, int vertexDegree,
+                             int slotStride, int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(v, k, i, nlev);
+        T vorticity = 0, massVertex = 0;
+        meshops::for_each_slot(edgesOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int e) {
+            vorticity += curlCoef[p] * u[(meshops_offset)e * nlev + k];
+        });
+        meshops::for_each_slot(cellsOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int c) {
+            massVertex += c2vCoef[p] * mass[(meshops_offset)c * nlev + k];
+        });
+        qVertex[i] = (vorticity + fVertex[v]) / massVertex;
+    }
+}
+MESHOPS_INSTANTIATE(hs_pv_vertex)
+
+// qEdge[e,k] = (qVertex[v0,k] + qVertex[v1,k]) / 2, (v0, v1) = verticesOnEdge[e] (interp_v2e).
+template <typename T, int W>
+__global__ void hs_pv_edge(const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
+                           T* __restrict__ qEdge, int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        qEdge[i] = hydrostatic::mean_of_ends(qVertex, verticesOnEdge[2 * e], verticesOnEdge[2 * e + 1],
+                                             nlev, k);
+    }
+}
+MESHOPS_INSTANTIATE(hs_pv_edge)
+
+// The cell pass (file comment), one thread per column c of cells [first, last); edgesOnCell,
+// cellsAcross, divCoef and keCoef in one layout (slotStride); cellsAcross as in swm/cuda/
+// shallow_water.cu (-2 - the other cell where c writes the edge's flux F). Two sweeps:
+//   down (k = N-1..0): the horizontal sums at layer k (D, div_e2c(theta_e F), K when keInline),
+//     p_i[k] = pTop + g sum_{j>=k} mass[j], p[k] = avg_i2l(p_i), the column total of D; p, D,
+//     div_e2c(theta_e F) and K are held in pi, wFlux[k], thetaFluxDiv and bernoulli until
+//   up (k = 0..N-1) reads them: alpha = R theta exner(p) / p, pi = cp exner(p),
+//     phi_i[k+1] = phiS + g sum_{j<=k} mass alpha, B = K + avg_i2l(phi_i),
+//     W[k+1] = W[k] + (dB[k] total - D[k]), and the tendencies
+//     tend_mass = -D - div_vflux(W), tend_thetaMass = -div_e2c(theta_e F) - div_vflux(W avg_l2i(theta)).
+// Without keInline, K is the field ke.
+template <typename T, int W>
+__global__ void hs_cell_stage(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef, const T* __restrict__ dB,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
+    const T* __restrict__ phiS, const T* __restrict__ ke, const T* __restrict__ extra,
+    const T* __restrict__ massOld, T* __restrict__ massNew, T* __restrict__ massNext,
+    const T* __restrict__ thetaMassOld, T* __restrict__ thetaMassNew, T* __restrict__ thetaMassNext,
+    T* __restrict__ pi, T* __restrict__ bernoulli, T* __restrict__ wFlux,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, int maxEdges, int slotStride, int keInline,
+    int nExtra, int extraStride, int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp,
+    T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
+{
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        const int c = meshops_entity(i, nlev);
+        const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
+        T massAbove = 0, divAbove = 0, pAbove = pTop + mul_rn(gravity, massAbove);
+        for (int k = N - 1; k >= 0; --k) {
+            const T mc = mass[col + k], thc = thetaMass[col + k] / mc;
+            T div = 0, divTheta = 0, kinetic = 0;
+            meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
+                const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
+                const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
+                const T ue = u[ek];
+                const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
+                const T thetaEdge = (T)0.5 * (other >= 0 ? thc + thetaMass[ok] / mass[ok] : thc);
+                const T flux = mul_rn(massEdge, ue);
+                if (across < 0) F[ek] = flux;
+                div += divCoef[p] * flux;
+                divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
+                if (keInline) kinetic += keCoef[p] * (ue * ue);
+            });
+            massAbove += mc;
+            divAbove += div;
+            const T pBelow = pTop + mul_rn(gravity, massAbove);
+            pi[col + k] = hydrostatic::avg_i2l(pBelow, pAbove);
+            pAbove = pBelow;
+            wFlux[coli + k] = div;
+            thetaFluxDiv[col + k] = divTheta;
+            if (keInline) bernoulli[col + k] = kinetic;
+        }
+        const T total = divAbove;
+        T w = 0, massAlpha = 0, phiBelow = phiS[c] + mul_rn(gravity, massAlpha);
+        T theta = thetaMass[col] / mass[col];
+        T wTheta = mul_rn(w, hydrostatic::avg_l2i(theta, theta, 0, N));
+        for (int k = 0; k < N; ++k) {
+            const meshops_offset ck = col + k;
+            const T p = pi[ck], exner = pow(p / p0, kappa);
+            const T alpha = R * theta * exner / p;
+            pi[ck] = cp * exner;
+            massAlpha += mul_rn(mass[ck], alpha);
+            const T phiAbove = phiS[c] + mul_rn(gravity, massAlpha);
+            bernoulli[ck] = (keInline ? bernoulli[ck] : ke[ck]) + hydrostatic::avg_i2l(phiBelow, phiAbove);
+            phiBelow = phiAbove;
+            const T div = wFlux[coli + k];
+            const T wAbove = w + (mul_rn(dB[k], total) - div);
+            wFlux[coli + k] = w;
+            const T thetaAbove = k + 1 < N ? thetaMass[ck + 1] / mass[ck + 1] : (T)0;
+            const T wThetaAbove = mul_rn(wAbove, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N));
+            const T tendMass = -div - hydrostatic::div_vflux(w, wAbove, k, N);
+            const T tendTheta = hydrostatic::with_extra(
+                -thetaFluxDiv[ck] - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extra, nExtra,
+                extraStride, ck);
+            hydrostatic::rk4_update(tendMass, massOld, massNew, massNext, newCoef, nextCoef, accumulate,
+                                    provisional, ck);
+            hydrostatic::rk4_update(tendTheta, thetaMassOld, thetaMassNew, thetaMassNext, newCoef,
+                                    nextCoef, accumulate, provisional, ck);
+            w = wAbove;
+            wTheta = wThetaAbove;
+            theta = thetaAbove;
+        }
+        wFlux[coli + N] = w;
+    }
+}
+MESHOPS_INSTANTIATE(hs_cell_stage)
+
+// The edge pass (file comment) over (edge, layer) of edges [first, last): edgesOnEdge and
+// weightsOnEdge in one layout (slotStride), cellsOnEdge row-major; wFlux on interfaces.
+template <typename T, int W>
+__global__ void hs_edge_stage(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge, const T* __restrict__ F,
+    const T* __restrict__ qEdge, const T* __restrict__ bernoulli, const T* __restrict__ pi,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ wFlux,
+    const T* __restrict__ u, const T* __restrict__ extra, const T* __restrict__ uOld,
+    T* __restrict__ uNew, T* __restrict__ uNext, int maxEdges2, int slotStride, int nExtra,
+    int extraStride, int nVertLevels, T newCoef, T nextCoef, int accumulate, int provisional,
+    int first, int last, int nlev)
+{
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const T qe = qEdge[i];
+        T acc = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            acc += weightsOnEdge[p] * (F[e2k] * (qe + qEdge[e2k]));
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        const T invDc = invDcEdge[e];
+        // theta_e = interp_c2e(theta_mass / mass)
+        T thetaSum = 0;
+        if (c0 >= 0) thetaSum += thetaMass[(meshops_offset)c0 * N + k] / mass[(meshops_offset)c0 * N + k];
+        if (c1 >= 0) thetaSum += thetaMass[(meshops_offset)c1 * N + k] / mass[(meshops_offset)c1 * N + k];
+        const T thetaEdge = (T)0.5 * thetaSum;
+        const T massEdge = hydrostatic::mean_of_ends(mass, c0, c1, N, k);
+        const T gradB = hydrostatic::difference_of_ends(bernoulli, c0, c1, invDc, N, k);
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+        // avg_i2l(interp_c2e(W) diff_l2i(u)) at layer k, from interfaces k and k + 1
+        const T* ue = u + (meshops_offset)e * N;
+        const T below = mul_rn(hydrostatic::mean_of_ends(wFlux, c0, c1, N + 1, k),
+                               hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N));
+        const T above = mul_rn(hydrostatic::mean_of_ends(wFlux, c0, c1, N + 1, k + 1),
+                               hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N));
+        const T tend = mul_rn((T)0.5, acc) - gradB - mul_rn(thetaEdge, gradPi) -
+                       hydrostatic::avg_i2l(below, above) / massEdge;
+        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i), uOld, uNew,
+                                uNext, newCoef, nextCoef, accumulate, provisional, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_edge_stage)
+
+// -- tangent-linear: the stage of hydrostatic.dynamics.tendencies_tl about the provisional state
+// (mass, thetaMass, u) for its perturbation (dMass, dThetaMass, dU) and, with perturbPhiS, dPhiS;
+// the same four passes, each computing the base fields it needs beside their tangents, in the
+// operator path's order (hydrostatic/dynamics.py, hydrostatic/terms.py tangent methods).
+
+// qVertex as hs_pv_vertex and dqVertex = (curl_e2v(dU) - qVertex interp_c2v(dMass)) / interp_c2v(mass).
+template <typename T, int W>
+__global__ void hs_pv_vertex_tl(const int* __restrict__ edgesOnVertex, const T* __restrict__ curlCoef,
+                                const int* __restrict__ cellsOnVertex, const T* __restrict__ c2vCoef,
+                                const T* __restrict__ u, const T* __restrict__ mass,
+                                const T* __restrict__ dU, const T* __restrict__ dMass,
+                                const T* __restrict__ fVertex, T* __restrict__ qVertex,
+                                T* __restrict__ dqVertex, int vertexDegree, int slotStride,
+                                int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(v, k, i, nlev);
+        T vorticity = 0, dVorticity = 0, massVertex = 0, dMassVertex = 0;
+        meshops::for_each_slot(edgesOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int e) {
+            vorticity += curlCoef[p] * u[(meshops_offset)e * nlev + k];
+            dVorticity += curlCoef[p] * dU[(meshops_offset)e * nlev + k];
+        });
+        meshops::for_each_slot(cellsOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int c) {
+            massVertex += c2vCoef[p] * mass[(meshops_offset)c * nlev + k];
+            dMassVertex += c2vCoef[p] * dMass[(meshops_offset)c * nlev + k];
+        });
+        const T q = (vorticity + fVertex[v]) / massVertex;
+        qVertex[i] = q;
+        dqVertex[i] = (dVorticity - hydrostatic::mul_rn(q, dMassVertex)) / massVertex;
+    }
+}
+MESHOPS_INSTANTIATE(hs_pv_vertex_tl)
+
+// qEdge and dqEdge = interp_v2e of qVertex and dqVertex.
+template <typename T, int W>
+__global__ void hs_pv_edge_tl(const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
+                              const T* __restrict__ dqVertex, T* __restrict__ qEdge,
+                              T* __restrict__ dqEdge, int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const int a = verticesOnEdge[2 * e], b = verticesOnEdge[2 * e + 1];
+        qEdge[i] = hydrostatic::mean_of_ends(qVertex, a, b, nlev, k);
+        dqEdge[i] = hydrostatic::mean_of_ends(dqVertex, a, b, nlev, k);
+    }
+}
+MESHOPS_INSTANTIATE(hs_pv_edge_tl)
+
+// The tangent-linear cell pass: as hs_cell_stage, with theta = thetaMass / mass and dtheta =
+// (dThetaMass - theta dMass) / mass:
+//   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both),
+//     D, dD = div_e2c(dF), div_e2c(dtheta_e F + theta_e dF), dK = ke_e2c_tl (keCoef2 sum of u dU)
+//     when keInline; p and dp = avg_i2l(g sum_layers_from_top_l2i(dMass)), the totals of D and dD;
+//     held in pi, dPi, wFlux, dWFlux, thetaFluxDiv and dBernoulli
+//   up: alpha, dalpha = a_p dp + a_theta dtheta (specific_volume_tl), dpi = cp kappa exner / p dp,
+//     dphi_i = g sum_layers_from_bottom_l2i(dMass alpha + mass dalpha) (+ dPhiS), dB = dK +
+//     avg_i2l(dphi_i), W and dW, pi = cp exner(p), and
+//     dtend_mass = -dD - div_vflux(dW),
+//     dtend_thetaMass = -div_e2c(dtheta_e F + theta_e dF) - div_vflux(dW avg_l2i(theta) + W avg_l2i(dtheta)).
+template <typename T, int W>
+__global__ void hs_cell_stage_tl(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ dB,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
+    const T* __restrict__ dMass, const T* __restrict__ dThetaMass, const T* __restrict__ dU,
+    const T* __restrict__ dPhiS, const T* __restrict__ dKe, const T* __restrict__ extra,
+    const T* __restrict__ dMassOld, T* __restrict__ dMassNew, T* __restrict__ dMassNext,
+    const T* __restrict__ dThetaMassOld, T* __restrict__ dThetaMassNew,
+    T* __restrict__ dThetaMassNext, T* __restrict__ pi, T* __restrict__ dPi,
+    T* __restrict__ dBernoulli, T* __restrict__ wFlux, T* __restrict__ dWFlux,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int maxEdges,
+    int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
+    T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
+    int provisional, int first, int last, int nlev)
+{
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        const int c = meshops_entity(i, nlev);
+        const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
+        T massAbove = 0, dMassAbove = 0, divAbove = 0, dDivAbove = 0;
+        T pAbove = pTop + mul_rn(gravity, massAbove), dpAbove = mul_rn(gravity, dMassAbove);
+        for (int k = N - 1; k >= 0; --k) {
+            const T mc = mass[col + k], dmc = dMass[col + k];
+            const T thc = thetaMass[col + k] / mc;
+            const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
+            T div = 0, dDiv = 0, dDivTheta = 0, dKinetic = 0;
+            meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
+                const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
+                const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
+                const T ue = u[ek], due = dU[ek];
+                T massSum = mc, dMassSum = dmc, thetaSum = thc, dThetaSum = dthc;
+                if (other >= 0) {
+                    const T mo = mass[ok], dmo = dMass[ok], tho = thetaMass[ok] / mo;
+                    massSum += mo;
+                    dMassSum += dmo;
+                    thetaSum += tho;
+                    dThetaSum += (dThetaMass[ok] - mul_rn(tho, dmo)) / mo;
+                }
+                const T massEdge = (T)0.5 * massSum, dMassEdge = (T)0.5 * dMassSum;
+                const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
+                const T flux = mul_rn(massEdge, ue);
+                const T dFlux = mul_rn(dMassEdge, ue) + mul_rn(massEdge, due);
+                if (across < 0) {
+                    F[ek] = flux;
+                    dF[ek] = dFlux;
+                }
+                div += divCoef[p] * flux;
+                dDiv += divCoef[p] * dFlux;
+                dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
+                if (keInline) dKinetic += keCoef2[p] * (ue * due);
+            });
+            massAbove += mc;
+            dMassAbove += dmc;
+            divAbove += div;
+            dDivAbove += dDiv;
+            const T pBelow = pTop + mul_rn(gravity, massAbove), dpBelow = mul_rn(gravity, dMassAbove);
+            pi[col + k] = hydrostatic::avg_i2l(pBelow, pAbove);
+            dPi[col + k] = hydrostatic::avg_i2l(dpBelow, dpAbove);
+            pAbove = pBelow;
+            dpAbove = dpBelow;
+            wFlux[coli + k] = div;
+            dWFlux[coli + k] = dDiv;
+            thetaFluxDiv[col + k] = dDivTheta;
+            if (keInline) dBernoulli[col + k] = dKinetic;
+        }
+        const T total = divAbove, dTotal = dDivAbove;
+        T w = 0, dw = 0, sum = 0;
+        T dPhiBelow = mul_rn(gravity, sum);
+        if (perturbPhiS) dPhiBelow = dPhiBelow + dPhiS[c];
+        T theta = thetaMass[col] / mass[col];
+        T dTheta = (dThetaMass[col] - mul_rn(theta, dMass[col])) / mass[col];
+        T vertical = mul_rn(dw, hydrostatic::avg_l2i(theta, theta, 0, N)) +
+                     mul_rn(w, hydrostatic::avg_l2i(dTheta, dTheta, 0, N));
+        for (int k = 0; k < N; ++k) {
+            const meshops_offset ck = col + k;
+            const T p = pi[ck], dp = dPi[ck], exner = pow(p / p0, kappa);
+            const T alpha = R * theta * exner / p;
+            const T aTheta = R * pow(p / p0, kappa) / p;
+            const T aP = (kappa - 1) * aTheta * theta / p;
+            const T dAlpha = aP * dp + aTheta * dTheta;
+            pi[ck] = cp * exner;
+            dPi[ck] = cp * (kappa * pow(p / p0, kappa) / p * dp);
+            sum += mul_rn(dMass[ck], alpha) + mul_rn(mass[ck], dAlpha);
+            T dPhiAbove = mul_rn(gravity, sum);
+            if (perturbPhiS) dPhiAbove = dPhiAbove + dPhiS[c];
+            dBernoulli[ck] = (keInline ? dBernoulli[ck] : dKe[ck]) +
+                             hydrostatic::avg_i2l(dPhiBelow, dPhiAbove);
+            dPhiBelow = dPhiAbove;
+            const T div = wFlux[coli + k], dDiv = dWFlux[coli + k];
+            const T wAbove = w + (mul_rn(dB[k], total) - div);
+            const T dwAbove = dw + (mul_rn(dB[k], dTotal) - dDiv);
+            wFlux[coli + k] = w;
+            dWFlux[coli + k] = dw;
+            T thetaAbove = 0, dThetaAbove = 0;
+            if (k + 1 < N) {
+                thetaAbove = thetaMass[ck + 1] / mass[ck + 1];
+                dThetaAbove = (dThetaMass[ck + 1] - mul_rn(thetaAbove, dMass[ck + 1])) / mass[ck + 1];
+            }
+            const T verticalAbove =
+                mul_rn(dwAbove, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N)) +
+                mul_rn(wAbove, hydrostatic::avg_l2i(dTheta, dThetaAbove, k + 1, N));
+            const T dTendMass = -dDiv - hydrostatic::div_vflux(dw, dwAbove, k, N);
+            const T dTendTheta = hydrostatic::with_extra(
+                -thetaFluxDiv[ck] - hydrostatic::div_vflux(vertical, verticalAbove, k, N), extra, nExtra,
+                extraStride, ck);
+            hydrostatic::rk4_update(dTendMass, dMassOld, dMassNew, dMassNext, newCoef, nextCoef,
+                                    accumulate, provisional, ck);
+            hydrostatic::rk4_update(dTendTheta, dThetaMassOld, dThetaMassNew, dThetaMassNext, newCoef,
+                                    nextCoef, accumulate, provisional, ck);
+            w = wAbove;
+            dw = dwAbove;
+            vertical = verticalAbove;
+            theta = thetaAbove;
+            dTheta = dThetaAbove;
+        }
+        wFlux[coli + N] = w;
+        dWFlux[coli + N] = dw;
+    }
+}
+MESHOPS_INSTANTIATE(hs_cell_stage_tl)
+
+// The tangent-linear edge pass: dtend_u = pv_flux_e2e_tl(F, qEdge; dF, dqEdge) - grad_c2e(dB)
+// - (dtheta_e grad_c2e(pi) + theta_e grad_c2e(dpi)) - (dV - V dmass_e / mass_e) / mass_e, with
+// V = avg_i2l(interp_c2e(W) diff_l2i(u)), dV = avg_i2l(interp_c2e(dW) diff_l2i(u) + interp_c2e(W)
+// diff_l2i(dU)); its RK4 update.
+template <typename T, int W>
+__global__ void hs_edge_stage_tl(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge, const T* __restrict__ F,
+    const T* __restrict__ dF, const T* __restrict__ qEdge, const T* __restrict__ dqEdge,
+    const T* __restrict__ dBernoulli, const T* __restrict__ pi, const T* __restrict__ dPi,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ dMass,
+    const T* __restrict__ dThetaMass, const T* __restrict__ wFlux, const T* __restrict__ dWFlux,
+    const T* __restrict__ u, const T* __restrict__ dU, const T* __restrict__ extra,
+    const T* __restrict__ dUOld, T* __restrict__ dUNew, T* __restrict__ dUNext, int maxEdges2,
+    int slotStride, int nExtra, int extraStride, int nVertLevels, T newCoef, T nextCoef,
+    int accumulate, int provisional, int first, int last, int nlev)
+{
+    using hydrostatic::mean_of_ends;
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const T qe = qEdge[i], dqe = dqEdge[i];
+        T acc = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            acc += weightsOnEdge[p] * (dF[e2k] * (qe + qEdge[e2k]) + F[e2k] * (dqe + dqEdge[e2k]));
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        const T invDc = invDcEdge[e];
+        // theta_e and dtheta_e = interp_c2e of theta_mass / mass and (dtheta_mass - theta dmass) / mass
+        T thetaSum = 0, dThetaSum = 0;
+        const int ends[2] = {c0, c1};
+        for (int h = 0; h < 2; ++h) {
+            if (ends[h] < 0) continue;
+            const meshops_offset ck = (meshops_offset)ends[h] * N + k;
+            const T theta = thetaMass[ck] / mass[ck];
+            thetaSum += theta;
+            dThetaSum += (dThetaMass[ck] - mul_rn(theta, dMass[ck])) / mass[ck];
+        }
+        const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
+        const T massEdge = mean_of_ends(mass, c0, c1, N, k), dMassEdge = mean_of_ends(dMass, c0, c1, N, k);
+        const T gradDB = hydrostatic::difference_of_ends(dBernoulli, c0, c1, invDc, N, k);
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+        const T gradDPi = hydrostatic::difference_of_ends(dPi, c0, c1, invDc, N, k);
+        // the vertical advection of u at layer k, from interfaces k and k + 1
+        const T* ue = u + (meshops_offset)e * N;
+        const T* due = dU + (meshops_offset)e * N;
+        T V[2], dV[2];
+        for (int h = 0; h < 2; ++h) {
+            const int j = k + h;
+            const T we = mean_of_ends(wFlux, c0, c1, N + 1, j), dwe = mean_of_ends(dWFlux, c0, c1, N + 1, j);
+            const T du = hydrostatic::diff_l2i(j > 0 ? ue[j - 1] : (T)0, j < N ? ue[j] : (T)0, j, N);
+            const T ddu = hydrostatic::diff_l2i(j > 0 ? due[j - 1] : (T)0, j < N ? due[j] : (T)0, j, N);
+            V[h] = mul_rn(we, du);
+            dV[h] = mul_rn(dwe, du) + mul_rn(we, ddu);
+        }
+        const T v = hydrostatic::avg_i2l(V[0], V[1]), dv = hydrostatic::avg_i2l(dV[0], dV[1]);
+        const T tend = mul_rn((T)0.5, acc) - gradDB -
+                       (mul_rn(dThetaEdge, gradPi) + mul_rn(thetaEdge, gradDPi)) -
+                       (dv - mul_rn(v, dMassEdge) / massEdge) / massEdge;
+        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i), dUOld, dUNew,
+                                dUNext, newCoef, nextCoef, accumulate, provisional, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_edge_stage_tl)

@@ -1,0 +1,261 @@
+"""The hydrostatic core's RK4 stage in fused kernels (hydrostatic/cuda/hydrostatic.cu), for CuPy
+fields, and `FusedStages`, the fused path's stage implementation for `framework.stepper`.
+
+Each stage, after the state exchange, runs four passes where the operator path
+(`hydrostatic.dynamics.tendencies` with `framework.timestepping`) runs 25 operator kernels and
+about 35 elementwise ones:
+
+    hs_pv_vertex   (vertex, layer)  q_v = (curl_e2v(u) + f) / interp_c2v(mass)
+    hs_pv_edge     (edge, layer)    q_e = interp_v2e(q_v)
+    hs_cell_stage  (cell column)    F = interp_c2e(mass) u (each edge's first present cell writes
+                                    it), D = div_e2c(F), div_e2c(theta_e F), K = ke_e2c(u); down the
+                                    column p_i = p_top + g sum_layers_from_top_l2i(mass), p =
+                                    avg_i2l(p_i) and sum_k D; up it pi = cp exner(p), alpha,
+                                    phi_i = phi_s + g sum_layers_from_bottom_l2i(mass alpha),
+                                    B = K + avg_i2l(phi_i), W = sum_layers_from_bottom_l2i(dB
+                                    sum_k D - D), tend_mass = -D - div_vflux_i2l(W), tend_theta_mass
+                                    = -div_e2c(theta_e F) - div_vflux_i2l(W avg_l2i(theta)); the RK4
+                                    update of mass and theta_mass
+    hs_edge_stage  (edge, layer)    tend_u = pv_flux_e2e(F, q_e) - grad_c2e(B) - theta_e grad_c2e(pi)
+                                    - avg_i2l(interp_c2e(W) diff_l2i(u)) / interp_c2e(mass); its RK4
+                                    update
+
+with theta = theta_mass / mass and theta_e = interp_c2e(theta) recomputed where read. The RK4
+update is `framework.timestepping.Update`'s, applied by the pass that computes the tendency (no
+tendency field is stored). The provisional state alternates between two scratch sets (the cell
+pass reads mass and theta_mass at its neighbours, the edge pass u at the levels beside its own).
+
+Kinetic energy: TRiSK's inside the cell pass; the other forms of `hydrostatic.terms.kinetic_energy`
+are computed by their operators and read by the cell pass. Terms outside the passes (del2 / del4
+on theta and on u: `EXTRA_TERMS`) and the forcing are computed by their operator code from the
+provisional state and added by the passes to the tendency, one after the other in the operator
+path's order (terms in `hydrostatic.terms.TERMS` order, then the forcing), before the update.
+
+The tangent-linear passes (`hydrostatic.fused_tangent`) are declared here with these, in
+`_KERNELS`. The arithmetic is the operator path's, in the same order (the kernel file's comment),
+so a stage equals the operator path's bitwise where neither contracts a multiply-add (the host
+harness, and by construction the GPU). Each row depends only on the rows of the stencils it replaces, so a
+decomposed run equals one process bitwise, as the operator path does. The design and its
+traffic: docs/decisions/0032-fused-hydrostatic-stage.md.
+"""
+from __future__ import annotations
+
+import pathlib
+
+from meshops.device.backend import array_module
+from meshops.device.kernels import Family, Kernel
+from meshops.device.mesh import for_fields
+from meshops.device.tables import SIZE_OF
+from meshops.operators import trisk
+from meshops.operators.vertical import CP_DRY, P0, R_DRY
+from framework import stepper
+from framework.timestepping import Update
+
+import swm.fused  # noqa: F401  (registers the cellsAcrossOnCell table the cell pass reads)
+from hydrostatic import dynamics, terms
+
+CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
+
+_RK = "in:{y}Old:layer out:{y}New:layer out:{y}Next:layer"
+_RK_SCALARS = "real:newCoef real:nextCoef int:accumulate int:provisional"
+_KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
+    Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
+                           "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
+                           "int:slotStride int:nVertLevels", threads="level"),
+    Kernel("hs_pv_edge", "idx:verticesOnEdge in:qVertex:layer out:qEdge:layer int:nVertLevels",
+           threads="level"),
+    Kernel("hs_cell_stage", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef coef:dB "
+                            "in:mass:layer in:thetaMass:layer in:u:layer in:phiS:column in:ke:layer "
+                            "in:extra:layer " + _RK.format(y="mass") + " " + _RK.format(y="thetaMass")
+                            + " out:pi:layer out:bernoulli:layer out:wFlux:interface "
+                            "out:thetaFluxDiv:layer put:F:layer int:maxEdges int:slotStride "
+                            "int:keInline int:nExtra int:extraStride int:nVertLevels real:gravity "
+                            "real:pTop real:p0 real:kappa real:R real:cp " + _RK_SCALARS,
+           threads="column"),
+    Kernel("hs_edge_stage", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
+                            "in:F:layer in:qEdge:layer in:bernoulli:layer in:pi:layer in:mass:layer "
+                            "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "
+                            + _RK.format(y="u") + " int:maxEdges2 int:slotStride int:nExtra "
+                            "int:extraStride int:nVertLevels " + _RK_SCALARS, threads="level"),
+    Kernel("hs_pv_vertex_tl", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
+                              "in:u:layer in:mass:layer in:dU:layer in:dMass:layer in:fVertex:column "
+                              "out:qVertex:layer out:dqVertex:layer int:vertexDegree int:slotStride "
+                              "int:nVertLevels", threads="level"),
+    Kernel("hs_pv_edge_tl", "idx:verticesOnEdge in:qVertex:layer in:dqVertex:layer out:qEdge:layer "
+                            "out:dqEdge:layer int:nVertLevels", threads="level"),
+    Kernel("hs_cell_stage_tl", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef2 coef:dB "
+                               "in:mass:layer in:thetaMass:layer in:u:layer in:dMass:layer "
+                               "in:dThetaMass:layer in:dU:layer in:dPhiS:column in:dKe:layer "
+                               "in:extra:layer " + _RK.format(y="dMass") + " "
+                               + _RK.format(y="dThetaMass") + " out:pi:layer out:dPi:layer "
+                               "out:dBernoulli:layer out:wFlux:interface out:dWFlux:interface "
+                               "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:maxEdges "
+                               "int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
+                               "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R "
+                               "real:cp " + _RK_SCALARS, threads="column"),
+    Kernel("hs_edge_stage_tl", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
+                               "in:F:layer in:dF:layer in:qEdge:layer in:dqEdge:layer "
+                               "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "
+                               "in:thetaMass:layer in:dMass:layer in:dThetaMass:layer "
+                               "in:wFlux:interface in:dWFlux:interface in:u:layer in:dU:layer "
+                               "in:extra:layer " + _RK.format(y="dU") + " int:maxEdges2 "
+                               "int:slotStride int:nExtra int:extraStride int:nVertLevels "
+                               + _RK_SCALARS, threads="level"),
+))
+
+#: The mesh tables the passes (forward and tangent-linear) read.
+TABLES = ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef", "verticesOnEdge", "edgesOnCell",
+          "cellsAcrossOnCell", "divCoef", "keCoef", "keCoef2", *trisk.FORWARD, "cellsOnEdge",
+          "invDcEdge")
+#: The terms of `hydrostatic.terms` the passes do not compute: added as extra tendencies.
+EXTRA_TERMS = (terms.Del2Theta, terms.Del4Theta, terms.Del2, terms.Del4)
+
+
+class FusedStage:
+    """One RK4 stage of the state (mass, theta_mass, u) through the fused passes on `mesh` (a
+    `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self._scratch: dict = {}
+
+    def scratch(self, name: str, location: str, like, levels: int = 0):
+        """Scratch field `name` at `location` with the dtype of `like` and its levels (plus
+        `levels`), kept between calls."""
+        shape = (like.shape[1] + levels,)
+        key = (name, like.dtype.str, shape)
+        field = self._scratch.get(key)
+        if field is None:
+            n = getattr(for_fields(self.mesh, like), SIZE_OF[location])
+            field = self._scratch[key] = array_module(like).empty((n,) + shape, like.dtype)
+        return field
+
+    def extras(self, mass, theta_mass, u, phi_s, physics) -> dict:
+        """{target: [the tendencies added to the passes' one, in order]} of the provisional state:
+        the active `EXTRA_TERMS`, then the forcing's (of the operator path's column diagnostics,
+        which it reads)."""
+        m = for_fields(self.mesh, mass, u)
+        extra = {"tend_theta_mass": [], "tend_u": []}
+        active = [term for term in EXTRA_TERMS if term.active(physics)]
+        b = dict(mass=mass, theta_mass=theta_mass, u=u)
+        if physics.forcing is not None:
+            b.update(dynamics.column_diagnostics(m, mass, theta_mass, phi_s, physics))
+        elif active:
+            b["theta"] = theta_mass / mass
+        for term in active:
+            extra[term.target].append(term.forward(m, b, physics))
+        if physics.forcing is not None:
+            theta_mass_part, u_part = physics.forcing.tendencies(m, b, mass, u)
+            extra["tend_theta_mass"].append(theta_mass_part)
+            extra["tend_u"].append(u_part)
+        return extra
+
+    def __call__(self, mass, theta_mass, u, phi_s, f_vertex, physics, update: Update, *, old, new,
+                 next) -> None:
+        """One stage of the provisional state (mass, theta_mass, u): its tendencies applied by
+        `update` to the triples `old`, `new` and `next` (`next` must hold none of the provisional
+        fields)."""
+        m = for_fields(self.mesh, mass, u)
+        xp, N = array_module(mass), int(mass.shape[1])
+        extra = self.extras(mass, theta_mass, u, phi_s, physics)
+        q_vertex = self.scratch("qVertex", "vertex", u)
+        (eov, curl, cov, kite), stride = m.stencil(
+            ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"), (u, mass))
+        _KERNELS.launch("hs_pv_vertex", m.nVertices, edgesOnVertex=eov, curlCoef=curl,
+                        cellsOnVertex=cov, c2vCoef=kite, u=u, mass=mass, fVertex=f_vertex,
+                        qVertex=q_vertex, vertexDegree=trisk.width(eov, stride), slotStride=stride,
+                        nVertLevels=N)
+        q_edge = self.scratch("qEdge", "edge", u)
+        _KERNELS.launch("hs_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                        qVertex=q_vertex, qEdge=q_edge, nVertLevels=N)
+
+        form = physics.kinetic_energy
+        ke = mass if form == "trisk" else terms.kinetic_energy(m, u, form)
+        F, pi = self.scratch("F", "edge", u), self.scratch("pi", "cell", mass)
+        bernoulli, w_flux = self.scratch("bernoulli", "cell", mass), self.scratch("W", "cell", mass, 1)
+        (eoc, across, div, ke_coef), stride = m.stencil(
+            ("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef"), (phi_s,), mass.dtype)
+        _KERNELS.launch("hs_cell_stage", m.nCells, edgesOnCell=eoc, cellsAcross=across, divCoef=div,
+                        keCoef=ke_coef, dB=physics.dB, mass=mass, thetaMass=theta_mass, u=u,
+                        phiS=phi_s, ke=ke, **_extra(xp, extra["tend_theta_mass"], mass),
+                        massOld=old[0], massNew=new[0], massNext=next[0], thetaMassOld=old[1],
+                        thetaMassNew=new[1], thetaMassNext=next[1], pi=pi, bernoulli=bernoulli,
+                        wFlux=w_flux, thetaFluxDiv=self.scratch("thetaFluxDiv", "cell", mass), F=F,
+                        maxEdges=trisk.width(eoc, stride), slotStride=stride,
+                        keInline=int(form == "trisk"), nVertLevels=N, gravity=physics.gravity,
+                        pTop=physics.p_top, p0=P0, kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY,
+                        **update.arguments())
+
+        (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
+        _KERNELS.launch("hs_edge_stage", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+                        cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
+                        F=F, qEdge=q_edge, bernoulli=bernoulli, pi=pi, mass=mass,
+                        thetaMass=theta_mass, wFlux=w_flux, u=u, **_extra(xp, extra["tend_u"], u),
+                        uOld=old[2], uNew=new[2], uNext=next[2], maxEdges2=trisk.width(eoe, stride),
+                        slotStride=stride, nVertLevels=N, **update.arguments())
+
+
+def _extra(xp, parts, like) -> dict:
+    """The kernels' extra, nExtra and extraStride arguments for the tendencies `parts` (stacked;
+    none: `like` stands in, unread)."""
+    if not parts:
+        return dict(extra=like, nExtra=0, extraStride=0)
+    n = like.shape[0]
+    stacked = xp.empty((len(parts) * n,) + like.shape[1:], like.dtype)
+    for i, part in enumerate(parts):
+        stacked[i * n:(i + 1) * n] = part
+    return dict(extra=stacked, nExtra=len(parts), extraStride=int(like.size))
+
+
+def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics):
+    """(tend_mass, tend_theta_mass, tend_u) through the fused passes: one stage with old = 0 and
+    new_coef = 1 (new = 0 + 1 * k = k exactly). The reference is
+    `hydrostatic.dynamics.tendencies`."""
+    xp = array_module(mass, u)
+    state = (mass, theta_mass, u)
+    tend = [xp.empty_like(y) for y in state]
+    FusedStage(mesh)(*state, phi_s, f_vertex, physics, Update(1.0, 0.0, False, False),
+                     old=[xp.zeros_like(y) for y in state], new=tend,
+                     next=[xp.empty_like(y) for y in state])
+    return tuple(tend)
+
+
+def _provisional(stage, prefix: str, j: int, fields) -> list:
+    """Stage j's next provisional fields of (mass, theta_mass, u)-like `fields`: scratch of
+    `stage`, alternating between two sets."""
+    return [stage.scratch(f"{prefix}{name}Provisional{j % 2}", location, y) for name, location, y
+            in zip(("mass", "thetaMass", "u"), ("cell", "cell", "edge"), fields)]
+
+
+class FusedStages(stepper.TendencyStages):
+    """The fused path's stages for `framework.stepper`, of a hydrostatic `model` (its device_mesh,
+    phi_s, f_vertex and physics, read at each call): the forward stage in `FusedStage`'s passes,
+    the tangent-linear stage in `hydrostatic.fused_tangent`'s on the records; the records (the
+    provisional states) and the adjoint stages the operator path's (`operator_stages`: the fused
+    stages equal it). Each sweep's buffers are copies of the state (the operator stages accumulate
+    into them)."""
+
+    def __init__(self, model, operator_stages: stepper.TendencyStages):
+        super().__init__(operator_stages.tendency, operator_stages.tendency_tl,
+                         operator_stages.tendency_adj)
+        self.model = model
+        self.forward = FusedStage(model.device_mesh)
+        self._tangent = None
+
+    def stage(self, j, provisional, update, old, new):
+        m = self.model
+        next = _provisional(self.forward, "", j, provisional)
+        self.forward(*provisional, m.phi_s, m.f_vertex, m.physics, update, old=old, new=new,
+                     next=next)
+        return next
+
+    def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
+        if self._tangent is None:
+            from hydrostatic.fused_tangent import FusedTangentStage
+
+            self._tangent = FusedTangentStage(self.model.device_mesh)
+        m = self.model
+        next = _provisional(self._tangent, "d", j, dprovisional)
+        self._tangent(*record, *dprovisional, dcontrols[0] if dcontrols else None, m.phi_s,
+                      m.f_vertex, m.physics, update, old=old, new=new, next=next)
+        return next

@@ -1,0 +1,259 @@
+"""The fused RK4 stage of hydrostatic.fused (hydrostatic/cuda/hydrostatic.cu) against the operator
+path (hydrostatic.dynamics with framework.timestepping, the reference).
+
+On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py), where neither path
+contracts multiply-adds, the fused tendencies, their tangents, a 3-step run and a tangent-linear
+step (hydrostatic.fused_tangent) equal the operator path's device code bitwise in float64 and
+float32 (JW06's baroclinic wave and Held-Suarez, every kinetic-energy form, with del2 / del4 on u
+and theta, phi_s perturbed or not), on a level-3 SCVT mesh with 26 levels and fresh random
+perturbations, and on a rank's mesh with missing neighbours (every row). On a GPU (marked gpu)
+the same comparisons run on CuPy: float64 bitwise (every product of the operator path rounded on
+its own in the kernels), float32 within F32_TOL relative to the largest value.
+"""
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from grids.cache import cached_icosahedral
+from grids.decompose import local_mesh
+from grids.partition import partition_sfc
+from framework.constants import GRAVITY
+from hydrostatic import dynamics, fused, fused_tangent, levels, testcases
+from hydrostatic.distribution import halo_depth
+from hydrostatic.dynamics import Physics
+from hydrostatic.forcing import HeldSuarez
+from hydrostatic.model import Model
+from framework.stepper import rk4_step_tl
+
+from meshops.device import backend
+from tests.meshops.host_harness import host, host_fixtures, route_to_host
+
+#: Families the fused stage and the operator path launch.
+FAMILIES = ("hydrostatic", "vertical", "curl", "divergence", "gradient", "interpolation",
+            "kinetic_energy", "laplacian", "pv_flux", "reconstruct", "tangential")
+host_kernels, _ = host_fixtures(*FAMILIES)
+
+
+@pytest.fixture
+def on_host(host_kernels):
+    """The CuPy code path on the host kernels, with the NumPy functions the Held-Suarez forcing
+    calls on the array module."""
+    with route_to_host(host_kernels, FAMILIES) as launches:
+        module = backend.BACKENDS["cupy"]
+        for name in ("sin", "cos", "log", "maximum"):
+            setattr(module, name, getattr(np, name))
+        module.where = lambda *args: host(np.where(*args))
+        yield launches
+
+A, B = levels.coefficients("jw06_26")
+#: Variants: (case, Physics keywords) of the stage.
+VARIANTS = {"baroclinic": ("jw06_baroclinic", {}),
+            "held_suarez": ("held_suarez", {"forcing": True}),
+            "mpas_ke_diffusion": ("jw06_baroclinic", dict(kinetic_energy="mpas", visc2=2e5, visc4=1e16,
+                                                          visc2_theta=1e5, visc4_theta=5e15)),
+            "perot_ke_held_suarez_del4": ("held_suarez", dict(kinetic_energy="perot", visc4=1e16,
+                                                              forcing=True))}
+#: float32 on the GPU, fused against the operator path in float32, relative to the largest value
+#: (the same arithmetic; the margin allows for a compiler's contraction the kernels did not stop).
+F32_TOL = 1e-5
+STEPS, DT = 3, 1200.0
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return cached_icosahedral(3, lloyd_iterations=50)
+
+
+@pytest.fixture(scope="module")
+def rank_mesh(mesh):
+    """Rank 1 of 3 of the level-3 mesh with two halo layers: edges and vertices with missing cells."""
+    return local_mesh(mesh, partition_sfc(mesh, 3), 1, halo_depth=2).mesh
+
+
+def setup(mesh, rng, variant, dtype, cast):
+    """(state, fixed fields, Physics) of `variant`: the case's initial state with a fresh random
+    perturbation of p_s, theta and u, the fields in `dtype` through `cast`."""
+    case, kw = VARIANTS[variant]
+    s = testcases.initial_state(mesh, case, A, B)
+    ps = levels.P0 + 500.0 * rng.standard_normal(mesh.nCells)
+    mass = levels.layer_mass(A, B, ps, GRAVITY)
+    theta = s.theta_mass / s.mass * (1.0 + 1e-3 * rng.standard_normal(s.mass.shape))
+    u = s.u + rng.standard_normal(s.u.shape)
+    kw = dict(kw)
+    if kw.pop("forcing", False):
+        kw["forcing"] = HeldSuarez(cast(mesh.latCell.astype(dtype)))
+    physics = Physics(p_top=float(A[-1]), dB=cast((B[:-1] - B[1:]).astype(dtype)), **kw)
+    state = tuple(cast(np.asarray(a, dtype)) for a in (mass, mass * theta, u))
+    return state, (cast(s.phi_s.astype(dtype)), cast(s.f_vertex.astype(dtype))), physics
+
+
+def run(mesh, state, fixed, physics, fused_path):
+    model = Model(mesh, *state, *fixed, DT, physics, fused=fused_path)
+    for _ in range(STEPS):
+        model.step()
+    return model.state
+
+
+def _max_rel(got, ref):
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+# -- declarations ---------------------------------------------------------------------------------
+
+#: C types of the declared roles (every field is a plain T pointer: one level per thread).
+_C_TYPES = {"idx": r"const int\*", "coef": r"const T\*", "in": r"const T\*", "out": r"T\*",
+            "put": r"T\*", "int": "int", "real": "T"}
+
+
+def test_declarations_match_the_cuda_signatures():
+    """Every declared kernel's arguments are its parameters in hydrostatic.cu, in order, each of
+    its role's C type, then (first, last, nlev); every kernel of the file is declared."""
+    source = (fused.CUDA_DIR / "hydrostatic.cu").read_text()
+    for kernel in fused._KERNELS.kernels.values():
+        match = re.search(rf"__global__ void {kernel.name}\(([^)]*)\)", source)
+        assert match is not None, kernel.name
+        params = [" ".join(p.replace("__restrict__", "").split()) for p in match.group(1).split(",")]
+        expected = ([(_C_TYPES[role], arg) for role, arg in kernel.arguments]
+                    + [("int", a) for a in ("first", "last", "nlev")])
+        assert len(params) == len(expected), kernel.name
+        for param, (c_type, arg) in zip(params, expected):
+            assert re.fullmatch(rf"{c_type} {arg}", param), (kernel.name, param, c_type, arg)
+    assert set(re.findall(r"__global__ void (\w+)\(", source)) == set(fused._KERNELS.names)
+
+
+# -- on the host ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    ref = dynamics.tendencies(mesh, *state, *fixed, physics)
+    got = fused.fused_tendencies(mesh, *state, *fixed, physics)
+    assert on_host["hydrostatic"][:4] == ["hs_pv_vertex", "hs_pv_edge", "hs_cell_stage",
+                                          "hs_edge_stage"]
+    for name, a, b in zip(dynamics.TARGETS, got, ref):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def perturbation(state, fixed, rng, cast):
+    """(dmass, dtheta_mass, du, dphi_s): fresh random perturbations of the state's size."""
+    dtype = state[0].dtype
+    return tuple(cast((scale * rng.standard_normal(np.shape(y))).astype(dtype)) for y, scale in
+                 zip((*state, fixed[0]), (10.0, 3000.0, 1.0, 100.0)))
+
+
+@pytest.mark.parametrize("control", [False, True], ids=["state", "state_and_phi_s"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tangent_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, control):
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    *dstate, dphi_s = perturbation(state, fixed, rng, host)
+    dphi_s = dphi_s if control else None
+    ref = dynamics.tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s)
+    got = fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s)
+    for name, a, b in zip(dynamics.TARGETS, got, ref):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tangent_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, dtype):
+    """rk4_step_tl of the fused model against the operator model's, with phi_s perturbed."""
+    state, fixed, physics = setup(mesh, rng, variant, dtype, host)
+    dstate = perturbation(state, fixed, rng, host)
+    got = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *dstate)
+    assert on_host["hydrostatic"][-4:] == ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl",
+                                           "hs_edge_stage_tl"]
+    ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
+    for name, a, b in zip(Model.state_names, got, ref):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
+def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank_mesh, rng, variant):
+    """The tendencies and their tangents, every row, halo rows with missing neighbours included."""
+    state, fixed, physics = setup(rank_mesh, rng, variant, np.float64, host)
+    dstate = perturbation(state, fixed, rng, host)
+    ref = (*dynamics.tendencies(rank_mesh, *state, *fixed, physics),
+           *dynamics.tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
+    got = (*fused.fused_tendencies(rank_mesh, *state, *fixed, physics),
+           *fused_tangent.fused_tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
+    for name, a, b in zip(dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS), got, ref):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize("variant", ["mpas_ke_diffusion", "perot_ke_held_suarez_del4"])
+def test_local_rows_equal_one_process_on_host(on_host, mesh, rng, variant):
+    """On every rank's local mesh (3 ranks, the core's halo depth) the owned rows of the fused
+    tendencies and their tangents (phi_s perturbed) equal the one-process rows bitwise."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    dstate = perturbation(state, fixed, rng, host)
+    whole = (*fused.fused_tendencies(mesh, *state, *fixed, physics),
+             *fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *dstate))
+    owner = partition_sfc(mesh, 3)
+    for rank in range(3):
+        local = local_mesh(mesh, owner, rank, halo_depth=halo_depth())
+        rows = [local.l2g[loc] for loc in ("cell", "cell", "edge", "cell", "vertex")]
+        part = [host(np.asarray(a)[r]) for a, r in zip((*state, *fixed), rows)]
+        dpart = [host(np.asarray(a)[r]) for a, r in zip(dstate, rows)]
+        local_physics = physics if physics.forcing is None else replace(
+            physics, forcing=HeldSuarez(host(local.mesh.latCell)))
+        got = (*fused.fused_tendencies(local.mesh, *part, local_physics),
+               *fused_tangent.fused_tendencies_tl(local.mesh, *part, local_physics, *dpart))
+        for g, w, loc in zip(got, whole, ("cell", "cell", "edge") * 2):
+            n = local.n_owned(loc)
+            np.testing.assert_array_equal(g[:n], w[local.l2g[loc][:n]], err_msg=f"{rank} {loc}")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
+    got = run(mesh, state, fixed, physics, True)
+    assert len(on_host["hydrostatic"]) == 4 * 4 * STEPS
+    for name, a, b in zip(Model.state_names, got, ref):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+    state, fixed, physics = setup(mesh, rng, variant, np.float32, host)
+    ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
+    got = run(mesh, state, fixed, physics, True)
+    for name, a, b in zip(Model.state_names, got, ref):
+        assert a.dtype == np.float32
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_fused_path_refuses_numpy_fields(mesh, rng):
+    state, fixed, physics = setup(mesh, rng, "baroclinic", np.float64, np.asarray)
+    with pytest.raises(ValueError, match="fused: the fused RK4 kernels run on CuPy fields"):
+        Model(mesh, *state, *fixed, DT, physics, fused=True)
+    assert not Model(mesh, *state, *fixed, DT, physics).fused
+
+
+# -- on a GPU -------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
+    """Steps, tendencies and a tangent-linear step (phi_s perturbed) of the fused path on CuPy."""
+    cupy = pytest.importorskip("cupy")
+    state, fixed, physics = setup(mesh, rng, variant, dtype, cupy.asarray)
+    ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
+    got = run(mesh, state, fixed, physics, None)
+    tend_ref = dynamics.tendencies(mesh, *state, *fixed, physics)
+    tend = fused.fused_tendencies(mesh, *state, *fixed, physics)
+    dstate = perturbation(state, fixed, rng, cupy.asarray)
+    tl_ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
+    tl = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics), *state, *dstate)
+    for name, a, b in [*zip(Model.state_names, got, ref), *zip(dynamics.TARGETS, tend, tend_ref),
+                       *zip(("dmass", "dtheta_mass", "du"), tl, tl_ref)]:
+        a, b = cupy.asnumpy(a), cupy.asnumpy(b)
+        if dtype == np.float64:
+            np.testing.assert_array_equal(a, b, err_msg=name)
+        else:
+            assert _max_rel(a, b) <= F32_TOL, name
