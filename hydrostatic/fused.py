@@ -51,7 +51,6 @@ from meshops.operators.vertical import CP_DRY, P0, R_DRY
 from framework import stepper
 from framework.timestepping import Update
 
-import swm.fused  # noqa: F401  (registers the cellsAcrossOnCell table the cell pass reads)
 from hydrostatic import dynamics, terms
 
 CUDA_DIR = pathlib.Path(__file__).parent / "cuda"

@@ -39,7 +39,6 @@ from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
-from meshops.device.tables import register as table
 from meshops.operators import trisk
 
 from swm import terms
@@ -71,29 +70,6 @@ _KERNELS = Family("shallow_water", sources=CUDA_DIR, kernels=(
 #: the first step).
 TABLES = ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef", "verticesOnEdge", "edgesOnCell",
           "cellsAcrossOnCell", "divCoef", "keCoef", *trisk.FORWARD, "cellsOnEdge", "invDcEdge")
-
-
-@table("cellsAcrossOnCell", kind="int", location="cell")
-def _cells_across_on_cell(h):
-    """On edgesOnCell: the other cell of edge e_j (cellsOnEdge[e_j] without c, -1 if none), stored
-    as -2 - that cell where c is the edge's first present cell (the cell that writes its flux);
-    -1 in pads."""
-    edges, cells = h["edgesOnCell"], h["cellsOnEdge"]
-    c = np.arange(edges.shape[0], dtype=cells.dtype)[:, None]
-    ends = cells[np.maximum(edges, 0)]                       # (nCells, maxEdges, 2)
-    end0, end1 = ends[..., 0], ends[..., 1]
-    present = edges >= 0
-    at0, at1 = end0 == c, end1 == c
-    bad = present & ~at0 & ~at1
-    if bad.any():
-        cell, slot = (int(x[0]) for x in np.nonzero(bad))
-        edge = int(edges[cell, slot])
-        raise ValueError(f"mesh: edgesOnCell[{cell}, {slot}] = {edge} (0-based) but cellsOnEdge[{edge}] "
-                         f"= {tuple(int(x) for x in cells[edge])} does not hold cell {cell}; expected "
-                         f"every edge of a cell to have that cell on one side")
-    other = np.where(at0, end1, end0)
-    first = np.where(end0 >= 0, at0, at1)                    # c is the edge's first present cell
-    return np.where(present, np.where(first, -2 - other, other), -1)
 
 
 def apply_extra(update: Update, extra, y_new, y_next) -> None:
