@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-from tests.swm.test_faults import (RANKS, ROOT, assert_full_disk_line, env, error_of, make_config,
-                                   ok, run_model, run_on_a_full_disk, snapshot)
+from tests.swm.test_faults import (RANKS, ROOT, assert_full_disk_line, assert_same, env, error_of,
+                                   history, limit_keeping, make_config, ok, run_model,
+                                   run_on_a_full_disk, snapshot)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -187,8 +188,8 @@ def test_an_output_under_proc_names_its_key(tmp_path, ranks):
 @pytest.mark.parametrize("limit", [100_000, 500_000])
 def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit, rng):
     """The history of a first run (about 330 kB with its mesh) stays as it was when a longer
-    second run cannot write its own: at 100 kB the mesh part fails, at 500 kB a record (on the
-    writer thread); the partial file and temporaries are removed. (One process: MPICH's shared
+    second run cannot write its own: at 100 kB the mesh part fails, at 500 kB the first record (on
+    the writer thread: no record is complete); the partial file and temporaries are removed. (One process: MPICH's shared
     memory cannot start under a file size limit.)"""
     alpha = float(rng.uniform(-1, 1))
     path = make_config(tmp_path, "h", case={"name": "williamson2", "alpha": alpha})
@@ -202,6 +203,48 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit,
     assert_full_disk_line(out, tmp_path / "h.nc")
     assert snapshot(*before) == before
     assert files_in(tmp_path) == {"h.yaml", "h.nc"}         # no partial, lock or temporary
+
+
+def assert_kept_and_resumed(tmp_path, path, whole, out, cache) -> None:
+    """A run of `path` (h.yaml) that ran out of room mid-run (`out`): one line naming the history,
+    its partial file, the full disk and what was kept; the partial file holds the first records
+    of the uninterrupted run `whole` (whole.nc, whole.restart.nc in tmp_path) bitwise, no lock or
+    temporary is left; resumed with room, history and restart are bitwise the uninterrupted run's.
+    Shared by both models."""
+    assert out.returncode == 2, out.stderr
+    partial = tmp_path / "h.nc.partial"
+    line = error_of(out.stderr)
+    for word in (f"output.path = '{tmp_path / 'h.nc'}'", f"{partial} keeps its",
+                 "no space left on device", "the last restart file is kept",
+                 "restart.resume: true"):
+        assert word in line, (word, line)
+    assert files_in(tmp_path) >= {"h.nc.partial", "h.restart.nc"}
+    assert not [n for n in files_in(tmp_path) if n.endswith((".lock", ".tmp", ".copy"))]
+    kept, reference = history(partial, timed=()), history(tmp_path / f"{whole}.nc", timed=())
+    n, total = kept["Time"].size, reference["Time"].size
+    assert 0 < n < total and f"its {n} complete records" in line
+    for name in kept.timed:
+        assert np.array_equal(kept[name], reference[name][:n]), name
+    restart = history(tmp_path / "h.restart.nc", timed=())
+    assert restart["Time"][0] <= kept["Time"][-1]
+    ok(run_model(path, "--set", "restart.resume=true", cache=cache))
+    assert_same(reference, history(tmp_path / "h.nc", timed=()))
+    assert_same(history(tmp_path / f"{whole}.restart.nc", timed=()),
+                history(tmp_path / "h.restart.nc", timed=()))
+    assert not [n for n in files_in(tmp_path) if n.endswith((".lock", ".tmp", ".copy", ".partial"))]
+
+
+def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_path):
+    """Shallow water: the history stops at its last complete record (a whole netCDF file), the
+    restart written with it is kept (none after it), and a resume ends bitwise the uninterrupted
+    run's. (One process: MPICH's shared memory cannot start under a file size limit.)"""
+    sections = {"time": {"days": 3, "dt": 3600}, "output": {"interval_hours": 6},
+                "restart": {"interval_hours": 6}, "mesh": {"generate": {"level": 3}}}
+    ok(run_model(make_config(tmp_path, "whole", **sections)))
+    path = make_config(tmp_path, "h", **sections)
+    out = run_on_a_full_disk(path, cache=tmp_path / "cache",
+                             limit=limit_keeping(tmp_path / "whole.nc", 6))
+    assert_kept_and_resumed(tmp_path, path, "whole", out, tmp_path / "cache")
 
 
 # -- 5. python -m swm.plot on files it cannot draw; the colorbar's scale ---------------------------
