@@ -1063,9 +1063,10 @@ def truncated_copy(path, n: int) -> None:
     import netCDF4
 
     tmp = pathlib.Path(f"{path}.copy")
+    src = netCDF4.Dataset(path)
     try:
-        with netCDF4.Dataset(path) as src, netCDF4.Dataset(tmp, "w", format="NETCDF4") as dst:
-            src.set_auto_mask(False)
+        src.set_auto_mask(False)
+        with netCDF4.Dataset(tmp, "w", format="NETCDF4") as dst:
             dst.setncatts({k: src.getncattr(k) for k in src.ncattrs()})
             for name, dim in src.dimensions.items():
                 dst.createDimension(name, None if dim.isunlimited() else len(dim))
@@ -1079,6 +1080,10 @@ def truncated_copy(path, n: int) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+        try:
+            src.close()
+        except (OSError, RuntimeError):
+            pass                        # a torn file's metadata cannot be flushed: replaced
 
 
 def copy_to_partial(path, partial) -> None:

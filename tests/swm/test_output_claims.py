@@ -6,9 +6,11 @@ file it cannot draw. Every fault is made for real in a subprocess; every refusal
 names the keys and files, before any work, with every file there left byte for byte."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
+import netCDF4
 import numpy as np
 import pytest
 
@@ -245,6 +247,59 @@ def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_p
     out = run_on_a_full_disk(path, cache=tmp_path / "cache",
                              limit=limit_keeping(tmp_path / "whole.nc", 6))
     assert_kept_and_resumed(tmp_path, path, "whole", out, tmp_path / "cache")
+
+
+TORN = """
+import resource, signal, sys
+import netCDF4, numpy as np
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+ds = netCDF4.Dataset(sys.argv[1], "w", format="NETCDF4")
+ds.createDimension("Time", None)
+ds.createDimension("nCells", 40000)
+ds.createVariable("Time", "f8", ("Time",))
+for name in ("h", "u"):
+    ds.createVariable(name, "f8", ("Time", "nCells"))
+ds.sync()
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))
+good = 0
+try:
+    for k in range(100):
+        ds["Time"][k] = k / 4
+        for name in ("h", "u"):
+            ds[name][k] = np.full(40000, k + 0.5)
+        ds.sync()
+        good = k + 1
+except (OSError, RuntimeError):
+    pass
+try:
+    ds.close()
+except (OSError, RuntimeError):
+    pass
+from swm.output import _record_times, truncated_copy
+print(f"\\nkept {good} torn {_record_times(sys.argv[1], good) is None}")
+truncated_copy(sys.argv[1], good)
+"""
+
+
+def test_a_history_torn_by_a_failed_write_is_cut_back_to_its_complete_records(tmp_path, rng):
+    """A netCDF-4 file whose record write failed for want of room (a real file size limit, the
+    process that wrote it goes on, as the model does) holds a torn record along Time;
+    `truncated_copy` there rewrites it as the complete ones, a whole file."""
+    from swm.output import _record_times
+
+    path = tmp_path / "torn.nc"
+    limit = int(rng.integers(1_000_000, 3_000_000))
+    out = subprocess.run([sys.executable, "-c", TORN, str(path), str(limit)], capture_output=True,
+                         text=True, timeout=120, env=env(tmp_path / "cache"))
+    assert out.returncode == 0, out.stderr
+    good, torn = re.search(r"kept (\d+) torn (\w+)", out.stdout).groups()   # (HDF5 speaks too)
+    good = int(good)
+    assert 0 < good < 100 and torn == "True"         # the torn record is along Time too
+    assert np.array_equal(_record_times(path, good), np.arange(good) / 4 * 86400.0)
+    with netCDF4.Dataset(path) as ds:
+        for name in ("h", "u"):
+            assert np.array_equal(ds[name][:], np.arange(good)[:, None] + np.full((good, 40000), 0.5))
+    assert files_in(tmp_path) == {"torn.nc"}
 
 
 # -- 5. python -m swm.plot on files it cannot draw; the colorbar's scale ---------------------------
