@@ -26,7 +26,7 @@ from swm.output import AsyncWriter, check_clobber, check_resumed_history, claim,
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
 
-from hydrostatic import levels, testcases
+from hydrostatic import testcases
 from hydrostatic.callbacks import CALLBACKS, Watchdog
 from hydrostatic.distribution import distribute
 from hydrostatic.dynamics import Physics
@@ -73,7 +73,7 @@ def setup(config, comm) -> Setup:
     xp, dtype = array_module(config), np.dtype(config.dtype)
     if xp is not np:
         meshops.parallel.comm.select_device(comm)
-    A, B = levels.coefficients(config.vertical.levels)
+    A, B = config.vertical.coefficients()
     dt, per_output, total = fixed_steps(config)
     root = {}
 
