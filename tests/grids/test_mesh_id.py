@@ -61,10 +61,18 @@ def test_a_generated_mesh_file_carries_mesh_id_and_what_mpas_reads(tmp_path):
 
 #: MPAS's own 162-cell grid file (MpasMeshConverter.x), as distributed with MPAS-Model's meshes.
 X1_162 = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "x1.162.grid.nc"
-#: What MpasMeshConverter.x writes beyond what MPAS-Model's cores read of a mesh: the mesh's
-#: quality diagnostics and gridSpacing, boundaryVertex (0 on a sphere).
+#: What MpasMeshConverter.x writes beyond MPAS-Atmosphere's mesh var_struct (what it reads of a grid
+#: file: src/core_atmosphere/Registry.xml): the mesh's quality diagnostics, gridSpacing and
+#: boundaryVertex (0 on a sphere).
 CONVERTER_DIAGNOSTICS = {"cellQuality", "triangleQuality", "triangleAngleQuality", "obtuseTriangle",
                          "gridSpacing", "boundaryVertex"}
+#: The grid-file variables of MPAS-Atmosphere's mesh var_struct (its init and restart streams).
+MPAS_ATMOSPHERE_MESH = tuple(f"{q}{where}" for where in ("Cell", "Edge", "Vertex")
+                             for q in ("lat", "lon", "x", "y", "z")) + (
+    "indexToCellID", "indexToEdgeID", "indexToVertexID", "cellsOnEdge", "nEdgesOnCell",
+    "nEdgesOnEdge", "edgesOnCell", "edgesOnEdge", "weightsOnEdge", "dvEdge", "dcEdge", "angleEdge",
+    "areaCell", "areaTriangle", "cellsOnCell", "verticesOnCell", "verticesOnEdge", "edgesOnVertex",
+    "cellsOnVertex", "kiteAreasOnVertex", "fEdge", "fVertex", "meshDensity")
 
 
 def structure(path):
@@ -78,7 +86,8 @@ def structure(path):
 def test_a_generated_mesh_file_has_what_an_mpas_grid_file_has(tmp_path):
     """Every global attribute of MPAS's own x1.162.grid.nc (MpasMeshConverter.x), of the same
     type, every dimension, and every variable with its dimensions and kind, but the converter's
-    quality diagnostics; plus mesh_id, parent_id, x_period and y_period."""
+    diagnostics; every grid variable MPAS-Atmosphere reads; plus mesh_id, parent_id, x_period and
+    y_period."""
     theirs, their_dims, their_vars = structure(X1_162)
     path = tmp_path / "g.grid.nc"
     write_icosahedral(2, path)
@@ -86,6 +95,7 @@ def test_a_generated_mesh_file_has_what_an_mpas_grid_file_has(tmp_path):
     assert {k: ours.get(k) for k in theirs} == theirs
     assert set(READ_BY_MPAS) | {"mesh_id"} <= set(ours)
     assert their_dims <= our_dims
+    assert set(MPAS_ATMOSPHERE_MESH) <= set(our_vars)
     missing = {name for name in their_vars if name not in our_vars}
     assert missing == CONVERTER_DIAGNOSTICS & set(their_vars)
     assert {n: our_vars[n] for n in their_vars if n in our_vars} == \
