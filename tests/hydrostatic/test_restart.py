@@ -150,7 +150,7 @@ def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_p
         shutil.copy2(folder / name, tmp_path / name)
     path = l3(tmp_path, "h")
     out = run_on_a_full_disk(path, cache=cache, limit=limit_keeping(tmp_path / "whole.nc", 2))
-    assert_kept_and_resumed(tmp_path, path, "whole", out, cache)
+    assert_kept_and_resumed(tmp_path, path, "whole", out, cache, 2)
 
 
 # -- the run's files -------------------------------------------------------------------------------

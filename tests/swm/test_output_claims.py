@@ -207,12 +207,12 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit,
     assert files_in(tmp_path) == {"h.yaml", "h.nc"}         # no partial, lock or temporary
 
 
-def assert_kept_and_resumed(tmp_path, path, whole, out, cache) -> None:
+def assert_kept_and_resumed(tmp_path, path, whole, out, cache, records: int) -> None:
     """A run of `path` (h.yaml) that ran out of room mid-run (`out`): one line naming the history,
-    its partial file, the full disk and what was kept; the partial file holds the first records
-    of the uninterrupted run `whole` (whole.nc, whole.restart.nc in tmp_path) bitwise, no lock or
-    temporary is left; resumed with room, history and restart are bitwise the uninterrupted run's.
-    Shared by both models."""
+    its partial file, the full disk and what was kept; the partial file holds the first `records`
+    records of the uninterrupted run `whole` (whole.nc, whole.restart.nc in tmp_path) bitwise, no
+    lock or temporary is left; resumed with room, history and restart are bitwise the
+    uninterrupted run's. Shared by both models."""
     assert out.returncode == 2, out.stderr
     partial = tmp_path / "h.nc.partial"
     line = error_of(out.stderr)
@@ -224,7 +224,7 @@ def assert_kept_and_resumed(tmp_path, path, whole, out, cache) -> None:
     assert not [n for n in files_in(tmp_path) if n.endswith((".lock", ".tmp", ".copy"))]
     kept, reference = history(partial, timed=()), history(tmp_path / f"{whole}.nc", timed=())
     n, total = kept["Time"].size, reference["Time"].size
-    assert 0 < n < total and f"its {n} complete records" in line
+    assert 0 < n == records < total and f"its {n} complete records" in line
     for name in kept.timed:
         assert np.array_equal(kept[name], reference[name][:n]), name
     restart = history(tmp_path / "h.restart.nc", timed=())
@@ -246,7 +246,7 @@ def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_p
     path = make_config(tmp_path, "h", **sections)
     out = run_on_a_full_disk(path, cache=tmp_path / "cache",
                              limit=limit_keeping(tmp_path / "whole.nc", 6))
-    assert_kept_and_resumed(tmp_path, path, "whole", out, tmp_path / "cache")
+    assert_kept_and_resumed(tmp_path, path, "whole", out, tmp_path / "cache", 6)
 
 
 TORN = """
