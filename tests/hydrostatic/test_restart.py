@@ -21,7 +21,7 @@ from tests.hydrostatic.test_run import config, history
 from tests.swm.test_faults import (ROOT, assert_full_disk_line, assert_same, leftovers,
                                    limit_keeping, ok, refused, run_model, run_on_a_full_disk,
                                    snapshot)
-from tests.swm.test_output_claims import assert_kept_and_resumed
+from tests.swm.test_output_claims import assert_kept, assert_resumed
 
 LEVEL3 = {"mesh": {"generate": {"level": 3, "lloyd": 20}}, "time": {"days": 0.25, "dt": 1800},
           "diffusion": {"visc4": 1.0e16},
@@ -150,7 +150,8 @@ def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_p
         shutil.copy2(folder / name, tmp_path / name)
     path = l3(tmp_path, "h")
     out = run_on_a_full_disk(path, cache=cache, limit=limit_keeping(tmp_path / "whole.nc", 2))
-    assert_kept_and_resumed(tmp_path, path, "whole", out, cache, 2)
+    assert_kept(tmp_path, "whole", out, 2)
+    assert_resumed(tmp_path, path, "whole", cache)
 
 
 # -- the run's files -------------------------------------------------------------------------------

@@ -207,12 +207,11 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit,
     assert files_in(tmp_path) == {"h.yaml", "h.nc"}         # no partial, lock or temporary
 
 
-def assert_kept_and_resumed(tmp_path, path, whole, out, cache, records: int) -> None:
-    """A run of `path` (h.yaml) that ran out of room mid-run (`out`): one line naming the history,
-    its partial file, the full disk and what was kept; the partial file holds the first `records`
-    records of the uninterrupted run `whole` (whole.nc, whole.restart.nc in tmp_path) bitwise, no
-    lock or temporary is left; resumed with room, history and restart are bitwise the
-    uninterrupted run's. Shared by both models."""
+def assert_kept(tmp_path, whole, out, records: int) -> None:
+    """A run of h.yaml that ran out of room mid-run (`out`): one line naming the history, its
+    partial file, the full disk and what was kept; the partial file holds the first `records`
+    records of the uninterrupted run `whole` (`whole`.nc in tmp_path) bitwise and the restart is
+    no later than its last; no lock or temporary is left. Shared by both models."""
     assert out.returncode == 2, out.stderr
     partial = tmp_path / "h.nc.partial"
     line = error_of(out.stderr)
@@ -229,8 +228,13 @@ def assert_kept_and_resumed(tmp_path, path, whole, out, cache, records: int) -> 
         assert np.array_equal(kept[name], reference[name][:n]), name
     restart = history(tmp_path / "h.restart.nc", timed=())
     assert restart["Time"][0] <= kept["Time"][-1]
+
+
+def assert_resumed(tmp_path, path, whole, cache) -> None:
+    """h.yaml resumed with room: history and restart bitwise the uninterrupted run's, nothing
+    left beside them."""
     ok(run_model(path, "--set", "restart.resume=true", cache=cache))
-    assert_same(reference, history(tmp_path / "h.nc", timed=()))
+    assert_same(history(tmp_path / f"{whole}.nc", timed=()), history(tmp_path / "h.nc", timed=()))
     assert_same(history(tmp_path / f"{whole}.restart.nc", timed=()),
                 history(tmp_path / "h.restart.nc", timed=()))
     assert not [n for n in files_in(tmp_path) if n.endswith((".lock", ".tmp", ".copy", ".partial"))]
@@ -238,15 +242,20 @@ def assert_kept_and_resumed(tmp_path, path, whole, out, cache, records: int) -> 
 
 def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_path):
     """Shallow water: the history stops at its last complete record (a whole netCDF file), the
-    restart written with it is kept (none after it), and a resume ends bitwise the uninterrupted
-    run's. (One process: MPICH's shared memory cannot start under a file size limit.)"""
+    restart written with it is kept (none after it); a resumed run that runs out of room keeps
+    its records the same way, and a resume with room ends bitwise the uninterrupted run's. (One
+    process: MPICH's shared memory cannot start under a file size limit.)"""
     sections = {"time": {"days": 3, "dt": 3600}, "output": {"interval_hours": 6},
                 "restart": {"interval_hours": 6}, "mesh": {"generate": {"level": 3}}}
     ok(run_model(make_config(tmp_path, "whole", **sections)))
     path = make_config(tmp_path, "h", **sections)
-    out = run_on_a_full_disk(path, cache=tmp_path / "cache",
-                             limit=limit_keeping(tmp_path / "whole.nc", 6))
-    assert_kept_and_resumed(tmp_path, path, "whole", out, tmp_path / "cache", 6)
+    cache = tmp_path / "cache"
+    out = run_on_a_full_disk(path, cache=cache, limit=limit_keeping(tmp_path / "whole.nc", 6))
+    assert_kept(tmp_path, "whole", out, 6)
+    out = run_on_a_full_disk(path, "--set", "restart.resume=true", cache=cache,
+                             limit=limit_keeping(tmp_path / "whole.nc", 9))
+    assert_kept(tmp_path, "whole", out, 9)              # a resumed run's disk fills up too
+    assert_resumed(tmp_path, path, "whole", cache)
 
 
 TORN = """
