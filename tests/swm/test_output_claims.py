@@ -207,20 +207,23 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit,
     assert files_in(tmp_path) == {"h.yaml", "h.nc"}         # no partial, lock or temporary
 
 
-def assert_kept(tmp_path, whole, out, records: int) -> None:
-    """A run of h.yaml that ran out of room mid-run (`out`): one line naming the history, its
-    partial file, the full disk and what was kept; the partial file holds the first `records`
-    records of the uninterrupted run `whole` (`whole`.nc in tmp_path) bitwise and the restart is
-    no later than its last; no lock or temporary is left. Shared by both models."""
-    assert out.returncode == 2, out.stderr
-    partial = tmp_path / "h.nc.partial"
+def assert_kept(tmp_path, whole, out, records: int, disk=None, status: int = 2) -> None:
+    """A run of h.yaml that ran out of room mid-run (`out`, exit `status`): one line naming the
+    history (h.nc in `disk`, default tmp_path), its partial file, the full disk and what was kept;
+    the partial file holds the first `records` records of the uninterrupted run `whole`
+    (`whole`.nc in tmp_path) bitwise and the restart (h.restart.nc in tmp_path) is no later than
+    its last; no lock or temporary is left. Shared by both models."""
+    assert out.returncode == status, out.stderr
+    disk = tmp_path if disk is None else disk
+    partial = disk / "h.nc.partial"
     line = error_of(out.stderr)
-    for word in (f"output.path = '{tmp_path / 'h.nc'}'", f"{partial} keeps its",
+    for word in (f"output.path = '{disk / 'h.nc'}'", f"{partial} keeps its",
                  "no space left on device", "the last restart file is kept",
                  "restart.resume: true"):
         assert word in line, (word, line)
-    assert files_in(tmp_path) >= {"h.nc.partial", "h.restart.nc"}
-    assert not [n for n in files_in(tmp_path) if n.endswith((".lock", ".tmp", ".copy"))]
+    assert partial.exists() and (tmp_path / "h.restart.nc").exists()
+    assert not [n for d in (tmp_path, disk) for n in files_in(d)
+                if n.endswith((".lock", ".tmp", ".copy"))]
     kept, reference = history(partial, timed=()), history(tmp_path / f"{whole}.nc", timed=())
     n, total = kept["Time"].size, reference["Time"].size
     assert 0 < n == records < total and f"its {n} complete records" in line
@@ -230,14 +233,16 @@ def assert_kept(tmp_path, whole, out, records: int) -> None:
     assert restart["Time"][0] <= kept["Time"][-1]
 
 
-def assert_resumed(tmp_path, path, whole, cache) -> None:
-    """h.yaml resumed with room: history and restart bitwise the uninterrupted run's, nothing
-    left beside them."""
-    ok(run_model(path, "--set", "restart.resume=true", cache=cache))
-    assert_same(history(tmp_path / f"{whole}.nc", timed=()), history(tmp_path / "h.nc", timed=()))
+def assert_resumed(tmp_path, path, whole, cache, disk=None, ranks: int = 1) -> None:
+    """h.yaml resumed with room: history (h.nc in `disk`, default tmp_path) and restart bitwise
+    the uninterrupted run's, nothing left beside them."""
+    disk = tmp_path if disk is None else disk
+    ok(run_model(path, "--set", "restart.resume=true", cache=cache, ranks=ranks))
+    assert_same(history(tmp_path / f"{whole}.nc", timed=()), history(disk / "h.nc", timed=()))
     assert_same(history(tmp_path / f"{whole}.restart.nc", timed=()),
                 history(tmp_path / "h.restart.nc", timed=()))
-    assert not [n for n in files_in(tmp_path) if n.endswith((".lock", ".tmp", ".copy", ".partial"))]
+    assert not [n for d in (tmp_path, disk) for n in files_in(d)
+                if n.endswith((".lock", ".tmp", ".copy", ".partial"))]
 
 
 def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_path):
@@ -256,6 +261,50 @@ def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_p
                              limit=limit_keeping(tmp_path / "whole.nc", 9))
     assert_kept(tmp_path, "whole", out, 9)              # a resumed run's disk fills up too
     assert_resumed(tmp_path, path, "whole", cache)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """mount(size): a tmpfs of `size` bytes at tmp_path/disk (a real full disk: ENOSPC), which
+    mount() again resizes; unmounted at the end. Skipped where tmpfs cannot be mounted (not
+    root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = []
+
+    def mount(size: int):
+        options = f"{'remount,' if mounted else ''}size={size}"
+        out = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({out.stderr.strip()})")
+        mounted.append(size)
+        return disk
+    yield mount
+    if mounted:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_a_really_full_disk_mid_run_keeps_the_records_on_any_rank_count(tmp_path, small_disk,
+                                                                        ranks):
+    """The history on a tmpfs that fills up (ENOSPC, free space from statvfs), under mpiexec too
+    (rank 0 stops the job: MPI_Abort): the partial file keeps its complete records, the restart
+    (on another disk) the one written with them; with room again the resume is bitwise the
+    uninterrupted run's on as many ranks."""
+    sections = {"time": {"days": 3, "dt": 3600}, "output": {"interval_hours": 6},
+                "restart": {"interval_hours": 6}, "mesh": {"generate": {"level": 3}}}
+    cache = tmp_path / "cache"
+    ok(run_model(make_config(tmp_path, "whole", **sections), cache=cache, ranks=ranks))
+    disk = small_disk(limit_keeping(tmp_path / "whole.nc", 5))
+    path = make_config(tmp_path, "h", **sections)
+    text = path.read_text().replace(str(tmp_path / "h.nc"), str(disk / "h.nc"))
+    path.write_text(text)
+    out = run_model(path, cache=cache, ranks=ranks)
+    assert_kept(tmp_path, "whole", out, 5, disk, status=2 if ranks == 1 else out.returncode)
+    assert out.returncode != 0
+    small_disk(64 * 2**20)
+    assert_resumed(tmp_path, path, "whole", cache, disk, ranks)
 
 
 TORN = """
