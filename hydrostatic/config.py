@@ -4,7 +4,7 @@ model's where they mean the same (mesh, partition; `swm.config`):
 
     model: hydrostatic
     mesh: {generate: {level: 5, lloyd: 100}}
-    vertical: {levels: jw06_26, nVertLevels: 26}  # or {levels: wrf_hybrid, nVertLevels: 50, top_pa: 1000}
+    vertical: {levels: jw06_26, nVertLevels: 26}  # wrf_hybrid: any nVertLevels, top_pa
     case: {name: jw06_baroclinic}           # jw06_steady, jw06_baroclinic, held_suarez
     time: {days: 9, dt: 720}                # start: "2000-01-01_00:00:00" (default 0000-01-01)
     diffusion: {visc4: 5.0e15}

@@ -13,9 +13,9 @@ top down; `coefficients` returns it from the surface up, A in Pa.
 
 `wrf_hybrid`: any number of layers and model top, generated (`hybrid_coefficients`): the hybrid
 sigma-pressure coordinate of WRF-ARW version 4 (Skamarock et al. 2019, "A Description of the
-Advanced Research WRF Model Version 4", NCAR/TN-556+STR, section 2.1, eqs. 2.2-2.3; Park et al.
-2019, MWR 147, 1495) with its default eta_c = 0.2, on interfaces evenly spaced in eta (layers of
-equal mass in the reference column p_s = p0):
+Advanced Research WRF Model Version 4", NCAR/TN-556+STR, section 2.1) with its default
+eta_c = 0.2 (namelist etac), on interfaces evenly spaced in eta (layers of equal mass in the
+reference column p_s = p0):
 
     p(eta) = B(eta) (p_s - p_top) + (eta - B(eta)) (p0 - p_top) + p_top,
     B(eta) = c1 + c2 eta + c3 eta^2 + c4 eta^3 above eta_c (0 below: pure pressure near the top),

@@ -18,8 +18,9 @@ LEVEL3 = {"mesh": {"generate": {"level": 3, "lloyd": 20}}, "time": {"days": 0.12
 
 @pytest.mark.parametrize("count, top_pa", [(10, None), (26, 1000.0), (50, 219.4)])
 def test_generated_levels_run_a_jw06_wave_stably(tmp_path, count, top_pa):
-    """6 steps of 1800 s at level 3 (3 records): the history holds the generated hyai, hybi and count layers;
-    the state stays finite and physical (theta, p_s near 1000 hPa, winds below 100 m/s)."""
+    """6 steps of 1800 s at level 3 (3 records): the history holds the generated hyai, hybi and
+    `count` layers; the state stays finite and physical (theta, p_s near 1000 hPa, winds below
+    100 m/s)."""
     vertical = {"levels": "wrf_hybrid", "nVertLevels": count}
     if top_pa is not None:
         vertical["top_pa"] = top_pa
@@ -48,7 +49,7 @@ def test_generated_coefficients_are_monotone(count, top_pa):
 
 
 def test_wrf_b_is_the_documented_cubic():
-    """B(eta_c) = B'(eta_c) = 0 and B(1) = B'(1) = 1 (Skamarock et al. 2019, eq. 2.3)."""
+    """B(eta_c) = B'(eta_c) = 0 and B(1) = B'(1) = 1 (Skamarock et al. 2019, section 2.1)."""
     h = 1e-6
     b = lambda eta: float(levels.wrf_b(np.array([eta]))[0])  # noqa: E731
     for eta, value, slope in ((levels.ETA_C, 0.0, 0.0), (1.0, 1.0, 1.0)):

@@ -191,8 +191,8 @@ def test_an_output_under_proc_names_its_key(tmp_path, ranks):
 def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit, rng):
     """The history of a first run (about 330 kB with its mesh) stays as it was when a longer
     second run cannot write its own: at 100 kB the mesh part fails, at 500 kB the first record (on
-    the writer thread: no record is complete); the partial file and temporaries are removed. (One process: MPICH's shared
-    memory cannot start under a file size limit.)"""
+    the writer thread: no record is complete); the partial file and temporaries are removed.
+    (One process: MPICH's shared memory cannot start under a file size limit.)"""
     alpha = float(rng.uniform(-1, 1))
     path = make_config(tmp_path, "h", case={"name": "williamson2", "alpha": alpha})
     ok(run_model(path))
