@@ -154,11 +154,13 @@ def build_simulation(config, *, progress: bool = True):
             resume_time = (s.start // per_output) * per_output * dt if s.start else None
             grid = None if resume_time is not None else grid_reference(
                 config, s.global_mesh, config.output.path, "output.path")
-            return History(files[0], writer, s.global_mesh, config.dtype, config.output.variables,
-                           config.vertical.nVertLevels, s.coefficients,
-                           None if s.phi_s is None else s.phi_s / GRAVITY,
-                           fingerprint=s.fingerprint, attributes=attributes, grid=grid,
-                           resume_time=resume_time, start=config.time.start)
+            history = History(files[0], writer, s.global_mesh, config.dtype,
+                              config.output.variables, config.vertical.nVertLevels, s.coefficients,
+                              None if s.phi_s is None else s.phi_s / GRAVITY,
+                              fingerprint=s.fingerprint, attributes=attributes, grid=grid,
+                              resume_time=resume_time, start=config.time.start)
+            history.restart = config.restart.path
+            return history
         history = _on_root_keep(comm, make)
         dist, global_mesh = s.distribution, s.global_mesh
         log.info("mesh %s; %s; %d levels; backend %s %s; dt %g s, %d steps; set up in %.2f s",

@@ -785,6 +785,7 @@ class History:
         self.writer, self.ds = writer, None
         self.made = False           # the partial file is this run's (new, or a copy of the final)
         self.records = 0            # records the partial file holds whole
+        self.restart = None         # the run's restart file (the driver sets it), named on failure
         try:
             with self._space():
                 if resume_time is not None:
@@ -995,15 +996,32 @@ class History:
             f"writing record {record} (day {seconds / DAY:.4f}) to {self.partial}"
         if kept.size:
             days = f"day {kept[0] / DAY:.4f} to day {kept[-1] / DAY:.4f}"
-            text = (f"{self.partial} keeps its {len(kept)} complete records ({days}), the last "
-                    "restart file is kept; expected room for the file: free some space and "
-                    "resume with restart.resume: true")
+            text = (f"{self.partial} keeps its {len(kept)} complete records ({days}), "
+                    f"{self._restart_kept()}")
         else:
             text = (f"no record was complete, {self.partial.name} is removed, {self.path.name} "
                     "left as it was; expected room for the file (free some space or choose "
                     "another folder)")
         return SpaceError(f"{self.target.key} = {str(self.path)!r}: {what} failed: {problem}; "
                           f"{text}")
+
+    def _restart_kept(self) -> str:
+        """What a run stopped by a failed history write resumes from: its restart file (`restart`)
+        and the restart's day, or that there is none to resume from."""
+        import netCDF4
+
+        resume = "expected room for the file: free some space and resume with restart.resume: true"
+        if self.restart is None:
+            return f"the last restart file is kept; {resume}"
+        if not pathlib.Path(self.restart).is_file():
+            return ("no restart file was written; expected room for the file: free some space "
+                    "and run it again")
+        try:
+            with netCDF4.Dataset(self.restart) as ds:
+                day = f" (day {float(ds['Time'][0]):.4f})"
+        except (OSError, RuntimeError, IndexError, KeyError):
+            day = ""
+        return f"the last restart file {self.restart}{day} is kept; {resume}"
 
     def _keep(self, n: int, torn: bool) -> np.ndarray:
         """The times of the records the partial file keeps: its first `n`, whole. A file whose

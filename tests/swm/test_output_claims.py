@@ -218,8 +218,8 @@ def assert_kept(tmp_path, whole, out, records: int, disk=None, status: int = 2) 
     partial = disk / "h.nc.partial"
     line = error_of(out.stderr)
     for word in (f"output.path = '{disk / 'h.nc'}'", f"{partial} keeps its",
-                 "no space left on device", "the last restart file is kept",
-                 "restart.resume: true"):
+                 "no space left on device", f"the last restart file {tmp_path / 'h.restart.nc'} "
+                 "(day ", ") is kept", "restart.resume: true"):
         assert word in line, (word, line)
     assert partial.exists() and (tmp_path / "h.restart.nc").exists()
     assert not [n for d in (tmp_path, disk) for n in files_in(d)
@@ -231,6 +231,7 @@ def assert_kept(tmp_path, whole, out, records: int, disk=None, status: int = 2) 
         assert np.array_equal(kept[name], reference[name][:n]), name
     restart = history(tmp_path / "h.restart.nc", timed=())
     assert restart["Time"][0] <= kept["Time"][-1]
+    assert f"h.restart.nc (day {restart['Time'][0]:.4f}) is kept" in line
 
 
 def assert_resumed(tmp_path, path, whole, cache, disk=None, ranks: int = 1) -> None:
