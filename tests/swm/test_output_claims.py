@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.swm.test_faults import (RANKS, ROOT, assert_full_disk_line, assert_same, env, error_of,
-                                   history, limit_keeping, make_config, ok, run_model,
+                                   history, limit_keeping, make_config, ok, refused, run_model,
                                    run_on_a_full_disk, snapshot)
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -262,6 +262,23 @@ def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_p
                              limit=limit_keeping(tmp_path / "whole.nc", 9))
     assert_kept(tmp_path, "whole", out, 9)              # a resumed run's disk fills up too
     assert_resumed(tmp_path, path, "whole", cache)
+
+
+def test_a_full_disk_mid_run_without_restarts_says_there_is_none(tmp_path):
+    """Restarts off (restart.interval_hours unset): the partial file keeps its complete records
+    and the line says that no restart was written, so the run is to be run again."""
+    sections = {"time": {"days": 3, "dt": 3600}, "output": {"interval_hours": 6},
+                "mesh": {"generate": {"level": 3}}}
+    ok(run_model(make_config(tmp_path, "whole", **sections)))
+    path = make_config(tmp_path, "h", **sections)
+    out = run_on_a_full_disk(path, cache=tmp_path / "cache",
+                             limit=limit_keeping(tmp_path / "whole.nc", 3))
+    line = refused(out, 2, f"{tmp_path / 'h.nc.partial'} keeps its 3 complete records",
+                   "no restart file was written", "run it again")
+    assert "resume" not in line
+    assert files_in(tmp_path) == {"whole.yaml", "whole.nc", "h.yaml", "h.nc.partial"}
+    kept, reference = history(tmp_path / "h.nc.partial", timed=()), history(tmp_path / "whole.nc")
+    assert np.array_equal(kept["h"], reference["h"][:3])
 
 
 @pytest.fixture
