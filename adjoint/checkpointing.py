@@ -39,6 +39,7 @@ from checkpoint_schedules import (Copy, EndForward, EndReverse, Forward, Move,
                                   SingleMemoryStorageSchedule, StorageType,
                                   TwoLevelCheckpointSchedule)
 
+from grids.atomic import atomic_path
 from meshops.device.backend import array_module, to_host
 
 SCHEDULES = ("none", "revolve", "multistage", "two_level")
@@ -121,11 +122,18 @@ class _MemoryStore:
         return len(self.held)
 
 
-class _DiskStore:
-    """Snapshots as .npz files of one rank in `directory` (a fresh folder inside it)."""
+class SnapshotError(OSError):
+    """A disk snapshot that could not be written: the message names the file, the config key of
+    its folder, what went wrong and what was kept."""
 
-    def __init__(self, directory, rank: int):
+
+class _DiskStore:
+    """Snapshots as .npz files of one rank in `directory` (a fresh folder inside it), each written
+    atomically (`grids.atomic`); `key`: the config key that chose `directory` (in errors)."""
+
+    def __init__(self, directory, rank: int, key: str = "checkpointing.directory"):
         base = pathlib.Path(directory or tempfile.gettempdir())
+        self.key, self.base, self.chosen = key, base, directory is not None
         base.mkdir(parents=True, exist_ok=True)
         self.folder = pathlib.Path(tempfile.mkdtemp(prefix=f"snapshots-rank{rank}-", dir=base))
         self.steps: set[int] = set()
@@ -133,8 +141,25 @@ class _DiskStore:
     def put(self, n: int, state: Sequence) -> None:
         xp_names = [type(a).__module__.split(".")[0] for a in state]
         host = [to_host(a) for a in state]
-        np.savez(self.folder / f"{n}.npz", *host, modules=np.array(xp_names))
+        path = self.folder / f"{n}.npz"
+        try:
+            with atomic_path(path) as tmp, open(tmp, "wb") as file:
+                np.savez(file, *host, modules=np.array(xp_names))
+        except OSError as exc:
+            raise self._error(path, n, exc, sum(a.nbytes for a in host)) from None
         self.steps.add(n)
+
+    def _error(self, path, n: int, exc: OSError, size: int) -> SnapshotError:
+        """The one-line error of the failed write of snapshot `path` (of step `n`, `size` bytes)."""
+        from swm.output import space_problem
+
+        problem = space_problem(exc, path) or exc.strerror or str(exc)
+        given = repr(str(self.base)) if self.chosen else "unset (the system's temporary folder)"
+        return SnapshotError(
+            f"{self.key} = {given}: writing the disk snapshot {path} (the state of step {n}) "
+            f"failed: {problem}; the sweep stops and its snapshots are removed (expected room "
+            f"for {size} bytes a snapshot in {self.base}: free some space or choose another "
+            f"{self.key})")
 
     def get(self, n: int) -> list:
         with np.load(self.folder / f"{n}.npz") as data:
@@ -165,7 +190,7 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
                   adjoint: Callable[[Sequence, Sequence], Sequence],
                   cost_value: Callable[[int, Sequence], float],
                   cost_gradient: Callable[[int, Sequence], Sequence | None],
-                  disk_directory=None, rank: int = 0,
+                  disk_directory=None, rank: int = 0, disk_key: str = "checkpointing.directory",
                   on_step: Callable[[str], None] | None = None, memory_slots: int | None = None):
     """(J, lambda_0, stats) of the run of `n_steps` steps from `state0` under `schedule`.
 
@@ -174,7 +199,9 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
     dJ_k/dx_k as a list of arrays, or None where J has no term at step k. `on_step(kind)`, when
     given, is called after every step: kind "forward" (the first pass), "recompute" or "adjoint".
     `memory_slots`: the snapshots the schedule keeps in memory at most, reserved before the first
-    step (None: copies made as they come).
+    step (None: copies made as they come). `disk_directory`: the folder of the disk snapshots
+    (None: the system's temporary folder), chosen by config key `disk_key` (named when a snapshot
+    cannot be written: `SnapshotError`).
     """
     copy = lambda state: [a.copy() for a in state]  # noqa: E731
     snapshots = {StorageType.RAM: _MemoryStore(memory_slots), StorageType.DISK: None}
@@ -186,7 +213,7 @@ def reverse_sweep(schedule, n_steps: int, state0: Sequence, *,
 
     def disk():
         if snapshots[StorageType.DISK] is None:
-            snapshots[StorageType.DISK] = _DiskStore(disk_directory, rank)
+            snapshots[StorageType.DISK] = _DiskStore(disk_directory, rank, disk_key)
         return snapshots[StorageType.DISK]
 
     def store(storage, n, x):

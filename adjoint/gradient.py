@@ -184,7 +184,8 @@ def _gradient(model, state0, cost, n_steps, schedule, mode, checkpointing, rank,
     cost_value, lam, stats = reverse_sweep(
         schedule, n_steps, state0, forward=forward_step, adjoint=adjoint_step,
         cost_value=_checked_value(cost, check), cost_gradient=cost.gradient,
-        disk_directory=directory, rank=rank, on_step=on_step, memory_slots=slots)
+        disk_directory=directory, rank=rank, disk_key=f"{checkpointing_key}.directory",
+        on_step=on_step, memory_slots=slots)
     stats.memory = memory
     return cost_value, (*lam, *controls_adj), stats
 

@@ -35,6 +35,10 @@ MESHOPS_CACHE_DIR at a local disk; HDF5_USE_FILE_LOCKING=FALSE is HDF5's own swi
 Failure: when the cache directory cannot be created or written, the mesh is generated in memory,
 a warning is logged, and the run goes on.
 
+mesh_id: a cache file written before meshes carried one (`grids.mpas_io.mesh_id_of`) gets it on a
+hit, computed from its cells and stored in the file atomically (`with_mesh_id`; in memory only
+where the cache cannot be written).
+
 Logs (logger "grids", info): "mesh: cache hit <path> (x.x s)" and
 "mesh: generated level N in x.x s, cached to <path> (load x.x s)".
 """
@@ -168,6 +172,41 @@ def _remove_stale_temporaries(path: Path) -> None:
             pass
 
 
+def with_mesh_id(mesh: Mesh, path: Path) -> Mesh:
+    """`mesh`, read from cache file `path`, with its mesh_id (`grids.mpas_io.mesh_id_of` its cell
+    positions): a file cached before mesh_id existed gets it computed, and stored in the file
+    (`store_attribute`) where the cache can be written; one that cannot keeps it in memory only."""
+    from .mpas_io import mesh_id_of
+
+    if "mesh_id" in mesh.attributes:
+        return mesh
+    mesh_id = mesh_id_of(mesh.xCell, mesh.yCell, mesh.zCell)
+    try:
+        store_attribute(path, "mesh_id", mesh_id)
+    except (OSError, RuntimeError) as exc:
+        log.warning("mesh: cache file %s has no mesh_id and cannot be given one (%s); computed "
+                    "for this run only", path, exc)
+    else:
+        log.info("mesh: cache file %s given its mesh_id %s", path, mesh_id)
+    return mesh.replace(attributes={**mesh.attributes, "mesh_id": mesh_id})
+
+
+def store_attribute(path: Path, name: str, value) -> None:
+    """Set global attribute `name` = `value` of netCDF file `path` atomically: a copy beside it
+    gets the attribute and is renamed over it (`grids.atomic`), so a reader sees the file before
+    or after, whole. The variables (and their checksums) are unchanged."""
+    import shutil
+
+    import netCDF4
+
+    from .atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        shutil.copyfile(path, tmp)
+        with netCDF4.Dataset(tmp, "a") as ds:
+            ds.setncattr(name, value)
+
+
 def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: float = EARTH_RADIUS,
                        order: str = "morton", omega: float = EARTH_OMEGA, cache_dir=None,
                        validate: bool = True, level_key: str = "level") -> Mesh:
@@ -207,7 +246,7 @@ def cached_icosahedral(level: int, *, lloyd_iterations: int = 0, sphere_radius: 
             log.warning("mesh: cache file %s is unusable, regenerating it: %s", path, exc)
         else:
             log.info("mesh: cache hit %s (%.1f s)", path, time.perf_counter() - start)
-            return mesh
+            return with_mesh_id(mesh, path)
 
     start = time.perf_counter()
     try:

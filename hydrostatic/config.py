@@ -4,7 +4,7 @@ model's where they mean the same (mesh, partition; `swm.config`):
 
     model: hydrostatic
     mesh: {generate: {level: 5, lloyd: 100}}
-    vertical: {levels: jw06_26, nVertLevels: 26}
+    vertical: {levels: jw06_26, nVertLevels: 26}  # wrf_hybrid: any nVertLevels, top_pa
     case: {name: jw06_baroclinic}           # jw06_steady, jw06_baroclinic, held_suarez
     time: {days: 9, dt: 720}                # start: "2000-01-01_00:00:00" (default 0000-01-01)
     diffusion: {visc4: 5.0e15}
@@ -17,7 +17,7 @@ model's where they mean the same (mesh, partition; `swm.config`):
 from __future__ import annotations
 
 import pathlib
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
@@ -26,24 +26,39 @@ from framework.dates import START, parse_start
 from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel, MeshConfig,
                         PartitionConfig, RestartConfig, Strict, once_each, fixed_steps)
 
-from hydrostatic.levels import LEVEL_SETS
+from hydrostatic.levels import JW06_TOP, LEVEL_SETS, P0, SCHEMES, coefficients
 from hydrostatic.terms import KINETIC_ENERGIES
 from hydrostatic.testcases import CASES
 from hydrostatic.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
 
 class VerticalConfig(Strict):
-    levels: Literal[tuple(LEVEL_SETS)] = Field("jw06_26", description="hybrid A, B coefficients: "
-                                               "jw06_26, the CAM3 26-level set of JW06 (p_top = 219.4 Pa)")
-    nVertLevels: int = Field(26, ge=1, description="layers (must be the level set's)")
+    levels: Literal[SCHEMES] = Field("jw06_26", description="hybrid A, B coefficients: jw06_26, "
+                                     "the CAM3 26-level set of JW06 (p_top = 219.4 Pa); "
+                                     "wrf_hybrid, WRF version 4's hybrid coordinate generated for "
+                                     "nVertLevels and top_pa (hydrostatic.levels)")
+    nVertLevels: int = Field(26, ge=2, description="layers (a level set's own: jw06_26 has 26)")
+    top_pa: Optional[float] = Field(None, gt=0, lt=P0, description="model top (Pa) of a generated "
+                                    "scheme, below the surface pressure p0 = 1e5 Pa (unset: "
+                                    "219.4, JW06's)")
 
     @model_validator(mode="after")
     def _matches(self):
+        if self.levels not in LEVEL_SETS:
+            return self
         n = LEVEL_SETS[self.levels][0]
         if self.nVertLevels != n:
             raise ValueError(f"vertical.nVertLevels = {self.nVertLevels}: levels {self.levels} has "
-                             f"{n} layers; expected nVertLevels: {n}")
+                             f"{n} layers; expected nVertLevels: {n} (or levels: wrf_hybrid)")
+        if self.top_pa is not None:
+            raise ValueError(f"vertical.top_pa = {self.top_pa}: levels {self.levels} has its own "
+                             f"top ({JW06_TOP:.4g} Pa); expected top_pa unset (or levels: "
+                             "wrf_hybrid)")
         return self
+
+    def coefficients(self):
+        """(A in Pa, B) of these levels (`hydrostatic.levels.coefficients`)."""
+        return coefficients(self.levels, self.nVertLevels, self.top_pa)
 
 
 class CaseConfig(Strict):

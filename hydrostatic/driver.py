@@ -26,7 +26,7 @@ from swm.output import AsyncWriter, check_clobber, check_resumed_history, claim,
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
 
-from hydrostatic import levels, testcases
+from hydrostatic import testcases
 from hydrostatic.callbacks import CALLBACKS, Watchdog
 from hydrostatic.distribution import distribute
 from hydrostatic.dynamics import Physics
@@ -73,7 +73,7 @@ def setup(config, comm) -> Setup:
     xp, dtype = array_module(config), np.dtype(config.dtype)
     if xp is not np:
         meshops.parallel.comm.select_device(comm)
-    A, B = levels.coefficients(config.vertical.levels)
+    A, B = config.vertical.coefficients()
     dt, per_output, total = fixed_steps(config)
     root = {}
 
@@ -154,11 +154,13 @@ def build_simulation(config, *, progress: bool = True):
             resume_time = (s.start // per_output) * per_output * dt if s.start else None
             grid = None if resume_time is not None else grid_reference(
                 config, s.global_mesh, config.output.path, "output.path")
-            return History(files[0], writer, s.global_mesh, config.dtype, config.output.variables,
-                           config.vertical.nVertLevels, s.coefficients,
-                           None if s.phi_s is None else s.phi_s / GRAVITY,
-                           fingerprint=s.fingerprint, attributes=attributes, grid=grid,
-                           resume_time=resume_time, start=config.time.start)
+            history = History(files[0], writer, s.global_mesh, config.dtype,
+                              config.output.variables, config.vertical.nVertLevels, s.coefficients,
+                              None if s.phi_s is None else s.phi_s / GRAVITY,
+                              fingerprint=s.fingerprint, attributes=attributes, grid=grid,
+                              resume_time=resume_time, start=config.time.start)
+            history.restart = config.restart.path
+            return history
         history = _on_root_keep(comm, make)
         dist, global_mesh = s.distribution, s.global_mesh
         log.info("mesh %s; %s; %d levels; backend %s %s; dt %g s, %d steps; set up in %.2f s",

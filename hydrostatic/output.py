@@ -21,6 +21,7 @@ from swm import output
 from swm.output import cells_fingerprint, mesh_fingerprint, mesh_settings, trajectory_settings
 
 from hydrostatic.dynamics import column_diagnostics
+from hydrostatic.levels import LEVEL_SETS
 from hydrostatic.variables import DIAGNOSTICS, FIELDS, ISOBARIC
 
 
@@ -66,12 +67,15 @@ def diagnostics_of(model, distribution) -> dict:
 def fingerprint(config, mesh, dt: float) -> dict:
     """The run's fingerprint (`swm.output`): the mesh's, the settings that change the trajectory
     (the shallow-water model's keys with vertical.levels, case.rotation,
-    dynamics.kinetic_energy and time.start) and what names another cell order."""
+    dynamics.kinetic_energy, time.start and a generated scheme's vertical.nVertLevels and top_pa) and what names another cell order."""
     settings = {**trajectory_settings(config, dt), "vertical.levels": config.vertical.levels,
                 # settings at their defaults are left out: restarts written before they existed resume
                 "case": config.case.model_dump(mode="json", exclude_defaults=True)}
     if config.time.start != START:      # the date of the history's and restart's times
         settings["time.start"] = config.time.start
+    if config.vertical.levels not in LEVEL_SETS:        # a generated scheme: its count and top
+        settings.update({"vertical.nVertLevels": config.vertical.nVertLevels,
+                         "vertical.top_pa": config.vertical.top_pa})
     if config.dynamics.kinetic_energy != "trisk":
         settings["dynamics.kinetic_energy"] = config.dynamics.kinetic_energy
     return {"mesh": mesh_fingerprint(mesh), "settings": settings,

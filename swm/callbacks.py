@@ -253,16 +253,22 @@ class RestartOutput:
         self.saved_step = saved_step
 
     def __call__(self, sim) -> None:
-        from swm.output import write_restart
-
         dist, model = self.distribution, sim.model
         fields = {name: (dist.gather(location, host(value)), location, attributes)
                   for (name, location, attributes), value in zip(self.state, model.state)}
         if dist.comm.Get_rank() == 0:
             step, dt = sim.step, model.dt
-            self.writer.submit(lambda: write_restart(self.path, fields, step, dt, self.fingerprint,
-                                                     self.attributes, self.start_date))
+            self.writer.submit(lambda: self._write(fields, step, dt))
         self.saved_step = sim.step
+
+    def _write(self, fields, step: int, dt: float) -> None:
+        """Write the restart of `step` (on the writer thread), unless a write before it failed: the
+        restart kept is then one the history holds the records up to."""
+        from swm.output import write_restart
+
+        if not self.writer.failed:
+            write_restart(self.path, fields, step, dt, self.fingerprint, self.attributes,
+                          self.start_date)
 
     def finish(self, sim, outcome) -> None:
         wanted = outcome in ("watchdog", "interrupted") or (outcome == "finished" and self.at_end)

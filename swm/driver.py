@@ -324,6 +324,7 @@ def _history(config: Config, s: Setup, files: list, writer, attributes: dict, ma
                                   config.output.variables, diag, fingerprint=s.fingerprint,
                                   resume_time=resume_time, topography=topography,
                                   attributes=attributes, grid=grid)
+        made["history"].restart = config.restart.path
     on_root(s.comm, make)
 
 

@@ -17,7 +17,11 @@ state off that grid gets the record after the last full interval. It grows under
 netCDF. A resumed run continues the history it resumes (same output.interval_hours and
 output.variables: `check_resumed_history`), copied to the partial file atomically: records up to
 the restart time are kept, and a later record there (a run killed after its last restart) is not
-replaced by an earlier state (`History.write`).
+replaced by an earlier state (`History.write`). A record that would not fit (checked before it is
+written: `History._room_problem`) or whose write fails stops the run with one line: the partial
+file keeps the records complete before it, a whole netCDF file (one torn by the failed write is
+rewritten as them: `truncated_copy`), no restart is written after it (`AsyncWriter.failed`), and
+restart.resume continues the run from the last restart as if it had not stopped.
 
 Mesh (`output.mesh`): a history holds the mesh (`inside`, MPAS's sw output stream with its mesh
 stream) or references an MPAS grid file (`reference`); `auto` references it above
@@ -654,6 +658,7 @@ class AsyncWriter:
     def __init__(self, depth: int = 2):
         self._jobs: queue.Queue = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
+        self.failed = False         # a job raised: later restarts are not written (`RestartOutput`)
         self._thread = threading.Thread(target=self._work, name="history-writer", daemon=True)
         self._thread.start()
 
@@ -666,6 +671,7 @@ class AsyncWriter:
                 job()                # after an error too: each job releases what it holds
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread
                 self._error = self._error or exc
+                self.failed = True
 
     def _raise(self):
         if self._error is not None:
@@ -778,6 +784,8 @@ class History:
         self.variables, self.diagnostics = tuple(variables), tuple(diagnostics)
         self.writer, self.ds = writer, None
         self.made = False           # the partial file is this run's (new, or a copy of the final)
+        self.records = 0            # records the partial file holds whole
+        self.restart = None         # the run's restart file (the driver sets it), named on failure
         try:
             with self._space():
                 if resume_time is not None:
@@ -792,9 +800,9 @@ class History:
 
     @contextlib.contextmanager
     def _space(self):
-        """A write that runs out of room (`reporting_space`) closes the partial file and removes it
-        where this run made it (a new history, or a copy of the final file): the final file is
-        kept as it was."""
+        """While the history is made or continued (before any record): a write that runs out of
+        room (`reporting_space`) closes the partial file and removes it where this run made it (a
+        new history, or a copy of the final file): the final file is kept as it was."""
         try:
             with reporting_space(self.partial, self.target.key, self.path,
                                  f"the partial file is removed, {self.path.name} left as it "
@@ -860,6 +868,7 @@ class History:
             times = ds["Time"][:] * 86400.0 if "Time" in ds.variables else np.array([])
             variables = [v for v in self.variables if v not in ds.variables]
         self.kept_times = np.asarray(times, dtype=np.float64)
+        self.records = self.kept_times.size
         expected = _attrs(fingerprint)
         for key in found:
             if found[key] != expected[key]:
@@ -901,7 +910,10 @@ class History:
                 ds = self.ds
                 if ds is None:             # a write before failed
                     return
-                with self._space():
+                problem = self._room_problem(ds)
+                if problem is not None:    # refused before the file is touched
+                    raise self._stop_keeping(record, seconds, problem, torn=False)
+                try:
                     set_time(ds, record, seconds, self.start_date)
                     for name in self.variables:
                         value = fields[name]
@@ -911,6 +923,10 @@ class History:
                             ds[name][record] = value
                     ds.sync()
                     _fsync(self.partial)   # here, in the background, not all at the end
+                except (OSError, RuntimeError) as exc:
+                    raise self._stop_keeping(record, seconds, _write_problem(exc, self.partial),
+                                             torn=True) from None
+                self.records = max(self.records, record + 1)
             finally:
                 if done is not None:
                     done()
@@ -926,12 +942,15 @@ class History:
                 return
             if self.ds is None:            # a write before failed
                 return
-            with self._space():
+            try:
                 self.ds.close()
                 self.ds = None
                 if finished:
                     _fsync(self.partial)
                     os.replace(self.partial, self.path)
+            except (OSError, RuntimeError) as exc:
+                raise self._stop_keeping(None, None, _write_problem(exc, self.partial),
+                                         torn=True) from None
         self.writer.submit(job)
 
     def _discard(self) -> None:
@@ -939,6 +958,150 @@ class History:
             self.ds.close()
         if self.made:
             self.partial.unlink(missing_ok=True)
+
+    # -- a write that fails mid-run: the records written so far are kept ---------------------------
+
+    def _room_problem(self, ds) -> str | None:
+        """"no space left on device (...)" when the next record (`record_bytes` and RECORD_SLACK
+        of netCDF-4 bookkeeping) would not fit: the folder's free space (`os.statvfs`) or the file
+        size limit (RLIMIT_FSIZE, ulimit -f); None when it fits. Checked before a record is
+        written, so that a full disk leaves the file as of its last complete record."""
+        import resource
+
+        need = record_bytes(ds) + RECORD_SLACK
+        size = os.path.getsize(self.partial)
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY and size + need > limit:
+            return (f"no space left on device for it (the file size limit, ulimit -f, is {limit} "
+                    f"bytes; the file holds {size}, a record needs about {need})")
+        stats = os.statvfs(self.partial.parent)
+        free = stats.f_bavail * stats.f_frsize
+        if free < need:
+            return (f"no space left on device ({free} bytes free in {self.partial.parent}, a "
+                    f"record needs about {need})")
+        return None
+
+    def _stop_keeping(self, record, seconds, problem: str, torn: bool) -> SpaceError:
+        """The error of a write of record `record` (at `seconds`; None: the closing) that failed
+        with `problem`, after the partial file is closed and left holding the records complete
+        before it (`_keep`): it names the file and what was kept."""
+        if self.ds is not None:
+            try:
+                self.ds.close()
+            except (OSError, RuntimeError):
+                pass                          # a torn file: `_keep` rewrites it
+            self.ds = None
+        kept = self._keep(self.records, torn)
+        what = f"closing {self.partial}" if record is None else \
+            f"writing record {record} (day {seconds / DAY:.4f}) to {self.partial}"
+        if kept.size:
+            days = f"day {kept[0] / DAY:.4f} to day {kept[-1] / DAY:.4f}"
+            text = (f"{self.partial} keeps its {len(kept)} complete records ({days}), "
+                    f"{self._restart_kept()}")
+        else:
+            text = (f"no record was complete, {self.partial.name} is removed, {self.path.name} "
+                    "left as it was; expected room for the file (free some space or choose "
+                    "another folder)")
+        return SpaceError(f"{self.target.key} = {str(self.path)!r}: {what} failed: {problem}; "
+                          f"{text}")
+
+    def _restart_kept(self) -> str:
+        """What a run stopped by a failed history write resumes from: its restart file (`restart`)
+        and the restart's day, or that there is none to resume from."""
+        import netCDF4
+
+        resume = "expected room for the file: free some space and resume with restart.resume: true"
+        if self.restart is None:
+            return f"the last restart file is kept; {resume}"
+        if not pathlib.Path(self.restart).is_file():
+            return ("no restart file was written; expected room for the file: free some space "
+                    "and run it again")
+        try:
+            with netCDF4.Dataset(self.restart) as ds:
+                day = f" (day {float(ds['Time'][0]):.4f})"
+        except (OSError, RuntimeError, IndexError, KeyError):
+            day = ""
+        return f"the last restart file {self.restart}{day} is kept; {resume}"
+
+    def _keep(self, n: int, torn: bool) -> np.ndarray:
+        """The times of the records the partial file keeps: its first `n`, whole. A file whose
+        write failed midway (`torn`) or that does not read back as exactly `n` records is
+        rewritten as its first `n` (`truncated_copy`, atomically); one that cannot be (or `n` 0)
+        is removed, unless it is a previous run's left as it was."""
+        times = None if torn else _record_times(self.partial, n)
+        if times is None and n:
+            try:
+                truncated_copy(self.partial, n)
+                times = _record_times(self.partial, n)
+            except (OSError, RuntimeError, KeyError):
+                times = None
+        if times is None or not n:
+            if self.made or torn:
+                self.partial.unlink(missing_ok=True)
+            return np.array([])
+        return times
+
+
+#: Bytes of netCDF-4 bookkeeping (chunk indexes, the 1-D series' first chunks) a record may add.
+RECORD_SLACK = 256 * 2**10
+
+
+def record_bytes(ds) -> int:
+    """Bytes of one record of netCDF4 Dataset `ds`: its variables along Time, one row each."""
+    return sum(int(np.prod(v.shape[1:], dtype=np.int64)) * v.dtype.itemsize
+               for v in ds.variables.values() if v.dimensions[:1] == ("Time",))
+
+
+def _write_problem(exc: BaseException, path) -> str:
+    """What a failed write of `path` ran into: `space_problem`'s words, else the error's."""
+    return space_problem(exc, path) or f"{type(exc).__name__}: {exc}"
+
+
+def _record_times(path, n: int):
+    """The times (s) of history `path`'s records when it reads back whole with exactly `n`
+    records along Time (every variable along Time read); None otherwise."""
+    import netCDF4
+
+    try:
+        with netCDF4.Dataset(path) as ds:
+            ds.set_auto_mask(False)
+            if len(ds.dimensions["Time"]) != n:
+                return None
+            for var in ds.variables.values():
+                if var.dimensions[:1] == ("Time",):
+                    var[:]
+            return np.asarray(ds["Time"][:], dtype=np.float64) * 86400.0
+    except (OSError, RuntimeError, KeyError, IndexError):
+        return None
+
+
+def truncated_copy(path, n: int) -> None:
+    """Rewrite netCDF file `path` as its first `n` records along Time (every other variable,
+    attribute and dimension as it is): through `<path>.copy`, fsynced, then renamed over it."""
+    import netCDF4
+
+    tmp = pathlib.Path(f"{path}.copy")
+    src = netCDF4.Dataset(path)
+    try:
+        src.set_auto_mask(False)
+        with netCDF4.Dataset(tmp, "w", format="NETCDF4") as dst:
+            dst.setncatts({k: src.getncattr(k) for k in src.ncattrs()})
+            for name, dim in src.dimensions.items():
+                dst.createDimension(name, None if dim.isunlimited() else len(dim))
+            for name, var in src.variables.items():
+                attributes = {k: var.getncattr(k) for k in var.ncattrs()}
+                out = dst.createVariable(name, var.dtype, var.dimensions,
+                                         fill_value=attributes.pop("_FillValue", None))
+                out.setncatts(attributes)
+                out[:] = var[:n] if var.dimensions[:1] == ("Time",) else var[:]
+        _fsync(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        try:
+            src.close()
+        except (OSError, RuntimeError):
+            pass                        # a torn file's metadata cannot be flushed: replaced
 
 
 def copy_to_partial(path, partial) -> None:

@@ -9,7 +9,8 @@ subprocesses on a level-3 JW06 baroclinic wave (642 cells, 26 levels, steps of 1
   output.variables, the same cells in another order, a restart at or past the end, another
   setting) are one line naming the key, with the files left byte for byte;
 - a full disk while the history is written is one line naming the file and the key, the
-  previous history kept, nothing else left;
+  previous history kept, nothing else left; one mid-run keeps the records written so far and the
+  restart written with them, and the resumed run is bitwise the uninterrupted one;
 - the run's files (`written_files`) include the restart and its lock: a restart.path that is the
   history or its partial file is refused before any work, and a run writes nothing unlisted."""
 import shutil
@@ -17,8 +18,10 @@ import shutil
 import pytest
 
 from tests.hydrostatic.test_run import config, history
-from tests.swm.test_faults import (ROOT, assert_full_disk_line, assert_same, leftovers, ok,
-                                   refused, run_model, run_on_a_full_disk, snapshot)
+from tests.swm.test_faults import (ROOT, assert_full_disk_line, assert_same, leftovers,
+                                   limit_keeping, ok, refused, run_model, run_on_a_full_disk,
+                                   snapshot)
+from tests.swm.test_output_claims import assert_kept, assert_resumed
 
 LEVEL3 = {"mesh": {"generate": {"level": 3, "lloyd": 20}}, "time": {"days": 0.25, "dt": 1800},
           "diffusion": {"visc4": 1.0e16},
@@ -124,7 +127,8 @@ def test_a_resume_swm_refuses_is_refused_naming_the_key(tmp_path, whole, first, 
 def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, whole, limit):
     """The history of a first run (about 2.9 MB: the mesh part 0.8 MB, a record 0.7 MB) stays as
     it was when a second run cannot write its own: at 400 kB the mesh part fails, at 1.6 MB the
-    second record (on the writer thread); the partial file and temporaries are removed. (One
+    first record (on the writer thread: no record is complete); the partial file and temporaries
+    are removed. (One
     process: MPICH's shared memory cannot start under a file size limit.)"""
     folder, cache = whole
     path = l3(tmp_path, "h", time={"days": 0.125}, restart={"interval_hours": None})
@@ -136,6 +140,18 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, whole,
     assert_full_disk_line(out, tmp_path / "h.nc")
     assert snapshot(*before) == before
     assert {p.name for p in tmp_path.iterdir()} == {"h.yaml", "h.nc"}
+
+
+def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_path, whole):
+    """The hydrostatic history stops at its last complete record (2 of 5), the restart written
+    with it kept; resumed with room, history and restart are bitwise the uninterrupted run's."""
+    folder, cache = whole
+    for name in ("whole.nc", "whole.restart.nc"):
+        shutil.copy2(folder / name, tmp_path / name)
+    path = l3(tmp_path, "h")
+    out = run_on_a_full_disk(path, cache=cache, limit=limit_keeping(tmp_path / "whole.nc", 2))
+    assert_kept(tmp_path, "whole", out, 2)
+    assert_resumed(tmp_path, path, "whole", cache)
 
 
 # -- the run's files -------------------------------------------------------------------------------

@@ -80,6 +80,19 @@ def run_on_a_full_disk(path, *extra, cache, limit):
                           timeout=TIMEOUT_S, preexec_fn=limited)
 
 
+def limit_keeping(history_path, kept: int) -> int:
+    """A file size limit (`run_on_a_full_disk`) under which the run that wrote the finished history
+    `history_path` runs out of room after about `kept` of its records: the file's size less its
+    later records, plus the room a record is checked for (`swm.output.RECORD_SLACK`) and half a
+    record."""
+    from swm.output import RECORD_SLACK, record_bytes
+
+    with netCDF4.Dataset(history_path) as ds:
+        n, record = len(ds.dimensions["Time"]), record_bytes(ds)
+    size = os.path.getsize(history_path)
+    return size - (n - kept) * record + RECORD_SLACK + record // 2
+
+
 def assert_full_disk_line(out, history) -> None:
     """The one error line of a run that could not write its history `history` (output.path) names
     the key, the file and its partial file, the full disk and the previous history kept."""

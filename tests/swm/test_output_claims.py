@@ -6,14 +6,17 @@ file it cannot draw. Every fault is made for real in a subprocess; every refusal
 names the keys and files, before any work, with every file there left byte for byte."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
+import netCDF4
 import numpy as np
 import pytest
 
-from tests.swm.test_faults import (RANKS, ROOT, assert_full_disk_line, env, error_of, make_config,
-                                   ok, run_model, run_on_a_full_disk, snapshot)
+from tests.swm.test_faults import (RANKS, ROOT, assert_full_disk_line, assert_same, env, error_of,
+                                   history, limit_keeping, make_config, ok, refused, run_model,
+                                   run_on_a_full_disk, snapshot)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -187,9 +190,9 @@ def test_an_output_under_proc_names_its_key(tmp_path, ranks):
 @pytest.mark.parametrize("limit", [100_000, 500_000])
 def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit, rng):
     """The history of a first run (about 330 kB with its mesh) stays as it was when a longer
-    second run cannot write its own: at 100 kB the mesh part fails, at 500 kB a record (on the
-    writer thread); the partial file and temporaries are removed. (One process: MPICH's shared
-    memory cannot start under a file size limit.)"""
+    second run cannot write its own: at 100 kB the mesh part fails, at 500 kB the first record (on
+    the writer thread: no record is complete); the partial file and temporaries are removed.
+    (One process: MPICH's shared memory cannot start under a file size limit.)"""
     alpha = float(rng.uniform(-1, 1))
     path = make_config(tmp_path, "h", case={"name": "williamson2", "alpha": alpha})
     ok(run_model(path))
@@ -202,6 +205,177 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_history(tmp_path, limit,
     assert_full_disk_line(out, tmp_path / "h.nc")
     assert snapshot(*before) == before
     assert files_in(tmp_path) == {"h.yaml", "h.nc"}         # no partial, lock or temporary
+
+
+def assert_kept(tmp_path, whole, out, records: int, disk=None, status: int = 2) -> None:
+    """A run of h.yaml that ran out of room mid-run (`out`, exit `status`): one line naming the
+    history (h.nc in `disk`, default tmp_path), its partial file, the full disk and what was kept;
+    the partial file holds the first `records` records of the uninterrupted run `whole`
+    (`whole`.nc in tmp_path) bitwise and the restart (h.restart.nc in tmp_path) is no later than
+    its last; no lock or temporary is left. Shared by both models."""
+    assert out.returncode == status, out.stderr
+    disk = tmp_path if disk is None else disk
+    partial = disk / "h.nc.partial"
+    line = error_of(out.stderr)
+    for word in (f"output.path = '{disk / 'h.nc'}'", f"{partial} keeps its",
+                 "no space left on device", f"the last restart file {tmp_path / 'h.restart.nc'} "
+                 "(day ", ") is kept", "restart.resume: true"):
+        assert word in line, (word, line)
+    assert partial.exists() and (tmp_path / "h.restart.nc").exists()
+    assert not [n for d in (tmp_path, disk) for n in files_in(d)
+                if n.endswith((".lock", ".tmp", ".copy"))]
+    kept, reference = history(partial, timed=()), history(tmp_path / f"{whole}.nc", timed=())
+    n, total = kept["Time"].size, reference["Time"].size
+    assert 0 < n == records < total and f"its {n} complete records" in line
+    for name in kept.timed:
+        assert np.array_equal(kept[name], reference[name][:n]), name
+    restart = history(tmp_path / "h.restart.nc", timed=())
+    assert restart["Time"][0] <= kept["Time"][-1]
+    assert f"h.restart.nc (day {restart['Time'][0]:.4f}) is kept" in line
+
+
+def assert_resumed(tmp_path, path, whole, cache, disk=None, ranks: int = 1) -> None:
+    """h.yaml resumed with room: history (h.nc in `disk`, default tmp_path) and restart bitwise
+    the uninterrupted run's, nothing left beside them."""
+    disk = tmp_path if disk is None else disk
+    ok(run_model(path, "--set", "restart.resume=true", cache=cache, ranks=ranks))
+    assert_same(history(tmp_path / f"{whole}.nc", timed=()), history(disk / "h.nc", timed=()))
+    assert_same(history(tmp_path / f"{whole}.restart.nc", timed=()),
+                history(tmp_path / "h.restart.nc", timed=()))
+    assert not [n for d in (tmp_path, disk) for n in files_in(d)
+                if n.endswith((".lock", ".tmp", ".copy", ".partial"))]
+
+
+def test_a_full_disk_mid_run_keeps_the_records_and_the_run_resumes_bitwise(tmp_path):
+    """Shallow water: the history stops at its last complete record (a whole netCDF file), the
+    restart written with it is kept (none after it); a resumed run that runs out of room keeps
+    its records the same way, and a resume with room ends bitwise the uninterrupted run's. (One
+    process: MPICH's shared memory cannot start under a file size limit.)"""
+    sections = {"time": {"days": 3, "dt": 3600}, "output": {"interval_hours": 6},
+                "restart": {"interval_hours": 6}, "mesh": {"generate": {"level": 3}}}
+    ok(run_model(make_config(tmp_path, "whole", **sections)))
+    path = make_config(tmp_path, "h", **sections)
+    cache = tmp_path / "cache"
+    out = run_on_a_full_disk(path, cache=cache, limit=limit_keeping(tmp_path / "whole.nc", 6))
+    assert_kept(tmp_path, "whole", out, 6)
+    out = run_on_a_full_disk(path, "--set", "restart.resume=true", cache=cache,
+                             limit=limit_keeping(tmp_path / "whole.nc", 9))
+    assert_kept(tmp_path, "whole", out, 9)              # a resumed run's disk fills up too
+    assert_resumed(tmp_path, path, "whole", cache)
+
+
+def test_a_full_disk_mid_run_without_restarts_says_there_is_none(tmp_path):
+    """Restarts off (restart.interval_hours unset): the partial file keeps its complete records
+    and the line says that no restart was written, so the run is to be run again."""
+    sections = {"time": {"days": 3, "dt": 3600}, "output": {"interval_hours": 6},
+                "mesh": {"generate": {"level": 3}}}
+    ok(run_model(make_config(tmp_path, "whole", **sections)))
+    path = make_config(tmp_path, "h", **sections)
+    out = run_on_a_full_disk(path, cache=tmp_path / "cache",
+                             limit=limit_keeping(tmp_path / "whole.nc", 3))
+    line = refused(out, 2, f"{tmp_path / 'h.nc.partial'} keeps its 3 complete records",
+                   "no restart file was written", "run it again")
+    assert "resume" not in line
+    assert files_in(tmp_path) == {"whole.yaml", "whole.nc", "h.yaml", "h.nc.partial"}
+    kept, reference = history(tmp_path / "h.nc.partial", timed=()), history(tmp_path / "whole.nc")
+    assert np.array_equal(kept["h"], reference["h"][:3])
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """mount(size): a tmpfs of `size` bytes at tmp_path/disk (a real full disk: ENOSPC), which
+    mount() again resizes; unmounted at the end. Skipped where tmpfs cannot be mounted (not
+    root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = []
+
+    def mount(size: int):
+        options = f"{'remount,' if mounted else ''}size={size}"
+        out = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({out.stderr.strip()})")
+        mounted.append(size)
+        return disk
+    yield mount
+    if mounted:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_a_really_full_disk_mid_run_keeps_the_records_on_any_rank_count(tmp_path, small_disk,
+                                                                        ranks):
+    """The history on a tmpfs that fills up (ENOSPC, free space from statvfs), under mpiexec too
+    (rank 0 stops the job: MPI_Abort): the partial file keeps its complete records, the restart
+    (on another disk) the one written with them; with room again the resume is bitwise the
+    uninterrupted run's on as many ranks."""
+    sections = {"time": {"days": 3, "dt": 3600}, "output": {"interval_hours": 6},
+                "restart": {"interval_hours": 6}, "mesh": {"generate": {"level": 3}}}
+    cache = tmp_path / "cache"
+    ok(run_model(make_config(tmp_path, "whole", **sections), cache=cache, ranks=ranks))
+    disk = small_disk(limit_keeping(tmp_path / "whole.nc", 5))
+    path = make_config(tmp_path, "h", **sections)
+    text = path.read_text().replace(str(tmp_path / "h.nc"), str(disk / "h.nc"))
+    path.write_text(text)
+    out = run_model(path, cache=cache, ranks=ranks)
+    assert_kept(tmp_path, "whole", out, 5, disk, status=2 if ranks == 1 else out.returncode)
+    assert out.returncode != 0
+    small_disk(64 * 2**20)
+    assert_resumed(tmp_path, path, "whole", cache, disk, ranks)
+
+
+TORN = """
+import resource, signal, sys
+import netCDF4, numpy as np
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+ds = netCDF4.Dataset(sys.argv[1], "w", format="NETCDF4")
+ds.createDimension("Time", None)
+ds.createDimension("nCells", 40000)
+ds.createVariable("Time", "f8", ("Time",))
+for name in ("h", "u"):
+    ds.createVariable(name, "f8", ("Time", "nCells"))
+ds.sync()
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))
+good = 0
+try:
+    for k in range(100):
+        ds["Time"][k] = k / 4
+        for name in ("h", "u"):
+            ds[name][k] = np.full(40000, k + 0.5)
+        ds.sync()
+        good = k + 1
+except (OSError, RuntimeError):
+    pass
+try:
+    ds.close()
+except (OSError, RuntimeError):
+    pass
+from swm.output import _record_times, truncated_copy
+print(f"\\nkept {good} torn {_record_times(sys.argv[1], good) is None}")
+truncated_copy(sys.argv[1], good)
+"""
+
+
+def test_a_history_torn_by_a_failed_write_is_cut_back_to_its_complete_records(tmp_path, rng):
+    """A netCDF-4 file whose record write failed for want of room (a real file size limit, the
+    process that wrote it goes on, as the model does) holds a torn record along Time;
+    `truncated_copy` there rewrites it as the complete ones, a whole file."""
+    from swm.output import _record_times
+
+    path = tmp_path / "torn.nc"
+    limit = int(rng.integers(1_000_000, 3_000_000))
+    out = subprocess.run([sys.executable, "-c", TORN, str(path), str(limit)], capture_output=True,
+                         text=True, timeout=120, env=env(tmp_path / "cache"))
+    assert out.returncode == 0, out.stderr
+    good, torn = re.search(r"kept (\d+) torn (\w+)", out.stdout).groups()   # (HDF5 speaks too)
+    good = int(good)
+    assert 0 < good < 100 and torn == "True"         # the torn record is along Time too
+    assert np.array_equal(_record_times(path, good), np.arange(good) / 4 * 86400.0)
+    with netCDF4.Dataset(path) as ds:
+        for name in ("h", "u"):
+            assert np.array_equal(ds[name][:], np.arange(good)[:, None] + np.full((good, 40000), 0.5))
+    assert files_in(tmp_path) == {"torn.nc"}
 
 
 # -- 5. python -m swm.plot on files it cannot draw; the colorbar's scale ---------------------------

@@ -175,6 +175,40 @@ def test_bad_sensitivity_configs_are_named(tmp_path, change, message):
     assert out.returncode == 2 and message in out.stderr, out.stderr
 
 
+def test_a_full_disk_while_writing_snapshots_names_the_file(tmp_path):
+    """Disk snapshots (multistage) on a disk that is full for them (a file size limit below a
+    snapshot's size, after a run that cached the mesh): one line naming the config key, the
+    snapshot file and the full disk; no snapshot or temporary is left. (One process.)"""
+    import resource
+    import signal
+
+    folder = tmp_path / "snapshots"
+    path = config(tmp_path, "sens", {"checkpointing": {"schedule": "multistage",
+                                                        "snapshots_in_ram": 0,
+                                                        "snapshots_on_disk": 3,
+                                                        "directory": str(folder)}})
+    cache = {**ENV, "MESHOPS_NO_MPI": "1", "MESHOPS_CACHE_DIR": str(tmp_path / "cache"),
+             "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, str(ROOT / "run_model.py"), str(path), "--no-progress"]
+    assert subprocess.run(command, env=cache, capture_output=True, timeout=600).returncode == 0
+    (tmp_path / "sens.nc").unlink()
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+    out = subprocess.run(command, env=cache, capture_output=True, text=True, timeout=600,
+                         preexec_fn=limited)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.startswith("run_model.py:")]
+    assert len(lines) == 1, out.stderr
+    for word in (f"sensitivity.checkpointing.directory = '{folder}'", f"{folder}/snapshots-rank0-",
+                 ".npz (the state of step ", "no space left on device",
+                 "its snapshots are removed"):
+        assert word in lines[0], (word, lines[0])
+    assert list(folder.iterdir()) == [] and not (tmp_path / "sens.nc").exists()
+
+
 def test_observations_at_cells_the_mesh_lacks_stop_the_run(tmp_path):
     obs = tmp_path / "obs.nc"
     # cells given 0-based, written 1-based: 6 and 901
