@@ -94,7 +94,7 @@ SHARED_IN_SWM = {
     "swm.files": {"Written", "beside_grid_path", "convergence_plot", "lock_path", "may_reference",
                   "observations_path"},
     "swm.output": {"MODEL_NAME", "OutputError", "claim", "create_mesh_part", "create_time",
-                   "map_problem", "release", "reporting_space", "set_time", "stamp"}}
+                   "map_problem", "release", "reporting_space", "set_time", "space_problem", "stamp"}}
 
 
 def imports(source: str) -> list[tuple[str, str]]:
