@@ -1,0 +1,177 @@
+"""The fused adjoint of the hydrostatic RK4 stage (hydrostatic.fused_adjoint, the hs_adj_ kernels
+of hydrostatic/cuda/hydrostatic.cu) against the operator path's adjoint
+(hydrostatic.dynamics.tendencies_adj, deterministic mode, the reference).
+
+On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py), on a level-3 SCVT
+mesh with 26 levels and fresh random adjoint tendencies: one stage's adjoint equals the operator
+path's to ADJ_TOL relative to each output's largest value (not bitwise: the transposed sums run in
+the passes' slot orders and the column's adjoint groups its sums otherwise, as the shallow-water
+fused adjoint, decision 0015), for every variant and on a rank's mesh with missing neighbours
+(every row); it passes the dot-product test against the fused tangent-linear stage; the adjoint RK4
+step of a fused model equals the operator path's to ADJ_TOL, is bitwise the same on a second
+call and passes the dot-product test against the fused tangent-linear step; float32 to
+F32_ADJ_TOL; the atomic mode of a fused model is the operator path's adjoint. On a GPU (marked
+gpu) the same comparisons on CuPy.
+"""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from framework.stepper import rk4_step_adj, rk4_step_tl
+from hydrostatic import dynamics, fused_adjoint, fused_tangent
+from hydrostatic.forcing import HeldSuarez
+from hydrostatic.fused import fused_record
+from hydrostatic.model import Model
+
+from tests.meshops.host_harness import host
+from tests.hydrostatic.test_fused import (DT, VARIANTS, _max_rel, host_kernels, mesh,  # noqa: F401
+                                          on_host, perturbation, rank_mesh, setup)
+
+#: The fused adjoint against the operator path's in float64, relative to each output's largest value.
+ADJ_TOL = 1e-12
+#: float32 against the float64 operator path, relative to each output's largest value.
+F32_ADJ_TOL = 1e-4
+NAMES = ("mass_adj", "theta_mass_adj", "u_adj", "phi_s_adj")
+
+
+def adjoint_inputs(state, rng, cast):
+    """Fresh random adjoint tendencies (tend_mass_adj, tend_theta_mass_adj, tend_u_adj)."""
+    dtype = state[0].dtype
+    return tuple(cast((scale * rng.standard_normal(np.shape(y))).astype(dtype))
+                 for y, scale in zip(state, (1.0, 1e-3, 1.0)))
+
+
+def stage_adjoint(mesh, state, fixed, physics, adj):
+    record = fused_record(mesh, *state, *fixed, physics)
+    return fused_adjoint.fused_tendencies_adj(mesh, record, fixed[0], physics, *adj)
+
+
+def _vdot(a, b):
+    return float(np.vdot(np.asarray(a, np.float64), np.asarray(b, np.float64)))
+
+
+# -- on the host ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stage_adjoint_equals_the_operator_path(on_host, mesh, rng, variant):
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    ref = dynamics.tendencies_adj(mesh, *state, *fixed, physics, *adj, mode="deterministic")
+    got = stage_adjoint(mesh, state, fixed, physics, [a.copy() for a in adj])
+    assert on_host["hydrostatic"][-5:] == ["hs_adj_edge", "hs_adj_vertex", "hs_adj_column",
+                                           "hs_adj_u", "hs_adj_mass"]
+    for name, g, r in zip(NAMES, got, ref):
+        assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
+
+
+@pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
+def test_stage_adjoint_on_a_rank_mesh_equals_the_operator_path(on_host, rank_mesh, rng, variant):
+    """Every row, halo rows with missing neighbours included."""
+    state, fixed, physics = setup(rank_mesh, rng, variant, np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    ref = dynamics.tendencies_adj(rank_mesh, *state, *fixed, physics, *adj, mode="deterministic")
+    got = stage_adjoint(rank_mesh, state, fixed, physics, adj)
+    for name, g, r in zip(NAMES, got, ref):
+        assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stage_adjoint_passes_the_dot_test_against_the_fused_tangent(on_host, mesh, rng, variant):
+    """<T' d, g> = <d, T'^T g> over the state and phi_s, T' the fused tangent-linear stage."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    d = perturbation(state, fixed, rng, host)
+    adj = adjoint_inputs(state, rng, host)
+    tangent = fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *d)
+    left = sum(_vdot(t, g) for t, g in zip(tangent, adj))
+    got = stage_adjoint(mesh, state, fixed, physics, adj)
+    right = sum(_vdot(x, a) for x, a in zip(d, got))
+    assert abs(left - right) <= 1e-12 * abs(left)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_step_adjoint_equals_the_operator_path(on_host, mesh, rng, variant):
+    """rk4_step_adj of a fused model: the operator path's to ADJ_TOL, bitwise the same on a second
+    call, and the dot-product test against the fused model's rk4_step_tl (phi_s perturbed)."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    fused = Model(mesh, *state, *fixed, DT, physics, fused=True)
+    got = rk4_step_adj(fused, *state, *adj, mode="deterministic")
+    again = rk4_step_adj(fused, *state, *adj, mode="deterministic")
+    assert on_host["hydrostatic"].count("hs_adj_mass") == 8
+    ref = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *adj,
+                       mode="deterministic")
+    for name, g, a, r in zip(NAMES, got, again, ref):
+        np.testing.assert_array_equal(g, a, err_msg=name)
+        assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
+    d = perturbation(state, fixed, rng, host)
+    tangent = rk4_step_tl(fused, *state, *d)
+    left = sum(_vdot(t, g) for t, g in zip(tangent, adj))
+    right = sum(_vdot(x, a) for x, a in zip(d, got))
+    assert abs(left - right) <= 1e-12 * abs(left)
+
+
+def in_dtype(mesh, fields, physics, dtype, cast):
+    """`fields` and `physics` (its dB and forcing) in `dtype` through `cast`."""
+    forcing = physics.forcing and HeldSuarez(cast(mesh.latCell.astype(dtype)))
+    physics = replace(physics, dB=cast(physics.dB.astype(dtype)), forcing=forcing)
+    return [cast(a.astype(dtype)) for a in fields], physics
+
+
+@pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
+def test_float32_step_adjoint(on_host, mesh, rng, variant):
+    """float32 against the float64 operator path, to F32_ADJ_TOL."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    ref = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *adj,
+                       mode="deterministic")
+    f32, physics32 = in_dtype(mesh, (*state, *fixed, *adj), physics, np.float32, host)
+    got = rk4_step_adj(Model(mesh, *f32[:5], DT, physics32, fused=True), *f32[:3], *f32[5:],
+                       mode="deterministic")
+    for name, g, r in zip(NAMES, got, ref):
+        assert g.dtype == np.float32
+        assert _max_rel(g, r) <= F32_ADJ_TOL, (name, _max_rel(g, r))
+
+
+def test_atomic_step_adjoint_is_the_operator_paths(on_host, mesh, rng):
+    """In atomic mode a fused model runs the operator path's adjoint stages on its records."""
+    state, fixed, physics = setup(mesh, rng, "mpas_ke_diffusion", np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    got = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *adj,
+                       mode="atomic")
+    assert "hs_adj_mass" not in on_host["hydrostatic"]
+    ref = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *adj,
+                       mode="atomic")
+    for name, g, r in zip(NAMES, got, ref):
+        np.testing.assert_array_equal(g, r, err_msg=name)
+
+
+# -- on a GPU -------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gpu_step_adjoint(mesh, rng, variant, dtype):
+    """The fused adjoint step on CuPy against the operator path's in float64 (ADJ_TOL, float32
+    F32_ADJ_TOL), bitwise the same on a second call, and the float64 dot-product test against
+    the fused tangent-linear step."""
+    cupy = pytest.importorskip("cupy")
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, cupy.asarray)
+    adj = adjoint_inputs(state, rng, cupy.asarray)
+    ref = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *adj,
+                       mode="deterministic")
+    fields, physics_t = in_dtype(mesh, (*state, *fixed, *adj), physics, dtype, cupy.asarray)
+    args = (*fields[:3], *fields[5:])
+    model = Model(mesh, *fields[:5], DT, physics_t)
+    got = rk4_step_adj(model, *args, mode="deterministic")
+    again = rk4_step_adj(model, *args, mode="deterministic")
+    for name, g, a, r in zip(NAMES, got, again, ref):
+        assert bool((g == a).all()), name
+        tol = ADJ_TOL if dtype == np.float64 else F32_ADJ_TOL
+        assert _max_rel(cupy.asnumpy(g), cupy.asnumpy(r)) <= tol, name
+    if dtype == np.float64:
+        d = perturbation(state, fixed, rng, cupy.asarray)
+        tangent = rk4_step_tl(model, *state, *d)
+        left = sum(float(cupy.vdot(t, g)) for t, g in zip(tangent, adj))
+        right = sum(float(cupy.vdot(x, a)) for x, a in zip(d, got))
+        assert abs(left - right) <= 1e-12 * abs(left)
