@@ -31,9 +31,10 @@ on theta and on u: `EXTRA_TERMS`) and the forcing are computed by their operator
 provisional state and added by the passes to the tendency, one after the other in the operator
 path's order (terms in `hydrostatic.terms.TERMS` order, then the forcing), before the update.
 
-The tangent-linear passes (`hydrostatic.fused_tangent`) are declared here with these, in
-`_KERNELS`. The arithmetic is the operator path's, in the same order (the kernel file's comment),
-so a stage equals the operator path's bitwise where neither contracts a multiply-add (the host
+The tangent-linear and adjoint passes (`hydrostatic.fused_tangent`, `hydrostatic.fused_adjoint`)
+are declared here with these, in `_KERNELS`; the stage records are the fused path's
+(`record_stage`: each stage's provisional state with its q_v, q_e, F, pi and W). The arithmetic
+is the operator path's, in the same order (the kernel file's comment), so a stage equals the operator path's bitwise where neither contracts a multiply-add (the host
 harness, and by construction the GPU). Each row depends only on the rows of the stencils it replaces, so a
 decomposed run equals one process bitwise, as the operator path does. The design and its
 traffic: docs/decisions/0032-fused-hydrostatic-stage.md.
@@ -114,11 +115,12 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
            threads="level"),
     Kernel("hs_adj_column", "idx:edgesOnCell idx:cellsOnEdge coef:invDcEdge coef:dB "
                             "in:uTendAdj:layer in:massTendAdj:layer in:thetaMassTendAdj:layer "
-                            "in:thetaEdgeAdj:layer in:wEdgeAdj:interface in:mass:layer "
+                            "in:thetaEdgeAdj:layer in:wEdgeAdj:interface in:bernoulliAcc:layer "
+                            "in:piAcc:layer in:thetaAcc:layer in:wAcc:interface in:mass:layer "
                             "in:thetaMass:layer in:wFlux:interface out:bernoulliAdj:layer "
                             "out:divAdj:layer out:massAdjPart:layer out:thetaMassAdj:layer "
                             "out:pAdj:layer out:phiSAdj:column int:maxEdges int:slotStride "
-                            "int:accumulatePhiS int:nVertLevels real:gravity real:pTop real:p0 "
+                            "int:scattered int:accumulatePhiS int:nVertLevels real:gravity real:pTop real:p0 "
                             "real:kappa real:R real:cp", threads="column"),
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
                        "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
@@ -132,6 +134,28 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                           "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "
                           "in:newThetaMassAdj:layer out:kThetaMassAdj:layer int:SE int:strideE "
                           "int:SV int:strideV int:extra int:nVertLevels " + _ADJ_RK, threads="level"),
+    Kernel("hs_adj_edge_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
+                                 "coef:divAdjCoef in:uTendAdj:layer in:thetaMassTendAdj:layer "
+                                 "in:F:layer in:qEdge:layer in:pi:layer in:mass:layer "
+                                 "in:thetaMass:layer in:wFlux:interface in:u:layer out:fluxAcc:layer "
+                                 "out:qEdgeAcc:layer out:bernoulliAcc:layer out:piAcc:layer "
+                                 "out:thetaAcc:layer out:wAcc:interface out:massEdgeAdj:layer "
+                                 "out:uAdjPart:layer int:maxEdges2 int:slotStride int:nVertLevels",
+           threads="level"),
+    Kernel("hs_adj_vertex_atomic", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
+                                   "in:qEdgeAcc:layer in:qVertex:layer in:mass:layer out:uAcc:layer "
+                                   "out:massAcc:layer int:vertexDegree int:slotStride int:nVertLevels",
+           threads="level"),
+    Kernel("hs_adj_u_atomic", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef in:fluxAcc:layer "
+                              "in:divAdj:layer in:bernoulliAdj:layer in:uAcc:layer in:mass:layer "
+                              "in:u:layer in:uAdjPart:layer in:uExtra:layer in:massEdgeAdj:layer "
+                              "out:massAcc:layer out:yAdj:layer in:newAdj:layer out:kAdj:layer "
+                              "int:keInline int:extra int:nVertLevels " + _ADJ_RK, threads="level"),
+    Kernel("hs_adj_mass_sum", "in:massAdjPart:layer in:massAcc:layer in:thetaMassAdj:layer "
+                              "in:massExtra:layer in:thetaMassExtra:layer out:yMassAdj:layer "
+                              "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "
+                              "in:newThetaMassAdj:layer out:kThetaMassAdj:layer int:extra "
+                              "int:nVertLevels " + _ADJ_RK, threads="level"),
 ))
 
 #: The mesh tables the passes (forward and tangent-linear) read.
@@ -294,9 +318,9 @@ class FusedStages(stepper.TendencyStages):
     phi_s, f_vertex and physics, read at each call): the forward stage in `FusedStage`'s passes,
     the records in them too (each stage's in its own scratch: `record_stage`), the tangent-linear
     stage in `hydrostatic.fused_tangent`'s on the records, the adjoint stage in
-    `hydrostatic.fused_adjoint`'s with the RK4 bookkeeping inside its last two passes in the
-    deterministic mode, the operator path's (`operator_stages`) in the atomic mode. Each sweep's
-    buffers are copies of the state (the operator stages accumulate into them)."""
+    `hydrostatic.fused_adjoint`'s (either mode) with the RK4 bookkeeping inside its last two
+    passes; `operator_stages` (the operator path's) gives the tendency callables of the base
+    class. Each sweep's buffers are copies of the state."""
 
     def __init__(self, model, operator_stages: stepper.TendencyStages):
         super().__init__(operator_stages.tendency, operator_stages.tendency_tl,
@@ -333,12 +357,8 @@ class FusedStages(stepper.TendencyStages):
         return next
 
     def stage_adj(self, j, record, k_adj, update, y_adj, new_adj, controls_adj, mode):
-        """Deterministic: the fused adjoint with its bookkeeping in the kernels (k_adj is
-        overwritten by stage j - 1's, phi_s_adj accumulated in place); atomic: the operator
-        path's stage on the record's state."""
-        if mode != "deterministic":
-            state = (record["mass"], record["theta_mass"], record["u"])
-            return super().stage_adj(j, state, k_adj, update, y_adj, new_adj, controls_adj, mode)
+        """The fused adjoint in `mode` with its bookkeeping in the kernels: k_adj is overwritten
+        by stage j - 1's, phi_s_adj accumulated in place."""
         from hydrostatic.fused_adjoint import AdjointRK4, FusedStageAdjoint
 
         if self._adjoint is None:
@@ -346,5 +366,5 @@ class FusedStages(stepper.TendencyStages):
         m = self.model
         phi_s_adj = self._adjoint(record, m.phi_s, m.physics, *k_adj,
                                   phi_s_adj=None if controls_adj is None else controls_adj[0],
-                                  rk=AdjointRK4(tuple(y_adj), tuple(new_adj), *update))
+                                  rk=AdjointRK4(tuple(y_adj), tuple(new_adj), *update), mode=mode)
         return k_adj, [phi_s_adj]

@@ -699,7 +699,8 @@ MESHOPS_INSTANTIATE(hs_adj_vertex)
 
 // The adjoint column pass, one thread per column c (comment above); edgesOnCell (maxEdges slots,
 // slotStride), cellsOnEdge and invDcEdge (grad_c2e's coefficient of c at each edge: +1 / dcEdge at
-// the edge's second cell, -1 / dcEdge at its first). Down the column (k = N-1..0) with interface
+// the edge's second cell, -1 / dcEdge at its first). With `scattered` (atomic mode) the edges' parts
+// are read from the sums the edge pass scattered (bernoulliAcc, piAcc, thetaAcc, wAcc) instead. Down the column (k = N-1..0) with interface
 // j = k + 1: the edges' gathers at layer k (B_adj, pi_adj, theta_adj's part) and interface j (W_adj's
 // part); W_adj[j], Y[k] = sum_{j' > k} W_adj[j'], phi_i_adj[j] = avg_i2l^T(B_adj), X[k] = g sum_{j' >
 // k} phi_i_adj[j'], phi_s_adj = sum phi_i_adj; at layer k p, alpha and their adjoints, theta_adj and
@@ -711,10 +712,12 @@ __global__ void hs_adj_column(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
     const T* __restrict__ invDcEdge, const T* __restrict__ dB, const T* __restrict__ uTendAdj,
     const T* __restrict__ massTendAdj, const T* __restrict__ thetaMassTendAdj,
-    const T* __restrict__ thetaEdgeAdj, const T* __restrict__ wEdgeAdj, const T* __restrict__ mass,
-    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj,
-    T* __restrict__ divAdj, T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj,
-    T* __restrict__ pAdj, T* __restrict__ phiSAdj, int maxEdges, int slotStride, int accumulatePhiS,
+    const T* __restrict__ thetaEdgeAdj, const T* __restrict__ wEdgeAdj,
+    const T* __restrict__ bernoulliAcc, const T* __restrict__ piAcc, const T* __restrict__ thetaAcc,
+    const T* __restrict__ wAcc, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj, T* __restrict__ divAdj,
+    T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj, T* __restrict__ pAdj,
+    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
     int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
 {
     const int N = nVertLevels;
@@ -728,18 +731,25 @@ __global__ void hs_adj_column(
         for (int k = N - 1; k >= 0; --k) {
             const meshops_offset ck = col + k;
             T bAdj = 0, piAdj = 0, thetaPart = 0, wPart = 0;
-            meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset, int e) {
-                const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-                const T coef = c == c1 ? invDcEdge[e] : -invDcEdge[e];
-                const meshops_offset ek = (meshops_offset)e * N + k;
-                const T g = uTendAdj[ek];
-                bAdj -= coef * g;
-                piAdj -= coef * (hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k) * g);
-                thetaPart += thetaEdgeAdj[ek];
-                wPart += wEdgeAdj[(meshops_offset)e * (N + 1) + k + 1];
-            });
-            thetaPart = (T)0.5 * thetaPart;
-            wPart = (T)0.5 * wPart;
+            if (scattered) {
+                bAdj = bernoulliAcc[ck];
+                piAdj = piAcc[ck];
+                thetaPart = thetaAcc[ck];
+                wPart = wAcc[coli + k + 1];
+            } else {
+                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset, int e) {
+                    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+                    const T coef = c == c1 ? invDcEdge[e] : -invDcEdge[e];
+                    const meshops_offset ek = (meshops_offset)e * N + k;
+                    const T g = uTendAdj[ek];
+                    bAdj -= coef * g;
+                    piAdj -= coef * (hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k) * g);
+                    thetaPart += thetaEdgeAdj[ek];
+                    wPart += wEdgeAdj[(meshops_offset)e * (N + 1) + k + 1];
+                });
+                thetaPart = (T)0.5 * thetaPart;
+                wPart = (T)0.5 * wPart;
+            }
             const T mc = mass[ck], gm = massTendAdj[ck], gt = thetaMassTendAdj[ck];
             const T theta = thetaMass[ck] / mc;
             // interface j = k + 1: v = -Dv^T(thetaMassTendAdj), W_adj, phi_i_adj
@@ -870,3 +880,182 @@ __global__ void hs_adj_mass(
     }
 }
 MESHOPS_INSTANTIATE(hs_adj_mass)
+
+// -- adjoint, atomic mode: the same adjoint with the transposed sums as atomicAdd scatters from the
+// forward's rows through the forward tables, into accumulators zeroed by the caller (the order of the
+// sums left to the hardware):
+//
+//   edge pass    as hs_adj_edge, the PV flux's F and q_e adjoints scattered over the TRiSK stencil
+//                (fluxAcc, qEdgeAcc), -grad_c2e^T(g), -grad_c2e^T(theta_e g) and interp_c2e^T of
+//                theta_e_adj and of W_e's adjoint scattered to the edge's cells (bernoulliAcc, piAcc,
+//                thetaAcc, wAcc)
+//   vertex pass  w from qEdgeAcc over edgesOnVertex; curl_e2v^T(w) scattered to the vertex's edges
+//                (uAcc), -interp_c2v^T(q_v w) to its cells (massAcc)
+//   column pass  hs_adj_column reading the scattered sums (scattered = 1)
+//   u pass       as hs_adj_u, with the curl part from uAcc, interp_c2e^T(mass_e_adj) scattered (massAcc)
+//   mass pass    mass_adj = its column part + massAcc (+ extra); the RK4 bookkeeping of both
+
+template <typename T, int W>
+__global__ void hs_adj_edge_atomic(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+    const T* __restrict__ divAdjCoef, const T* __restrict__ uTendAdj,
+    const T* __restrict__ thetaMassTendAdj, const T* __restrict__ F, const T* __restrict__ qEdge,
+    const T* __restrict__ pi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, const T* __restrict__ u, T* __restrict__ fluxAcc,
+    T* __restrict__ qEdgeAcc, T* __restrict__ bernoulliAcc, T* __restrict__ piAcc,
+    T* __restrict__ thetaAcc, T* __restrict__ wAcc, T* __restrict__ massEdgeAdj,
+    T* __restrict__ uAdjPart, int maxEdges2, int slotStride, int nVertLevels, int first, int last,
+    int nlev)
+{
+    using hydrostatic::mean_of_ends;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const T g = uTendAdj[i], qe = qEdge[i], Fe = F[i];
+        const T half = (T)0.5 * g;
+        T fluxSum = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            const T w = weightsOnEdge[p], F2 = F[e2k];
+            fluxSum += w * F2;
+            atomicAdd(&fluxAcc[e2k], w * ((qe + qEdge[e2k]) * half));
+            atomicAdd(&qEdgeAcc[e2k], w * (F2 * half));
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        T divAdj = 0;
+        if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
+        if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
+        const T hTheta = -divAdj;
+        const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
+        const T invDc = invDcEdge[e];
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+        atomicAdd(&qEdgeAcc[i], half * fluxSum);
+        atomicAdd(&fluxAcc[i], thetaEdge * hTheta);
+        const T thetaEdgeAdj = (T)0.5 * (Fe * hTheta - gradPi * g);
+        // the vertical advection, as hs_adj_edge
+        const meshops_offset row = (meshops_offset)e * N;
+        const T* ue = u + row;
+        const T massEdge = mean_of_ends(mass, c0, c1, N, k);
+        const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
+        const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
+        const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
+        const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
+        const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
+        massEdgeAdj[i] = v * g / (massEdge * massEdge);
+        const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
+        const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
+        T part = 0;
+        if (k > 0) part += wBelow * hBelow;
+        if (k + 1 < N) part -= wAbove * hAbove;
+        uAdjPart[i] = part;
+        const T wBelowAdj = (T)0.5 * (duBelow * hBelow), wTopAdj = (T)0.5 * (duAbove * hAbove);
+        // to the edge's cells: grad_c2e^T (-1 / dcEdge at c0, +1 / dcEdge at c1), interp_c2e^T (1/2)
+        const int ends[2] = {c0, c1};
+        for (int s = 0; s < 2; ++s) {
+            const int c = ends[s];
+            if (c < 0) continue;
+            const T coef = s == 1 ? invDc : -invDc;
+            const meshops_offset ck = (meshops_offset)c * N + k, ci = (meshops_offset)c * (N + 1);
+            atomicAdd(&bernoulliAcc[ck], -(coef * g));
+            atomicAdd(&piAcc[ck], -(coef * (thetaEdge * g)));
+            atomicAdd(&thetaAcc[ck], thetaEdgeAdj);
+            atomicAdd(&wAcc[ci + k], wBelowAdj);
+            if (k == N - 1) atomicAdd(&wAcc[ci + N], wTopAdj);
+        }
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_edge_atomic)
+
+// The atomic vertex pass over (vertex, layer): edgesOnVertex and curlCoef, cellsOnVertex and c2vCoef
+// in one layout (vertexDegree slots, slotStride); uAcc and massAcc accumulate.
+template <typename T, int W>
+__global__ void hs_adj_vertex_atomic(const int* __restrict__ edgesOnVertex,
+                                     const T* __restrict__ curlCoef,
+                                     const int* __restrict__ cellsOnVertex,
+                                     const T* __restrict__ c2vCoef, const T* __restrict__ qEdgeAcc,
+                                     const T* __restrict__ qVertex, const T* __restrict__ mass,
+                                     T* __restrict__ uAcc, T* __restrict__ massAcc, int vertexDegree,
+                                     int slotStride, int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(v, k, i, nlev);
+        T qAdj = 0, massVertex = 0;
+        meshops::for_each_slot(edgesOnVertex, v, vertexDegree, slotStride, [&](meshops_offset, int e) {
+            qAdj += qEdgeAcc[(meshops_offset)e * nlev + k];
+        });
+        meshops::for_each_slot(cellsOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int c) {
+            massVertex += c2vCoef[p] * mass[(meshops_offset)c * nlev + k];
+        });
+        const T w = (T)0.5 * qAdj / massVertex, qw = qVertex[i] * w;
+        meshops::for_each_slot(edgesOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int e) {
+            atomicAdd(&uAcc[(meshops_offset)e * nlev + k], curlCoef[p] * w);
+        });
+        meshops::for_each_slot(cellsOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int c) {
+            atomicAdd(&massAcc[(meshops_offset)c * nlev + k], -(c2vCoef[p] * qw));
+        });
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_vertex_atomic)
+
+// The atomic u pass over (edge, layer): as hs_adj_u with the curl part read from uAcc; the edge's
+// mass_e_adj scattered to its cells (interp_c2e^T, massAcc).
+template <typename T, int W>
+__global__ void hs_adj_u_atomic(
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ divAdjCoef,
+    const T* __restrict__ keAdjCoef, const T* __restrict__ fluxAcc, const T* __restrict__ divAdj,
+    const T* __restrict__ bernoulliAdj, const T* __restrict__ uAcc, const T* __restrict__ mass,
+    const T* __restrict__ u, const T* __restrict__ uAdjPart, const T* __restrict__ uExtra,
+    const T* __restrict__ massEdgeAdj, T* __restrict__ massAcc, T* __restrict__ yAdj,
+    const T* __restrict__ newAdj, T* __restrict__ kAdj, int keInline, int extra, int nVertLevels,
+    int rk, T bCoef, T aCoef, int next, int first, int last, int nlev)
+{
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        T dAdj = 0, kAdjSum = 0;
+        if (c0 >= 0) {
+            dAdj += divAdjCoef[2 * e] * divAdj[(meshops_offset)c0 * N + k];
+            kAdjSum += keAdjCoef[2 * e] * bernoulliAdj[(meshops_offset)c0 * N + k];
+        }
+        if (c1 >= 0) {
+            dAdj += divAdjCoef[2 * e + 1] * divAdj[(meshops_offset)c1 * N + k];
+            kAdjSum += keAdjCoef[2 * e + 1] * bernoulliAdj[(meshops_offset)c1 * N + k];
+        }
+        const T fAdj = fluxAcc[i] + dAdj, ue = u[i];
+        const T massEdgeHalf = (T)0.5 * (massEdgeAdj[i] + ue * fAdj);
+        if (c0 >= 0) atomicAdd(&massAcc[(meshops_offset)c0 * N + k], massEdgeHalf);
+        if (c1 >= 0) atomicAdd(&massAcc[(meshops_offset)c1 * N + k], massEdgeHalf);
+        T p = uAdjPart[i] + hydrostatic::mean_of_ends(mass, c0, c1, N, k) * fAdj + uAcc[i];
+        if (keInline) p += ue * kAdjSum;
+        if (extra) p += uExtra[i];
+        hydrostatic::adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_u_atomic)
+
+// The atomic mass pass over (cell, layer): mass_adj = massAdjPart + massAcc; with `extra`,
+// massExtra and thetaMassExtra are added; both adjoints go into the RK4 bookkeeping.
+template <typename T, int W>
+__global__ void hs_adj_mass_sum(
+    const T* __restrict__ massAdjPart, const T* __restrict__ massAcc,
+    const T* __restrict__ thetaMassAdj, const T* __restrict__ massExtra,
+    const T* __restrict__ thetaMassExtra, T* __restrict__ yMassAdj, const T* __restrict__ newMassAdj,
+    T* __restrict__ kMassAdj, T* __restrict__ yThetaMassAdj, const T* __restrict__ newThetaMassAdj,
+    T* __restrict__ kThetaMassAdj, int extra, int nVertLevels, int rk, T bCoef, T aCoef, int next,
+    int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        T pMass = massAdjPart[i] + massAcc[i];
+        T pTheta = thetaMassAdj[i];
+        if (extra) {
+            pMass += massExtra[i];
+            pTheta += thetaMassExtra[i];
+        }
+        hydrostatic::adjoint_rk4(pMass, yMassAdj, newMassAdj, kMassAdj, bCoef, aCoef, next, rk, i);
+        hydrostatic::adjoint_rk4(pTheta, yThetaMassAdj, newThetaMassAdj, kThetaMassAdj, bCoef, aCoef,
+                                 next, rk, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_mass_sum)

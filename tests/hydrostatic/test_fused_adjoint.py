@@ -10,8 +10,9 @@ fused adjoint, decision 0015), for every variant and on a rank's mesh with missi
 (every row); it passes the dot-product test against the fused tangent-linear stage; the adjoint RK4
 step of a fused model equals the operator path's to ADJ_TOL, is bitwise the same on a second
 call and passes the dot-product test against the fused tangent-linear step; float32 to
-F32_ADJ_TOL; the atomic mode of a fused model is the operator path's adjoint. On a GPU (marked
-gpu) the same comparisons on CuPy.
+F32_ADJ_TOL. The atomic mode (scatters through the forward tables) against the operator path's
+atomic stage and deterministic step to ADJ_TOL, with the dot-product test. On a GPU (marked gpu)
+the same comparisons on CuPy in both modes.
 """
 from dataclasses import replace
 
@@ -133,17 +134,50 @@ def test_float32_step_adjoint(on_host, mesh, rng, variant):
         assert _max_rel(g, r) <= F32_ADJ_TOL, (name, _max_rel(g, r))
 
 
-def test_atomic_step_adjoint_is_the_operator_paths(on_host, mesh, rng):
-    """In atomic mode a fused model runs the operator path's adjoint stages on its records."""
-    state, fixed, physics = setup(mesh, rng, "mpas_ke_diffusion", np.float64, host)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_atomic_stage_adjoint_equals_the_operator_path(on_host, mesh, rng, variant):
+    """Atomic mode (scatters through the forward tables): the operator path's atomic adjoint to
+    ADJ_TOL."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
     adj = adjoint_inputs(state, rng, host)
-    got = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *adj,
-                       mode="atomic")
-    assert "hs_adj_mass" not in on_host["hydrostatic"]
-    ref = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *adj,
-                       mode="atomic")
+    ref = dynamics.tendencies_adj(mesh, *state, *fixed, physics, *adj, mode="atomic")
+    record = fused_record(mesh, *state, *fixed, physics)
+    got = fused_adjoint.FusedStageAdjoint(mesh)(record, fixed[0], physics, *adj, mode="atomic")
+    assert on_host["hydrostatic"][-5:] == ["hs_adj_edge_atomic", "hs_adj_vertex_atomic",
+                                           "hs_adj_column", "hs_adj_u_atomic", "hs_adj_mass_sum"]
     for name, g, r in zip(NAMES, got, ref):
-        np.testing.assert_array_equal(g, r, err_msg=name)
+        assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
+
+
+@pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
+def test_atomic_stage_adjoint_on_a_rank_mesh(on_host, rank_mesh, rng, variant):
+    state, fixed, physics = setup(rank_mesh, rng, variant, np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    ref = dynamics.tendencies_adj(rank_mesh, *state, *fixed, physics, *adj, mode="atomic")
+    record = fused_record(rank_mesh, *state, *fixed, physics)
+    got = fused_adjoint.FusedStageAdjoint(rank_mesh)(record, fixed[0], physics, *adj, mode="atomic")
+    for name, g, r in zip(NAMES, got, ref):
+        assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
+
+
+@pytest.mark.parametrize("variant", ["baroclinic", "mpas_ke_diffusion"])
+def test_atomic_step_adjoint(on_host, mesh, rng, variant):
+    """The atomic adjoint step of a fused model: the operator path's deterministic one to ADJ_TOL
+    and the dot-product test against the fused tangent-linear step."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    fused = Model(mesh, *state, *fixed, DT, physics, fused=True)
+    got = rk4_step_adj(fused, *state, *adj, mode="atomic")
+    assert on_host["hydrostatic"].count("hs_adj_mass_sum") == 4
+    ref = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *adj,
+                       mode="deterministic")
+    for name, g, r in zip(NAMES, got, ref):
+        assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
+    d = perturbation(state, fixed, rng, host)
+    tangent = rk4_step_tl(fused, *state, *d)
+    left = sum(_vdot(t, g) for t, g in zip(tangent, adj))
+    right = sum(_vdot(x, a) for x, a in zip(d, got))
+    assert abs(left - right) <= 1e-12 * abs(left)
 
 
 # -- on a GPU -------------------------------------------------------------------------------------
@@ -151,10 +185,11 @@ def test_atomic_step_adjoint_is_the_operator_paths(on_host, mesh, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_gpu_step_adjoint(mesh, rng, variant, dtype):
-    """The fused adjoint step on CuPy against the operator path's in float64 (ADJ_TOL, float32
-    F32_ADJ_TOL), bitwise the same on a second call, and the float64 dot-product test against
-    the fused tangent-linear step."""
+@pytest.mark.parametrize("mode", ["deterministic", "atomic"])
+def test_gpu_step_adjoint(mesh, rng, variant, dtype, mode):
+    """The fused adjoint step on CuPy in either mode against the operator path's deterministic one
+    in float64 (ADJ_TOL, float32 F32_ADJ_TOL), bitwise the same on a second call in the
+    deterministic mode, and the float64 dot-product test against the fused tangent-linear step."""
     cupy = pytest.importorskip("cupy")
     state, fixed, physics = setup(mesh, rng, variant, np.float64, cupy.asarray)
     adj = adjoint_inputs(state, rng, cupy.asarray)
@@ -163,10 +198,11 @@ def test_gpu_step_adjoint(mesh, rng, variant, dtype):
     fields, physics_t = in_dtype(mesh, (*state, *fixed, *adj), physics, dtype, cupy.asarray)
     args = (*fields[:3], *fields[5:])
     model = Model(mesh, *fields[:5], DT, physics_t)
-    got = rk4_step_adj(model, *args, mode="deterministic")
-    again = rk4_step_adj(model, *args, mode="deterministic")
+    got = rk4_step_adj(model, *args, mode=mode)
+    again = rk4_step_adj(model, *args, mode=mode)
     for name, g, a, r in zip(NAMES, got, again, ref):
-        assert bool((g == a).all()), name
+        if mode == "deterministic":
+            assert bool((g == a).all()), name
         tol = ADJ_TOL if dtype == np.float64 else F32_ADJ_TOL
         assert _max_rel(cupy.asnumpy(g), cupy.asnumpy(r)) <= tol, name
     if dtype == np.float64:
