@@ -7,7 +7,8 @@ mesh with 26 levels and fresh random adjoint tendencies: one stage's adjoint equ
 path's to ADJ_TOL relative to each output's largest value (not bitwise: the transposed sums run in
 the passes' slot orders and the column's adjoint groups its sums otherwise, as the shallow-water
 fused adjoint, decision 0015), for every variant and on a rank's mesh with missing neighbours
-(every row); it passes the dot-product test against the fused tangent-linear stage; the adjoint RK4
+(every row), and on every rank's local mesh its owned rows equal one process's (bitwise in the
+deterministic mode); it passes the dot-product test against the fused tangent-linear stage; the adjoint RK4
 step of a fused model equals the operator path's to ADJ_TOL, is bitwise the same on a second
 call and passes the dot-product test against the fused tangent-linear step; float32 to
 F32_ADJ_TOL. The atomic mode (scatters through the forward tables) against the operator path's
@@ -20,7 +21,10 @@ import numpy as np
 import pytest
 
 from framework.stepper import rk4_step_adj, rk4_step_tl
+from grids.decompose import local_mesh
+from grids.partition import partition_sfc
 from hydrostatic import dynamics, fused_adjoint, fused_tangent
+from hydrostatic.distribution import halo_depth
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.fused import fused_record
 from hydrostatic.model import Model
@@ -32,7 +36,7 @@ from tests.hydrostatic.test_fused import (DT, VARIANTS, _max_rel, host_kernels, 
 #: The fused adjoint against the operator path's in float64, relative to each output's largest value.
 ADJ_TOL = 1e-12
 #: float32 against the float64 operator path, relative to each output's largest value.
-F32_ADJ_TOL = 1e-4
+F32_ADJ_TOL = 1e-5
 NAMES = ("mass_adj", "theta_mass_adj", "u_adj", "phi_s_adj")
 
 
@@ -75,6 +79,36 @@ def test_stage_adjoint_on_a_rank_mesh_equals_the_operator_path(on_host, rank_mes
     got = stage_adjoint(rank_mesh, state, fixed, physics, adj)
     for name, g, r in zip(NAMES, got, ref):
         assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
+
+
+@pytest.mark.parametrize("mode", ["deterministic", "atomic"])
+@pytest.mark.parametrize("variant", ["mpas_ke_diffusion", "perot_ke_held_suarez_del4"])
+def test_local_rows_equal_one_process(on_host, mesh, rng, variant, mode):
+    """On every rank's local mesh (3 ranks, the core's halo depth), with the inputs' halo rows
+    valid, the owned rows of the fused stage adjoint equal the one-process rows: bitwise in the
+    deterministic mode (the gathers run in the global slot order), to ADJ_TOL in the atomic one."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    record = fused_record(mesh, *state, *fixed, physics)
+    whole = fused_adjoint.FusedStageAdjoint(mesh)(record, fixed[0], physics, *adj, mode=mode)
+    owner = partition_sfc(mesh, 3)
+    for rank in range(3):
+        local = local_mesh(mesh, owner, rank, halo_depth=halo_depth())
+        rows = [local.l2g[loc] for loc in ("cell", "cell", "edge", "cell", "vertex")]
+        part = [host(np.asarray(a)[r]) for a, r in zip((*state, *fixed), rows)]
+        adj_part = [host(np.asarray(a)[r]) for a, r in zip(adj, rows)]
+        local_physics = physics if physics.forcing is None else replace(
+            physics, forcing=HeldSuarez(host(local.mesh.latCell)))
+        local_record = fused_record(local.mesh, *part, local_physics)
+        got = fused_adjoint.FusedStageAdjoint(local.mesh)(local_record, part[3], local_physics,
+                                                          *adj_part, mode=mode)
+        for name, g, w, loc in zip(NAMES, got, whole, ("cell", "cell", "edge", "cell")):
+            n = local.n_owned(loc)
+            g, w = np.asarray(g)[:n], np.asarray(w)[local.l2g[loc][:n]]
+            if mode == "deterministic":
+                np.testing.assert_array_equal(g, w, err_msg=f"{rank} {name}")
+            else:
+                assert _max_rel(g, w) <= ADJ_TOL, (rank, name, _max_rel(g, w))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
