@@ -214,6 +214,23 @@ def test_atomic_step_adjoint(on_host, mesh, rng, variant):
     assert abs(left - right) <= 1e-12 * abs(left)
 
 
+@pytest.mark.parametrize("mode", ["deterministic", "atomic"])
+def test_stage_adjoint_builds_the_tables_it_reads_first(on_host, mesh, rng, mode):
+    """The first stage adjoint of a mode builds `fused_adjoint.TABLES[mode]` together; its passes
+    read no other table (the forward record's tables aside)."""
+    from meshops.device.mesh import for_fields
+
+    local = mesh.replace()                                          # its own DeviceMesh
+    state, fixed, physics = setup(local, rng, "baroclinic", np.float64, host)
+    record = fused_record(local, *state, *fixed, physics)
+    m = for_fields(local, state[0])
+    before = {key[0] for key in m._arrays}
+    fused_adjoint.FusedStageAdjoint(local)(record, fixed[0], physics,
+                                           *adjoint_inputs(state, rng, host), mode=mode)
+    assert set(fused_adjoint.TABLES[mode]) <= set(m.host.names())
+    assert {key[0] for key in m._arrays} - before <= set(fused_adjoint.TABLES[mode])
+
+
 # -- on a GPU -------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
