@@ -1,13 +1,13 @@
 """The adjoint of the hydrostatic core's RK4 stage in fused kernels (the `hs_adj_` kernels of
-hydrostatic/cuda/hydrostatic.cu, declared in `hydrostatic.fused`), for CuPy fields, in the
-deterministic mode: every transposed sum a gather in a fixed slot order (no atomics), so the same
-bits on every run. The reference is the operator path, `hydrostatic.dynamics.tendencies_adj`.
+hydrostatic/cuda/hydrostatic.cu, declared in `hydrostatic.fused`), for CuPy fields; deterministic
+by default (every transposed sum a gather in a fixed slot order, no atomics: the same bits on
+every run). The reference is the operator path, `hydrostatic.dynamics.tendencies_adj`.
 
 From the adjoint tendencies (tend_mass_adj, tend_theta_mass_adj on cells, tend_u_adj on edges) of
-one stage, with the stage's record of the fused forward (`hydrostatic.fused.FusedStages.record`:
-its provisional state mass, theta_mass, u and its q_v, q_e, F, pi and W, so that none of them is
-derived again), five passes where the operator path runs some 60 operator and 80 elementwise
-kernels:
+one stage, with the stage's record of the fused forward (`hydrostatic.fused.record_stage`: its
+provisional state mass, theta_mass, u and its q_v, q_e, F, pi and W, so that none of them is
+derived again), five passes where the operator path runs each operator's adjoint and the
+elementwise arithmetic between them:
 
     hs_adj_edge    (edge, layer)    the PV flux's adjoint (F and q_e: the TRiSK stencil with its
                                     reverse weights), theta flux's (-div_e2c^T(tend_theta_mass_adj)
@@ -26,8 +26,14 @@ The u and mass passes apply the adjoint step's RK4 bookkeeping (`AdjointRK4`) to
 compute, so the stage adjoints are never stored. The terms the forward adds from outside the
 passes (del2 / del4 on u and theta, the forcing) add their adjoints through their operator code
 (`extra_adjoints`), as does the kinetic energy when it is not TRiSK's (its adjoint on the
-column pass's B_adj); the passes add them before the bookkeeping. In atomic mode the fused model
-runs the operator path's adjoint stage.
+column pass's B_adj); the passes add them before the bookkeeping.
+
+In atomic mode the transposed sums are atomicAdd scatters through the forward tables instead
+(hs_adj_edge_atomic, hs_adj_vertex_atomic into accumulators zeroed by one fill, the column pass on
+their sums, hs_adj_u_atomic, hs_adj_mass_sum): no transposed tables, the sums' order left to the
+hardware. Neither mode is bitwise the operator path (the sums run in other orders): both equal
+it to round-off (tests/hydrostatic/test_fused_adjoint.py), as the shallow-water fused adjoint
+(decision 0015).
 """
 from __future__ import annotations
 
