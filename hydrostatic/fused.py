@@ -34,8 +34,9 @@ path's order (terms in `hydrostatic.terms.TERMS` order, then the forcing), befor
 The tangent-linear and adjoint passes (`hydrostatic.fused_tangent`, `hydrostatic.fused_adjoint`)
 are declared here with these, in `_KERNELS`; the stage records are the fused path's
 (`record_stage`: each stage's provisional state with its q_v, q_e, F, pi and W). The arithmetic
-is the operator path's, in the same order (the kernel file's comment), so a stage equals the operator path's bitwise where neither contracts a multiply-add (the host
-harness, and by construction the GPU). Each row depends only on the rows of the stencils it replaces, so a
+is the operator path's, in the same order (the kernel file's comment), so a stage equals the
+operator path's bitwise where neither contracts a multiply-add (the host harness, and by
+construction the GPU). Each row depends only on the rows of the stencils it replaces, so a
 decomposed run equals one process bitwise, as the operator path does. The design and its
 traffic: docs/decisions/0032-fused-hydrostatic-stage.md.
 """
