@@ -291,12 +291,14 @@ def _record_of(stage: FusedStage, mass, theta_mass, u) -> dict:
                 pi=stage.scratch("pi", "cell", mass), W=stage.scratch("W", "cell", mass, 1))
 
 
-def record_stage(stage: FusedStage, provisional, phi_s, f_vertex, physics, update: Update, old):
+def record_stage(stage: FusedStage, provisional, phi_s, f_vertex, physics, update: Update, old,
+                 dump: FusedStage | None = None):
     """(record, next provisional) of one forward stage run by `stage` (which keeps the record's
     fields, and the next provisional state when `update.provisional`) as the forward step runs it
-    (bitwise), its end state written to scratch and dropped."""
+    (bitwise), its end state written to scratch of `dump` (default: `stage`) and dropped."""
     names = (("mass", "cell"), ("thetaMass", "cell"), ("u", "edge"))
-    new = [stage.scratch(f"{name}New", location, y) for (name, location), y in zip(names, provisional)]
+    new = [(dump or stage).scratch(f"{name}Dropped", location, y)
+           for (name, location), y in zip(names, provisional)]
     next = ([stage.scratch(f"{name}Next", location, y) for (name, location), y in zip(names, provisional)]
             if update.provisional else new)
     stage(*provisional, phi_s, f_vertex, physics,
@@ -343,7 +345,8 @@ class FusedStages(stepper.TendencyStages):
         recorder = self._recorders.get(j)
         if recorder is None:
             recorder = self._recorders[j] = FusedStage(m.device_mesh)
-        return record_stage(recorder, provisional, m.phi_s, m.f_vertex, m.physics, update, old)
+        return record_stage(recorder, provisional, m.phi_s, m.f_vertex, m.physics, update, old,
+                            dump=self.forward)
 
     def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
         if self._tangent is None:
