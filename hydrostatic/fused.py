@@ -51,7 +51,7 @@ from meshops.device.tables import SIZE_OF
 from meshops.operators import trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
 from framework import stepper
-from framework.timestepping import Update
+from framework.timestepping import Update, updates
 
 from hydrostatic import dynamics, terms
 
@@ -121,8 +121,8 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "in:thetaMass:layer in:wFlux:interface out:bernoulliAdj:layer "
                             "out:divAdj:layer out:massAdjPart:layer out:thetaMassAdj:layer "
                             "out:pAdj:layer out:phiSAdj:column int:maxEdges int:slotStride "
-                            "int:scattered int:accumulatePhiS int:nVertLevels real:gravity real:pTop real:p0 "
-                            "real:kappa real:R real:cp", threads="column"),
+                            "int:scattered int:accumulatePhiS int:nVertLevels real:gravity "
+                            "real:pTop real:p0 real:kappa real:R real:cp", threads="column"),
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
                        "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
                        "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
@@ -309,8 +309,6 @@ def record_stage(stage: FusedStage, provisional, phi_s, f_vertex, physics, updat
 
 def fused_record(mesh, mass, theta_mass, u, phi_s, f_vertex, physics) -> dict:
     """The record of a first stage at the state (mass, theta_mass, u) (`record_stage`)."""
-    from framework.timestepping import updates
-
     state = (mass, theta_mass, u)
     return record_stage(FusedStage(mesh), state, phi_s, f_vertex, physics, updates(1.0)[0],
                         state)[0]
