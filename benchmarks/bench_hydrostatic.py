@@ -3,7 +3,7 @@ process, against the step's memory-traffic floor over the measured copy bandwidt
 of each operator in a tendency evaluation.
 
     python benchmarks/bench_hydrostatic.py --levels 8 9 --dtypes float64 float32 [--breakdown]
-        [--paths operator fused] [--passes] [--tangent] [--inviscid] [--backend numpy]
+        [--paths operator fused] [--passes] [--tangent] [--adjoint] [--inviscid] [--backend numpy]
         [--json out.json]
 
 Traffic floor of one RK4 step: 4 stages, each reading the provisional state (mass, theta_mass, u)
@@ -17,7 +17,10 @@ arithmetic between them and the host's launch overhead where the GPU waits for i
 default both on CuPy) and reports each step's time and its ratio to the floor; `--passes` times
 each fused kernel of one step (CUDA events around each launch, summed over the step's four
 stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`: its
-recording sweep, the operator path's on both paths, included). The JW06 configs' del4
+recording sweep included), `--adjoint` an adjoint step in each adjoint mode
+(`framework.stepper.rk4_step_adj`, deterministic and atomic: its recording sweep included) with
+its ratio to the forward step (the fused path's targets: deterministic <= 2.5x, atomic <= 3x; with
+`--passes`, each fused kernel of one adjoint step too). The JW06 configs' del4
 on u is computed outside the fused passes (by its operators, added by the edge pass);
 `--inviscid` leaves it out, so that the fused step is the four passes alone.
 """
@@ -42,7 +45,7 @@ from hydrostatic import dynamics, fused, levels, terms, testcases  # noqa: E402
 from hydrostatic.dynamics import Physics  # noqa: E402
 from hydrostatic.model import Model  # noqa: E402
 from framework.constants import GRAVITY  # noqa: E402
-from framework.stepper import rk4_step_tl  # noqa: E402
+from framework.stepper import rk4_step_adj, rk4_step_tl  # noqa: E402
 
 #: dt (s) and del4 viscosity (m4 s-1) of the JW06 configs at level 5; dt halves with each level
 #: and the viscosity scales with the grid distance cubed (configs/jw06_*).
@@ -67,6 +70,23 @@ def time_steps(model, xp, steps: int) -> float:
     t0 = time.perf_counter()
     for _ in range(steps):
         model.step()
+    synchronize(xp)
+    return (time.perf_counter() - t0) / steps
+
+
+#: The fused adjoint step's targets, as multiples of the fused forward step, per adjoint mode.
+ADJOINT_TARGETS = {"deterministic": 2.5, "atomic": 3.0}
+
+
+def time_adjoint(model, xp, steps: int, mode: str) -> float:
+    """Seconds per adjoint step (`mode`) about the model's state after one warm-up step."""
+    state = model.state
+    state_adj = [1e-3 * f for f in state]
+    rk4_step_adj(model, *state, *state_adj, mode=mode)
+    synchronize(xp)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        rk4_step_adj(model, *state, *state_adj, mode=mode)
     synchronize(xp)
     return (time.perf_counter() - t0) / steps
 
@@ -142,8 +162,9 @@ def breakdown(model, xp, reps: int = 5) -> dict:
     return dict(tendency_ms=1e3 * whole, operators=ops)
 
 
-def pass_times(model, xp) -> dict:
-    """{fused kernel: ms per step}: CUDA events around each launch of one step."""
+def pass_times(model, xp, step=None) -> dict:
+    """{fused kernel: ms per step}: CUDA events around each launch of one call of `step`
+    (default: the model's forward step)."""
     events = collections.defaultdict(list)
     launch = fused._KERNELS.launch
 
@@ -155,7 +176,7 @@ def pass_times(model, xp) -> dict:
         events[name].append((start, end))
     fused._KERNELS.launch = timed
     try:
-        model.step()
+        (step or model.step)()
         synchronize(xp)
     finally:
         fused._KERNELS.launch = launch
@@ -174,6 +195,7 @@ def main(argv=None) -> int:
                     help="default: both on cupy, the operator path on numpy")
     ap.add_argument("--passes", action="store_true")
     ap.add_argument("--tangent", action="store_true")
+    ap.add_argument("--adjoint", action="store_true")
     ap.add_argument("--inviscid", action="store_true")
     ap.add_argument("--json", type=pathlib.Path)
     args = ap.parse_args(argv)
@@ -203,10 +225,27 @@ def main(argv=None) -> int:
             if args.tangent:
                 row["tangent_step_ms"] = ms = 1e3 * time_tangent(model, xp, args.steps)
                 print(f"    tangent-linear step {ms:.2f} ms", flush=True)
+            if args.adjoint:
+                for mode, target in ADJOINT_TARGETS.items():
+                    ms = 1e3 * time_adjoint(model, xp, args.steps, mode)
+                    row[f"adjoint_{mode}_step_ms"] = ms
+                    ratio = ms / (1e3 * seconds)
+                    goal = f" (target <= {target:g}x)" if path == "fused" else ""
+                    print(f"    adjoint step, {mode}: {ms:.2f} ms, {ratio:.2f}x the forward"
+                          f"{goal}", flush=True)
             if args.passes and path == "fused":
                 row["passes_ms"] = passes = pass_times(model, xp)
                 for name, ms in passes.items():
                     print(f"    {name:32s} {ms:8.3f} ms per step")
+                if args.adjoint:
+                    state = model.state
+                    state_adj = [1e-3 * f for f in state]
+                    for mode in ADJOINT_TARGETS:
+                        row[f"adjoint_{mode}_passes_ms"] = passes = pass_times(
+                            model, xp, lambda: rk4_step_adj(model, *state, *state_adj, mode=mode))
+                        print(f"  adjoint step, {mode}:")
+                        for name, ms in passes.items():
+                            print(f"    {name:32s} {ms:8.3f} ms per step")
             if args.breakdown:
                 row["breakdown"] = b = breakdown(model, xp)
                 rest = b["tendency_ms"] - sum(ms for ms, _ in b["operators"].values())

@@ -31,10 +31,12 @@ on theta and on u: `EXTRA_TERMS`) and the forcing are computed by their operator
 provisional state and added by the passes to the tendency, one after the other in the operator
 path's order (terms in `hydrostatic.terms.TERMS` order, then the forcing), before the update.
 
-The tangent-linear passes (`hydrostatic.fused_tangent`) are declared here with these, in
-`_KERNELS`. The arithmetic is the operator path's, in the same order (the kernel file's comment),
-so a stage equals the operator path's bitwise where neither contracts a multiply-add (the host
-harness, and by construction the GPU). Each row depends only on the rows of the stencils it replaces, so a
+The tangent-linear and adjoint passes (`hydrostatic.fused_tangent`, `hydrostatic.fused_adjoint`)
+are declared here with these, in `_KERNELS`; the stage records are the fused path's
+(`record_stage`: each stage's provisional state with its q_v, q_e, F, pi and W). The arithmetic
+is the operator path's, in the same order (the kernel file's comment), so a stage equals the
+operator path's bitwise where neither contracts a multiply-add (the host harness, and by
+construction the GPU). Each row depends only on the rows of the stencils it replaces, so a
 decomposed run equals one process bitwise, as the operator path does. The design and its
 traffic: docs/decisions/0032-fused-hydrostatic-stage.md.
 """
@@ -49,7 +51,7 @@ from meshops.device.tables import SIZE_OF
 from meshops.operators import trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
 from framework import stepper
-from framework.timestepping import Update
+from framework.timestepping import Update, updates
 
 from hydrostatic import dynamics, terms
 
@@ -57,6 +59,7 @@ CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
 
 _RK = "in:{y}Old:layer out:{y}New:layer out:{y}Next:layer"
 _RK_SCALARS = "real:newCoef real:nextCoef int:accumulate int:provisional"
+_ADJ_RK = "int:rk real:bCoef real:aCoef int:next"
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
                            "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
@@ -100,6 +103,60 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                "in:extra:layer " + _RK.format(y="dU") + " int:maxEdges2 "
                                "int:slotStride int:nExtra int:extraStride int:nVertLevels "
                                + _RK_SCALARS, threads="level"),
+    Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
+                          "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
+                          "in:thetaMassTendAdj:layer in:F:layer in:qEdge:layer in:pi:layer "
+                          "in:mass:layer in:thetaMass:layer in:wFlux:interface in:u:layer "
+                          "out:qEdgeAdj:layer out:fluxAdj:layer out:thetaEdgeAdj:layer "
+                          "out:massEdgeAdj:layer out:wEdgeAdj:interface out:uAdjPart:layer "
+                          "int:maxEdges2 int:slotStride int:nVertLevels", threads="level"),
+    Kernel("hs_adj_vertex", "idx:verticesOnEdgeT idx:cellsOnVertex coef:c2vCoef in:qEdgeAdj:layer "
+                            "in:qVertex:layer in:mass:layer out:vortAdj:layer out:qVortAdj:layer "
+                            "int:SE int:strideE int:vertexDegree int:slotStride int:nVertLevels",
+           threads="level"),
+    Kernel("hs_adj_column", "idx:edgesOnCell idx:cellsOnEdge coef:invDcEdge coef:dB "
+                            "in:uTendAdj:layer in:massTendAdj:layer in:thetaMassTendAdj:layer "
+                            "in:thetaEdgeAdj:layer in:wEdgeAdj:interface in:bernoulliAcc:layer "
+                            "in:piAcc:layer in:thetaAcc:layer in:wAcc:interface in:mass:layer "
+                            "in:thetaMass:layer in:wFlux:interface out:bernoulliAdj:layer "
+                            "out:divAdj:layer out:massAdjPart:layer out:thetaMassAdj:layer "
+                            "out:pAdj:layer out:phiSAdj:column int:maxEdges int:slotStride "
+                            "int:scattered int:accumulatePhiS int:nVertLevels real:gravity "
+                            "real:pTop real:p0 real:kappa real:R real:cp", threads="column"),
+    Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
+                       "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
+                       "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
+                       "out:massEdgeAdj:layer out:yAdj:layer in:newAdj:layer out:kAdj:layer int:S "
+                       "int:slotStride int:keInline int:extra int:nVertLevels " + _ADJ_RK,
+           threads="level"),
+    Kernel("hs_adj_mass", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:massAdjPart:layer "
+                          "in:massEdgeAdj:layer in:qVortAdj:layer in:thetaMassAdj:layer "
+                          "in:massExtra:layer in:thetaMassExtra:layer out:yMassAdj:layer "
+                          "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "
+                          "in:newThetaMassAdj:layer out:kThetaMassAdj:layer int:SE int:strideE "
+                          "int:SV int:strideV int:extra int:nVertLevels " + _ADJ_RK, threads="level"),
+    Kernel("hs_adj_edge_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
+                                 "coef:divAdjCoef in:uTendAdj:layer in:thetaMassTendAdj:layer "
+                                 "in:F:layer in:qEdge:layer in:pi:layer in:mass:layer "
+                                 "in:thetaMass:layer in:wFlux:interface in:u:layer out:fluxAcc:layer "
+                                 "out:qEdgeAcc:layer out:bernoulliAcc:layer out:piAcc:layer "
+                                 "out:thetaAcc:layer out:wAcc:interface out:massEdgeAdj:layer "
+                                 "out:uAdjPart:layer int:maxEdges2 int:slotStride int:nVertLevels",
+           threads="level"),
+    Kernel("hs_adj_vertex_atomic", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
+                                   "in:qEdgeAcc:layer in:qVertex:layer in:mass:layer out:uAcc:layer "
+                                   "out:massAcc:layer int:vertexDegree int:slotStride int:nVertLevels",
+           threads="level"),
+    Kernel("hs_adj_u_atomic", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef in:fluxAcc:layer "
+                              "in:divAdj:layer in:bernoulliAdj:layer in:uAcc:layer in:mass:layer "
+                              "in:u:layer in:uAdjPart:layer in:uExtra:layer in:massEdgeAdj:layer "
+                              "out:massAcc:layer out:yAdj:layer in:newAdj:layer out:kAdj:layer "
+                              "int:keInline int:extra int:nVertLevels " + _ADJ_RK, threads="level"),
+    Kernel("hs_adj_mass_sum", "in:massAdjPart:layer in:massAcc:layer in:thetaMassAdj:layer "
+                              "in:massExtra:layer in:thetaMassExtra:layer out:yMassAdj:layer "
+                              "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "
+                              "in:newThetaMassAdj:layer out:kThetaMassAdj:layer int:extra "
+                              "int:nVertLevels " + _ADJ_RK, threads="level"),
 ))
 
 #: The mesh tables the passes (forward and tangent-linear) read.
@@ -226,20 +283,53 @@ def _provisional(stage, prefix: str, j: int, fields) -> list:
             in zip(("mass", "thetaMass", "u"), ("cell", "cell", "edge"), fields)]
 
 
+def _record_of(stage: FusedStage, mass, theta_mass, u) -> dict:
+    """The record of the stage `stage` just ran on (mass, theta_mass, u): that state and the
+    forward fields the tangent-linear and adjoint stages read (its scratch fields)."""
+    return dict(mass=mass, theta_mass=theta_mass, u=u, q_vertex=stage.scratch("qVertex", "vertex", u),
+                q_edge=stage.scratch("qEdge", "edge", u), F=stage.scratch("F", "edge", u),
+                pi=stage.scratch("pi", "cell", mass), W=stage.scratch("W", "cell", mass, 1))
+
+
+def record_stage(stage: FusedStage, provisional, phi_s, f_vertex, physics, update: Update, old,
+                 dump: FusedStage | None = None):
+    """(record, next provisional) of one forward stage run by `stage` (which keeps the record's
+    fields, and the next provisional state when `update.provisional`) as the forward step runs it
+    (bitwise), its end state written to scratch of `dump` (default: `stage`) and dropped."""
+    names = (("mass", "cell"), ("thetaMass", "cell"), ("u", "edge"))
+    new = [(dump or stage).scratch(f"{name}Dropped", location, y)
+           for (name, location), y in zip(names, provisional)]
+    next = ([stage.scratch(f"{name}Next", location, y) for (name, location), y in zip(names, provisional)]
+            if update.provisional else new)
+    stage(*provisional, phi_s, f_vertex, physics,
+          Update(update.new_coef, update.next_coef, False, update.provisional), old=old, new=new,
+          next=next)
+    return _record_of(stage, *provisional), (next if update.provisional else None)
+
+
+def fused_record(mesh, mass, theta_mass, u, phi_s, f_vertex, physics) -> dict:
+    """The record of a first stage at the state (mass, theta_mass, u) (`record_stage`)."""
+    state = (mass, theta_mass, u)
+    return record_stage(FusedStage(mesh), state, phi_s, f_vertex, physics, updates(1.0)[0],
+                        state)[0]
+
+
 class FusedStages(stepper.TendencyStages):
     """The fused path's stages for `framework.stepper`, of a hydrostatic `model` (its device_mesh,
     phi_s, f_vertex and physics, read at each call): the forward stage in `FusedStage`'s passes,
-    the tangent-linear stage in `hydrostatic.fused_tangent`'s on the records; the records (the
-    provisional states) and the adjoint stages the operator path's (`operator_stages`: the fused
-    stages equal it). Each sweep's buffers are copies of the state (the operator stages accumulate
-    into them)."""
+    the records in them too (each stage's in its own scratch: `record_stage`), the tangent-linear
+    stage in `hydrostatic.fused_tangent`'s on the records, the adjoint stage in
+    `hydrostatic.fused_adjoint`'s (either mode) with the RK4 bookkeeping inside its last two
+    passes; `operator_stages` (the operator path's) gives the tendency callables of the base
+    class. Each sweep's buffers are copies of the state."""
 
     def __init__(self, model, operator_stages: stepper.TendencyStages):
         super().__init__(operator_stages.tendency, operator_stages.tendency_tl,
                          operator_stages.tendency_adj)
         self.model = model
         self.forward = FusedStage(model.device_mesh)
-        self._tangent = None
+        self._tangent = self._adjoint = None
+        self._recorders: dict = {}
 
     def stage(self, j, provisional, update, old, new):
         m = self.model
@@ -248,6 +338,14 @@ class FusedStages(stepper.TendencyStages):
                      next=next)
         return next
 
+    def record(self, j, provisional, update, old):
+        m = self.model
+        recorder = self._recorders.get(j)
+        if recorder is None:
+            recorder = self._recorders[j] = FusedStage(m.device_mesh)
+        return record_stage(recorder, provisional, m.phi_s, m.f_vertex, m.physics, update, old,
+                            dump=self.forward)
+
     def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
         if self._tangent is None:
             from hydrostatic.fused_tangent import FusedTangentStage
@@ -255,6 +353,20 @@ class FusedStages(stepper.TendencyStages):
             self._tangent = FusedTangentStage(self.model.device_mesh)
         m = self.model
         next = _provisional(self._tangent, "d", j, dprovisional)
-        self._tangent(*record, *dprovisional, dcontrols[0] if dcontrols else None, m.phi_s,
-                      m.f_vertex, m.physics, update, old=old, new=new, next=next)
+        self._tangent(record["mass"], record["theta_mass"], record["u"], *dprovisional,
+                      dcontrols[0] if dcontrols else None, m.phi_s, m.f_vertex, m.physics, update,
+                      old=old, new=new, next=next)
         return next
+
+    def stage_adj(self, j, record, k_adj, update, y_adj, new_adj, controls_adj, mode):
+        """The fused adjoint in `mode` with its bookkeeping in the kernels: k_adj is overwritten
+        by stage j - 1's, phi_s_adj accumulated in place."""
+        from hydrostatic.fused_adjoint import AdjointRK4, FusedStageAdjoint
+
+        if self._adjoint is None:
+            self._adjoint = FusedStageAdjoint(self.model.device_mesh)
+        m = self.model
+        phi_s_adj = self._adjoint(record, m.phi_s, m.physics, *k_adj,
+                                  phi_s_adj=None if controls_adj is None else controls_adj[0],
+                                  rk=AdjointRK4(tuple(y_adj), tuple(new_adj), *update), mode=mode)
+        return k_adj, [phi_s_adj]

@@ -1,7 +1,7 @@
 """The hydrostatic model: local mesh, state (mass, theta_mass, u), fixed fields (phi_s, f_vertex),
 physics, and its RK4 step: the shared stepper (`framework.stepper`) with this model's tendencies, their
-tangent-linear and adjoint (`hydrostatic.dynamics`) as its stages (on CuPy the forward and
-tangent-linear stages in fused kernels: `hydrostatic.fused`), one state exchange per stage;
+tangent-linear and adjoint (`hydrostatic.dynamics`) as its stages (on CuPy the forward,
+tangent-linear and adjoint stages in fused kernels: `hydrostatic.fused`), one state exchange per stage;
 `framework.stepper.rk4_step_tl` / `rk4_step_adj` take the model, with the surface geopotential phi_s as
 its control."""
 from __future__ import annotations
@@ -23,9 +23,9 @@ class Model:
     backend. `distribution` (`hydrostatic.distribution`) brings the halo rows of the provisional
     state up to date before each RK4 stage (with `exchange_tl`, the perturbations and adjoint
     tendencies of the tangent-linear and adjoint steps); None: one process. `fused` runs the
-    forward and tangent-linear stages through the fused kernels of `hydrostatic.fused` and
-    `hydrostatic.fused_tangent` (CuPy only; default: on CuPy fields), otherwise through the
-    operators; the adjoint stages are the operators' either way."""
+    forward, tangent-linear and adjoint stages (and the stage records) through the fused kernels
+    of `hydrostatic.fused`, `hydrostatic.fused_tangent` and `hydrostatic.fused_adjoint` (CuPy
+    only; default: on CuPy fields), otherwise through the operators."""
 
     #: The locations of the state (mass, theta_mass, u) and of the controls (phi_s: the fixed field
     #: the tangent-linear and adjoint steps perturb), in `framework.stepper`'s order.

@@ -547,3 +547,515 @@ __global__ void hs_edge_stage_tl(
     }
 }
 MESHOPS_INSTANTIATE(hs_edge_stage_tl)
+
+// -- adjoint, deterministic: the stage of hydrostatic.dynamics.tendencies_adj about the provisional
+// state (mass, thetaMass, u) with the forward's fields F, qVertex, qEdge and W of the stage's record
+// (hydrostatic.fused.FusedStages.record), from its adjoint tendencies (massTendAdj, thetaMassTendAdj,
+// uTendAdj), in five gather passes (hydrostatic/fused_adjoint.py): every transposed sum a gather in a
+// fixed slot order (edgesOnCell, the TRiSK stencil with its reverse weights, cellsOnEdgeT,
+// verticesOnEdgeT, edgesOnVertexT, verticesOnCell), no atomics, so the same bits on every run.
+//
+//   edge pass    PV flux adjoint: F_adj = (T2 + q_e T1) / 2, q_e_adj = (g sum_j w_j F_j + F T1) / 2
+//                (T1 = sum_j w'_j g_j, T2 = sum_j w'_j g_j q_e_j, w' the reverse weights), h_theta =
+//                -div_e2c^T(thetaMassTendAdj): F_adj += theta_e h_theta, theta_e_adj = F h_theta -
+//                grad_c2e(pi) g; the vertical advection's mass_e_adj = V g / mass_e^2, its W_e adjoint
+//                diff_l2i(u) h (interfaces) and u part diff_l2i^T(W_e h), h = avg_i2l^T(-g / mass_e)
+//   vertex pass  w = interp_v2e^T(q_e_adj) / interp_c2v(mass) (the vorticity's adjoint), q_v w
+//   column pass  B_adj = -grad_c2e^T(g), pi_adj = -grad_c2e^T(theta_e g), theta_adj and W_adj of the
+//                edges' parts (interp_c2e^T), the column: W_adj = -Dv^T(massTendAdj) + avg_l2i(theta)
+//                v + ..., v = -Dv^T(thetaMassTendAdj); D_adj = -massTendAdj + W^T(W_adj); the column
+//                diagnostics' adjoint (phi = B - K: phi_i, phi_s, alpha, p, theta, the scans), down the
+//                column and up it; mass_adj's column part, theta_mass_adj and phi_s_adj
+//   u pass       F_adj += div_e2c^T(D_adj): mass_e_adj += u F_adj, u_adj = its part + mass_e F_adj +
+//                curl_e2v^T(w) + ke_e2c^T(u; B_adj) (TRiSK's kinetic energy) + the extra parts
+//   mass pass    mass_adj = its column part + interp_c2e^T(mass_e_adj) - interp_c2v^T(q_v w) + extra
+//
+// The u and mass passes apply the adjoint step's RK4 bookkeeping (adjoint_rk4) to what they compute.
+
+namespace hydrostatic {
+
+// The stage's adjoint p at row i into the RK4 bookkeeping (framework.timestepping.AdjointUpdate):
+// yAdj = (rk == 2 ? newAdj : yAdj) + p, and with `next` kAdj = bCoef newAdj + aCoef p.
+template <typename T>
+__device__ __forceinline__ void adjoint_rk4(T p, T* __restrict__ yAdj, const T* __restrict__ newAdj,
+                                            T* __restrict__ kAdj, T bCoef, T aCoef, int next, int rk,
+                                            meshops_offset i)
+{
+    yAdj[i] = (rk == 2 ? newAdj[i] : yAdj[i]) + p;
+    if (next) kAdj[i] = bCoef * newAdj[i] + aCoef * p;
+}
+
+// Theta = thetaMass / mass at the ends (c0, c1) of an edge, at level k, averaged (interp_c2e).
+template <typename T>
+__device__ __forceinline__ T theta_edge(const T* __restrict__ thetaMass, const T* __restrict__ mass,
+                                        int c0, int c1, int N, int k)
+{
+    T sum = 0;
+    if (c0 >= 0) sum += thetaMass[(meshops_offset)c0 * N + k] / mass[(meshops_offset)c0 * N + k];
+    if (c1 >= 0) sum += thetaMass[(meshops_offset)c1 * N + k] / mass[(meshops_offset)c1 * N + k];
+    return (T)0.5 * sum;
+}
+
+// avg_i2l^T(-g / mass_e) at interface j of an edge column (g and mass_e at layers j - 1 and j).
+template <typename T>
+__device__ __forceinline__ T vertical_advection_h(const T* __restrict__ g, const T* __restrict__ mass,
+                                                  int c0, int c1, meshops_offset row, int j, int N)
+{
+    T h = 0;
+    if (j < N) h += (T)0.5 * (-g[row + j] / mean_of_ends(mass, c0, c1, N, j));
+    if (j > 0) h += (T)0.5 * (-g[row + j - 1] / mean_of_ends(mass, c0, c1, N, j - 1));
+    return h;
+}
+
+}  // namespace hydrostatic
+
+// The adjoint edge pass (comment above) over (edge, layer): edgesOnEdge, weightsOnEdge and
+// weightsOnEdgeReverse in one layout (slotStride), cellsOnEdge and divAdjCoef row-major (2 slots).
+template <typename T, int W>
+__global__ void hs_adj_edge(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const T* __restrict__ weightsOnEdgeReverse, const int* __restrict__ cellsOnEdge,
+    const T* __restrict__ invDcEdge, const T* __restrict__ divAdjCoef, const T* __restrict__ uTendAdj,
+    const T* __restrict__ thetaMassTendAdj, const T* __restrict__ F, const T* __restrict__ qEdge,
+    const T* __restrict__ pi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, const T* __restrict__ u, T* __restrict__ qEdgeAdj,
+    T* __restrict__ fluxAdj, T* __restrict__ thetaEdgeAdj, T* __restrict__ massEdgeAdj,
+    T* __restrict__ wEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
+    int nVertLevels, int first, int last, int nlev)
+{
+    using hydrostatic::mean_of_ends;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const T g = uTendAdj[i], qe = qEdge[i], Fe = F[i];
+        T t1 = 0, t2 = 0, fluxSum = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            const T g2 = uTendAdj[e2k], wr = weightsOnEdgeReverse[p];
+            t1 += wr * g2;
+            t2 += wr * (g2 * qEdge[e2k]);
+            fluxSum += weightsOnEdge[p] * F[e2k];
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        T divAdj = 0;
+        if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
+        if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
+        const T hTheta = -divAdj;
+        const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDcEdge[e], N, k);
+        qEdgeAdj[i] = (T)0.5 * (g * fluxSum + Fe * t1);
+        fluxAdj[i] = (T)0.5 * (t2 + qe * t1) + thetaEdge * hTheta;
+        thetaEdgeAdj[i] = Fe * hTheta - gradPi * g;
+        // the vertical advection -V / mass_e, V = avg_i2l(W_e diff_l2i(u))
+        const meshops_offset row = (meshops_offset)e * N;
+        const T* ue = u + row;
+        const T massEdge = mean_of_ends(mass, c0, c1, N, k);
+        const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
+        const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
+        const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
+        const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
+        const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
+        massEdgeAdj[i] = v * g / (massEdge * massEdge);
+        const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
+        const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
+        const meshops_offset rowi = (meshops_offset)e * (N + 1);
+        wEdgeAdj[rowi + k] = duBelow * hBelow;
+        if (k == N - 1) wEdgeAdj[rowi + N] = duAbove * hAbove;
+        // diff_l2i^T(W_e h) at layer k: +z[k] (k > 0), -z[k + 1] (k + 1 < N)
+        T part = 0;
+        if (k > 0) part += wBelow * hBelow;
+        if (k + 1 < N) part -= wAbove * hAbove;
+        uAdjPart[i] = part;
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_edge)
+
+// The adjoint vertex pass over (vertex, layer): verticesOnEdgeT (the edges of each vertex, SE slots,
+// strideE; interp_v2e's 1/2 applied to the sum), cellsOnVertex and c2vCoef (vertexDegree slots,
+// slotStride). vortAdj = interp_v2e^T(qEdgeAdj) / interp_c2v(mass), qVortAdj = qVertex vortAdj.
+template <typename T, int W>
+__global__ void hs_adj_vertex(const int* __restrict__ verticesOnEdgeT,
+                              const int* __restrict__ cellsOnVertex, const T* __restrict__ c2vCoef,
+                              const T* __restrict__ qEdgeAdj, const T* __restrict__ qVertex,
+                              const T* __restrict__ mass, T* __restrict__ vortAdj,
+                              T* __restrict__ qVortAdj, int SE, int strideE, int vertexDegree,
+                              int slotStride, int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(v, k, i, nlev);
+        T qAdj = 0, massVertex = 0;
+        meshops::for_each_slot(verticesOnEdgeT, v, SE, strideE, [&](meshops_offset, int e) {
+            qAdj += qEdgeAdj[(meshops_offset)e * nlev + k];
+        });
+        meshops::for_each_slot(cellsOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int c) {
+            massVertex += c2vCoef[p] * mass[(meshops_offset)c * nlev + k];
+        });
+        const T w = (T)0.5 * qAdj / massVertex;
+        vortAdj[i] = w;
+        qVortAdj[i] = qVertex[i] * w;
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_vertex)
+
+// The adjoint column pass, one thread per column c (comment above); edgesOnCell (maxEdges slots,
+// slotStride), cellsOnEdge and invDcEdge (grad_c2e's coefficient of c at each edge: +1 / dcEdge at
+// the edge's second cell, -1 / dcEdge at its first). With `scattered` (atomic mode) the edges' parts
+// are read from the sums the edge pass scattered (bernoulliAcc, piAcc, thetaAcc, wAcc) instead. Down the column (k = N-1..0) with interface
+// j = k + 1: the edges' gathers at layer k (B_adj, pi_adj, theta_adj's part) and interface j (W_adj's
+// part); W_adj[j], Y[k] = sum_{j' > k} W_adj[j'], phi_i_adj[j] = avg_i2l^T(B_adj), X[k] = g sum_{j' >
+// k} phi_i_adj[j'], phi_s_adj = sum phi_i_adj; at layer k p, alpha and their adjoints, theta_adj and
+// theta_mass_adj = theta_adj / mass, mass_adj = alpha X - theta theta_mass_adj; Y and p_adj held in
+// divAdj and pAdj. Up (k = 0..N-1): D_adj = -massTendAdj + sum_l dB[l] Y[l] - Y[k], mass_adj += g
+// sum_{j <= k} avg_i2l^T(p_adj)[j].
+template <typename T, int W>
+__global__ void hs_adj_column(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
+    const T* __restrict__ invDcEdge, const T* __restrict__ dB, const T* __restrict__ uTendAdj,
+    const T* __restrict__ massTendAdj, const T* __restrict__ thetaMassTendAdj,
+    const T* __restrict__ thetaEdgeAdj, const T* __restrict__ wEdgeAdj,
+    const T* __restrict__ bernoulliAcc, const T* __restrict__ piAcc, const T* __restrict__ thetaAcc,
+    const T* __restrict__ wAcc, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj, T* __restrict__ divAdj,
+    T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj, T* __restrict__ pAdj,
+    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
+    int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
+{
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        const int c = meshops_entity(i, nlev);
+        const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
+        T massAbove = 0, pAbove = pTop + gravity * massAbove;
+        T ySum = 0, xSum = 0, phiS = 0, total = 0;
+        // the layer above's values (none above the top)
+        T bAbove = 0, gmAbove = 0, gtAbove = 0, thetaAbove = 0;
+        for (int k = N - 1; k >= 0; --k) {
+            const meshops_offset ck = col + k;
+            T bAdj = 0, piAdj = 0, thetaPart = 0, wPart = 0;
+            if (scattered) {
+                bAdj = bernoulliAcc[ck];
+                piAdj = piAcc[ck];
+                thetaPart = thetaAcc[ck];
+                wPart = wAcc[coli + k + 1];
+            } else {
+                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset, int e) {
+                    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+                    const T coef = c == c1 ? invDcEdge[e] : -invDcEdge[e];
+                    const meshops_offset ek = (meshops_offset)e * N + k;
+                    const T g = uTendAdj[ek];
+                    bAdj -= coef * g;
+                    piAdj -= coef * (hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k) * g);
+                    thetaPart += thetaEdgeAdj[ek];
+                    wPart += wEdgeAdj[(meshops_offset)e * (N + 1) + k + 1];
+                });
+                thetaPart = (T)0.5 * thetaPart;
+                wPart = (T)0.5 * wPart;
+            }
+            const T mc = mass[ck], gm = massTendAdj[ck], gt = thetaMassTendAdj[ck];
+            const T theta = thetaMass[ck] / mc;
+            // interface j = k + 1: v = -Dv^T(thetaMassTendAdj), W_adj, phi_i_adj
+            const int j = k + 1;
+            const T vAbove = j < N ? -(gt - gtAbove) : (T)0;
+            const T wAdj = (j < N ? -(gm - gmAbove) : (T)0) +
+                           hydrostatic::avg_l2i(theta, thetaAbove, j, N) * vAbove + wPart;
+            ySum += wAdj;
+            const T phiIAdj = (j < N ? (T)0.5 * bAbove : (T)0) + (T)0.5 * bAdj;
+            phiS += phiIAdj;
+            xSum += phiIAdj;
+            const T X = gravity * xSum;
+            // layer k: p and alpha (hydrostatic.dynamics.column_diagnostics), their adjoints
+            massAbove += mc;
+            const T pBelow = pTop + gravity * massAbove;
+            const T p = hydrostatic::avg_i2l(pBelow, pAbove);
+            pAbove = pBelow;
+            const T exner = pow(p / p0, kappa);
+            const T alpha = R * theta * exner / p;
+            const T aTheta = R * exner / p;
+            const T aP = (kappa - 1) * aTheta * theta / p;
+            const T alphaAdj = mc * X;
+            pAdj[ck] = aP * alphaAdj + cp * (kappa * exner / p * piAdj);
+            const T vBelow = k > 0 ? -(thetaMassTendAdj[ck - 1] - gt) : (T)0;
+            const T wv = wFlux[coli + k] * vBelow;
+            const T wvUp = wFlux[coli + k + 1] * vAbove;
+            const T thetaAdj = aTheta * alphaAdj + thetaPart + (k == 0 ? (T)1 : (T)0.5) * wv +
+                               (k + 1 == N ? (T)1 : (T)0.5) * wvUp;
+            const T tmAdj = thetaAdj / mc;
+            thetaMassAdj[ck] = tmAdj;
+            massAdjPart[ck] = alpha * X - theta * tmAdj;
+            divAdj[ck] = ySum;
+            bernoulliAdj[ck] = bAdj;
+            total += dB[k] * ySum;
+            bAbove = bAdj;
+            gmAbove = gm;
+            gtAbove = gt;
+            thetaAbove = theta;
+        }
+        phiS += (T)0.5 * bAbove;  // phi_i_adj at the surface interface
+        T zSum = 0, pAdjBelow = 0;
+        for (int k = 0; k < N; ++k) {
+            const meshops_offset ck = col + k;
+            divAdj[ck] = -massTendAdj[ck] + (total - divAdj[ck]);
+            const T pa = pAdj[ck];
+            zSum += (T)0.5 * pa + (k > 0 ? (T)0.5 * pAdjBelow : (T)0);
+            pAdjBelow = pa;
+            massAdjPart[ck] = massAdjPart[ck] + gravity * zSum;
+        }
+        phiSAdj[c] = accumulatePhiS ? phiSAdj[c] + phiS : phiS;
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_column)
+
+// The adjoint u pass over (edge, layer): cellsOnEdge, divAdjCoef and keAdjCoef row-major (2 slots),
+// edgesOnVertexT and curlCoefT (S slots, slotStride). massEdgeAdj is completed in place; with
+// `extra`, uExtra is added; the stage's u adjoint goes into the RK4 bookkeeping.
+template <typename T, int W>
+__global__ void hs_adj_u(
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ divAdjCoef,
+    const T* __restrict__ keAdjCoef, const int* __restrict__ edgesOnVertexT,
+    const T* __restrict__ curlCoefT, const T* __restrict__ fluxAdj, const T* __restrict__ divAdj,
+    const T* __restrict__ bernoulliAdj, const T* __restrict__ vortAdj, const T* __restrict__ mass,
+    const T* __restrict__ u, const T* __restrict__ uAdjPart, const T* __restrict__ uExtra,
+    T* __restrict__ massEdgeAdj, T* __restrict__ yAdj, const T* __restrict__ newAdj,
+    T* __restrict__ kAdj, int S, int slotStride, int keInline, int extra, int nVertLevels, int rk,
+    T bCoef, T aCoef, int next, int first, int last, int nlev)
+{
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        T dAdj = 0, kAdjSum = 0;
+        if (c0 >= 0) {
+            dAdj += divAdjCoef[2 * e] * divAdj[(meshops_offset)c0 * N + k];
+            kAdjSum += keAdjCoef[2 * e] * bernoulliAdj[(meshops_offset)c0 * N + k];
+        }
+        if (c1 >= 0) {
+            dAdj += divAdjCoef[2 * e + 1] * divAdj[(meshops_offset)c1 * N + k];
+            kAdjSum += keAdjCoef[2 * e + 1] * bernoulliAdj[(meshops_offset)c1 * N + k];
+        }
+        const T fAdj = fluxAdj[i] + dAdj, ue = u[i];
+        massEdgeAdj[i] = massEdgeAdj[i] + ue * fAdj;
+        T curl = 0;
+        meshops::for_each_slot(edgesOnVertexT, e, S, slotStride, [&](meshops_offset p, int v) {
+            curl += curlCoefT[p] * vortAdj[(meshops_offset)v * N + k];
+        });
+        T p = uAdjPart[i] + hydrostatic::mean_of_ends(mass, c0, c1, N, k) * fAdj + curl;
+        if (keInline) p += ue * kAdjSum;
+        if (extra) p += uExtra[i];
+        hydrostatic::adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_u)
+
+// The adjoint mass pass over (cell, layer): cellsOnEdgeT (the edges of each cell, SE slots, strideE;
+// interp_c2e's 1/2 applied to the sum), verticesOnCell and c2vCoefT (SV slots, strideV). With
+// `extra`, massExtra and thetaMassExtra are added; both adjoints go into the RK4 bookkeeping.
+template <typename T, int W>
+__global__ void hs_adj_mass(
+    const int* __restrict__ cellsOnEdgeT, const int* __restrict__ verticesOnCell,
+    const T* __restrict__ c2vCoefT, const T* __restrict__ massAdjPart,
+    const T* __restrict__ massEdgeAdj, const T* __restrict__ qVortAdj,
+    const T* __restrict__ thetaMassAdj, const T* __restrict__ massExtra,
+    const T* __restrict__ thetaMassExtra, T* __restrict__ yMassAdj, const T* __restrict__ newMassAdj,
+    T* __restrict__ kMassAdj, T* __restrict__ yThetaMassAdj, const T* __restrict__ newThetaMassAdj,
+    T* __restrict__ kThetaMassAdj, int SE, int strideE, int SV, int strideV, int extra,
+    int nVertLevels, int rk, T bCoef, T aCoef, int next, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        T edges = 0, vertices = 0;
+        meshops::for_each_slot(cellsOnEdgeT, c, SE, strideE, [&](meshops_offset, int e) {
+            edges += massEdgeAdj[(meshops_offset)e * nlev + k];
+        });
+        meshops::for_each_slot(verticesOnCell, c, SV, strideV, [&](meshops_offset p, int v) {
+            vertices += c2vCoefT[p] * qVortAdj[(meshops_offset)v * nlev + k];
+        });
+        T pMass = massAdjPart[i] + (T)0.5 * edges - vertices;
+        T pTheta = thetaMassAdj[i];
+        if (extra) {
+            pMass += massExtra[i];
+            pTheta += thetaMassExtra[i];
+        }
+        hydrostatic::adjoint_rk4(pMass, yMassAdj, newMassAdj, kMassAdj, bCoef, aCoef, next, rk, i);
+        hydrostatic::adjoint_rk4(pTheta, yThetaMassAdj, newThetaMassAdj, kThetaMassAdj, bCoef, aCoef,
+                                 next, rk, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_mass)
+
+// -- adjoint, atomic mode: the same adjoint with the transposed sums as atomicAdd scatters from the
+// forward's rows through the forward tables, into accumulators zeroed by the caller (the order of the
+// sums left to the hardware):
+//
+//   edge pass    as hs_adj_edge, the PV flux's F and q_e adjoints scattered over the TRiSK stencil
+//                (fluxAcc, qEdgeAcc), -grad_c2e^T(g), -grad_c2e^T(theta_e g) and interp_c2e^T of
+//                theta_e_adj and of W_e's adjoint scattered to the edge's cells (bernoulliAcc, piAcc,
+//                thetaAcc, wAcc)
+//   vertex pass  w from qEdgeAcc over edgesOnVertex; curl_e2v^T(w) scattered to the vertex's edges
+//                (uAcc), -interp_c2v^T(q_v w) to its cells (massAcc)
+//   column pass  hs_adj_column reading the scattered sums (scattered = 1)
+//   u pass       as hs_adj_u, with the curl part from uAcc, interp_c2e^T(mass_e_adj) scattered (massAcc)
+//   mass pass    mass_adj = its column part + massAcc (+ extra); the RK4 bookkeeping of both
+
+template <typename T, int W>
+__global__ void hs_adj_edge_atomic(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+    const T* __restrict__ divAdjCoef, const T* __restrict__ uTendAdj,
+    const T* __restrict__ thetaMassTendAdj, const T* __restrict__ F, const T* __restrict__ qEdge,
+    const T* __restrict__ pi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, const T* __restrict__ u, T* __restrict__ fluxAcc,
+    T* __restrict__ qEdgeAcc, T* __restrict__ bernoulliAcc, T* __restrict__ piAcc,
+    T* __restrict__ thetaAcc, T* __restrict__ wAcc, T* __restrict__ massEdgeAdj,
+    T* __restrict__ uAdjPart, int maxEdges2, int slotStride, int nVertLevels, int first, int last,
+    int nlev)
+{
+    using hydrostatic::mean_of_ends;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const T g = uTendAdj[i], qe = qEdge[i], Fe = F[i];
+        const T half = (T)0.5 * g;
+        T fluxSum = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            const T w = weightsOnEdge[p], F2 = F[e2k];
+            fluxSum += w * F2;
+            atomicAdd(&fluxAcc[e2k], w * ((qe + qEdge[e2k]) * half));
+            atomicAdd(&qEdgeAcc[e2k], w * (F2 * half));
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        T divAdj = 0;
+        if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
+        if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
+        const T hTheta = -divAdj;
+        const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
+        const T invDc = invDcEdge[e];
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+        atomicAdd(&qEdgeAcc[i], half * fluxSum);
+        atomicAdd(&fluxAcc[i], thetaEdge * hTheta);
+        const T thetaEdgeAdj = (T)0.5 * (Fe * hTheta - gradPi * g);
+        // the vertical advection, as hs_adj_edge
+        const meshops_offset row = (meshops_offset)e * N;
+        const T* ue = u + row;
+        const T massEdge = mean_of_ends(mass, c0, c1, N, k);
+        const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
+        const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
+        const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
+        const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
+        const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
+        massEdgeAdj[i] = v * g / (massEdge * massEdge);
+        const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
+        const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
+        T part = 0;
+        if (k > 0) part += wBelow * hBelow;
+        if (k + 1 < N) part -= wAbove * hAbove;
+        uAdjPart[i] = part;
+        const T wBelowAdj = (T)0.5 * (duBelow * hBelow), wTopAdj = (T)0.5 * (duAbove * hAbove);
+        // to the edge's cells: grad_c2e^T (-1 / dcEdge at c0, +1 / dcEdge at c1), interp_c2e^T (1/2)
+        const int ends[2] = {c0, c1};
+        for (int s = 0; s < 2; ++s) {
+            const int c = ends[s];
+            if (c < 0) continue;
+            const T coef = s == 1 ? invDc : -invDc;
+            const meshops_offset ck = (meshops_offset)c * N + k, ci = (meshops_offset)c * (N + 1);
+            atomicAdd(&bernoulliAcc[ck], -(coef * g));
+            atomicAdd(&piAcc[ck], -(coef * (thetaEdge * g)));
+            atomicAdd(&thetaAcc[ck], thetaEdgeAdj);
+            atomicAdd(&wAcc[ci + k], wBelowAdj);
+            if (k == N - 1) atomicAdd(&wAcc[ci + N], wTopAdj);
+        }
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_edge_atomic)
+
+// The atomic vertex pass over (vertex, layer): edgesOnVertex and curlCoef, cellsOnVertex and c2vCoef
+// in one layout (vertexDegree slots, slotStride); uAcc and massAcc accumulate.
+template <typename T, int W>
+__global__ void hs_adj_vertex_atomic(const int* __restrict__ edgesOnVertex,
+                                     const T* __restrict__ curlCoef,
+                                     const int* __restrict__ cellsOnVertex,
+                                     const T* __restrict__ c2vCoef, const T* __restrict__ qEdgeAcc,
+                                     const T* __restrict__ qVertex, const T* __restrict__ mass,
+                                     T* __restrict__ uAcc, T* __restrict__ massAcc, int vertexDegree,
+                                     int slotStride, int nVertLevels, int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(v, k, i, nlev);
+        T qAdj = 0, massVertex = 0;
+        meshops::for_each_slot(edgesOnVertex, v, vertexDegree, slotStride, [&](meshops_offset, int e) {
+            qAdj += qEdgeAcc[(meshops_offset)e * nlev + k];
+        });
+        meshops::for_each_slot(cellsOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int c) {
+            massVertex += c2vCoef[p] * mass[(meshops_offset)c * nlev + k];
+        });
+        const T w = (T)0.5 * qAdj / massVertex, qw = qVertex[i] * w;
+        meshops::for_each_slot(edgesOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int e) {
+            atomicAdd(&uAcc[(meshops_offset)e * nlev + k], curlCoef[p] * w);
+        });
+        meshops::for_each_slot(cellsOnVertex, v, vertexDegree, slotStride, [&](meshops_offset p, int c) {
+            atomicAdd(&massAcc[(meshops_offset)c * nlev + k], -(c2vCoef[p] * qw));
+        });
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_vertex_atomic)
+
+// The atomic u pass over (edge, layer): as hs_adj_u with the curl part read from uAcc; the edge's
+// mass_e_adj scattered to its cells (interp_c2e^T, massAcc).
+template <typename T, int W>
+__global__ void hs_adj_u_atomic(
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ divAdjCoef,
+    const T* __restrict__ keAdjCoef, const T* __restrict__ fluxAcc, const T* __restrict__ divAdj,
+    const T* __restrict__ bernoulliAdj, const T* __restrict__ uAcc, const T* __restrict__ mass,
+    const T* __restrict__ u, const T* __restrict__ uAdjPart, const T* __restrict__ uExtra,
+    const T* __restrict__ massEdgeAdj, T* __restrict__ massAcc, T* __restrict__ yAdj,
+    const T* __restrict__ newAdj, T* __restrict__ kAdj, int keInline, int extra, int nVertLevels,
+    int rk, T bCoef, T aCoef, int next, int first, int last, int nlev)
+{
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        T dAdj = 0, kAdjSum = 0;
+        if (c0 >= 0) {
+            dAdj += divAdjCoef[2 * e] * divAdj[(meshops_offset)c0 * N + k];
+            kAdjSum += keAdjCoef[2 * e] * bernoulliAdj[(meshops_offset)c0 * N + k];
+        }
+        if (c1 >= 0) {
+            dAdj += divAdjCoef[2 * e + 1] * divAdj[(meshops_offset)c1 * N + k];
+            kAdjSum += keAdjCoef[2 * e + 1] * bernoulliAdj[(meshops_offset)c1 * N + k];
+        }
+        const T fAdj = fluxAcc[i] + dAdj, ue = u[i];
+        const T massEdgeHalf = (T)0.5 * (massEdgeAdj[i] + ue * fAdj);
+        if (c0 >= 0) atomicAdd(&massAcc[(meshops_offset)c0 * N + k], massEdgeHalf);
+        if (c1 >= 0) atomicAdd(&massAcc[(meshops_offset)c1 * N + k], massEdgeHalf);
+        T p = uAdjPart[i] + hydrostatic::mean_of_ends(mass, c0, c1, N, k) * fAdj + uAcc[i];
+        if (keInline) p += ue * kAdjSum;
+        if (extra) p += uExtra[i];
+        hydrostatic::adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_u_atomic)
+
+// The atomic mass pass over (cell, layer): mass_adj = massAdjPart + massAcc; with `extra`,
+// massExtra and thetaMassExtra are added; both adjoints go into the RK4 bookkeeping.
+template <typename T, int W>
+__global__ void hs_adj_mass_sum(
+    const T* __restrict__ massAdjPart, const T* __restrict__ massAcc,
+    const T* __restrict__ thetaMassAdj, const T* __restrict__ massExtra,
+    const T* __restrict__ thetaMassExtra, T* __restrict__ yMassAdj, const T* __restrict__ newMassAdj,
+    T* __restrict__ kMassAdj, T* __restrict__ yThetaMassAdj, const T* __restrict__ newThetaMassAdj,
+    T* __restrict__ kThetaMassAdj, int extra, int nVertLevels, int rk, T bCoef, T aCoef, int next,
+    int first, int last, int nlev)
+{
+    MESHOPS_ROWS(i, first, last, nlev) {
+        T pMass = massAdjPart[i] + massAcc[i];
+        T pTheta = thetaMassAdj[i];
+        if (extra) {
+            pMass += massExtra[i];
+            pTheta += thetaMassExtra[i];
+        }
+        hydrostatic::adjoint_rk4(pMass, yMassAdj, newMassAdj, kMassAdj, bCoef, aCoef, next, rk, i);
+        hydrostatic::adjoint_rk4(pTheta, yThetaMassAdj, newThetaMassAdj, kThetaMassAdj, bCoef, aCoef,
+                                 next, rk, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_mass_sum)
