@@ -15,9 +15,10 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE
-from swm.config import FilePath, FloatPair, Strict, _once_each
-from swm.files import (Written, beside_grid_path, convergence_plot, gradient_maps, lock_path,
-                       may_reference, observations_path)
+from framework.config import FilePath, FloatPair, Strict, once_each
+from framework.files import (Written, beside_grid_path, convergence_plot, lock_path, may_reference,
+                             observations_path)
+from swm.files import gradient_maps
 
 
 def _snapshot_count(v):
@@ -108,7 +109,7 @@ class CheckpointConfig(Strict):
 
 class SensitivityConfig(Strict):
     cost: CostConfig
-    controls: Annotated[list[Literal["h", "u", "b"]], AfterValidator(_once_each)] = Field(
+    controls: Annotated[list[Literal["h", "u", "b"]], AfterValidator(once_each)] = Field(
         ["h", "u", "b"], description="gradients written: initial h, initial u, topography b")
     adjoint_mode: Literal[ADJOINT_MODES] = Field(
         DEFAULT_ADJOINT_MODE, description="deterministic: bitwise reproducible gradients; atomic: "

@@ -39,9 +39,11 @@ from meshops.parallel.comm import is_serial
 from adjoint.gradient import advance, run_gradient, watchdog
 from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
                                  require_finite)
-from swm.config import Config, ConfigError
-from swm.files import convergence_plot, observations_path
-from swm.output import MODEL_NAME, mpas_namelist, provenance, release
+from framework.errors import ConfigError
+from swm.config import Config
+from framework.files import convergence_plot, observations_path
+from framework.output import MODEL_NAME, provenance, release
+from swm.output import CORE_NAME, mpas_namelist
 from framework.errors import WatchdogError
 
 log = logging.getLogger("adjoint")
@@ -134,7 +136,7 @@ class ShallowWaterTwin(Twin):
 
         fv = self.config.fourdvar
         self.s = s = setup(self.config)
-        self.attributes = {**provenance(self.config), **mpas_namelist(self.config, s.dt, s.total)}
+        self.attributes = {**provenance(self.config, CORE_NAME), **mpas_namelist(self.config, s.dt, s.total)}
         self.controls = (
             Control("h", "h", "cell", ("nCells", "nVertLevels"), "m", "fluid thickness",
                     fv.background_error_h, perturbed=True),
@@ -255,7 +257,7 @@ def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
     def observe():
         import netCDF4
         from grids.atomic import atomic_path
-        from swm.output import reporting_space, stamp
+        from framework.output import reporting_space, stamp
 
         rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
@@ -353,7 +355,7 @@ def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from framework.dates import start_of
-    from swm.output import create_time, reporting_space, set_time, stamp
+    from framework.output import create_time, reporting_space, set_time, stamp
 
     table = np.array(history, dtype=np.float64)
     controls = twin.controls

@@ -27,11 +27,13 @@ from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangen
 from adjoint.snapshot_memory import plan
 from adjoint.verification import taylor_test
 from framework import stop
-from swm.config import Config, ConfigError
+from framework.errors import ConfigError
+from swm.config import Config
 from framework.constants import DAY
 from framework.distribution import owned_inner
 from swm.files import gradient_maps
-from swm.output import OutputError, map_problem, mpas_namelist, provenance, release
+from framework.output import OutputError, map_problem, provenance, release
+from swm.output import CORE_NAME, mpas_namelist
 from framework.errors import WatchdogError
 
 log = logging.getLogger("adjoint")
@@ -92,7 +94,7 @@ def _sensitivity(config: Config, progress: bool) -> dict:
     value, grads, stats = sensitivity_sweep(s, sens, cost, check, progress)
     fields = [(name, loc, g) for (name, loc, _, _), g in zip(GRADIENTS, grads)]
     chosen = [f for f, (_, _, control, _) in zip(fields, GRADIENTS) if control in sens.controls]
-    attributes = {**provenance(config), **mpas_namelist(config, s.dt, s.total)}
+    attributes = {**provenance(config, CORE_NAME), **mpas_namelist(config, s.dt, s.total)}
     return finish(s, sens, value, stats, chosen, fields,
                   lambda: write_gradients(sens.output, s, grads, value, cost.units,
                                           list(sens.controls), attributes=attributes,
@@ -279,9 +281,9 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from framework.collective import on_root
-    from swm.driver import grid_reference
+    from framework.driver import grid_reference
     from framework.dates import START, start_of
-    from swm.output import create_mesh_part, create_time, reporting_space, set_time, stamp
+    from framework.output import create_mesh_part, create_time, reporting_space, set_time, stamp
 
     def write():
         grid = None if config is None else grid_reference(config, s.global_mesh, path,
@@ -315,7 +317,7 @@ def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None
     turns the maps off, named in the error). An error on rank 0 is raised
     on every rank (`framework.collective.on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
     `release` them when the run ends."""
-    from swm.output import claim
+    from framework.output import claim
 
     def maps_ok():
         for png in maps:

@@ -1,32 +1,27 @@
-"""The callbacks and writers a run's `framework.simulation.Simulation` fires: the watchdog, the progress
-bar, the history (fields, diagnostics, error norms) and the restarts. Each has a `schedule`;
-`start(sim)` and `finish(sim, outcome)` are optional (see `framework.simulation`). Watchdog,
-HistoryCallback, Progress and Files serve every model (the hydrostatic core's
-`hydrostatic.callbacks` subclasses the first two).
+"""The callbacks and writers every model's `framework.simulation.Simulation` fires: the watchdog
+(a model names its fields and its check: `Watchdog`), the progress bar, what every history
+callback shares (`HistoryCallback`), the restarts and the run's files. Each has a `schedule`;
+`start(sim)` and `finish(sim, outcome)` are optional (see `framework.simulation`).
 
-A new callback is a class with `schedule` and `__call__(sim)`, and one entry in `CALLBACKS` (at the
-bottom): its name and the function that builds it from the config and the run's pieces (`Run`);
-`swm.driver.build_simulation` builds them all, in that order. The run's files (`Files`) are not
-among them: the Simulation finishes them after every callback (`Simulation.files`). A callback of
-one's own can also be added to a built `sim.callbacks`.
+A model's callbacks are one registry, `CALLBACKS` of its own module (`swm.callbacks`,
+`hydrostatic.callbacks`): name -> the function that builds it from the config and the run's pieces
+(`Run`). The run's files (`Files`) are not among them: the Simulation finishes them after every
+callback (`Simulation.files`). A callback of one's own can also be added to a built
+`sim.callbacks`.
 """
 from __future__ import annotations
 
-import logging
 import queue
 from dataclasses import dataclass
 
 import numpy as np
 
 from meshops.device.backend import array_module, to_host
-from meshops.parallel.comm import is_serial
 from framework.constants import DAY
 from framework.dates import START
-from framework.schedules import IterationInterval, TimeInterval
-from swm.variables import FIELDS
 from framework.errors import WatchdogError
-
-log = logging.getLogger("swm")
+from framework.output import write_restart
+from framework.schedules import IterationInterval
 
 
 def host(a):
@@ -39,10 +34,9 @@ class Watchdog:
     state that passed (references: steps make new arrays). On a failure the model is set back to
     that state and WatchdogError names the step, field, entity and place, then `advice`. With
     `check_first` the state the run starts from is checked too. A model's watchdog is a subclass
-    naming its fields and how its `check` is called (`inspect`); this one is shallow water's:
-    (h, u) with `swm.watchdog.StateCheck`, its first state checked by `swm.driver`."""
+    naming its `fields` and how its `check` is called (`inspect`)."""
 
-    fields = ("h", "u")
+    fields: tuple
     check_first = False
     advice = ""
 
@@ -52,7 +46,7 @@ class Watchdog:
 
     def inspect(self, model, step: int) -> None:
         """Raise WatchdogError when the model's state is out of range."""
-        self.check.check(model.h, model.u, model.dt, step)
+        raise NotImplementedError
 
     def start(self, sim) -> None:
         if self.check_first:
@@ -170,46 +164,6 @@ class HistoryCallback:
                                    discard=outcome == "not started")
 
 
-class HistoryOutput(HistoryCallback):
-    """Output records of the history (`swm.output.History` on rank 0, None elsewhere): the
-    fields of `variables` and the diagnostics (`swm.diagnostics.Diagnostics`) every `schedule`.
-    A run resumed at `resumed_step` does not write that step again: the history holds it."""
-
-    def __init__(self, history, distribution, variables, diagnostics, schedule, interval: float,
-                 *, resumed_step: int | None = None):
-        self.history, self.distribution = history, distribution
-        self.variables, self.diagnostics = tuple(variables), diagnostics
-        self.schedule, self.interval = schedule, interval
-        self.copies = HostCopies()
-        self.written_step = self.resumed_step = resumed_step
-        self.last = {}
-
-    def start(self, sim) -> None:
-        if sim.step != self.resumed_step and (self.record(sim.time) * self.interval == sim.time
-                                              or sim.step == 0):
-            self(sim)
-
-    def __call__(self, sim) -> None:
-        model, dist = sim.model, self.distribution
-        d = self.diagnostics()
-        if not is_serial(dist.comm):
-            # the step leaves the outer halo rows stale; the fields' stencils read them (as the
-            # step's own first exchange would, so the trajectory does not change)
-            dist.exchange(model.h, model.u)
-        fields = {name: FIELDS[name].compute(model) for name in self.variables}
-        if is_serial(dist.comm):
-            fields, wait, release = self.copies.copy(fields)
-        else:
-            fields = {name: dist.gather(FIELDS[name].location, host(a)) for name, a in fields.items()}
-            wait = release = lambda: None  # noqa: E731
-        if self.history is not None:
-            self.history.write(self.record(sim.time), sim.time, fields, d, wait=wait, done=release)
-        else:
-            release()
-        self.written_step, self.last = sim.step, d
-        log.info("day %.3f: %s", sim.time / DAY, ", ".join(f"{k} {v:.6g}" for k, v in d.items()))
-
-
 class Files:
     """The run's writer thread and output files: `finish` waits for every queued write and
     releases the files' locks. Last in the callbacks (the writers before it queue their last
@@ -228,23 +182,17 @@ class Files:
                 target.close()
 
 
-#: The shallow-water state in a restart file: (name, location, variable attributes) of each field
-#: of `swm.model.Model.state`, in its order.
-STATE = (("h", "cell", FIELDS["h"].attributes()), ("u", "edge", FIELDS["u"].attributes()))
-
-
 class RestartOutput:
     """Restart files every `schedule` (None: only when a run stops early, and at its end when
     `at_end`), written atomically on rank 0 from the gathered state by the writer thread.
-    `state`: (name, location, variable attributes) of each field of the model's `state` (default:
-    the shallow-water model's, `STATE`). `saved_step`: the step the restart file holds already (a
+    `state`: (name, location, variable attributes) of each field of the model's `state`. `saved_step`: the step the restart file holds already (a
     resumed run's first), not written again."""
 
     checked = True
 
     def __init__(self, path, distribution, fingerprint: dict, writer, schedule=None, *,
                  at_end=False, attributes: dict | None = None, saved_step: int | None = None,
-                 state=STATE, start_date: str = START):
+                 state, start_date: str = START):
         self.path, self.distribution, self.fingerprint = path, distribution, fingerprint
         self.start_date = start_date        # the run's start date (framework.dates)
         self.writer, self.attributes, self.state = writer, attributes, tuple(state)
@@ -253,8 +201,6 @@ class RestartOutput:
         self.saved_step = saved_step
 
     def __call__(self, sim) -> None:
-        from swm.output import write_restart
-
         dist, model = self.distribution, sim.model
         fields = {name: (dist.gather(location, host(value)), location, attributes)
                   for (name, location, attributes), value in zip(self.state, model.state)}
@@ -275,42 +221,17 @@ class _Never:
         return False
 
 
-# -- the callbacks of a forward run ------------------------------------------------------------------
+# -- what a model's callbacks are built from ---------------------------------------------------------
 
 @dataclass
 class Run:
-    """What a callback is built from besides the config: the run's `swm.driver.Setup`, its history
-    (rank 0; None elsewhere), writer thread (rank 0), diagnostics (`swm.diagnostics`), the files'
-    global attributes, and whether a progress bar is wanted."""
+    """What a callback is built from besides the config: the run's setup (`framework.run.Setup`,
+    or the model's own), its history (rank 0; None elsewhere), writer thread (rank 0), diagnostics
+    (the shallow-water model's: `swm.diagnostics`), the files' global attributes, and whether a
+    progress bar is wanted."""
     setup: object
     history: object
     writer: object
     diagnostics: object
     attributes: dict
     progress: bool
-
-
-def _progress(config, run: Run) -> Progress:
-    s = run.setup
-    return Progress(s.total, s.start, run.progress and s.comm.Get_rank() == 0,
-                    IterationInterval(config.watchdog.interval_steps))
-
-
-def _history(config, run: Run) -> HistoryOutput:
-    interval = config.output.interval_hours * 3600.0
-    return HistoryOutput(run.history, run.setup.distribution, config.output.variables,
-                         run.diagnostics, TimeInterval(interval), interval,
-                         resumed_step=run.setup.start or None)
-
-
-def _restart(config, run: Run) -> RestartOutput:
-    s, hours = run.setup, config.restart.interval_hours
-    return RestartOutput(config.restart.path, s.distribution, s.fingerprint, run.writer,
-                         None if hours is None else TimeInterval(hours * 3600.0),
-                         at_end=hours is not None, attributes=run.attributes,
-                         saved_step=s.start or None)
-
-
-#: The callbacks of a forward run, in the order they fire and finish: name -> build(config, run)
-#: (None: not in this run). A new callback is one entry here.
-CALLBACKS = {"progress": _progress, "history": _history, "restart": _restart}

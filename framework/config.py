@@ -1,4 +1,6 @@
-"""The run configuration: a YAML file checked against a pydantic schema before any work.
+"""What every model's run configuration shares: a YAML file checked against a model's pydantic
+schema (its config class, e.g. `swm.config.Config`) before any work, and the sections and key
+types the models have in common (mesh, partition, restart; backend, dtype, log level, clobber).
 
 Every key has a type, a default where one makes sense, an allowed range and a description
 (`python run_model.py --help-config` prints them). Unknown keys, wrong types and impossible values
@@ -20,24 +22,14 @@ import typing
 from typing import Annotated, Literal, Optional
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
-                      field_validator, model_validator)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from framework.constants import DAY, EARTH_RADIUS, GRAVITY
+from framework.constants import DAY, EARTH_RADIUS
 from framework.errors import ConfigError  # noqa: F401 - the error of every config check here
-from swm.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
-#: Largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge of the run: RK4's imaginary-axis bound
-#: 2 sqrt(2) over the TRiSK wave operator's largest frequency, about 2 (|u| + c) / dcEdge (Williamson
-#: case 6, level 4: stable for 10 days at 1.41, unstable at 1.70).
-CFL_LIMIT = 1.4
 #: The smallest time step a run accepts (s): below it the config is almost surely wrong (a
 #: unit-sphere mesh, or a typo), and the run would take millions of steps.
 MIN_DT = 1e-3
-#: A depth (m) below the deepest cell of every case's initial state on a sphere no larger than the
-#: Earth (case 2: about 2600 m at the icosahedron's nodes, the others deeper): sqrt(g 1000 m) is a
-#: floor of the fastest gravity wave, so a time.cfl's dt is known to be below cfl min(dcEdge) / it.
-SHALLOWEST_DEEPEST_H = 1000.0
 #: `output.mesh: auto` keeps the mesh inside files of at most this many cells (level 6, 40962 cells,
 #: about 50 MB of mesh) and references a grid file above it (level 7, 163842 cells: 200 MB).
 MESH_INSIDE_MAX_CELLS = 100_000
@@ -68,7 +60,7 @@ Clobber = Annotated[Literal[CLOBBER_MODES], Field(
     "continues the history of the run it resumes")]
 
 
-def _once_each(names: list) -> list:
+def once_each(names: list) -> list:
     """`names` when none is repeated, else one error naming the first repeated one."""
     repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if repeated is not None:
@@ -99,46 +91,6 @@ class MeshConfig(Strict):
         return self
 
 
-class CaseConfig(Strict):
-    name: Literal["williamson2", "williamson5", "williamson6", "galewsky"] = Field(
-        description="test case: Williamson et al. 1992 cases 2, 5, 6; Galewsky et al. 2004 jet")
-    alpha: float = Field(0.0, ge=-3.1416, le=3.1416, description="williamson2: rotation angle (rad)")
-    perturbed: bool = Field(True, description="galewsky: add the height perturbation")
-
-    @field_validator("alpha", "perturbed")
-    @classmethod
-    def _used(cls, value, info):
-        """A key of another case is refused where it is given (it would be ignored); a default
-        is not validated, so this runs only for keys the config sets."""
-        case = {"alpha": "williamson2", "perturbed": "galewsky"}[info.field_name]
-        name = info.data.get("name")
-        if name is not None and name != case:
-            raise ValueError(f"only case {case} uses it, not {name}; expected no "
-                             f"case.{info.field_name} with case.name = {name}")
-        return value
-
-
-class TimeConfig(Strict):
-    days: float = Field(gt=0, le=3650, description="run length (days)")
-    dt: Optional[float] = Field(None, gt=0, description="time step (s); or give cfl")
-    cfl: Optional[float] = Field(None, gt=0, le=CFL_LIMIT,
-                                 description=f"Courant number of the fastest gravity wave, <= {CFL_LIMIT}")
-    max_steps: int = Field(1_000_000, ge=1, description="the most time steps a run may take; a run "
-                           "needing more (days / dt) is refused before any work")
-
-    @model_validator(mode="after")
-    def _one_step(self):
-        if (self.dt is None) == (self.cfl is None):
-            raise ValueError("give exactly one of time.dt (s) and time.cfl")
-        return self
-
-
-class DiffusionConfig(Strict):
-    visc2: float = Field(0.0, ge=0, description="del2 viscosity on u (m^2/s)")
-    visc4: float = Field(0.0, ge=0, description="del4 hyperviscosity on u (m^4/s)")
-    apvm: float = Field(0.0, ge=0, le=1, description="APVM upwinding factor of the PV (MPAS: 0.5)")
-
-
 class PartitionConfig(Strict):
     method: Literal["metis", "sfc", "file"] = Field("metis", description="METIS, a Hilbert curve, "
                                                     "or an MPAS graph.info.part.N file")
@@ -153,78 +105,11 @@ class PartitionConfig(Strict):
         return self
 
 
-class OutputConfig(Strict):
-    path: FilePath = Field(pathlib.Path("output.nc"), description="history file (netCDF)")
-    interval_hours: float = Field(24.0, gt=0, le=87600, description="output interval (hours)")
-    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(_once_each)] = Field(
-        list(DEFAULT_VARIABLES), description="fields written at each output time (swm.variables)")
-    mesh: Literal["auto", "inside", "reference"] = Field(
-        "auto", description="the mesh in the history and gradient files (MPAS's mesh stream), or "
-        "a reference to an MPAS grid file (the mesh cache's, mesh.file, or NAME.grid.nc beside "
-        f"the file); auto: reference above {MESH_INSIDE_MAX_CELLS} cells (level 7 and up)")
-    clobber: Clobber = "never_modify"
-
-
 class RestartConfig(Strict):
     path: FilePath = Field(pathlib.Path("restart.nc"), description="restart file")
     interval_hours: Optional[float] = Field(None, gt=0, le=87600,
                                             description="restart interval (hours); none: off")
     resume: bool = Field(False, description="start from the restart file")
-
-
-class WatchdogConfig(Strict):
-    interval_steps: int = Field(10, ge=1, le=100000, description="steps between checks of the state "
-                                "(finite values and the Courant number) on the device; a failure "
-                                "writes the last checked good state")
-    cfl_limit: float = Field(CFL_LIMIT, gt=0, description="largest Courant number (|u| + sqrt(g h)) "
-                             "dt / dcEdge a check allows; above it the run stops")
-
-
-class Config(Strict):
-    """The shallow-water model's config. The adjoint applications' sections (sensitivity,
-    fourdvar) are composed onto it by the command line (`meshrun.config`); `inputs` and
-    `written_files` name the files a run reads and writes (an application adds its own)."""
-    model: Literal["shallow_water"] = Field(
-        "shallow_water", description="the model the config runs: shallow_water, this model (the "
-        "command line's registry meshrun.models names every model)")
-    mesh: MeshConfig
-    case: CaseConfig
-    time: TimeConfig
-    backend: Backend = "numpy"
-    dtype: Dtype = "float64"
-    diffusion: DiffusionConfig = DiffusionConfig()
-    partition: PartitionConfig = PartitionConfig()
-    output: OutputConfig = OutputConfig()
-    restart: RestartConfig = RestartConfig()
-    log_level: LogLevel = "info"
-    watchdog: WatchdogConfig = Field(WatchdogConfig(), description="checks of the state during a run")
-
-    @model_validator(mode="after")
-    def _steps(self):
-        if self.time.cfl is not None and self.time.cfl > self.watchdog.cfl_limit:
-            raise ValueError(f"time.cfl = {self.time.cfl!r} is above watchdog.cfl_limit = "
-                             f"{self.watchdog.cfl_limit!r}: the watchdog would stop the run; expected "
-                             "time.cfl <= watchdog.cfl_limit")
-        if self.time.dt is not None:
-            fixed_steps(self)
-        else:
-            cfl_step_bound(self)
-        return self
-
-    def inputs(self) -> list[tuple[str, pathlib.Path]]:
-        """(what, path) of the files the run reads besides the config and a restart file."""
-        found = []
-        if self.mesh.file is not None:
-            found.append(("the mesh file (mesh.file)", self.mesh.file))
-        if self.partition.file is not None:
-            found.append(("the partition file (partition.file)", self.partition.file))
-        return found
-
-    def written_files(self) -> list:
-        """Every file the run writes, per config key (`swm.files.written_files`)."""
-        from swm.files import written_files
-
-        return written_files(self)
 
 
 def fixed_steps(config) -> tuple[float, int, int]:
@@ -261,29 +146,6 @@ def step_counts(config, per_output: int, why: str) -> tuple[float, int, int]:
         raise ConfigError(f"time.days = {config.time.days} with dt = {dt:.6g} s ({why}) is "
                           f"{total} steps: expected at most time.max_steps = {config.time.max_steps}")
     return dt, per_output, total
-
-
-def cfl_step_bound(config: Config) -> None:
-    """Before a mesh is generated: refuse a time.cfl run whose dt is surely below MIN_DT or whose
-    steps surely exceed time.max_steps. A generated mesh of N cells has min(dcEdge) <= 2 R
-    acos(1 - 2 / N) (a Voronoi cell holds the cap of half its nearest neighbour's distance, and the
-    smallest cell is at most the mean area 4 pi R^2 / N); the fastest wave is at least
-    sqrt(g SHALLOWEST_DEEPEST_H) on spheres up to the Earth's. A mesh.file is checked once read."""
-    generate, radius = config.mesh.generate, config.mesh.radius
-    if generate is None or radius > EARTH_RADIUS:
-        return
-    n_cells = 10 * 4 ** generate.level + 2
-    dc_edge = 2.0 * radius * math.acos(1.0 - 2.0 / n_cells)
-    dt = config.time.cfl * dc_edge / math.sqrt(GRAVITY * SHALLOWEST_DEEPEST_H)
-    why = (f"time.cfl = {config.time.cfl} on a level-{generate.level} mesh (smallest dcEdge at most "
-           f"{dc_edge:.4g} m, mesh.radius = {radius:.6g} m) gives dt <= {dt:.3g} s")
-    if dt < MIN_DT:
-        raise ConfigError(f"{why}: expected dt >= {MIN_DT} s (is the mesh on a unit sphere? set "
-                          "mesh.radius)")
-    steps = config.time.days * DAY / dt
-    if steps > config.time.max_steps:
-        raise ConfigError(f"time.days = {config.time.days}: {why}, so at least {math.ceil(steps)} "
-                          f"steps: expected at most time.max_steps = {config.time.max_steps}")
 
 
 class _DuplicateKey(Exception):
@@ -373,7 +235,7 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_core_int)
 _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_core_float)
 
 
-def _read_yaml(text: str, where: str, prefix: tuple = (), schema=None, tree=None):
+def _read_yaml(text: str, where: str, schema, prefix: tuple = (), tree=None):
     """The data of YAML `text`; ConfigError naming `where` for bad YAML, a repeated key or a number
     too large for a float (their key paths below `prefix`; the expected number from `schema`, see
     `validate_tree`, for the config `tree` that `text` sets a key of, or that `text` is)."""
@@ -391,9 +253,9 @@ def _read_yaml(text: str, where: str, prefix: tuple = (), schema=None, tree=None
         try:                     # the bounds of the config's own schema (of the model it names)
             model = _schema_of(schema, tree if prefix else _read_lenient(text), where)
         except ConfigError:
-            model = Config
+            model = _schema_of(schema, {}, where)      # the default model's
         raise ConfigError(f"{where}:{at} {key} = {value}: too large for a float; expected "
-                          f"{_expected_number(prefix + path, schema=model)}") from None
+                          f"{_expected_number(prefix + path, model)}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: not valid YAML: {exc}") from None
 
@@ -421,10 +283,10 @@ def _read_lenient(text: str) -> dict:
 
 
 def _schema_of(schema, tree, source: str):
-    """The config class of `tree`: `schema` itself (a class; None: `Config`), or the class that
+    """The config class of `tree`: `schema` itself (a class), or the class that
     `schema(tree, source)` picks (a registry of models: the command line's `meshrun.config`)."""
-    if schema is None or isinstance(schema, type):
-        return schema or Config
+    if isinstance(schema, type):
+        return schema
     return schema(tree if isinstance(tree, dict) else {}, source)
 
 
@@ -441,8 +303,8 @@ def _set(tree: dict, path: str, value) -> None:
 def shipped_configs() -> dict[str, pathlib.Path]:
     """The configs that ship with the package, by name (``williamson5`` -> its YAML file): in a
     wheel they sit in ``swm/configs/``, in a source checkout in the top-level ``configs/``."""
-    here = pathlib.Path(__file__).resolve().parent
-    for folder in (here / "configs", here.parent / "configs"):
+    top = pathlib.Path(__file__).resolve().parent.parent
+    for folder in (top / "swm" / "configs", top / "configs"):
         if folder.is_dir():
             return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
     return {}
@@ -462,7 +324,7 @@ def find_config(name) -> pathlib.Path:
                       f"(expected a path or one of: {', '.join(shipped) or 'none found'})")
 
 
-def load_config(path, overrides=(), schema=None) -> Config:
+def load_config(path, overrides, schema) -> Strict:
     """The config of YAML file `path` (or of the shipped config of that name, see `find_config`)
     with `overrides` ("a.b=value") applied, validated against `schema` (`validate_tree`)."""
     path = find_config(path)
@@ -472,28 +334,28 @@ def load_config(path, overrides=(), schema=None) -> Config:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read the config: not text ({exc.reason})") from None
-    tree = _read_yaml(text, str(path), schema=schema) or {}
+    tree = _read_yaml(text, str(path), schema) or {}
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top, got {type(tree).__name__}")
     return validate_tree(tree, overrides, source=str(path), config_file=path, schema=schema)
 
 
-def with_overrides(config: Config, overrides=()) -> Config:
+def with_overrides(config: Strict, overrides=()) -> Strict:
     """`config` with `overrides` ("a.b=value") applied, validated again (by its own class)."""
     return validate_tree(config.model_dump(mode="json", exclude_unset=True), overrides,
                          source="config", schema=type(config))
 
 
-def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None, schema=None) -> Config:
+def validate_tree(tree: dict, overrides=(), *, source: str, schema, config_file=None) -> Strict:
     """The config of a tree of sections with `overrides` applied; errors name `source`. `schema`:
-    the config class (None: `Config`, the shallow-water model's alone), or a function
+    the config class (a model's alone, e.g. `swm.config.Config`), or a function
     (tree, source) -> the class of the model the tree names (`meshrun.config.schema_of`)."""
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE")
-        _set(tree, key.strip(), _read_yaml(text, f"--set {item!r}", tuple(key.strip().split(".")),
-                                           schema, tree))
+        _set(tree, key.strip(), _read_yaml(text, f"--set {item!r}", schema,
+                                           tuple(key.strip().split(".")), tree))
     model = _schema_of(schema, tree, source)
     try:
         config = model.model_validate(tree)
@@ -506,7 +368,7 @@ def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None, sc
     return config
 
 
-def _inputs(path: pathlib.Path, config: Config) -> list[tuple[str, pathlib.Path]]:
+def _inputs(path: pathlib.Path, config: Strict) -> list[tuple[str, pathlib.Path]]:
     """(what, path) of every file the run reads (besides a restart file)."""
     return ([("the config file itself", path)] if path is not None else []) + config.inputs()
 
@@ -553,7 +415,7 @@ def kind_problem(path: pathlib.Path) -> Optional[str]:
     return f"is {kind}; expected a regular file or a new path"
 
 
-def _path_problems(path: pathlib.Path, config: Config) -> list[str]:
+def _path_problems(path: pathlib.Path, config: Strict) -> list[str]:
     """Lines naming each output whose directory cannot take it, each file of the run that is not a
     regular file, and each file of the run (`config.written_files()`) that is an input or another
     file of the run."""
@@ -581,7 +443,7 @@ _KINDS = {bool: "a boolean", int: "an integer", float: "a float", str: "a string
           dict: "a mapping", type(None): "null"}
 
 
-def _describe(path, exc: ValidationError, schema=Config) -> str:
+def _describe(path, exc: ValidationError, schema) -> str:
     lines = [f"{path}: {exc.error_count()} invalid setting(s):"]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
@@ -597,12 +459,12 @@ def _describe(path, exc: ValidationError, schema=Config) -> str:
         else:
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "finite_number":
-                msg += f" (not .inf or .nan); expected {_expected_number(err['loc'], schema=schema)}"
+                msg += f" (not .inf or .nan); expected {_expected_number(err['loc'], schema)}"
             elif err["type"].endswith("_type") and type(value) in _KINDS:
                 msg += f", got {_KINDS[type(value)]}"
                 if isinstance(value, str) and err["type"] in ("int_type", "float_type"):
                     msg += " (write the number without quotes)" if _is_number(value) else \
-                        f"; expected {_expected_number(err['loc'], _NUMBER[err['type']], schema)}" + \
+                        f"; expected {_expected_number(err['loc'], schema, _NUMBER[err['type']])}" + \
                         (" (YAML 1.2 has no base-60 numbers: write 1:30 as 1.5)" if ":" in value else "")
                 elif isinstance(value, str) and err["type"] == "bool_type":
                     msg += "; expected true or false (YAML 1.2: yes, no, on, off are strings)"
@@ -622,13 +484,13 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _section(annotation):
+def section(annotation):
     """The section (a model class) a field of that annotation holds, or None."""
     return next((a for a in getattr(annotation, "__args__", (annotation,))
                  if isinstance(a, type) and issubclass(a, BaseModel)), None)
 
 
-def _field_at(loc, schema=Config):
+def _field_at(loc, schema):
     """The field (a pydantic FieldInfo) at `loc` (a path of keys from the top of `schema`), or
     None."""
     model, field = schema, None
@@ -636,11 +498,11 @@ def _field_at(loc, schema=Config):
         if model is None or not isinstance(part, str) or part not in model.model_fields:
             return None
         field = model.model_fields[part]
-        model = _section(field.annotation)
+        model = section(field.annotation)
     return field
 
 
-def _expected_number(loc, kind: str = "a finite number", schema=Config) -> str:
+def _expected_number(loc, schema, kind: str = "a finite number") -> str:
     """'a finite number > 0 and <= 3650' for the key at `loc` (its bounds, where it has any)."""
     field = _field_at(loc, schema)
     bounds = [] if field is None else [
@@ -650,13 +512,13 @@ def _expected_number(loc, kind: str = "a finite number", schema=Config) -> str:
     return kind + (f" {' and '.join(bounds)}" if bounds else "")
 
 
-def _keys_of(loc, schema=Config) -> list[str]:
+def _keys_of(loc, schema) -> list[str]:
     """The keys of the section at `loc` (a path of keys from the top of `schema`), [] where none
     is found."""
     model = schema
     for part in loc:
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        model = _section(field.annotation) if field is not None else None
+        model = section(field.annotation) if field is not None else None
         if model is None:
             return []
     return list(model.model_fields)
@@ -678,12 +540,12 @@ def _type_name(annotation) -> str:
     return "path" if annotation is pathlib.Path else getattr(annotation, "__name__", str(annotation))
 
 
-def describe_schema(model=Config, prefix: str = "") -> list[str]:
+def describe_schema(model, prefix: str = "") -> list[str]:
     """One line per key: path, type, default and description."""
     lines = []
     for name, field in model.model_fields.items():
         key = prefix + name
-        sub = _section(field.annotation)
+        sub = section(field.annotation)
         if sub is not None:
             lines.append(f"{key}: section" + (f" -- {field.description}" if field.description else ""))
             lines += describe_schema(sub, key + ".")
@@ -701,5 +563,5 @@ def _plain(value):
     return str(value) if isinstance(value, pathlib.Path) else repr(value)
 
 
-def dump(config: Config) -> str:
+def dump(config: Strict) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -62,18 +62,16 @@ import numpy as np
 from grids.atomic import atomic_path
 from meshops.device.tables import SIZE_OF
 from framework import stop
-from swm.config import MESH_INSIDE_MAX_CELLS, directory_problem, kind_problem
+from framework.config import CLOBBER_MODES, MESH_INSIDE_MAX_CELLS, directory_problem, dump, kind_problem
 from framework.constants import DAY
-from framework.dates import CALENDAR, MPAS_CALENDAR, START, start_of, time_units, xtime
-from swm.files import beside_grid_path, lock_path, partial_path
-from swm.variables import DIAGNOSTICS, FIELDS
+from framework.dates import CALENDAR, START, time_units, xtime
+from framework.files import beside_grid_path, lock_path, partial_path
 
-log = logging.getLogger("swm")
+log = logging.getLogger("framework")
 
-#: The `model_name` attribute of every file this model writes (what `OutputFile` may replace).
+#: The `model_name` attribute of every file a model of this package writes (what `OutputFile` may
+#: replace; each model's files name their core in `core_name`).
 MODEL_NAME = "meshops swm"
-#: Attributes of the history's bottom topography h_s(nCells) (MPAS's name), written once.
-TOPOGRAPHY = {"units": "m", "long_name": "bottom topography (height of the surface below the fluid)"}
 #: CF time units and calendar of the `Time` coordinate at the default start date (MPAS's
 #: shallow-water one; a run's own: `framework.dates`, the config's time.start where it has one).
 TIME_UNITS, CALENDAR, START = time_units(START), CALENDAR, START
@@ -157,39 +155,19 @@ def set_time(ds, record: int, seconds: float, start: str = START) -> None:
     ds["xtime"][record] = _string(xtime(seconds, start))
 
 
-def provenance(config) -> dict:
+def provenance(config, core_name: str) -> dict:
     """The global attributes every file of a run carries (`stamp` writes them): model_name,
-    core_name, model_version, the resolved config as YAML, and the line the `history` attribute
+    core_name (the model's core: `core_name`), model_version, the resolved config as YAML, and the line the `history` attribute
     gains: "<UTC ISO time>: <command line>" (e.g. "run_model.py configs/williamson5.yaml")."""
     import meshops
-    from swm.config import dump
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)       # python -m NAME
     program = f"python -m {spec.name.removesuffix('.__main__')}" if spec is not None \
         else os.path.basename(sys.argv[0]) or "python"
     command = " ".join([program, *(shlex.quote(a) for a in sys.argv[1:])])
-    return {"model_name": MODEL_NAME, "core_name": "sw", "model_version": meshops.__version__,
+    return {"model_name": MODEL_NAME, "core_name": core_name, "model_version": meshops.__version__,
             "config": dump(config), "history": f"{now}: {command}"}
-
-
-#: MPAS shallow-water core's config_test_case of the cases it has.
-MPAS_TEST_CASES = {"williamson2": 2, "williamson5": 5, "williamson6": 6}
-
-
-def mpas_namelist(config, dt: float, n_steps: int) -> dict:
-    """The sw core's namelist options that MPAS writes as ``config_*`` global attributes of its
-    output (Registry names), as this run sets them: time integration, dt, calendar, start time,
-    run duration ("D_hh:mm:ss"), and config_test_case for the Williamson cases."""
-    seconds = round(dt * n_steps)
-    days, rest = divmod(seconds, 86400)
-    out = {"config_time_integration": "RK4", "config_dt": float(dt),
-           "config_calendar_type": MPAS_CALENDAR, "config_start_time": start_of(config),
-           "config_stop_time": "none",
-           "config_run_duration": f"{days}_{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"}
-    if config.case.name in MPAS_TEST_CASES:
-        out["config_test_case"] = MPAS_TEST_CASES[config.case.name]
-    return out
 
 
 def stamp(ds, attributes: dict | None) -> None:
@@ -731,7 +709,6 @@ def check_clobber(config) -> None:
     every file there as it is, append only adds records after a history's last, which a run from
     day 0 cannot do. A resumed run continues the history and restart of the run it resumes (as
     MPAS's restart runs append to theirs), whatever the mode."""
-    from swm.config import CLOBBER_MODES
 
     mode = config.output.clobber
     if config.restart.resume or mode == "overwrite":
@@ -759,10 +736,10 @@ def check_clobber(config) -> None:
 
 class History:
     """The history file on rank 0 (other ranks hold None and take part in the gathers only). A
-    model's own history overrides `_contents` (what a new file holds besides its mesh part) and
-    `core_name`."""
+    model's own history (`swm.output.History`, `hydrostatic.output.History`) sets `core_name` and
+    `_contents`: what a new file holds besides its mesh part, Time and nVertLevels."""
 
-    core_name = "sw"
+    core_name: str
 
     def __init__(self, target: OutputFile, writer: AsyncWriter, global_mesh, dtype, variables,
                  diagnostics, *, fingerprint: dict, resume_time: float | None = None, nlev: int = 1,
@@ -823,18 +800,8 @@ class History:
         self._contents(ds, dtype, nlev, topography)
 
     def _contents(self, ds, dtype, nlev, topography) -> None:
-        """The model's part of a new history `ds` (its mesh part, Time and nVertLevels made): the
-        topography h_s, a variable per output field and per diagnostic."""
-        h_s = ds.createVariable("h_s", np.dtype(dtype), ("nCells",))
-        h_s.setncatts(TOPOGRAPHY)
-        h_s[:] = 0.0 if topography is None else np.asarray(topography).reshape(-1)
-        for name in self.variables:
-            field = FIELDS[name]
-            var = ds.createVariable(name, np.dtype(dtype), ("Time", SIZE_OF[field.location],
-                                                            "nVertLevels"))
-            var.setncatts(field.attributes())
-        for name in self.diagnostics:
-            ds.createVariable(name, np.float64, ("Time",)).setncatts(DIAGNOSTICS[name].attributes())
+        """The model's part of a new history `ds` (its mesh part, Time and nVertLevels made)."""
+        raise NotImplementedError
 
     def _continue(self, fingerprint, resume_time):
         """Reopen the history of the run being resumed (final or partial file), after checking

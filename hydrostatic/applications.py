@@ -28,7 +28,7 @@ from pydantic import AfterValidator, Field, model_validator
 from adjoint.config import (BoxConfig, SensitivityConfig, TwinConfig, consistent_cost,
                             cost_within_run, fourdvar_files, observations_within_run,
                             one_application, sensitivity_files, sensitivity_inputs)
-from swm.config import FilePath, FloatPair, Strict, _once_each
+from framework.config import FilePath, FloatPair, Strict, once_each
 
 from hydrostatic.variables import GRADIENTS as CONTROLS
 
@@ -74,7 +74,7 @@ class CostConfig(Strict):
 
 class HydrostaticSensitivityConfig(SensitivityConfig):
     cost: CostConfig
-    controls: Annotated[list[Literal[tuple(CONTROLS)]], AfterValidator(_once_each),
+    controls: Annotated[list[Literal[tuple(CONTROLS)]], AfterValidator(once_each),
                         AfterValidator(_one_mass_control)] = Field(
         ["theta", "u", "surface_pressure", "phi_s"],
         description="gradients written: initial theta, u, mass or surface_pressure (theta fixed), "
@@ -87,7 +87,7 @@ class HydrostaticFourDVarConfig(TwinConfig):
     """The hydrostatic twin (`hydrostatic.fourdvar`): p_s and T observed; controls p_s, theta,
     u."""
     observed_levels: Optional[Annotated[list[Annotated[int, Field(ge=1)]],
-                                        AfterValidator(_once_each)]] = Field(
+                                        AfterValidator(once_each)]] = Field(
         None, min_length=1, description="layers (1-based from the surface) whose temperature is "
         "observed at the observed cells; none: every layer")
     observation_error_ps: float = Field(10.0, gt=0, description="observation error standard "

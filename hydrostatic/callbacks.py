@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from meshops.device.backend import to_host
-from swm import callbacks
+from framework import callbacks
 from framework.constants import DAY
 from framework.schedules import IterationInterval, TimeInterval
 

@@ -23,8 +23,9 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from framework.dates import START, parse_start
 
-from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel, MeshConfig,
-                        PartitionConfig, RestartConfig, Strict, _once_each, fixed_steps)
+from framework.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel,
+                              MeshConfig, PartitionConfig, RestartConfig, Strict, fixed_steps,
+                              once_each)
 
 from hydrostatic.levels import LEVEL_SETS
 from hydrostatic.terms import KINETIC_ENERGIES
@@ -88,7 +89,7 @@ class DiffusionConfig(Strict):
 class OutputConfig(Strict):
     path: FilePath = Field(pathlib.Path("history.nc"), description="history file (netCDF)")
     interval_hours: float = Field(24.0, gt=0, le=87600, description="output interval (hours)")
-    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(_once_each)] = Field(
+    variables: Annotated[list[Literal[OUTPUT_VARIABLES]], AfterValidator(once_each)] = Field(
         list(DEFAULT_VARIABLES), description="fields written at each output time "
         "(hydrostatic.variables)")
     mesh: Literal["auto", "inside", "reference"] = Field(
@@ -148,7 +149,8 @@ class HydrostaticConfig(Strict):
         """Every file the run writes, per config key (`swm.files.Written`): the history, its
         partial and lock files and the grid file beside it (`swm.files.may_reference`), the
         restart file and its lock."""
-        from swm.files import Written, beside_grid_path, lock_path, may_reference, partial_path
+        from framework.files import (Written, beside_grid_path, lock_path, may_reference,
+                                     partial_path)
 
         out, restart = self.output.path, self.restart.path
         files = [Written("output.path", out, out), Written("restart.path", restart, restart),

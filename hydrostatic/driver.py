@@ -15,14 +15,14 @@ import numpy as np
 import meshops
 from meshops.parallel.comm import is_serial
 from framework import stop
-from swm.callbacks import Files, Run
+from framework.callbacks import Files, Run
 from framework.collective import on_root
 from framework.errors import ConfigError
-from swm.config import fixed_steps
+from framework.config import fixed_steps
 from framework.constants import DAY, GRAVITY
-from swm.driver import build_mesh, grid_reference, read_resumed, step_through
+from framework.driver import build_mesh, grid_reference, read_resumed, step_through
 from framework.dates import MPAS_CALENDAR
-from swm.output import AsyncWriter, check_clobber, check_resumed_history, claim, provenance
+from framework.output import AsyncWriter, check_clobber, check_resumed_history, claim, provenance
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
 
@@ -32,7 +32,7 @@ from hydrostatic.distribution import distribute
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
-from hydrostatic.output import History, fingerprint
+from hydrostatic.output import CORE_NAME, History, fingerprint
 from hydrostatic.stability import assess, report
 from hydrostatic.variables import STATE
 from hydrostatic.watchdog import StateCheck
@@ -146,7 +146,7 @@ def build_simulation(config, *, progress: bool = True):
         writer = AsyncWriter() if comm.Get_rank() == 0 else None
         s = setup(config, comm)
         dt, per_output, total = s.model.dt, s.per_output, s.total
-        attributes = {**provenance(config), "core_name": "atmosphere",
+        attributes = {**provenance(config, CORE_NAME),
                       "config_start_time": config.time.start,
                       "config_calendar_type": MPAS_CALENDAR}
 

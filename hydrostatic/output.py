@@ -17,11 +17,14 @@ import numpy as np
 
 import meshops
 from framework.dates import START
-from swm import output
-from swm.output import cells_fingerprint, mesh_fingerprint, mesh_settings, trajectory_settings
+from framework import output
+from framework.output import cells_fingerprint, mesh_fingerprint, mesh_settings, trajectory_settings
 
 from hydrostatic.dynamics import column_diagnostics
 from hydrostatic.variables import DIAGNOSTICS, FIELDS, ISOBARIC
+
+#: The hydrostatic core's `core_name` in its files (MPAS-Atmosphere's).
+CORE_NAME = "atmosphere"
 
 
 def fields_of(model, names) -> dict:
@@ -84,7 +87,7 @@ class History(output.History):
     new one holds `hyai`, `hybi` (`coefficients` (A, B)), the terrain `ter` (phi_s / g) and the
     fields of `variables` and DIAGNOSTICS."""
 
-    core_name = "atmosphere"
+    core_name = CORE_NAME
 
     def __init__(self, target, writer, global_mesh, dtype, variables, nlev: int, coefficients,
                  terrain, *, fingerprint: dict, attributes: dict, grid=None, resume_time=None,

@@ -14,9 +14,9 @@ import sys
 
 import numpy as np
 
-from swm.files import map_path
-from swm.plot import (PlotError, check_core, command, draw_map, map_geometry, map_targets,
-                      open_map_file, save_png)
+from framework.files import map_path
+from framework.plot import (PlotError, check_core, command, draw_map, map_geometry, map_targets,
+                            open_map_file, save_png)
 
 from hydrostatic.variables import GRADIENTS
 

@@ -20,7 +20,7 @@ def run(config, *overrides, progress: bool = False):
 
     from meshrun.config import load_config, validate_tree
     from meshrun.models import model_of
-    from swm.output import open_history
+    from framework.output import open_history
 
     if isinstance(config, (str, pathlib.Path)):
         config = load_config(config, overrides)

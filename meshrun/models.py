@@ -48,7 +48,7 @@ class Model:
 # -- shallow water: swm, with the adjoint applications ---------------------------------------------
 
 def _sw_schema():
-    from meshrun.config import ShallowWaterConfig
+    from meshrun.shallow_water import ShallowWaterConfig
 
     return ShallowWaterConfig
 

@@ -13,7 +13,8 @@ def run(config, *overrides, progress: bool = False):
     bad config)."""
     import pathlib
 
-    from swm.config import Config, load_config, with_overrides
+    from framework.config import with_overrides
+    from swm.config import Config, load_config
     from swm.driver import run as run_config
 
     if not isinstance(config, Config):
@@ -21,7 +22,7 @@ def run(config, *overrides, progress: bool = False):
     elif overrides:
         config = with_overrides(config, overrides)
     run_config(config, progress=progress)
-    from swm.output import open_history
+    from framework.output import open_history
 
     with open_history(config.output.path) as ds:
         return ds.load()

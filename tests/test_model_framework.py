@@ -98,7 +98,8 @@ def test_the_swm_config_alone_knows_no_application(tmp_path):
     """`swm.config` (what `swm.run` reads) has the model's sections only; the command line's
     schema adds the adjoint's (`adjoint.config`)."""
     from meshrun.config import ShallowWaterConfig, load_config
-    from swm.config import Config, ConfigError
+    from framework.errors import ConfigError
+    from swm.config import Config
     from swm.config import load_config as load_model_config
 
     assert not {"sensitivity", "fourdvar"} & set(Config.model_fields)

@@ -110,7 +110,7 @@ def test_the_files_of_a_run_are_all_listed(tmp_path):
 # -- 2. PNGs the model did not write ---------------------------------------------------------------
 
 def test_plot_never_replaces_a_png_the_model_did_not_write(tmp_path, rng):
-    from swm.output import png_written_by_model
+    from framework.output import png_written_by_model
 
     path = make_config(tmp_path, "p")
     theirs = tmp_path / "p.vorticity.png"
