@@ -267,7 +267,7 @@ def jax_run(model, n_steps: int, *, checkpointing=None, mode: str | None = None,
     otherwise)."""
     import jax
 
-    from meshops.jax import _buffer, _pure, resolve_callback
+    from meshops.jax import buffer_call, pure_call, resolve_callback
 
     core = _Core(model, n_steps, mode, checkpointing, rank)
     n = core.n_state
@@ -277,12 +277,12 @@ def jax_run(model, n_steps: int, *, checkpointing=None, mode: str | None = None,
     def call(fn, out_structs, *args):
         """fn(*model arrays) -> model arrays, run by a JAX callback on (JAX) `args`."""
         if on_device:        # CuPy arrays on XLA's buffers, results copied into its outputs
-            return _buffer(fn, out_structs, args)
+            return buffer_call(fn, out_structs, args)
 
         def host_fn(*arrays):  # host arrays (NumPy or JAX CPU), no copy for a NumPy model
             out = fn(*(core.xp.asarray(np.asarray(a)) for a in arrays))
             return tuple(o.get() if hasattr(o, "get") else o for o in out)
-        return _pure(host_fn, out_structs, args)
+        return pure_call(host_fn, out_structs, args)
 
     def structs(arrays, lead=None):
         return tuple(jax.ShapeDtypeStruct(((lead,) if lead is not None else ()) + tuple(a.shape),

@@ -37,8 +37,8 @@ from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
 
 from adjoint.gradient import advance, run_gradient, watchdog
-from adjoint.sensitivity import (_checked, claim_outputs, cost_context, quiet_floats,
-                                 require_finite)
+from adjoint.sensitivity import claim_outputs, cost_context, quiet_floats, require_finite
+from framework.collective import on_every_rank
 from framework.errors import ConfigError
 from swm.config import Config
 from framework.files import convergence_plot, observations_path
@@ -229,7 +229,7 @@ def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
     s = twin.setup()
     controls = twin.controls
     comm, rank, dist, model = s.comm, s.comm.Get_rank(), s.distribution, s.model
-    obs_steps = _checked(lambda: observation_steps(config, s.dt, s.total), comm)
+    obs_steps = on_every_rank(lambda: observation_steps(config, s.dt, s.total), comm)
     n_steps = obs_steps[-1]
     obs_path = observations_path(out)
     check = twin.check(n_steps)

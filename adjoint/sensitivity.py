@@ -27,6 +27,7 @@ from adjoint.gradient import cost_of_controls, prepare, run_gradient, run_tangen
 from adjoint.snapshot_memory import plan
 from adjoint.verification import taylor_test
 from framework import stop
+from framework.collective import on_every_rank
 from framework.errors import ConfigError
 from swm.config import Config
 from framework.constants import DAY
@@ -88,7 +89,7 @@ def _sensitivity(config: Config, progress: bool) -> dict:
 
     sens = config.sensitivity
     s = setup(config)
-    cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
+    cost = on_every_rank(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
     check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
                      start=s.start)
     value, grads, stats = sensitivity_sweep(s, sens, cost, check, progress)
@@ -231,20 +232,6 @@ def require_finite(s, value: float, fields, what: str) -> None:
                             "time.dt, or watchdog.interval_steps = 1 to check every step")
 
 
-def _checked(fn, comm):
-    """fn() on every rank; a ConfigError on any rank is raised on every rank."""
-    error = None
-    try:
-        result = fn()
-    except ConfigError as exc:
-        error, result = str(exc), None
-    errors = [error] if is_serial(comm) else comm.allgather(error)
-    found = [e for e in errors if e]
-    if found:
-        raise ConfigError(found[0])
-    return result
-
-
 def write_gradients(path, s, grads, value: float, cost_units: str, controls, attributes=None,
                     config=None) -> None:
     """The shallow-water gradient file (`write_gradient_file`): the chosen controls' gradients
@@ -350,7 +337,7 @@ def check_adjoint(config: Config, *, seed: int = 12345) -> bool:
 
     sens = config.sensitivity
     s = setup(config)
-    cost = _checked(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
+    cost = on_every_rank(lambda: build_cost(s, sens.cost, "sensitivity.cost"), s.comm)
     check = watchdog(state_checker(config, s), s.total, config.watchdog.interval_steps,
                      start=s.start)
     model = s.model

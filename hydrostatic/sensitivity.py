@@ -22,10 +22,10 @@ import numpy as np
 import meshops
 from adjoint.costs import CostError
 from adjoint.gradient import watchdog
-from adjoint.sensitivity import (_checked, claimed, cost_context, dot_and_taylor, finish,
-                                 gradient_units, owned_max, quiet_floats, sensitivity_sweep,
-                                 write_gradient_file)
+from adjoint.sensitivity import (claimed, cost_context, dot_and_taylor, finish, gradient_units,
+                                 owned_max, quiet_floats, sensitivity_sweep, write_gradient_file)
 from meshops.device.backend import to_host
+from framework.collective import on_every_rank
 from framework.errors import ConfigError
 from framework.output import provenance
 
@@ -63,7 +63,7 @@ def build_cost(s, config):
                              config.sensitivity.cost, "sensitivity.cost")
         except CostError as exc:
             raise ConfigError(str(exc)) from None
-    return _checked(build, s.comm)
+    return on_every_rank(build, s.comm)
 
 
 def state_checker(config, s, n_steps: int | None = None):

@@ -127,7 +127,7 @@ def _default_gpu() -> int:
 
 # -- host calls ---------------------------------------------------------------------------------------
 
-def _pure(fn, out_shapes, args):
+def pure_call(fn, out_shapes, args):
     def host(*arrays):
         return tuple(np.asarray(o) for o in fn(*(np.asarray(a) for a in arrays)))
     return jax.pure_callback(host, out_shapes, *args, vmap_method="sequential")
@@ -154,7 +154,7 @@ def _cupy_stream(handle: int, device: int):
     return stream
 
 
-def _buffer(fn, out_shapes, args):
+def buffer_call(fn, out_shapes, args):
     from jax.experimental.buffer_callback import buffer_callback
 
     def run(ctx, outs, *ins):
@@ -181,7 +181,7 @@ class _Operator:
 
     def __init__(self, spec, mesh, mode: str, callback: str):
         self.spec, self._mesh, self.mode, self.callback = spec, weakref.ref(mesh), mode, callback
-        self.call = _pure if callback == "pure" else _buffer
+        self.call = pure_call if callback == "pure" else buffer_call
         self.io = autodiff.maps(spec)
         self.k = len(spec.domain)
         self.fn = {kind: self._differentiable(kind) for kind in self.io}

@@ -1,8 +1,9 @@
 """The framework the models share (docs/decisions/0023-model-framework.md): the command line's
 registry of models (a config names its model; an unknown one is one line listing the known ones),
-imports that run one way only (grids -> meshops -> swm -> adjoint -> meshrun), one place for the
-time step, a global diagnostic as one registry entry, and a callback as one registry entry with
-the run's files finished after it."""
+imports that run one way only (grids -> meshops -> framework -> the models -> meshrun: no model
+imports another, no circles, no private name across packages), one place for the time step, a
+global diagnostic as one registry entry, and a callback as one registry entry with the run's
+files finished after it."""
 import ast
 import pathlib
 import string
@@ -74,24 +75,131 @@ def test_help_config_is_the_models(tmp_path, rng):
     assert not any(l.startswith("sensitivity.cost.kind: one of mean, energy, misfit") for l in lines)
 
 
-#: What each package may import of the project's packages: data flows one way.
+#: What each package may import of the project's packages: data flows one way. The models (swm,
+#: hydrostatic) are siblings on framework; the adjoint's applications are still shallow water's.
 BELOW = {"grids": set(), "meshops": {"grids"}, "framework": {"grids", "meshops"},
          "swm": {"grids", "meshops", "framework"}, "adjoint": {"grids", "meshops", "framework", "swm"},
-         "meshrun": {"grids", "meshops", "framework", "swm", "adjoint"}}
+         "hydrostatic": {"grids", "meshops", "framework", "adjoint"},
+         "meshrun": {"grids", "meshops", "framework", "swm", "adjoint", "hydrostatic"}}
+#: The models: framework imports none, and none imports another.
+MODEL_PACKAGES = ("swm", "hydrostatic")
+
+
+def project_modules() -> dict:
+    """{dotted name: path} of every module of the project's packages (a package: its __init__)."""
+    found = {}
+    for package in BELOW:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imported(name: str, path: pathlib.Path, modules) -> set:
+    """The project's modules that module `name` imports, at its top or inside its functions (a
+    name imported from a module: that module; from a package: the submodule of that name, else
+    the package)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".")[:len(name.split(".")) - node.level
+                                         + (path.name == "__init__.py")]
+                base = ".".join(package + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                       for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict:
+    """{module: the project's modules it imports} of every module of the project."""
+    modules = project_modules()
+    return {name: imported(name, path, modules) for name, path in modules.items()}
 
 
 @pytest.mark.parametrize("package", sorted(BELOW))
-def test_nothing_imports_upward(package):
+def test_nothing_imports_upward(package, graph):
     """Every import of every module of `package` (lazy ones inside functions too) names only
     the packages below it."""
-    upward = []
-    for path in sorted((ROOT / package).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
-            upward += [(str(path.relative_to(ROOT)), n) for n in names
-                       if n.split(".")[0] in BELOW and n.split(".")[0] not in BELOW[package] | {package}]
+    upward = [(name, target) for name, targets in graph.items() if name.split(".")[0] == package
+              for target in sorted(targets)
+              if target.split(".")[0] not in BELOW[package] | {package}]
     assert not upward, upward
+
+
+def test_framework_imports_no_model_and_no_model_another(graph):
+    """framework knows no model; swm and hydrostatic are siblings on it, neither imports the
+    other."""
+    crossing = [(name, target) for name, targets in graph.items() for target in sorted(targets)
+                if (name.split(".")[0] == "framework" and target.split(".")[0] in MODEL_PACKAGES)
+                or {name.split(".")[0], target.split(".")[0]} == set(MODEL_PACKAGES)]
+    assert not crossing, crossing
+
+
+def circles(graph: dict) -> list:
+    """The import circles of `graph`: each set of two or more modules that import each other,
+    directly or through one another (its strongly connected components, Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circles(graph):
+    """No two modules of the project import each other, directly or through others (imports
+    inside functions count: they only hide a circle)."""
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert not circles(graph), circles(graph)
+
+
+def test_no_private_name_crosses_a_package():
+    """A name with a leading underscore is imported only inside its own package."""
+    crossing = []
+    for package in BELOW:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                crossing += [(str(path.relative_to(ROOT)), n) for n in names
+                             if n.split(".")[0] in BELOW and n.split(".")[0] != package
+                             and any(part.startswith("_") and not part.startswith("__")
+                                     for part in n.split("."))]
+    assert not crossing, crossing
 
 
 def test_the_swm_config_alone_knows_no_application(tmp_path):
