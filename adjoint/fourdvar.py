@@ -22,7 +22,7 @@ The output, its observations file and its PNG are claimed before any work
 (`adjoint.sensitivity.claim_outputs`); the truth run and every forward sweep run the forward run's
 watchdog, and a state out of range, or a J or gradient that is not finite, stops the run
 (`swm.watchdog.WatchdogError`) before the analysis is written. Files carry
-`model_name = swm.output.MODEL_NAME` and are written atomically.
+`model_name = framework.output.MODEL_NAME` and are written atomically.
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ class Control:
 class Twin:
     """The model-specific parts of a twin experiment of `config` (a model subclasses it):
 
-        s                  the run's `swm.driver.Setup` (`setup()`, on every rank)
+        s                  the run's `framework.driver.Setup` (`setup()`, on every rank)
         controls           the `Control`s, in the control vector's order
         attributes         the files' global attributes
         nlev               the size of nVertLevels in the analysis file
@@ -392,7 +392,8 @@ def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
 
 def plot_convergence(table, target, control: Control) -> None:
     """J, |grad J| and the rms error of the first control per iteration, a PNG written atomically
-    to `target` with the text chunk model_name = MODEL_NAME (`swm.output.png_written_by_model`)."""
+    to `target` with the text chunk model_name = MODEL_NAME
+    (`framework.output.png_written_by_model`)."""
     import matplotlib
 
     from grids.atomic import atomic_path

@@ -5,11 +5,11 @@ with PNG maps; and the adjoint consistency checks a modeller runs before trustin
 Taylor table of the run's own cost and controls).
 
 Like a forward run, a sensitivity run claims its files before any work (`claim_outputs`: the
-checks of `swm.output.OutputFile`, the PNG maps' too), its forward sweep runs the forward run's
-watchdog (`swm.driver.state_check` every `watchdog.interval_steps` steps and at the last step), and
-it writes nothing when the watchdog stops it or when J or a gradient is not finite
-(`swm.watchdog.WatchdogError`). Files carry `model_name = swm.output.MODEL_NAME` (netCDF attribute,
-PNG text chunk), so a rerun may replace them; they are written atomically."""
+checks of `framework.output.OutputFile`, the PNG maps' too), its forward sweep runs the forward
+run's watchdog (`swm.driver.state_check` every `watchdog.interval_steps` steps and at the last
+step), and it writes nothing when the watchdog stops it or when J or a gradient is not finite
+(`swm.watchdog.WatchdogError`). Files carry `model_name = framework.output.MODEL_NAME` (netCDF
+attribute, PNG text chunk), so a rerun may replace them; they are written atomically."""
 from __future__ import annotations
 
 import logging
@@ -59,7 +59,7 @@ def gradient_units(cost_units: str, control_units: str) -> str:
 
 
 def cost_context(s, n_steps: int | None = None) -> Context:
-    """The `adjoint.costs.Context` of a `swm.driver.Setup`."""
+    """The `adjoint.costs.Context` of a `framework.driver.Setup`."""
     distribution = s.distribution
     n = distribution.owned["cell"]
     decomposition = getattr(distribution, "decomposition", None)
@@ -141,7 +141,7 @@ def finish(s, sens, value: float, stats, chosen, norms_of, write, plot) -> dict:
 
 
 def sensitivity_sweep(s, sens, cost, check, progress: bool):
-    """(J, gradients, stats) of `cost` for the run of setup `s` (`swm.driver.Setup`: any model
+    """(J, gradients, stats) of `cost` for the run of setup `s` (`framework.driver.Setup`: any model
     of the stepper) as a `sensitivity` section `sens` asks (adjoint_mode, checkpointing): the
     tables and kernels prepared, the snapshots planned before the first step
     (`adjoint.snapshot_memory.plan`), the forward sweep under the watchdog `check`, progress
@@ -261,9 +261,9 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
                         config=None) -> None:
     """A gradient file of any model (written on rank 0, atomically; an error there raised on
     every rank): the mesh, or with `config`'s output.mesh a reference to its grid file
-    (`swm.driver.grid_reference`), one record at the run's start (Time, xtime), what `fill(ds)`
-    writes (the gradients: data gathered before), J (in `cost_units`) and the global
-    `attributes` (`swm.output.provenance`; model_name only when None)."""
+    (`framework.driver.grid_reference`), one record at the run's start (Time, xtime), what
+    `fill(ds)` writes (the gradients: data gathered before), J (in `cost_units`) and the global
+    `attributes` (`framework.output.provenance`; model_name only when None)."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
@@ -298,12 +298,12 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
 
 def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None) -> list:
     """The files of a run under config key `key`, claimed on rank 0 before any work: each of
-    `paths` as a `swm.output.OutputFile` (its directory checked, a file there that this model did
-    not write refused, locked against a second run on the same path), and each PNG of `maps`
+    `paths` as a `framework.output.OutputFile` (its directory checked, a file there that this model
+    did not write refused, locked against a second run on the same path), and each PNG of `maps`
     checked the same way (its lock is that of paths[0], beside it; `maps_off`: the setting that
     turns the maps off, named in the error). An error on rank 0 is raised
-    on every rank (`framework.collective.on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
-    `release` them when the run ends."""
+    on every rank (`framework.collective.on_root`). Returns the OutputFiles on rank 0 ([]
+    elsewhere): `release` them when the run ends."""
     from framework.output import claim
 
     def maps_ok():

@@ -32,7 +32,7 @@ JET_BAND = (np.radians(20.0), np.radians(70.0))
 
 def load(path):
     """The history file's mesh and fields as NumPy arrays (level 0), with its record times (days);
-    a history that references its grid file is read with it (`swm.output.open_history`)."""
+    a history that references its grid file is read with it (`framework.output.open_history`)."""
     from framework.output import open_history
 
     with open_history(path, decode_times=False) as ds:
@@ -47,7 +47,7 @@ def load(path):
 
 
 def _days(stamp: str) -> float:
-    """Days since the start of an xtime stamp written by swm.output.xtime."""
+    """Days since the start of an xtime stamp written by framework.dates.xtime."""
     date, clock = stamp.split("_")
     day = int(date.split("-")[-1]) - 1
     hours, minutes, seconds = (int(x) for x in clock.split(":"))
@@ -81,7 +81,7 @@ _POLYGONS = {}
 
 
 def _polygons(d):
-    """Cell polygons of the history file (swm.plot.cell_polygons), once per file."""
+    """Cell polygons of the history file (framework.plot.cell_polygons), once per file."""
     if d["path"] not in _POLYGONS:
         from framework.output import open_history
         from framework.plot import cell_polygons

@@ -34,10 +34,10 @@ def build_mesh(config):
 
 def grid_reference(config, mesh, output, key: str):
     """The grid file that output file `output` (config key `key`) references, or None when
-    `output.mesh` keeps the mesh inside it (rank 0; `swm.output.mesh_form`). A generated mesh is
-    referenced in the mesh cache, a mesh.file as given (its geometry recomputed: not that file);
+    `output.mesh` keeps the mesh inside it (rank 0; `framework.output.mesh_form`). A generated mesh
+    is referenced in the mesh cache, a mesh.file as given (its geometry recomputed: not that file);
     otherwise, or when the cache holds no file of this mesh, NAME.grid.nc is written beside
-    `output` (`swm.output.reference_grid`)."""
+    `output` (`framework.output.reference_grid`)."""
     m = config.mesh
     if mesh_form(config.output.mesh, mesh.nCells) == "inside":
         return None
@@ -78,9 +78,9 @@ class Setup:
 def read_resumed(config, mesh, locations: dict, dtype, fingerprint: dict, total: int, dt: float,
                  **options) -> tuple[dict, int]:
     """({name: global field}, step) of the restart file restart.path to resume from
-    (`swm.output.read_restart` of the fields at `locations` on the global `mesh`, checked against
-    the run's `fingerprint`; `options` its own); ConfigError when that step is at or past the
-    run's end (`total` steps of `dt` s)."""
+    (`framework.output.read_restart` of the fields at `locations` on the global `mesh`, checked
+    against the run's `fingerprint`; `options` its own); ConfigError when that step is at or past
+    the run's end (`total` steps of `dt` s)."""
     saved, start = read_restart(config.restart.path, locations=locations,
                                 sizes={"nCells": mesh.nCells, "nEdges": mesh.nEdges}, dtype=dtype,
                                 fingerprint=fingerprint, **options)

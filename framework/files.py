@@ -45,7 +45,7 @@ def partial_path(path) -> pathlib.Path:
 
 
 def lock_path(path) -> pathlib.Path:
-    """NAME.lock: the lock a run holds on output file NAME (`swm.output.OutputFile`)."""
+    """NAME.lock: the lock a run holds on output file NAME (`framework.output.OutputFile`)."""
     path = pathlib.Path(path)
     return path.with_name(path.name + ".lock")
 

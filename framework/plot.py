@@ -93,7 +93,8 @@ def colorbar_scale(colorbar) -> None:
 
 def save_png(fig, target) -> None:
     """Write matplotlib figure `fig` to `target` as a PNG, atomically, with the text chunk
-    model_name = MODEL_NAME (this model's PNG: `swm.output.png_written_by_model`); close it."""
+    model_name = MODEL_NAME (this model's PNG: `framework.output.png_written_by_model`); close
+    it."""
     import matplotlib.pyplot as plt
 
     try:
@@ -106,7 +107,7 @@ def save_png(fig, target) -> None:
 def draw_map(geometry, values, cmap: str, title: str, target) -> None:
     """One longitude-latitude PNG map of cell values (diverging maps centred on zero) drawn by
     `geometry` (`map_geometry`), written atomically to `target` with the text chunk model_name =
-    MODEL_NAME (this model's PNG: `swm.output.png_written_by_model`)."""
+    MODEL_NAME (this model's PNG: `framework.output.png_written_by_model`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -169,9 +170,9 @@ def check_core(ds, path, core: str) -> None:
 
 
 def map_targets(path, names, out_dir=None) -> dict:
-    """{name: PNG path} of the maps `names` of output file `path` (`swm.files.map_path`), each
+    """{name: PNG path} of the maps `names` of output file `path` (`framework.files.map_path`), each
     checked before any is drawn: PlotError names a PNG there that this model did not write
-    (`swm.output.map_problem`), so nothing else is replaced."""
+    (`framework.output.map_problem`), so nothing else is replaced."""
     targets = {name: map_path(path, name, out_dir) for name in names}
     for target in targets.values():
         problem = map_problem(target)
@@ -181,8 +182,8 @@ def map_targets(path, names, out_dir=None) -> dict:
 
 
 def open_map_file(path, grid, out_dir, expected: str):
-    """(the dataset of output file `path` (`swm.output.open_history`, `grid`: the grid file of a
-    history that references one elsewhere than recorded), the maps' folder: `out_dir`, or the
+    """(the dataset of output file `path` (`framework.output.open_history`, `grid`: the grid file of
+    a history that references one elsewhere than recorded), the maps' folder: `out_dir`, or the
     file's own). PlotError names a missing folder, a file that is not netCDF (then `expected`), or
     a referenced grid file that is missing or another mesh. Any model's maps read their file so."""
     path = pathlib.Path(path)

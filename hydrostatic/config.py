@@ -1,5 +1,5 @@
 """The hydrostatic core's config (`model: hydrostatic`): a YAML tree checked against this schema by
-`swm.config.validate_tree` for that model (`meshrun.models`). Sections as the shallow-water
+`framework.config.validate_tree` for that model (`meshrun.models`). Sections as the shallow-water
 model's where they mean the same (mesh, partition; `swm.config`):
 
     model: hydrostatic
@@ -146,8 +146,8 @@ class HydrostaticConfig(Strict):
                                                  self.partition.file)) if path is not None]
 
     def written_files(self) -> list:
-        """Every file the run writes, per config key (`swm.files.Written`): the history, its
-        partial and lock files and the grid file beside it (`swm.files.may_reference`), the
+        """Every file the run writes, per config key (`framework.files.Written`): the history, its
+        partial and lock files and the grid file beside it (`framework.files.may_reference`), the
         restart file and its lock."""
         from framework.files import (Written, beside_grid_path, lock_path, may_reference,
                                      partial_path)

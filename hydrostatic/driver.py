@@ -1,9 +1,10 @@
 """A hydrostatic run from a config: output claimed, mesh (cached when generated), decomposition,
 initial state (or the restart's: `restart.resume`), model, and the shared
-`framework.simulation.Simulation` loop with this core's callbacks (`hydrostatic.callbacks`): the watchdog
-of the state, the progress bar, the history records, the restarts (`swm.callbacks.RestartOutput`),
-the writer thread and the output's claim released last. Signals stop it as they stop a
-shallow-water run (`framework.stop`), with a restart to resume from."""
+`framework.simulation.Simulation` loop with this core's callbacks (`hydrostatic.callbacks`): the
+watchdog of the state, the progress bar, the history records, the restarts
+(`framework.callbacks.RestartOutput`), the writer thread and the output's claim released last.
+Signals stop it as they stop a shallow-water run (`framework.stop`), with a restart to resume
+from."""
 from __future__ import annotations
 
 import logging
@@ -119,8 +120,8 @@ def setup(config, comm) -> Setup:
 
 def run(config, *, progress: bool = True) -> dict:
     """Run `config` on one process or on every rank of the world communicator; returns the last
-    diagnostics (every rank). Raises WatchdogError or `framework.stop.Interrupted` when the run stops
-    early (its state written to the history and the restart file: a resume continues them)."""
+    diagnostics (every rank). Raises WatchdogError or `framework.stop.Interrupted` when the run
+    stops early (its state written to the history and the restart file: a resume continues them)."""
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress)
     step_through(sim, config, t0)
@@ -135,7 +136,7 @@ def build_simulation(config, *, progress: bool = True):
     progress bar, the history records and the restarts; the writer thread and the claimed
     outputs finished last (`Files`). A resume with another output.interval_hours or
     output.variables than the history's is refused before any work
-    (`swm.output.check_resumed_history`)."""
+    (`framework.output.check_resumed_history`)."""
     comm = meshops.parallel.world()
     t0 = time.perf_counter()
     files = claim(comm, [("output.path", config.output.path, True),   # [history, restart] on
@@ -188,8 +189,8 @@ def build_simulation(config, *, progress: bool = True):
 
 def check_outputs(config) -> None:
     """The claim's checks on rank 0: output.clobber against the files there
-    (`swm.output.check_clobber`), and a resumed history's settings
-    (`swm.output.check_resumed_history`)."""
+    (`framework.output.check_clobber`), and a resumed history's settings
+    (`framework.output.check_resumed_history`)."""
     check_clobber(config)
     if config.restart.resume:
         check_resumed_history(config)

@@ -4,12 +4,12 @@ file, the claim of its path, the continuation by a resumed run, a full disk as o
 this core's contents.
 
 Contents: the mesh (or a reference to its grid file, `output.mesh`, as the shallow-water history:
-`swm.output.create_mesh_part`), the terrain height `ter` (m, phi_s / g), the hybrid coefficients
-`hyai` (Pa) and `hybi` at the interfaces (nVertLevelsP1, from the surface up), and per record the
-fields of `hydrostatic.variables.FIELDS` asked for (dimensions Time, nCells | nEdges,
+`framework.output.create_mesh_part`), the terrain height `ter` (m, phi_s / g), the hybrid
+coefficients `hyai` (Pa) and `hybi` at the interfaces (nVertLevelsP1, from the surface up), and per
+record the fields of `hydrostatic.variables.FIELDS` asked for (dimensions Time, nCells | nEdges,
 nVertLevels | nVertLevelsP1), `Time` (CF units), `xtime` and the diagnostics' time series; the
 fingerprints a resumed run checks (`mesh_fingerprint`, `trajectory_settings`). The restart file is
-`swm.output.write_restart`'s with the state of `hydrostatic.variables.STATE`.
+`framework.output.write_restart`'s with the state of `hydrostatic.variables.STATE`.
 """
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ def plot_file(path, day: float | None = None, out_dir=None, grid=None) -> list[p
     """Write the maps of MAPS at the record nearest `day` (None: the last) of history `path`
     (STEM.<name>.day<day>.png), or of a gradient file its maps (`plot_gradients`); returns their
     paths. PlotError names a missing output directory, a day outside the file, a file without
-    the fields, a file of another core (`swm.plot.check_core`) or a PNG there that this model did
-    not write (`swm.plot.map_targets`)."""
+    the fields, a file of another core (`framework.plot.check_core`) or a PNG there that this model
+    did not write (`framework.plot.map_targets`)."""
     path = pathlib.Path(path)
     expected = "expected a history of the hydrostatic core (output.variables)"
     ds, out_dir = open_map_file(path, grid, out_dir, expected)

@@ -37,8 +37,8 @@ MAP_PRESSURE = 85000.0
 
 
 def setup(config):
-    """(`swm.driver.Setup` of the run: communicator, backend, distribution, mesh, model, dt and
-    steps, the global mesh on rank 0; the hybrid coefficients (A, B))."""
+    """(`framework.driver.Setup` of the run: communicator, backend, distribution, mesh, model, dt
+    and steps, the global mesh on rank 0; the hybrid coefficients (A, B))."""
     from framework.config import fixed_steps
     from framework.driver import Setup
 

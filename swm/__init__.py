@@ -9,8 +9,8 @@ def run(config, *overrides, progress: bool = False):
     """Run a config (a YAML path or a `swm.config.Config`, with `overrides` such as "time.days=1")
     and return its history as an `xarray.Dataset` with the mesh (loaded into memory; on every rank
     of an MPI job the same; a history that references its grid file is read with it:
-    `swm.output.open_history`). Errors are raised as exceptions (`swm.config.ConfigError` for a
-    bad config)."""
+    `framework.output.open_history`). Errors are raised as exceptions
+    (`framework.errors.ConfigError` for a bad config)."""
     import pathlib
 
     from framework.config import with_overrides

@@ -1,7 +1,7 @@
 """History and gradient files that reference their MPAS grid file (`output.mesh`), from runs of
 run_model.py on generated meshes and on the real x1.162 mesh: what they hold and reference, how
-UXarray, xarray (`swm.output.open_history`) and `python -m swm.plot` read them, the named error
-for a missing or foreign grid file, `auto` choosing by size, resumes and ranks."""
+UXarray, xarray (`framework.output.open_history`) and `python -m swm.plot` read them, the named
+error for a missing or foreign grid file, `auto` choosing by size, resumes and ranks."""
 import os
 import pathlib
 import shutil
@@ -186,7 +186,7 @@ def test_auto_references_above_the_threshold(tmp_path, monkeypatch):
         grid = grid_reference(config, mesh, config.output.path, "output.path")
         assert (grid is not None) == (form == "reference"), level
     assert grid.path.parent == tmp_path / "cache" and grid.fingerprint == \
-        swm.output.stored_fingerprint(mesh)
+        framework.output.stored_fingerprint(mesh)
 
 
 def test_a_resumed_history_keeps_referencing_and_ends_as_the_uninterrupted_run(tmp_path):
