@@ -185,8 +185,9 @@ class Files:
 class RestartOutput:
     """Restart files every `schedule` (None: only when a run stops early, and at its end when
     `at_end`), written atomically on rank 0 from the gathered state by the writer thread.
-    `state`: (name, location, variable attributes) of each field of the model's `state`. `saved_step`: the step the restart file holds already (a
-    resumed run's first), not written again."""
+    `state`: (name, location, variable attributes) of each field of the model's `state`.
+    `saved_step`: the step the restart file holds already (a resumed run's first), not written
+    again."""
 
     checked = True
 
@@ -221,7 +222,7 @@ class _Never:
         return False
 
 
-# -- what a model's callbacks are built from ---------------------------------------------------------
+# -- what a model's callbacks are built from ----------------------------------------------------
 
 @dataclass
 class Run:

@@ -58,9 +58,9 @@ def grid_reference(config, mesh, output, key: str):
 @dataclass
 class Setup:
     """A run's pieces on this rank: communicator, array module and dtype, where the fields live
-    (`swm.distribution`), the local mesh and model, the time step, steps per output and in all,
+    (`framework.distribution`), the local mesh and model, the time step, steps per output and in all,
     on rank 0 the global mesh (None elsewhere), the first step (a restart's) and the run's
-    fingerprint (mesh and trajectory settings, `swm.output`)."""
+    fingerprint (mesh and trajectory settings, `framework.output`)."""
     comm: object
     xp: object
     dtype: np.dtype

@@ -57,7 +57,7 @@ def beside_grid_path(output) -> pathlib.Path:
 
 
 def map_path(output, name: str, out_dir=None) -> pathlib.Path:
-    """The PNG map `name` of output file `output` (`swm.plot`): STEM.NAME.png in `out_dir`
+    """The PNG map `name` of output file `output` (`framework.plot`): STEM.NAME.png in `out_dir`
     (default: beside it)."""
     output = pathlib.Path(output)
     folder = output.parent if out_dir is None else pathlib.Path(out_dir)

@@ -1,17 +1,17 @@
-"""The model's netCDF files: history and restart, on rank 0 from gathered owned rows.
+"""The netCDF files every model writes: history and restart, on rank 0 from gathered owned rows.
 
 Every output file goes through `OutputFile`, which at construction (before any work) checks that
 its directory exists and is writable, that a file
 already there was written by this model (nothing else is replaced), and takes an exclusive lock
 (`<path>.lock`, `fcntl.flock`) so that a second run on the same path stops with a clear error.
 Files are written under a temporary name and renamed when complete (atomic).
-The PNGs the model writes (`swm.plot`) carry the same mark as a text chunk, model_name =
+The PNGs the models write (`framework.plot`) carry the same mark as a text chunk, model_name =
 MODEL_NAME (`png_written_by_model`).
 
-History: an MPAS mesh file plus the bottom topography `h_s(nCells)` (written once, as MPAS's
-shallow-water core does), and per output time the fields of `swm.variables.FIELDS` with
-dimensions (Time, nCells|nEdges|nVertices, nVertLevels), a numeric `Time` coordinate (CF units
-and calendar), `xtime` and the diagnostics' time series. Record k holds time k * interval; a final
+History: an MPAS mesh file plus what the model's history adds (`History._contents`: the
+shallow-water model's `swm.output.History`, the hydrostatic core's `hydrostatic.output.History`),
+and per output time its fields, a numeric `Time` coordinate (CF units and calendar), `xtime` and
+the diagnostics' time series. Record k holds time k * interval; a final
 state off that grid gets the record after the last full interval. It grows under `<path>.partial`
 (renamed to `path` when the run ends); writes run on a writer thread, so stepping does not wait for
 netCDF. A resumed run continues the history it resumes (same output.interval_hours and
@@ -218,7 +218,7 @@ def foreign_file_problem(path) -> str:
 
 
 def png_written_by_model(path) -> bool:
-    """True when `path` is a PNG whose text chunk `model_name` is this model's (`swm.plot`
+    """True when `path` is a PNG whose text chunk `model_name` is this model's (`framework.plot`
     writes it through matplotlib's savefig metadata)."""
     import PIL.Image
 
@@ -242,7 +242,7 @@ def map_problem(path) -> str | None:
 
 class OutputFile:
     """A file the run writes, under config key `key`; see the module doc for the checks (the
-    config refuses paths that are the run's inputs or its other files: `swm.config`). `grows`:
+    config refuses paths that are the run's inputs or its other files: `framework.config`). `grows`:
     the file grows under NAME.partial (a history), checked like the file itself."""
 
     def __init__(self, path, key: str, grows: bool = False):

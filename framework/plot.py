@@ -138,7 +138,7 @@ def draw_map(geometry, values, cmap: str, title: str, target) -> None:
 
 
 class PlotError(ValueError):
-    """A file or option `swm.plot` cannot use; `main` prints it as one line (exit status 2)."""
+    """A file or option a map command cannot use; `command` prints it as one line (exit status 2)."""
 
 
 #: The command that draws the maps of each core's files (by their core_name attribute).

@@ -1,8 +1,8 @@
 """The hydrostatic core's callbacks on the shared `framework.simulation.Simulation`: the watchdog of
 its state (`hydrostatic.watchdog`) and the history records (`hydrostatic.output.History`), each the
-shared callback (`swm.callbacks`: Watchdog, HistoryCallback) with this model's fields; the
-progress bar, the restarts and the run's files are `swm.callbacks`' (Progress, RestartOutput,
-Files).
+shared callback (`framework.callbacks`: Watchdog, HistoryCallback) with this model's fields; the
+progress bar, the restarts and the run's files are `framework.callbacks`' (Progress,
+RestartOutput, Files).
 
 A new callback is a class with `schedule` and `__call__(sim)`, and one entry in `CALLBACKS` (at the
 bottom): its name and the function that builds it from the config and the run's pieces

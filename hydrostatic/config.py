@@ -1,6 +1,6 @@
 """The hydrostatic core's config (`model: hydrostatic`): a YAML tree checked against this schema by
 `framework.config.validate_tree` for that model (`meshrun.models`). Sections as the shallow-water
-model's where they mean the same (mesh, partition; `swm.config`):
+model's where they mean the same (mesh, partition, restart; `framework.config`):
 
     model: hydrostatic
     mesh: {generate: {level: 5, lloyd: 100}}

@@ -1,5 +1,5 @@
 """The hydrostatic core's history: a netCDF-4 file with MPAS-Atmosphere names and units, written on
-rank 0 from the gathered owned rows by the run's writer thread: `swm.output.History` (its partial
+rank 0 from the gathered owned rows by the run's writer thread: `framework.output.History` (its partial
 file, the claim of its path, the continuation by a resumed run, a full disk as one line) with
 this core's contents.
 
@@ -67,7 +67,7 @@ def diagnostics_of(model, distribution) -> dict:
 
 
 def fingerprint(config, mesh, dt: float) -> dict:
-    """The run's fingerprint (`swm.output`): the mesh's, the settings that change the trajectory
+    """The run's fingerprint (`framework.output`): the mesh's, the settings that change the trajectory
     (the shallow-water model's keys with vertical.levels, case.rotation,
     dynamics.kinetic_energy and time.start) and what names another cell order."""
     settings = {**trajectory_settings(config, dt), "vertical.levels": config.vertical.levels,
@@ -82,7 +82,7 @@ def fingerprint(config, mesh, dt: float) -> dict:
 
 
 class History(output.History):
-    """The history on rank 0 (`swm.output.History`: grows under NAME.partial on the writer
+    """The history on rank 0 (`framework.output.History`: grows under NAME.partial on the writer
     thread, continued by a resumed run, a full disk one line that keeps the previous file): a
     new one holds `hyai`, `hybi` (`coefficients` (A, B)), the terrain `ter` (phi_s / g) and the
     fields of `variables` and DIAGNOSTICS."""

@@ -1,5 +1,5 @@
 """PNG maps of a hydrostatic history (as JW06's figures): surface pressure (hPa) and 850 hPa
-temperature (K) at a chosen day, on the cells' polygons (`swm.plot`: the file opened, the maps
+temperature (K) at a chosen day, on the cells' polygons (`framework.plot`: the file opened, the maps
 drawn and the command line as the shallow-water model's); or, with --zonal-mean, the
 latitude-pressure sections of the zonal and time mean zonal wind and temperature from a day on
 (`hydrostatic.zonal_mean`, as Held and Suarez 1994 draw a climate).
