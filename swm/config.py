@@ -17,6 +17,7 @@ from framework.config import (MESH_INSIDE_MAX_CELLS, MIN_DT, Backend, Clobber, D
                               fixed_steps, once_each)
 from framework.constants import DAY, EARTH_RADIUS, GRAVITY
 from framework.errors import ConfigError
+from swm.files import written_files
 from swm.variables import DEFAULT_VARIABLES, OUTPUT_VARIABLES
 
 #: Largest Courant number (|u| + sqrt(g h_edge)) dt / dcEdge of the run: RK4's imaginary-axis bound
@@ -135,8 +136,6 @@ class Config(Strict):
 
     def written_files(self) -> list:
         """Every file the run writes, per config key (`swm.files.written_files`)."""
-        from swm.files import written_files
-
         return written_files(self)
 
 
