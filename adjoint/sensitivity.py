@@ -270,7 +270,8 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
     from framework.collective import on_root
     from framework.driver import grid_reference
     from framework.dates import START, start_of
-    from framework.output import create_mesh_part, create_time, reporting_space, set_time, stamp
+    from framework.output import create_time, reporting_space, set_time, stamp
+    from framework.mesh_files import create_mesh_part
 
     def write():
         grid = None if config is None else grid_reference(config, s.global_mesh, path,

@@ -20,7 +20,7 @@ from meshops.device.backend import array_module, to_host
 from framework.constants import DAY
 from framework.dates import START
 from framework.errors import WatchdogError
-from framework.output import write_restart
+from framework.restart import write_restart
 from framework.schedules import IterationInterval
 
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from framework.constants import DAY
 from framework.errors import ConfigError, WatchdogError
-from framework.output import mesh_form, read_restart, reference_grid
+from framework.mesh_files import mesh_form, reference_grid
+from framework.restart import read_restart
 
 log = logging.getLogger("framework")
 
@@ -34,10 +35,10 @@ def build_mesh(config):
 
 def grid_reference(config, mesh, output, key: str):
     """The grid file that output file `output` (config key `key`) references, or None when
-    `output.mesh` keeps the mesh inside it (rank 0; `framework.output.mesh_form`). A generated mesh
-    is referenced in the mesh cache, a mesh.file as given (its geometry recomputed: not that file);
-    otherwise, or when the cache holds no file of this mesh, NAME.grid.nc is written beside
-    `output` (`framework.output.reference_grid`)."""
+    `output.mesh` keeps the mesh inside it (rank 0; `framework.mesh_files.mesh_form`). A generated
+    mesh is referenced in the mesh cache, a mesh.file as given (its geometry recomputed: not that
+    file); otherwise, or when the cache holds no file of this mesh, NAME.grid.nc is written beside
+    `output` (`framework.mesh_files.reference_grid`)."""
     m = config.mesh
     if mesh_form(config.output.mesh, mesh.nCells) == "inside":
         return None
@@ -60,7 +61,7 @@ class Setup:
     """A run's pieces on this rank: communicator, array module and dtype, where the fields live
     (`framework.distribution`), the local mesh and model, the time step, steps per output and in all,
     on rank 0 the global mesh (None elsewhere), the first step (a restart's) and the run's
-    fingerprint (mesh and trajectory settings, `framework.output`)."""
+    fingerprint (mesh and trajectory settings, `framework.mesh_files`)."""
     comm: object
     xp: object
     dtype: np.dtype
@@ -78,7 +79,7 @@ class Setup:
 def read_resumed(config, mesh, locations: dict, dtype, fingerprint: dict, total: int, dt: float,
                  **options) -> tuple[dict, int]:
     """({name: global field}, step) of the restart file restart.path to resume from
-    (`framework.output.read_restart` of the fields at `locations` on the global `mesh`, checked
+    (`framework.restart.read_restart` of the fields at `locations` on the global `mesh`, checked
     against the run's `fingerprint`; `options` its own); ConfigError when that step is at or past
     the run's end (`total` steps of `dt` s)."""
     saved, start = read_restart(config.restart.path, locations=locations,

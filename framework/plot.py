@@ -15,7 +15,9 @@ import numpy as np
 
 from grids.atomic import atomic_path
 from framework.files import map_path
-from framework.output import CORES, MODEL_NAME, OutputError, map_problem, open_history
+from framework.output import MODEL_NAME, OutputError, map_problem
+from framework.mesh_files import open_history
+from framework.restart import CORES
 
 
 def cell_polygons(ds):
@@ -182,10 +184,11 @@ def map_targets(path, names, out_dir=None) -> dict:
 
 
 def open_map_file(path, grid, out_dir, expected: str):
-    """(the dataset of output file `path` (`framework.output.open_history`, `grid`: the grid file of
-    a history that references one elsewhere than recorded), the maps' folder: `out_dir`, or the
-    file's own). PlotError names a missing folder, a file that is not netCDF (then `expected`), or
-    a referenced grid file that is missing or another mesh. Any model's maps read their file so."""
+    """(the dataset of output file `path` (`framework.mesh_files.open_history`, `grid`: the grid
+    file of a history that references one elsewhere than recorded), the maps' folder: `out_dir`, or
+    the file's own). PlotError names a missing folder, a file that is not netCDF (then `expected`),
+    or a referenced grid file that is missing or another mesh. Any model's maps read their file
+    so."""
     path = pathlib.Path(path)
     out_dir = pathlib.Path(out_dir) if out_dir is not None else path.parent
     if not out_dir.is_dir():

@@ -23,7 +23,8 @@ from framework.config import fixed_steps
 from framework.constants import DAY, GRAVITY
 from framework.driver import build_mesh, grid_reference, read_resumed, step_through
 from framework.dates import MPAS_CALENDAR
-from framework.output import AsyncWriter, check_clobber, check_resumed_history, claim, provenance
+from framework.output import claim, provenance
+from framework.history import AsyncWriter, check_clobber, check_resumed_history
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
 
@@ -136,7 +137,7 @@ def build_simulation(config, *, progress: bool = True):
     progress bar, the history records and the restarts; the writer thread and the claimed
     outputs finished last (`Files`). A resume with another output.interval_hours or
     output.variables than the history's is refused before any work
-    (`framework.output.check_resumed_history`)."""
+    (`framework.history.check_resumed_history`)."""
     comm = meshops.parallel.world()
     t0 = time.perf_counter()
     files = claim(comm, [("output.path", config.output.path, True),   # [history, restart] on
@@ -189,8 +190,8 @@ def build_simulation(config, *, progress: bool = True):
 
 def check_outputs(config) -> None:
     """The claim's checks on rank 0: output.clobber against the files there
-    (`framework.output.check_clobber`), and a resumed history's settings
-    (`framework.output.check_resumed_history`)."""
+    (`framework.history.check_clobber`), and a resumed history's settings
+    (`framework.history.check_resumed_history`)."""
     check_clobber(config)
     if config.restart.resume:
         check_resumed_history(config)

@@ -18,9 +18,10 @@ from framework.config import fixed_steps, step_counts
 from framework.constants import DAY, GRAVITY
 from framework.driver import Setup, build_mesh, grid_reference, read_resumed, step_through
 from framework.errors import ConfigError, WatchdogError
-from framework.output import (AsyncWriter, OutputError, cells_fingerprint, check_clobber,
-                              check_resumed_history, claim, map_problem, mesh_fingerprint,
-                              mesh_settings, provenance, trajectory_settings)
+from framework.output import OutputError, claim, map_problem, provenance
+from framework.mesh_files import (cells_fingerprint, mesh_fingerprint, mesh_settings,
+                                  trajectory_settings)
+from framework.history import AsyncWriter, check_clobber, check_resumed_history
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
 from meshops.device.backend import to_host

@@ -1,14 +1,14 @@
-"""The shallow-water model's files: its history (`History`: `framework.output.History` with the
+"""The shallow-water model's files: its history (`History`: `framework.history.History` with the
 bottom topography h_s(nCells), written once as MPAS's shallow-water core does, and per output
 time the fields of `swm.variables.FIELDS` (Time, nCells|nEdges|nVertices, nVertLevels) and the
 diagnostics' time series) and the namelist options of its files (`mpas_namelist`). The restart
-file is `framework.output.write_restart`'s with the state (h, u) of `swm.callbacks.STATE`.
+file is `framework.restart.write_restart`'s with the state (h, u) of `swm.callbacks.STATE`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from framework import output
+from framework import history
 from framework.dates import MPAS_CALENDAR, start_of
 from meshops.device.tables import SIZE_OF
 from swm.variables import DIAGNOSTICS, FIELDS
@@ -37,8 +37,8 @@ def mpas_namelist(config, dt: float, n_steps: int) -> dict:
     return out
 
 
-class History(output.History):
-    """The shallow-water history on rank 0 (`framework.output.History`: grows under NAME.partial
+class History(history.History):
+    """The shallow-water history on rank 0 (`framework.history.History`: grows under NAME.partial
     on the writer thread, continued by a resumed run): a new one holds the topography h_s and a
     variable per output field and per diagnostic."""
 

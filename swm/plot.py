@@ -3,7 +3,7 @@
 Of a history file: the surface height h + h_s (h where there is no topography) and the vorticity
 on the cells' polygons (longitude-latitude), and for Williamson case 2 the error of h against the
 analytic solution; of a gradient file (a sensitivity run), the gradients' maps. A file that
-references its grid file (`output.mesh`) is read with it (`framework.output.open_history`).
+references its grid file (`output.mesh`) is read with it (`framework.mesh_files.open_history`).
 
     python -m swm.plot williamson5.nc [--record -1] [--out DIR] [--grid GRID]
 """
@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from framework.output import open_history
+from framework.mesh_files import open_history
 from framework.plot import (PlotError, check_core, command, draw_map, map_geometry, map_targets,
                             open_map_file)
 from swm.output import CORE_NAME
