@@ -15,8 +15,8 @@ import numpy as np
 
 from grids.atomic import atomic_path
 from framework.files import map_path
-from framework.output import MODEL_NAME, OutputError, map_problem
 from framework.mesh_files import open_history
+from framework.output import MODEL_NAME, OutputError, map_problem
 from framework.restart import CORES
 
 
