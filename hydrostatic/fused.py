@@ -1,5 +1,6 @@
 """The hydrostatic core's RK4 stage in fused kernels (hydrostatic/cuda/hydrostatic.cu), for CuPy
-fields, and `FusedStages`, the fused path's stage implementation for `framework.stepper`.
+fields; the fused path's stage implementation for `framework.stepper` is
+`hydrostatic.fused_stages.FusedStages`, on these passes and the tangent-linear ones.
 
 Each stage, after the state exchange, runs four passes where the operator path
 (`hydrostatic.dynamics.tendencies` with `framework.timestepping`) runs 25 operator kernels and
@@ -48,7 +49,6 @@ from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
 from meshops.operators import trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
-from framework import stepper
 from framework.timestepping import Update
 
 from hydrostatic import dynamics, terms
@@ -217,44 +217,3 @@ def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics):
                      old=[xp.zeros_like(y) for y in state], new=tend,
                      next=[xp.empty_like(y) for y in state])
     return tuple(tend)
-
-
-def _provisional(stage, prefix: str, j: int, fields) -> list:
-    """Stage j's next provisional fields of (mass, theta_mass, u)-like `fields`: scratch of
-    `stage`, alternating between two sets."""
-    return [stage.scratch(f"{prefix}{name}Provisional{j % 2}", location, y) for name, location, y
-            in zip(("mass", "thetaMass", "u"), ("cell", "cell", "edge"), fields)]
-
-
-class FusedStages(stepper.TendencyStages):
-    """The fused path's stages for `framework.stepper`, of a hydrostatic `model` (its device_mesh,
-    phi_s, f_vertex and physics, read at each call): the forward stage in `FusedStage`'s passes,
-    the tangent-linear stage in `hydrostatic.fused_tangent`'s on the records; the records (the
-    provisional states) and the adjoint stages the operator path's (`operator_stages`: the fused
-    stages equal it). Each sweep's buffers are copies of the state (the operator stages accumulate
-    into them)."""
-
-    def __init__(self, model, operator_stages: stepper.TendencyStages):
-        super().__init__(operator_stages.tendency, operator_stages.tendency_tl,
-                         operator_stages.tendency_adj)
-        self.model = model
-        self.forward = FusedStage(model.device_mesh)
-        self._tangent = None
-
-    def stage(self, j, provisional, update, old, new):
-        m = self.model
-        next = _provisional(self.forward, "", j, provisional)
-        self.forward(*provisional, m.phi_s, m.f_vertex, m.physics, update, old=old, new=new,
-                     next=next)
-        return next
-
-    def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
-        if self._tangent is None:
-            from hydrostatic.fused_tangent import FusedTangentStage
-
-            self._tangent = FusedTangentStage(self.model.device_mesh)
-        m = self.model
-        next = _provisional(self._tangent, "d", j, dprovisional)
-        self._tangent(*record, *dprovisional, dcontrols[0] if dcontrols else None, m.phi_s,
-                      m.f_vertex, m.physics, update, old=old, new=new, next=next)
-        return next

@@ -85,7 +85,7 @@ def limit_keeping(history_path, kept: int) -> int:
     `history_path` runs out of room after about `kept` of its records: the file's size less its
     later records, plus the room a record is checked for (`swm.output.RECORD_SLACK`) and half a
     record."""
-    from swm.output import RECORD_SLACK, record_bytes
+    from framework.history import RECORD_SLACK, record_bytes
 
     with netCDF4.Dataset(history_path) as ds:
         n, record = len(ds.dimensions["Time"]), record_bytes(ds)
