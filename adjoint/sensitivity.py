@@ -32,7 +32,7 @@ from framework.constants import DAY
 from framework.distribution import owned_inner
 from framework.collective import on_every_rank
 from framework.output import OutputError, map_problem, release
-from framework.errors import ConfigError, WatchdogError
+from framework.errors import WatchdogError
 
 log = logging.getLogger("adjoint")
 
