@@ -151,7 +151,7 @@ class _DiskStore:
 
     def _error(self, path, n: int, exc: OSError, size: int) -> SnapshotError:
         """The one-line error of the failed write of snapshot `path` (of step `n`, `size` bytes)."""
-        from swm.output import space_problem
+        from framework.output import space_problem
 
         problem = space_problem(exc, path) or exc.strerror or str(exc)
         given = repr(str(self.base)) if self.chosen else "unset (the system's temporary folder)"

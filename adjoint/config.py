@@ -17,9 +17,9 @@ from typing import Annotated, Literal, Optional
 from pydantic import BeforeValidator, Field, model_validator
 
 from meshops.modes import ADJOINT_MODES, DEFAULT_ADJOINT_MODE
-from swm.config import FilePath, FloatPair, Strict
-from swm.files import (Written, beside_grid_path, convergence_plot, lock_path,
-                       may_reference, observations_path)
+from framework.config import FilePath, FloatPair, Strict
+from framework.files import (Written, beside_grid_path, convergence_plot, lock_path, may_reference,
+                             observations_path)
 
 
 def _snapshot_count(v):

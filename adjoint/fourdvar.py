@@ -23,7 +23,7 @@ The output, its observations file and its PNG are claimed before any work
 (`adjoint.sensitivity.claim_outputs`); the truth run and every forward sweep run the forward run's
 watchdog, and a state out of range, or a J or gradient that is not finite, stops the run
 (`framework.errors.WatchdogError`) before the analysis is written. Files carry
-`model_name = swm.output.MODEL_NAME` and are written atomically.
+`model_name = framework.output.MODEL_NAME` and are written atomically.
 """
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
 
 from adjoint.gradient import advance, run_gradient
-from adjoint.sensitivity import (checked, claim_outputs, cost_context, quiet_floats,
-                                 require_finite)
-from swm.files import convergence_plot, observations_path
-from swm.output import MODEL_NAME, release
+from adjoint.sensitivity import claim_outputs, cost_context, quiet_floats, require_finite
+from framework.collective import on_every_rank
+from framework.files import convergence_plot, observations_path
+from framework.output import MODEL_NAME, release
 from framework.errors import ConfigError, WatchdogError
 
 log = logging.getLogger("adjoint")
@@ -102,7 +102,7 @@ class Control:
 class Twin:
     """The model-specific parts of a twin experiment of `config` (a model subclasses it):
 
-        s                  the run's `swm.driver.Setup` (`setup()`, on every rank)
+        s                  the run's `framework.driver.Setup` (`setup()`, on every rank)
         controls           the `Control`s, in the control vector's order
         attributes         the files' global attributes
         nlev               the size of nVertLevels in the analysis file
@@ -172,7 +172,7 @@ def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
     s = twin.setup()
     controls = twin.controls
     comm, rank, dist, model = s.comm, s.comm.Get_rank(), s.distribution, s.model
-    obs_steps = checked(lambda: observation_steps(config, s.dt, s.total), comm)
+    obs_steps = on_every_rank(lambda: observation_steps(config, s.dt, s.total), comm)
     n_steps = obs_steps[-1]
     obs_path = observations_path(out)
     check = twin.check(n_steps)
@@ -200,7 +200,7 @@ def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
     def observe():
         import netCDF4
         from grids.atomic import atomic_path
-        from swm.output import reporting_space, stamp
+        from framework.output import reporting_space, stamp
 
         rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
@@ -298,7 +298,7 @@ def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from framework.dates import start_of
-    from swm.output import create_time, reporting_space, set_time, stamp
+    from framework.output import create_time, reporting_space, set_time, stamp
 
     table = np.array(history, dtype=np.float64)
     controls = twin.controls
@@ -335,7 +335,8 @@ def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
 
 def plot_convergence(table, target, control: Control) -> None:
     """J, |grad J| and the rms error of the first control per iteration, a PNG written atomically
-    to `target` with the text chunk model_name = MODEL_NAME (`swm.output.png_written_by_model`)."""
+    to `target` with the text chunk model_name = MODEL_NAME
+    (`framework.output.png_written_by_model`)."""
     import matplotlib
 
     from grids.atomic import atomic_path

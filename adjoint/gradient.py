@@ -125,7 +125,7 @@ def run_gradient(model, state0, cost, n_steps: int, *, schedule="none", mode=Non
     `mode`: the operators' adjoint mode (None: the meshops default, `meshops.get_adjoint_mode()`).
     `checkpointing` (a `adjoint.config.CheckpointConfig` or None) chooses the schedule, checked against
     the memory free for snapshots before any step (`adjoint.snapshot_memory.plan`: `auto` snapshots
-    become as many as fit; a setting that does not fit raises swm.config.ConfigError naming
+    become as many as fit; a setting that does not fit raises framework.errors.ConfigError naming
     `checkpointing_key`); stats is the sweep's `adjoint.checkpointing.SweepStats` (its `memory`
     says what the plan chose; `planned`: that line when the caller already planned `checkpointing`
     with `adjoint.snapshot_memory.plan`); `on_step` as in `reverse_sweep`. `check(k, x_k)`,

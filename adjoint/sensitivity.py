@@ -8,10 +8,10 @@ model's history) with PNG maps. `check_adjoint` (`--check-adjoint`): the whole-r
 of the tangent-linear and adjoint models and a Taylor table of the run's own cost and controls.
 
 Like a forward run, a sensitivity run claims its files before any work (`claim_outputs`: the
-checks of `swm.output.OutputFile`, the PNG maps' too), its forward sweep runs the forward run's
-watchdog (the model's `check()`, every `watchdog.interval_steps` steps and at the last step), and
-it writes nothing when the watchdog stops it or when J or a gradient is not finite
-(`framework.errors.WatchdogError`). Files carry `model_name = swm.output.MODEL_NAME` (netCDF
+checks of `framework.output.OutputFile`, the PNG maps' too), its forward sweep runs the forward
+run's watchdog (the model's `check()`, every `watchdog.interval_steps` steps and at the last
+step), and it writes nothing when the watchdog stops it or when J or a gradient is not finite
+(`framework.errors.WatchdogError`). Files carry `model_name = framework.output.MODEL_NAME` (netCDF
 attribute, PNG text chunk), so a rerun may replace them; they are written atomically."""
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ from adjoint.verification import taylor_test
 from framework import stop
 from framework.constants import DAY
 from framework.distribution import owned_inner
-from swm.output import OutputError, map_problem, release
-from framework.errors import ConfigError, WatchdogError
+from framework.collective import on_every_rank
+from framework.output import OutputError, map_problem, release
+from framework.errors import WatchdogError
 
 log = logging.getLogger("adjoint")
 
@@ -52,7 +53,7 @@ def gradient_units(cost_units: str, control_units: str) -> str:
 
 
 def cost_context(s, n_steps: int | None = None) -> Context:
-    """The `adjoint.costs.Context` of a `swm.driver.Setup`."""
+    """The `adjoint.costs.Context` of a `framework.driver.Setup`."""
     distribution = s.distribution
     n = distribution.owned["cell"]
     decomposition = getattr(distribution, "decomposition", None)
@@ -68,7 +69,7 @@ class Sensitivity:
     `hydrostatic.sensitivity.HydrostaticSensitivity`) and the drivers here run it.
 
         maps(output, controls)       the PNG maps of a gradient file (claimed before any work)
-        setup()                      the run's `swm.driver.Setup` (on every rank), kept as `s`
+        setup()                      the run's `framework.driver.Setup` (on every rank), kept as `s`
         cost()                       the config's cost on `s` (ConfigError when it cannot be made)
         check()                      the watchdog's check(k, x_k) of the forward sweep
         gradients(grads)             {control: (variable, location, local gradient)} of the chosen
@@ -99,7 +100,7 @@ def run_sensitivity(parts: Sensitivity, *, progress: bool = True) -> dict:
 
 def _sensitivity(parts: Sensitivity, sens, progress: bool) -> dict:
     s = parts.setup()
-    cost = checked(parts.cost, s.comm)
+    cost = on_every_rank(parts.cost, s.comm)
     value, grads, stats = sensitivity_sweep(s, sens, cost, parts.check(), progress)
     chosen = parts.gradients(grads)
     return finish(s, sens, value, stats, list(chosen.values()), parts.reported(grads, chosen),
@@ -113,7 +114,7 @@ def check_adjoint(parts: Sensitivity, *, seed: int = 12345) -> bool:
     `dot_and_taylor`)."""
     sens = parts.config.sensitivity
     s = parts.setup()
-    cost = checked(parts.cost, s.comm)
+    cost = on_every_rank(parts.cost, s.comm)
     check = parts.check()
     scales, active, controls = parts.directions()
     with quiet_floats():
@@ -158,7 +159,7 @@ def finish(s, sens, value: float, stats, chosen, norms_of, write, plot) -> dict:
 
 
 def sensitivity_sweep(s, sens, cost, check, progress: bool):
-    """(J, gradients, stats) of `cost` for the run of setup `s` (`swm.driver.Setup`: any model
+    """(J, gradients, stats) of `cost` for the run of setup `s` (`framework.driver.Setup`: any model
     of the stepper) as a `sensitivity` section `sens` asks (adjoint_mode, checkpointing): the
     tables and kernels prepared, the snapshots planned before the first step
     (`adjoint.snapshot_memory.plan`), the forward sweep under the watchdog `check`, progress
@@ -249,35 +250,21 @@ def require_finite(s, value: float, fields, what: str) -> None:
                             "time.dt, or watchdog.interval_steps = 1 to check every step")
 
 
-def checked(fn, comm):
-    """fn() on every rank (collective); a ConfigError on any rank is raised on every rank, the
-    first rank's message."""
-    error = None
-    try:
-        result = fn()
-    except ConfigError as exc:
-        error, result = str(exc), None
-    errors = [error] if is_serial(comm) else comm.allgather(error)
-    found = [e for e in errors if e]
-    if found:
-        raise ConfigError(found[0])
-    return result
-
-
 def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes=None,
                         config=None) -> None:
     """A gradient file of any model (written on rank 0, atomically; an error there raised on
     every rank): the mesh, or with `config`'s output.mesh a reference to its grid file
-    (`swm.driver.grid_reference`), one record at the run's start (Time, xtime), what `fill(ds)`
+    (`framework.driver.grid_reference`), one record at the run's start (Time, xtime), what `fill(ds)`
     writes (the gradients: data gathered before), J (in `cost_units`) and the global
-    `attributes` (`swm.output.provenance`; model_name only when None)."""
+    `attributes` (`framework.output.provenance`; model_name only when None)."""
     import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from framework.collective import on_root
-    from swm.driver import grid_reference
+    from framework.driver import grid_reference
     from framework.dates import START, start_of
-    from swm.output import create_mesh_part, create_time, reporting_space, set_time, stamp
+    from framework.mesh_files import create_mesh_part
+    from framework.output import create_time, reporting_space, set_time, stamp
 
     def write():
         grid = None if config is None else grid_reference(config, s.global_mesh, path,
@@ -305,13 +292,13 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
 
 def claim_outputs(comm, key: str, paths, maps=(), *, maps_off: str | None = None) -> list:
     """The files of a run under config key `key`, claimed on rank 0 before any work: each of
-    `paths` as a `swm.output.OutputFile` (its directory checked, a file there that this model did
-    not write refused, locked against a second run on the same path), and each PNG of `maps`
+    `paths` as a `framework.output.OutputFile` (its directory checked, a file there that this model
+    did not write refused, locked against a second run on the same path), and each PNG of `maps`
     checked the same way (its lock is that of paths[0], beside it; `maps_off`: the setting that
     turns the maps off, named in the error). An error on rank 0 is raised
-    on every rank (`framework.collective.on_root`). Returns the OutputFiles on rank 0 ([] elsewhere):
-    `release` them when the run ends."""
-    from swm.output import claim
+    on every rank (`framework.collective.on_root`). Returns the OutputFiles on rank 0 ([]
+    elsewhere): `release` them when the run ends."""
+    from framework.output import claim
 
     def maps_ok():
         for png in maps:
@@ -425,6 +412,6 @@ def _max():
 
 
 __all__ = ["Sensitivity", "run_sensitivity", "check_adjoint", "write_gradient_file",
-           "gradient_units", "checked", "claim_outputs", "claimed", "cost_context", "finish",
+           "gradient_units", "claim_outputs", "claimed", "cost_context", "finish",
            "require_finite", "quiet_floats", "sensitivity_sweep", "log_sweep", "dot_and_taylor",
            "owned_max", "owned_mean", "FinalStateProjection"]

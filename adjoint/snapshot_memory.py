@@ -138,8 +138,8 @@ def plan(checkpointing, n_steps: int, state_bytes: int, comm, xp, key: str = "ch
          sweep_bytes: int = 0):
     """(the checkpointing setting with `snapshots_in_ram: auto` replaced by the states that fit, or
     by the schedule `none` when all n_steps fit; a line saying what was chosen). Raises
-    swm.config.ConfigError naming `key`'s setting when its states do not fit: the schedule `none`
-    keeps all n_steps states, the others `snapshots_in_ram`. `checkpointing`: a
+    framework.errors.ConfigError naming `key`'s setting when its states do not fit: the schedule
+    `none` keeps all n_steps states, the others `snapshots_in_ram`. `checkpointing`: a
     adjoint.config.CheckpointConfig; `sweep_bytes`: a step's measured work (`step_bytes`). Collective
     on ranks."""
     from framework.errors import ConfigError

@@ -32,8 +32,9 @@ JET_BAND = (np.radians(20.0), np.radians(70.0))
 
 def load(path):
     """The history file's mesh and fields as NumPy arrays (level 0), with its record times (days);
-    a history that references its grid file is read with it (`swm.output.open_history`)."""
-    from swm.output import open_history
+    a history that references its grid file is read with it
+    (`framework.mesh_files.open_history`)."""
+    from framework.mesh_files import open_history
 
     with open_history(path, decode_times=False) as ds:
         out = {name: ds[name].values for name in ("latCell", "lonCell", "areaCell", "dcEdge", "dvEdge")}
@@ -47,7 +48,7 @@ def load(path):
 
 
 def _days(stamp: str) -> float:
-    """Days since the start of an xtime stamp written by swm.output.xtime."""
+    """Days since the start of an xtime stamp written by framework.dates.xtime."""
     date, clock = stamp.split("_")
     day = int(date.split("-")[-1]) - 1
     hours, minutes, seconds = (int(x) for x in clock.split(":"))
@@ -81,10 +82,10 @@ _POLYGONS = {}
 
 
 def _polygons(d):
-    """Cell polygons of the history file (swm.plot.cell_polygons), once per file."""
+    """Cell polygons of the history file (framework.plot.cell_polygons), once per file."""
     if d["path"] not in _POLYGONS:
-        from swm.output import open_history
-        from swm.plot import cell_polygons
+        from framework.mesh_files import open_history
+        from framework.plot import cell_polygons
 
         with open_history(d["path"], decode_times=False) as ds:
             _POLYGONS[d["path"]] = cell_polygons(ds)
@@ -196,7 +197,7 @@ def jet(d, args):
     for r in range(len(days)):
         v = d["vorticity"][r]
         print(f"| {days[r]:g} | {v.min():.3e} | {v.max():.3e} | {d['h'][r].min():.1f} | {d['h'][r].max():.1f} |")
-    from swm.output import open_history
+    from framework.mesh_files import open_history
 
     with open_history(d["path"], decode_times=False) as ds:
         record = _record(d, args.day)
@@ -213,7 +214,7 @@ def jet(d, args):
 
 def difference(coarse, fine, day):
     """Normalised l1, l2, linf of h (coarse) - h (fine, interpolated to the coarse cells) at `day`."""
-    from swm.output import history_mesh
+    from framework.mesh_files import history_mesh
 
     fine_mesh = history_mesh(fine["path"])
     rc, rf = (int(np.argmin(np.abs(d["days"] - day))) for d in (coarse, fine))

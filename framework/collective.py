@@ -1,5 +1,6 @@
-"""Work done on rank 0 whose outcome every rank shares: results are broadcast, errors raised on every
-rank together (so nothing waits in a collective for a rank that failed)."""
+"""Work whose outcome every rank shares: done on rank 0 with its result broadcast (`on_root`), or
+on every rank with a config error of any raised on all (`on_every_rank`); errors are raised on
+every rank together (so nothing waits in a collective for a rank that failed)."""
 from __future__ import annotations
 
 from meshops.parallel.comm import is_serial
@@ -33,3 +34,17 @@ def on_root(comm, fn):
     error = {"ConfigError": ConfigError, "ValueError": ValueError}.get(kind, RuntimeError)(message)
     error.collective = True
     raise error
+
+
+def on_every_rank(fn, comm):
+    """fn() on every rank; a ConfigError on any rank is raised on every rank."""
+    error = None
+    try:
+        result = fn()
+    except ConfigError as exc:
+        error, result = str(exc), None
+    errors = [error] if is_serial(comm) else comm.allgather(error)
+    found = [e for e in errors if e]
+    if found:
+        raise ConfigError(found[0])
+    return result

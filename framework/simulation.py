@@ -35,8 +35,8 @@ def synchronize(array) -> None:
 
 class Simulation:
     """`model` (a `swm.model.Model`) stepped to `stop_step`; `callbacks` ordered by name;
-    `watchdog` (a `swm.callbacks.Watchdog` or None); `comm` the run's communicator; `files` (a
-    `swm.callbacks.Files` or None): finished after every callback, so that the writers' last
+    `watchdog` (a `framework.callbacks.Watchdog` or None); `comm` the run's communicator; `files` (a
+    `framework.callbacks.Files` or None): finished after every callback, so that the writers' last
     records are queued before it closes the writer thread and the files; `resumable`: a run
     stopped by a signal wrote a restart to resume from (its message says so)."""
 

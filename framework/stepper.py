@@ -1,7 +1,7 @@
 """The one stepper: the RK stage loop of every sweep (the forward step, the stage records its
 tangent-linear and adjoint read, the tangent-linear step and the adjoint step) and every state
 exchange, for any model and either path. A path is a stage implementation (`Stages`): the
-operators (`TendencyStages`, from a model's tendencies) or fused kernels (`swm.fused.FusedStages`);
+operators (`TendencyStages`, from a model's tendencies) or fused kernels (`swm.fused_stages.FusedStages`);
 a model chooses one once (`Model.stages`) and the loops here never ask which.
 
 Forward step from the state tuple y (for the shallow-water model (h, u)), with E the state

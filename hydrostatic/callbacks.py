@@ -1,18 +1,19 @@
-"""The hydrostatic core's callbacks on the shared `framework.simulation.Simulation`: the watchdog of its
-state (`hydrostatic.watchdog`) and the history records (`hydrostatic.output.History`), each the
-shared callback (`swm.callbacks`: Watchdog, HistoryCallback) with this model's fields; the
-progress bar, the restarts and the run's files are `swm.callbacks`' (Progress, RestartOutput,
-Files).
+"""The hydrostatic core's callbacks on the shared `framework.simulation.Simulation`: the watchdog of
+its state (`hydrostatic.watchdog`) and the history records (`hydrostatic.output.History`), each the
+shared callback (`framework.callbacks`: Watchdog, HistoryCallback) with this model's fields; the
+progress bar, the restarts and the run's files are `framework.callbacks`' (Progress,
+RestartOutput, Files).
 
 A new callback is a class with `schedule` and `__call__(sim)`, and one entry in `CALLBACKS` (at the
 bottom): its name and the function that builds it from the config and the run's pieces
-(`swm.callbacks.Run`); `hydrostatic.driver.build_simulation` builds them all, in that order."""
+(`framework.callbacks.Run`); `hydrostatic.driver.build_simulation` builds them all, in that
+order."""
 from __future__ import annotations
 
 import logging
 
 from meshops.device.backend import to_host
-from swm import callbacks
+from framework import callbacks
 from framework.constants import DAY
 from framework.schedules import IterationInterval, TimeInterval
 
@@ -109,9 +110,9 @@ def daily_summary(model, distribution) -> tuple[float, float, float, float]:
 
 class HistoryRecords(callbacks.HistoryCallback):
     """Records of `history` (rank 0; None elsewhere) every `schedule`: the fields of `variables`
-    gathered from the owned rows and the diagnostics (`swm.callbacks.HistoryCallback`: records,
-    the end of the run). A run resumed at `resumed_step` does not write that step again: the
-    history holds it."""
+    gathered from the owned rows and the diagnostics (`framework.callbacks.HistoryCallback`:
+    records, the end of the run). A run resumed at `resumed_step` does not write that step again:
+    the history holds it."""
 
     def __init__(self, history, distribution, variables, schedule, interval: float, *,
                  resumed_step: int | None = None):

@@ -1,6 +1,6 @@
 """The hydrostatic core's config (`model: hydrostatic`): a YAML tree checked against this schema by
-`swm.config.validate_tree` for that model (`meshrun.models`). Sections as the shallow-water
-model's where they mean the same (mesh, partition; `swm.config`):
+`framework.config.validate_tree` for that model (`meshrun.models`). Sections as the shallow-water
+model's where they mean the same (mesh, partition, restart; `framework.config`):
 
     model: hydrostatic
     mesh: {generate: {level: 5, lloyd: 100}}
@@ -23,8 +23,9 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from framework.dates import START, parse_start
 
-from swm.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel, MeshConfig,
-                        PartitionConfig, RestartConfig, Strict, once_each, fixed_steps)
+from framework.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel,
+                              MeshConfig, PartitionConfig, RestartConfig, Strict, fixed_steps,
+                              once_each)
 
 from hydrostatic.levels import JW06_TOP, LEVEL_SETS, P0, SCHEMES, coefficients
 from hydrostatic.terms import KINETIC_ENERGIES
@@ -160,10 +161,11 @@ class HydrostaticConfig(Strict):
                                                  self.partition.file)) if path is not None]
 
     def written_files(self) -> list:
-        """Every file the run writes, per config key (`swm.files.Written`): the history, its
-        partial and lock files and the grid file beside it (`swm.files.may_reference`), the
+        """Every file the run writes, per config key (`framework.files.Written`): the history, its
+        partial and lock files and the grid file beside it (`framework.files.may_reference`), the
         restart file and its lock."""
-        from swm.files import Written, beside_grid_path, lock_path, may_reference, partial_path
+        from framework.files import (Written, beside_grid_path, lock_path, may_reference,
+                                     partial_path)
 
         out, restart = self.output.path, self.restart.path
         files = [Written("output.path", out, out), Written("restart.path", restart, restart),

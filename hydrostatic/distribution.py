@@ -46,7 +46,7 @@ class Distributed(Ranks):
 
 def distribute(config, comm, global_mesh, dtype, nlev: int):
     """Serial on one rank; else partition on rank 0 as config.partition says and distribute (no
-    more ranks than cells: `swm.distribution.check_rank_count`)."""
+    more ranks than cells: `framework.distribution.check_rank_count`)."""
     check_rank_count(comm, global_mesh)
     owner = read_owner(config, comm, global_mesh)
     if is_serial(comm):

@@ -1,9 +1,10 @@
 """A hydrostatic run from a config: output claimed, mesh (cached when generated), decomposition,
 initial state (or the restart's: `restart.resume`), model, and the shared
-`framework.simulation.Simulation` loop with this core's callbacks (`hydrostatic.callbacks`): the watchdog
-of the state, the progress bar, the history records, the restarts (`swm.callbacks.RestartOutput`),
-the writer thread and the output's claim released last. Signals stop it as they stop a
-shallow-water run (`framework.stop`), with a restart to resume from."""
+`framework.simulation.Simulation` loop with this core's callbacks (`hydrostatic.callbacks`): the
+watchdog of the state, the progress bar, the history records, the restarts
+(`framework.callbacks.RestartOutput`), the writer thread and the output's claim released last.
+Signals stop it as they stop a shallow-water run (`framework.stop`), with a restart to resume
+from."""
 from __future__ import annotations
 
 import logging
@@ -15,14 +16,15 @@ import numpy as np
 import meshops
 from meshops.parallel.comm import is_serial
 from framework import stop
-from swm.callbacks import Files, Run
+from framework.callbacks import Files, Run
 from framework.collective import on_root
 from framework.errors import ConfigError
-from swm.config import fixed_steps
+from framework.config import fixed_steps
 from framework.constants import DAY, GRAVITY
-from swm.driver import build_mesh, grid_reference, read_resumed, step_through
+from framework.driver import build_mesh, grid_reference, read_resumed, step_through
 from framework.dates import MPAS_CALENDAR
-from swm.output import AsyncWriter, check_clobber, check_resumed_history, claim, provenance
+from framework.output import claim, provenance
+from framework.history import AsyncWriter, check_clobber, check_resumed_history
 from framework.schedules import IterationInterval
 from framework.simulation import Simulation
 
@@ -32,7 +34,7 @@ from hydrostatic.distribution import distribute
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
-from hydrostatic.output import History, fingerprint
+from hydrostatic.output import CORE_NAME, History, fingerprint
 from hydrostatic.stability import assess, report
 from hydrostatic.variables import STATE
 from hydrostatic.watchdog import StateCheck
@@ -119,8 +121,8 @@ def setup(config, comm) -> Setup:
 
 def run(config, *, progress: bool = True) -> dict:
     """Run `config` on one process or on every rank of the world communicator; returns the last
-    diagnostics (every rank). Raises WatchdogError or `framework.stop.Interrupted` when the run stops
-    early (its state written to the history and the restart file: a resume continues them)."""
+    diagnostics (every rank). Raises WatchdogError or `framework.stop.Interrupted` when the run
+    stops early (its state written to the history and the restart file: a resume continues them)."""
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress)
     step_through(sim, config, t0)
@@ -135,7 +137,7 @@ def build_simulation(config, *, progress: bool = True):
     progress bar, the history records and the restarts; the writer thread and the claimed
     outputs finished last (`Files`). A resume with another output.interval_hours or
     output.variables than the history's is refused before any work
-    (`swm.output.check_resumed_history`)."""
+    (`framework.history.check_resumed_history`)."""
     comm = meshops.parallel.world()
     t0 = time.perf_counter()
     files = claim(comm, [("output.path", config.output.path, True),   # [history, restart] on
@@ -146,7 +148,7 @@ def build_simulation(config, *, progress: bool = True):
         writer = AsyncWriter() if comm.Get_rank() == 0 else None
         s = setup(config, comm)
         dt, per_output, total = s.model.dt, s.per_output, s.total
-        attributes = {**provenance(config), "core_name": "atmosphere",
+        attributes = {**provenance(config, CORE_NAME),
                       "config_start_time": config.time.start,
                       "config_calendar_type": MPAS_CALENDAR}
 
@@ -190,8 +192,8 @@ def build_simulation(config, *, progress: bool = True):
 
 def check_outputs(config) -> None:
     """The claim's checks on rank 0: output.clobber against the files there
-    (`swm.output.check_clobber`), and a resumed history's settings
-    (`swm.output.check_resumed_history`)."""
+    (`framework.history.check_clobber`), and a resumed history's settings
+    (`framework.history.check_resumed_history`)."""
     check_clobber(config)
     if config.restart.resume:
         check_resumed_history(config)

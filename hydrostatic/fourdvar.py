@@ -24,9 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from adjoint.fourdvar import Control, Twin, hills, observation_rows
-from swm.output import provenance
+from framework.output import provenance
 
 from hydrostatic.costs import ObservationCost, surface_pressure, temperature, write_observations
+from hydrostatic.output import CORE_NAME
 
 #: The controls, in the control vector's order (`hydrostatic.sensitivity.control_gradients`).
 CONTROLS = ("surface_pressure", "theta", "u")
@@ -43,7 +44,7 @@ class HydrostaticTwin(Twin):
         self.s, self.coefficients = s, (A, B)
         self.nlev = self.config.vertical.nVertLevels
         self.dA = s.xp.asarray(A[:-1] - A[1:], dtype=s.dtype)
-        self.attributes = {**provenance(self.config), "core_name": "atmosphere"}
+        self.attributes = provenance(self.config, CORE_NAME)
         layers = ("nCells", "nVertLevels")
         self.controls = (
             Control("surface_pressure", "ps", "cell", ("nCells",), "Pa", "surface pressure",

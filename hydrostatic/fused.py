@@ -1,5 +1,6 @@
 """The hydrostatic core's RK4 stage in fused kernels (hydrostatic/cuda/hydrostatic.cu), for CuPy
-fields, and `FusedStages`, the fused path's stage implementation for `framework.stepper`.
+fields, and the records of its stages; `hydrostatic.fused_stages.FusedStages` runs them for
+`framework.stepper`.
 
 Each stage, after the state exchange, runs four passes where the operator path
 (`hydrostatic.dynamics.tendencies` with `framework.timestepping`) runs 25 operator kernels and
@@ -50,7 +51,6 @@ from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
 from meshops.operators import trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
-from framework import stepper
 from framework.timestepping import Update, updates
 
 from hydrostatic import dynamics, terms
@@ -276,13 +276,6 @@ def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics):
     return tuple(tend)
 
 
-def _provisional(stage, prefix: str, j: int, fields) -> list:
-    """Stage j's next provisional fields of (mass, theta_mass, u)-like `fields`: scratch of
-    `stage`, alternating between two sets."""
-    return [stage.scratch(f"{prefix}{name}Provisional{j % 2}", location, y) for name, location, y
-            in zip(("mass", "thetaMass", "u"), ("cell", "cell", "edge"), fields)]
-
-
 def _record_of(stage: FusedStage, mass, theta_mass, u) -> dict:
     """The record of the stage `stage` just ran on (mass, theta_mass, u): that state and the
     forward fields the tangent-linear and adjoint stages read (its scratch fields)."""
@@ -312,61 +305,3 @@ def fused_record(mesh, mass, theta_mass, u, phi_s, f_vertex, physics) -> dict:
     state = (mass, theta_mass, u)
     return record_stage(FusedStage(mesh), state, phi_s, f_vertex, physics, updates(1.0)[0],
                         state)[0]
-
-
-class FusedStages(stepper.TendencyStages):
-    """The fused path's stages for `framework.stepper`, of a hydrostatic `model` (its device_mesh,
-    phi_s, f_vertex and physics, read at each call): the forward stage in `FusedStage`'s passes,
-    the records in them too (each stage's in its own scratch: `record_stage`), the tangent-linear
-    stage in `hydrostatic.fused_tangent`'s on the records, the adjoint stage in
-    `hydrostatic.fused_adjoint`'s (either mode) with the RK4 bookkeeping inside its last two
-    passes; `operator_stages` (the operator path's) gives the tendency callables of the base
-    class. Each sweep's buffers are copies of the state."""
-
-    def __init__(self, model, operator_stages: stepper.TendencyStages):
-        super().__init__(operator_stages.tendency, operator_stages.tendency_tl,
-                         operator_stages.tendency_adj)
-        self.model = model
-        self.forward = FusedStage(model.device_mesh)
-        self._tangent = self._adjoint = None
-        self._recorders: dict = {}
-
-    def stage(self, j, provisional, update, old, new):
-        m = self.model
-        next = _provisional(self.forward, "", j, provisional)
-        self.forward(*provisional, m.phi_s, m.f_vertex, m.physics, update, old=old, new=new,
-                     next=next)
-        return next
-
-    def record(self, j, provisional, update, old):
-        m = self.model
-        recorder = self._recorders.get(j)
-        if recorder is None:
-            recorder = self._recorders[j] = FusedStage(m.device_mesh)
-        return record_stage(recorder, provisional, m.phi_s, m.f_vertex, m.physics, update, old,
-                            dump=self.forward)
-
-    def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
-        if self._tangent is None:
-            from hydrostatic.fused_tangent import FusedTangentStage
-
-            self._tangent = FusedTangentStage(self.model.device_mesh)
-        m = self.model
-        next = _provisional(self._tangent, "d", j, dprovisional)
-        self._tangent(record["mass"], record["theta_mass"], record["u"], *dprovisional,
-                      dcontrols[0] if dcontrols else None, m.phi_s, m.f_vertex, m.physics, update,
-                      old=old, new=new, next=next)
-        return next
-
-    def stage_adj(self, j, record, k_adj, update, y_adj, new_adj, controls_adj, mode):
-        """The fused adjoint in `mode` with its bookkeeping in the kernels: k_adj is overwritten
-        by stage j - 1's, phi_s_adj accumulated in place."""
-        from hydrostatic.fused_adjoint import AdjointRK4, FusedStageAdjoint
-
-        if self._adjoint is None:
-            self._adjoint = FusedStageAdjoint(self.model.device_mesh)
-        m = self.model
-        phi_s_adj = self._adjoint(record, m.phi_s, m.physics, *k_adj,
-                                  phi_s_adj=None if controls_adj is None else controls_adj[0],
-                                  rk=AdjointRK4(tuple(y_adj), tuple(new_adj), *update), mode=mode)
-        return k_adj, [phi_s_adj]

@@ -14,7 +14,7 @@ from framework import stepper
 
 from hydrostatic.dynamics import Physics, tendencies, tendencies_adj, tendencies_tl
 from hydrostatic.fused import TABLES as FUSED_TABLES
-from hydrostatic.fused import FusedStages
+from hydrostatic.fused_stages import FusedStages
 
 
 class Model:

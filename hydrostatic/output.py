@@ -1,15 +1,15 @@
 """The hydrostatic core's history: a netCDF-4 file with MPAS-Atmosphere names and units, written on
-rank 0 from the gathered owned rows by the run's writer thread: `swm.output.History` (its partial
-file, the claim of its path, the continuation by a resumed run, a full disk as one line) with
-this core's contents.
+rank 0 from the gathered owned rows by the run's writer thread: `framework.history.History` (its
+partial file, the claim of its path, the continuation by a resumed run, a full disk as one line)
+with this core's contents.
 
 Contents: the mesh (or a reference to its grid file, `output.mesh`, as the shallow-water history:
-`swm.output.create_mesh_part`), the terrain height `ter` (m, phi_s / g), the hybrid coefficients
-`hyai` (Pa) and `hybi` at the interfaces (nVertLevelsP1, from the surface up), and per record the
-fields of `hydrostatic.variables.FIELDS` asked for (dimensions Time, nCells | nEdges,
+`framework.mesh_files.create_mesh_part`), the terrain height `ter` (m, phi_s / g), the hybrid
+coefficients `hyai` (Pa) and `hybi` at the interfaces (nVertLevelsP1, from the surface up), and per
+record the fields of `hydrostatic.variables.FIELDS` asked for (dimensions Time, nCells | nEdges,
 nVertLevels | nVertLevelsP1), `Time` (CF units), `xtime` and the diagnostics' time series; the
 fingerprints a resumed run checks (`mesh_fingerprint`, `trajectory_settings`). The restart file is
-`swm.output.write_restart`'s with the state of `hydrostatic.variables.STATE`.
+`framework.restart.write_restart`'s with the state of `hydrostatic.variables.STATE`.
 """
 from __future__ import annotations
 
@@ -17,12 +17,16 @@ import numpy as np
 
 import meshops
 from framework.dates import START
-from swm import output
-from swm.output import cells_fingerprint, mesh_fingerprint, mesh_settings, trajectory_settings
+from framework import history
+from framework.mesh_files import (cells_fingerprint, mesh_fingerprint, mesh_settings,
+                                  trajectory_settings)
 
 from hydrostatic.dynamics import column_diagnostics
 from hydrostatic.levels import LEVEL_SETS
 from hydrostatic.variables import DIAGNOSTICS, FIELDS, ISOBARIC
+
+#: The hydrostatic core's `core_name` in its files (MPAS-Atmosphere's).
+CORE_NAME = "atmosphere"
 
 
 def fields_of(model, names) -> dict:
@@ -65,9 +69,10 @@ def diagnostics_of(model, distribution) -> dict:
 
 
 def fingerprint(config, mesh, dt: float) -> dict:
-    """The run's fingerprint (`swm.output`): the mesh's, the settings that change the trajectory
-    (the shallow-water model's keys with vertical.levels, case.rotation,
-    dynamics.kinetic_energy, time.start and a generated scheme's vertical.nVertLevels and top_pa) and what names another cell order."""
+    """The run's fingerprint (`framework.mesh_files`): the mesh's, the settings that change the
+    trajectory (the shallow-water model's keys with vertical.levels, case.rotation,
+    dynamics.kinetic_energy, time.start and a generated scheme's vertical.nVertLevels and top_pa)
+    and what names another cell order."""
     settings = {**trajectory_settings(config, dt), "vertical.levels": config.vertical.levels,
                 # settings at their defaults are left out: restarts written before they existed resume
                 "case": config.case.model_dump(mode="json", exclude_defaults=True)}
@@ -82,13 +87,13 @@ def fingerprint(config, mesh, dt: float) -> dict:
             "cells": cells_fingerprint(mesh), "mesh_settings": mesh_settings(config)}
 
 
-class History(output.History):
-    """The history on rank 0 (`swm.output.History`: grows under NAME.partial on the writer
+class History(history.History):
+    """The history on rank 0 (`framework.history.History`: grows under NAME.partial on the writer
     thread, continued by a resumed run, a full disk one line that keeps the previous file): a
     new one holds `hyai`, `hybi` (`coefficients` (A, B)), the terrain `ter` (phi_s / g) and the
     fields of `variables` and DIAGNOSTICS."""
 
-    core_name = "atmosphere"
+    core_name = CORE_NAME
 
     def __init__(self, target, writer, global_mesh, dtype, variables, nlev: int, coefficients,
                  terrain, *, fingerprint: dict, attributes: dict, grid=None, resume_time=None,

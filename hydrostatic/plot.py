@@ -1,5 +1,5 @@
 """PNG maps of a hydrostatic history (as JW06's figures): surface pressure (hPa) and 850 hPa
-temperature (K) at a chosen day, on the cells' polygons (`swm.plot`: the file opened, the maps
+temperature (K) at a chosen day, on the cells' polygons (`framework.plot`: the file opened, the maps
 drawn and the command line as the shallow-water model's); or, with --zonal-mean, the
 latitude-pressure sections of the zonal and time mean zonal wind and temperature from a day on
 (`hydrostatic.zonal_mean`, as Held and Suarez 1994 draw a climate).
@@ -14,9 +14,9 @@ import sys
 
 import numpy as np
 
-from swm.files import map_path
-from swm.plot import (PlotError, check_core, command, draw_map, map_geometry, map_targets,
-                      open_map_file, save_png)
+from framework.files import map_path
+from framework.plot import (PlotError, check_core, command, draw_map, map_geometry, map_targets,
+                            open_map_file, save_png)
 
 from hydrostatic.variables import GRADIENTS
 
@@ -29,8 +29,8 @@ def plot_file(path, day: float | None = None, out_dir=None, grid=None) -> list[p
     """Write the maps of MAPS at the record nearest `day` (None: the last) of history `path`
     (STEM.<name>.day<day>.png), or of a gradient file its maps (`plot_gradients`); returns their
     paths. PlotError names a missing output directory, a day outside the file, a file without
-    the fields, a file of another core (`swm.plot.check_core`) or a PNG there that this model did
-    not write (`swm.plot.map_targets`)."""
+    the fields, a file of another core (`framework.plot.check_core`) or a PNG there that this model
+    did not write (`framework.plot.map_targets`)."""
     path = pathlib.Path(path)
     expected = "expected a history of the hydrostatic core (output.variables)"
     ds, out_dir = open_map_file(path, grid, out_dir, expected)

@@ -25,8 +25,9 @@ from adjoint.sensitivity import (Sensitivity, cost_context, gradient_units, owne
                                  write_gradient_file)
 from meshops.device.backend import to_host
 from framework.errors import ConfigError
-from swm.output import provenance
+from framework.output import provenance
 
+from hydrostatic.output import CORE_NAME
 from hydrostatic.variables import GRADIENTS
 
 #: The pressure (Pa) whose layer (at rest, p_s = 1000 hPa) the maps show by default.
@@ -34,10 +35,10 @@ MAP_PRESSURE = 85000.0
 
 
 def setup(config):
-    """(`swm.driver.Setup` of the run: communicator, backend, distribution, mesh, model, dt and
-    steps, the global mesh on rank 0; the hybrid coefficients (A, B))."""
-    from swm.config import fixed_steps
-    from swm.driver import Setup
+    """(`framework.driver.Setup` of the run: communicator, backend, distribution, mesh, model, dt
+    and steps, the global mesh on rank 0; the hybrid coefficients (A, B))."""
+    from framework.config import fixed_steps
+    from framework.driver import Setup
 
     from hydrostatic.driver import array_module
     from hydrostatic.driver import setup as build
@@ -163,7 +164,7 @@ def write_gradients(config, s, chosen: dict, value: float, cost_units: str, A, B
             var.units = gradient_units(cost_units, units)
             var.long_name = f"gradient of J ({cost_units}) with respect to {what} ({units})"
     write_gradient_file(config.sensitivity.output, s, value, cost_units, fill,
-                        attributes={**provenance(config), "core_name": "atmosphere"},
+                        attributes=provenance(config, CORE_NAME),
                         config=config)
 
 

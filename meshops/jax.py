@@ -29,7 +29,7 @@ How the maps run (`callback`, per call or `set_callback`):
 - "buffer": `jax.experimental.buffer_callback` on the device buffers, in place: NumPy on the CPU,
   CuPy on the GPU (DLPack, on XLA's compute stream), one device copy into the output buffer;
 - "ffi" (GPU): a typed XLA FFI custom call that replays the map's launch plan
-  (`meshops.device.plans`: its kernels, recorded once per map, mesh, dtype and input shapes on JAX's
+  (`meshops.plans`: its kernels, recorded once per map, mesh, dtype and input shapes on JAX's
   default GPU) on XLA's stream into XLA's buffers: no Python and no copy when the program runs.
   A map with no plan runs as "buffer".
 The default is "ffi" where JAX's default backend is a GPU and the runner builds (`meshops.native`:
@@ -51,7 +51,7 @@ except ModuleNotFoundError as exc:  # the optional extra
     raise ModuleNotFoundError("meshops.jax needs JAX: pip install 'meshops[jax]'", name="jax") from exc
 
 from meshops import autodiff, native
-from meshops.device import plans
+from meshops import plans
 from meshops.modes import resolve_mode
 from meshops.registry import OPERATORS
 

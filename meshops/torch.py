@@ -9,7 +9,7 @@ adjoint `X_adj` and, for a nonlinear operator, its tangent-linear model `X_tl`, 
 `mesh` is a mesh (`meshops.contracts.MeshLike`) or a `meshops.DeviceMesh`, held by the caller; the
 tables are those meshops keeps per mesh, backend and device (`meshops.device_mesh`). CPU tensors are
 shared with NumPy without copies (`Tensor.numpy`, `torch.from_numpy`). On CUDA a map replays its
-launch plan (`meshops.device.plans`: its kernels, recorded once per map, mesh, dtype, input shapes
+launch plan (`meshops.plans`: its kernels, recorded once per map, mesh, dtype, input shapes
 and device) through the native runner on torch's current stream, into tensors from torch's
 allocator; a map without a plan runs meshops on CuPy views of the tensors (DLPack), on the same
 stream. Fields are float32 or float64, every input of one call on one device with one dtype: of
@@ -54,7 +54,7 @@ except ModuleNotFoundError as exc:  # the optional extra
 
 from meshops import autodiff, native
 from meshops.autodiff import SUFFIX as _SUFFIX
-from meshops.device import plans
+from meshops import plans
 from meshops.modes import resolve_mode
 
 _MESHES: dict[int, tuple] = {}   # id(mesh) -> (weak reference to it, the call signatures checked on it)

@@ -13,14 +13,14 @@ def run(config, *overrides, progress: bool = False):
     """Run `config` (a YAML path, the name of a shipped config, or a validated config of any
     model in `meshrun.models.MODELS`) with `overrides` ("key.path=value", as `--set`) on one
     process or on every rank of an MPI job, and return what it wrote, loaded into memory: the
-    history of a forward run (with its mesh, `swm.output.open_history`), the gradient file of a
-    `sensitivity` run, the analysis of a `fourdvar` twin. Errors are raised (a
+    history of a forward run (with its mesh, `framework.mesh_files.open_history`), the gradient file
+    of a `sensitivity` run, the analysis of a `fourdvar` twin. Errors are raised (a
     `framework.errors.ConfigError` names the key of a bad config)."""
     import xarray
 
     from meshrun.config import load_config, validate_tree
     from meshrun.models import model_of
-    from swm.output import open_history
+    from framework.mesh_files import open_history
 
     if isinstance(config, (str, pathlib.Path)):
         config = load_config(config, overrides)

@@ -1,6 +1,6 @@
 """The full config of a run: the model's config (the one the config's `model:` key names, from the
 registry `meshrun.models`) composed with the sections of the applications on top of it, loaded
-with `swm.config`'s strict YAML and its one-line errors.
+with `framework.config`'s strict YAML and its one-line errors.
 
     from meshrun.config import load_config
     config = load_config("configs/sensitivity_williamson5.yaml", ["time.days=1"])
@@ -9,19 +9,13 @@ with `swm.config`'s strict YAML and its one-line errors.
 """
 from __future__ import annotations
 
-from swm import config as _swm
+from framework import config as shared
+from framework.config import dump, find_config, shipped_configs, with_overrides  # noqa: F401
 from framework.errors import ConfigError  # noqa: F401
-from swm.config import dump, find_config, shipped_configs, with_overrides  # noqa: F401
-from swm.config import Config as _ShallowWater
-from swm.applications import ShallowWaterApplications
+from meshrun.shallow_water import ShallowWaterConfig  # noqa: F401
 
 __all__ = ["ConfigError", "DEFAULT_MODEL", "ShallowWaterConfig", "describe_schema", "dump", "find_config",
            "load_config", "schema_of", "shipped_configs", "validate_tree", "with_overrides"]
-
-
-class ShallowWaterConfig(ShallowWaterApplications, _ShallowWater):
-    """A shallow-water run: the model's sections (`swm.config.Config`) and its applications'
-    (`swm.applications.ShallowWaterApplications`: sensitivity, fourdvar)."""
 
 
 #: The model a config runs when it names none.
@@ -74,7 +68,7 @@ def _case_names(schema) -> tuple:
     """The case names a config class accepts (its case.name's choices)."""
     import typing
 
-    case = _swm._section(schema.model_fields["case"].annotation)
+    case = shared.section(schema.model_fields["case"].annotation)
     annotation = case.model_fields["name"].annotation
     return typing.get_args(annotation)
 
@@ -82,12 +76,12 @@ def _case_names(schema) -> tuple:
 def load_config(path, overrides=()):
     """The config of YAML file `path` (a path or a shipped config's name) with `overrides`
     ("a.b=value"), validated against the schema of the model it names."""
-    return _swm.load_config(path, overrides, schema=schema_of)
+    return shared.load_config(path, overrides, schema_of)
 
 
 def validate_tree(tree: dict, overrides=(), *, source: str, config_file=None):
-    """`swm.config.validate_tree` against the schema of the model that `tree` names."""
-    return _swm.validate_tree(tree, overrides, source=source, config_file=config_file,
+    """`framework.config.validate_tree` against the schema of the model that `tree` names."""
+    return shared.validate_tree(tree, overrides, source=source, config_file=config_file,
                               schema=schema_of)
 
 
@@ -95,4 +89,4 @@ def describe_schema(model: str = DEFAULT_MODEL) -> list[str]:
     """One line per key of `model`'s config: path, type, default, range and description."""
     from meshrun.models import MODELS
 
-    return _swm.describe_schema(MODELS[model].schema())
+    return shared.describe_schema(MODELS[model].schema())

@@ -49,7 +49,7 @@ class Model:
 # -- shallow water: swm ----------------------------------------------------------------------------
 
 def _sw_schema():
-    from meshrun.config import ShallowWaterConfig
+    from meshrun.shallow_water import ShallowWaterConfig
 
     return ShallowWaterConfig
 

@@ -26,8 +26,9 @@ from pydantic import AfterValidator, Field, model_validator
 from adjoint.config import (BoxConfig, SensitivityConfig, TwinConfig, consistent_cost,
                             cost_within_run, fourdvar_files, observations_within_run,
                             one_application, sensitivity_files, sensitivity_inputs)
-from swm.config import FilePath, FloatPair, Strict, once_each
-from swm.files import Written, gradient_maps
+from framework.config import FilePath, FloatPair, Strict, once_each
+from framework.files import Written
+from swm.files import gradient_maps
 
 
 class CostConfig(Strict):

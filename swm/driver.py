@@ -1,4 +1,4 @@
-"""A model run from a config: the output files claimed, mesh (cached when generated), decomposition,
+"""A shallow-water run from a config: the output files claimed, mesh (cached when generated), decomposition,
 initial state (or the restart's), model, and the `framework.simulation.Simulation` with the config's
 callbacks. `run_model.py` and `swm.run` are its entry points; the sensitivity and 4D-Var
 applications build their runs with `setup`."""
@@ -7,71 +7,37 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 import meshops
+from framework import stop
+from framework.callbacks import Files, Run
+from framework.collective import on_root
+from framework.config import fixed_steps, step_counts
+from framework.constants import DAY, GRAVITY
+from framework.driver import Setup, build_mesh, grid_reference, read_resumed, step_through
+from framework.errors import ConfigError, WatchdogError
+from framework.output import OutputError, claim, map_problem, provenance
+from framework.mesh_files import (cells_fingerprint, mesh_fingerprint, mesh_settings,
+                                  trajectory_settings)
+from framework.history import AsyncWriter, check_clobber, check_resumed_history
+from framework.schedules import IterationInterval
+from framework.simulation import Simulation
 from meshops.device.backend import to_host
 from meshops.parallel.comm import is_serial
-from framework import stop
 from swm import testcases
-from swm.callbacks import CALLBACKS, Files, Run, Watchdog
-from framework.collective import on_root
-from swm.config import Config, ConfigError, fixed_steps, step_counts
-from framework.constants import DAY, GRAVITY
+from swm.callbacks import CALLBACKS, Watchdog
+from swm.config import Config
 from swm.diagnostics import Diagnostics
 from swm.distribution import distribute
 from swm.files import history_maps
 from swm.model import Model
-from swm.output import (AsyncWriter, History, cells_fingerprint, check_clobber,
-                        check_resumed_history, claim, mesh_fingerprint, mesh_form, mesh_settings,
-                        mpas_namelist, provenance, read_restart, reference_grid,
-                        trajectory_settings)
-from framework.schedules import IterationInterval
-from framework.simulation import Simulation
+from swm.output import CORE_NAME, History, mpas_namelist
 from swm.tendencies import Physics
-from framework.errors import WatchdogError
 from swm.watchdog import StateCheck
 
 log = logging.getLogger("swm")
-
-def build_mesh(config: Config):
-    """The global mesh of the config (rank 0 only); generated meshes come from the cache."""
-    m = config.mesh
-    if m.generate is not None:
-        from grids.cache import cached_icosahedral
-
-        return cached_icosahedral(m.generate.level, lloyd_iterations=m.generate.lloyd,
-                                  sphere_radius=m.radius, order=m.generate.order,
-                                  level_key="mesh.generate.level")
-    from grids.mpas_io import read_mesh
-
-    return read_mesh(m.file, sphere_radius=m.radius, recompute_geometry=m.recompute_geometry)
-
-
-def grid_reference(config: Config, mesh, output, key: str):
-    """The grid file that output file `output` (config key `key`) references, or None when
-    `output.mesh` keeps the mesh inside it (rank 0; `swm.output.mesh_form`). A generated mesh is
-    referenced in the mesh cache, a mesh.file as given (its geometry recomputed: not that file);
-    otherwise, or when the cache holds no file of this mesh, NAME.grid.nc is written beside
-    `output` (`swm.output.reference_grid`)."""
-    m = config.mesh
-    if mesh_form(config.output.mesh, mesh.nCells) == "inside":
-        return None
-    candidate, trusted = None, False
-    if m.generate is not None:
-        from grids.cache import cache_path
-
-        candidate = cache_path(m.generate.level, lloyd_iterations=m.generate.lloyd,
-                               sphere_radius=m.radius, order=m.generate.order)
-    elif not m.recompute_geometry:
-        candidate, trusted = m.file, True
-    grid = reference_grid(mesh, output, candidate, trusted=trusted, key=key)
-    log.info("%s references the grid file %s (the mesh is not copied: output.mesh = %s)", output,
-             grid.path, config.output.mesh)
-    return grid
-
 
 def initial_state(config: Config, mesh) -> testcases.InitialState:
     case = config.case
@@ -84,8 +50,8 @@ def initial_state(config: Config, mesh) -> testcases.InitialState:
 
 def time_step(config: Config, mesh, state) -> tuple[float, int, int]:
     """(dt, steps per output, total steps): time.dt (checked with the config:
-    `swm.config.fixed_steps`), or with time.cfl the largest dt dividing the output interval under
-    cfl * min(dcEdge) / max(|u| + sqrt(g h)), checked by `swm.config.step_counts`."""
+    `framework.config.fixed_steps`), or with time.cfl the largest dt dividing the output interval under
+    cfl * min(dcEdge) / max(|u| + sqrt(g h)), checked by `framework.config.step_counts`."""
     if config.time.dt is not None:
         return fixed_steps(config)
     interval = config.output.interval_hours * 3600.0
@@ -94,42 +60,6 @@ def time_step(config: Config, mesh, state) -> tuple[float, int, int]:
     return step_counts(config, per_output,
                        f"time.cfl = {config.time.cfl} on a mesh of smallest dcEdge "
                        f"{mesh.dcEdge.min():.4g} m (mesh.radius = {config.mesh.radius:.6g} m)")
-
-
-@dataclass
-class Setup:
-    """A run's pieces on this rank: communicator, array module and dtype, where the fields live
-    (`swm.distribution`), the local mesh and model, the time step, steps per output and in all,
-    on rank 0 the global mesh (None elsewhere), the first step (a restart's) and the run's
-    fingerprint (mesh and trajectory settings, `swm.output`)."""
-    comm: object
-    xp: object
-    dtype: np.dtype
-    distribution: object
-    mesh: object
-    model: Model
-    dt: float
-    per_output: int
-    total: int
-    global_mesh: object = None
-    start: int = 0
-    fingerprint: dict = None
-
-
-def read_resumed(config, mesh, locations: dict, dtype, fingerprint: dict, total: int, dt: float,
-                 **options) -> tuple[dict, int]:
-    """({name: global field}, step) of the restart file restart.path to resume from
-    (`swm.output.read_restart` of the fields at `locations` on the global `mesh`, checked against
-    the run's `fingerprint`; `options` its own); ConfigError when that step is at or past the
-    run's end (`total` steps of `dt` s)."""
-    saved, start = read_restart(config.restart.path, locations=locations,
-                                sizes={"nCells": mesh.nCells, "nEdges": mesh.nEdges}, dtype=dtype,
-                                fingerprint=fingerprint, **options)
-    if start >= total:
-        raise ConfigError(f"restart.resume: the restart {config.restart.path} is at day "
-                          f"{start * dt / DAY:.4g}, at or past the run's end (time.days = "
-                          f"{config.time.days}); expected a longer time.days to extend it")
-    return saved, start
 
 
 def setup(config: Config) -> Setup:
@@ -195,23 +125,6 @@ def state_check(config: Config, s: Setup) -> StateCheck:
     return StateCheck(s.model, s.distribution, GRAVITY, config.watchdog.cfl_limit)
 
 
-def step_through(sim, config, t0: float) -> None:
-    """Prepare and run `sim` (a run of `config` set up from time `t0`): a watchdog stop logs where
-    the last good state was written; any other stop abandons the loop before it finished."""
-    try:
-        sim.prepare()
-        log.info("ready to step in %.2f s", time.perf_counter() - t0)
-        sim.run()
-    except WatchdogError:
-        if sim.comm.Get_rank() == 0:          # one line, not one per rank
-            log.error("the state of step %d (day %.4f) was written to %s and %s", sim.step,
-                      sim.time / DAY, config.output.path, config.restart.path)
-        raise
-    except BaseException:
-        sim.abandon()                        # stopped before the loop's own finish
-        raise
-
-
 def state_checker(config: Config, s: Setup):
     """check(state, step) of a state (h, u) of the run at its dt (`state_check`): the watchdog
     of its gradients (`adjoint.gradient.watchdog`)."""
@@ -253,7 +166,7 @@ def build_simulation(config: Config, *, progress: bool = True,
     writer, made = None, {}
     try:
         writer = AsyncWriter() if comm.Get_rank() == 0 else None
-        attributes = provenance(config)
+        attributes = provenance(config, CORE_NAME)
         s = setup(config)
         check_first_state(config, s)
         attributes.update(mpas_namelist(config, s.dt, s.total))
@@ -297,8 +210,6 @@ def _simulation(config: Config, s: Setup, run: Run, files: list) -> Simulation:
 def plots_ok(config: Config) -> None:
     """Refuse (OutputError) a PNG of run_model.py --plot (`swm.files.history_maps`) that cannot be
     written: its folder, or a file there that this model did not write."""
-    from swm.output import OutputError, map_problem
-
     for png in history_maps(config):
         problem = map_problem(png)
         if problem is not None:

@@ -14,7 +14,8 @@ import numpy as np
 from adjoint.fourdvar import Control, Twin, hills, observation_rows
 from adjoint.gradient import watchdog
 from swm.costs import ObservationCost, write_observations
-from swm.output import mpas_namelist, provenance
+from framework.output import provenance
+from swm.output import CORE_NAME, mpas_namelist
 
 
 class ShallowWaterTwin(Twin):
@@ -26,7 +27,8 @@ class ShallowWaterTwin(Twin):
 
         fv = self.config.fourdvar
         self.s = s = setup(self.config)
-        self.attributes = {**provenance(self.config), **mpas_namelist(self.config, s.dt, s.total)}
+        self.attributes = {**provenance(self.config, CORE_NAME),
+                           **mpas_namelist(self.config, s.dt, s.total)}
         self.controls = (
             Control("h", "h", "cell", ("nCells", "nVertLevels"), "m", "fluid thickness",
                     fv.background_error_h, perturbed=True),

@@ -1,6 +1,7 @@
-"""The shallow-water RK4 stages in fused kernels (swm/cuda/shallow_water.cu), for CuPy fields, and
-`FusedStages`, the fused path's stage implementation for `framework.stepper` (which runs the stage loop
-of every sweep and the exchanges).
+"""The shallow-water RK4 stages in fused kernels (swm/cuda/shallow_water.cu), for CuPy fields; the
+fused path's stage implementation for `framework.stepper` (which runs the stage loop of every sweep
+and the exchanges) is `swm.fused_stages.FusedStages`, on these passes and their tangent-linear and
+adjoint (`swm.fused_tangent`, `swm.fused_adjoint`).
 
 Each RK4 stage, after the state exchange, runs four passes where the operator path
 (swm.tendencies, framework.timestepping) runs some twenty operator and elementwise kernels:
@@ -43,7 +44,7 @@ from meshops.operators import trisk
 
 from swm import terms
 from swm.tendencies import Physics
-from framework.timestepping import AdjointUpdate, Update, updates
+from framework.timestepping import Update, updates
 
 #: The model's CUDA sources, beside the model (meshops/cuda is on their include path).
 CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
@@ -229,58 +230,3 @@ def fused_record(mesh, h, u, b, f_vertex, physics: Physics) -> dict:
     """The record of the state (h, u) as the fused tangent-linear and adjoint read it: stage 1 of
     a step from it (`FusedRK4.record`)."""
     return FusedRK4(mesh).record(0, h, u, b, f_vertex, physics, updates(1.0)[0], (h, u))[0]
-
-class FusedStages:
-    """The fused path's stages for `framework.stepper` (its `Stages`), of a shallow-water `model` (its
-    device_mesh, b, f_vertex and physics, read at each call): the forward and recording stages in
-    `FusedRK4`'s passes, the tangent-linear stage in `swm.fused_tangent`'s on the records, the
-    adjoint stage in `swm.fused_adjoint`'s with the RK4 bookkeeping inside its last two passes.
-    The provisional state of a stage goes to scratch fields (the cell pass reads h at its
-    neighbours, so h alternates between two; the edge pass does not read u: in place)."""
-
-    def __init__(self, model):
-        self.model = model
-        self.forward = FusedRK4(model.device_mesh)
-        self._tangent = self._adjoint = None
-
-    def outputs(self, fields):
-        """Uninitialised buffers: each sweep's first stage writes them."""
-        xp = array_module(*fields)
-        return [xp.empty_like(y) for y in fields]
-
-    def stage(self, j, provisional, update, old, new):
-        m, scratch = self.model, self.forward.scratch
-        h, u = provisional
-        next = (scratch(f"hProvisional{j % 2}", "cell", h), scratch("uProvisional", "edge", u))
-        self.forward.stage(h, u, m.b, m.f_vertex, m.physics, update, old=old, new=new, next=next)
-        return next
-
-    def record(self, j, provisional, update, old):
-        m = self.model
-        return self.forward.record(j, *provisional, m.b, m.f_vertex, m.physics, update, old)
-
-    def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
-        if self._tangent is None:
-            from swm.fused_tangent import FusedTangent
-
-            self._tangent = FusedTangent(self.model.device_mesh)
-        scratch = self._tangent.scratch
-        dh, du = dprovisional
-        next = (scratch(f"dhProvisional{j % 2}", "cell", dh), scratch("duProvisional", "edge", du))
-        db = dcontrols[0] if dcontrols else None
-        self._tangent.stage(record, self.model.physics, dh, du, db, update, old=old, new=new,
-                            next=next)
-        return next
-
-    def stage_adj(self, j, record, k_adj, update: AdjointUpdate, y_adj, new_adj, controls_adj, mode):
-        """The stage's adjoint with its bookkeeping in the kernels: k_adj is overwritten by stage
-        j - 1's, b_adj accumulated in place."""
-        from swm.fused_adjoint import AdjointRK4, FusedStageAdjoint
-
-        if self._adjoint is None:
-            self._adjoint = FusedStageAdjoint(self.model.device_mesh)
-        rk = AdjointRK4(tuple(y_adj), tuple(new_adj), *update)
-        _, _, b_adj = self._adjoint(record, self.model.physics, *k_adj,
-                                    b_adj=None if controls_adj is None else controls_adj[0], rk=rk,
-                                    mode=mode)
-        return k_adj, (b_adj,)

@@ -1,5 +1,5 @@
 """The tangent-linear of the shallow-water RK4 step in fused kernels (swm/cuda/shallow_water_tl.cu),
-for CuPy fields: one stage (the loop is `framework.stepper.step_tl`'s, through `swm.fused.FusedStages`).
+for CuPy fields: one stage (the loop is `framework.stepper.step_tl`'s, through `swm.fused_stages.FusedStages`).
 The reference is the operator path, `swm.tendencies.tendencies_tl`.
 
 About the stage records of the step's forward (`swm.fused.FusedRK4.record`: each stage's
@@ -20,12 +20,13 @@ no tangent tendency is stored.
 """
 from __future__ import annotations
 
+from framework.timestepping import Update
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
 from meshops.operators import trisk
 
 from swm import fused, terms
-from swm.fused import CUDA_DIR, Update
+from swm.fused import CUDA_DIR
 from swm.tendencies import Physics
 
 _RK = "real:newCoef real:nextCoef int:accumulate int:provisional"
@@ -44,7 +45,7 @@ _KERNELS = Family("shallow_water_tl", sources=CUDA_DIR, kernels=(
 class FusedTangent:
     """The tangent-linear RK4 stage through the fused kernels on `mesh` (a `meshops.DeviceMesh` on
     CuPy, or a mesh), holding the scratch fields of a stage (those of a `FusedRK4`); the stage
-    loop is `framework.stepper.step_tl`'s (`swm.fused.FusedStages`)."""
+    loop is `framework.stepper.step_tl`'s (`swm.fused_stages.FusedStages`)."""
 
     def __init__(self, mesh):
         self.mesh = mesh

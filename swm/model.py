@@ -11,7 +11,7 @@ import meshops
 from meshops.device.backend import array_module
 
 from swm.fused import TABLES as FUSED_TABLES
-from swm.fused import FusedStages
+from swm.fused_stages import FusedStages
 from framework.stepper import TendencyStages, rk4_step
 from swm.tendencies import Physics, tendencies, tendencies_adj, tendencies_tl
 

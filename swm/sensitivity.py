@@ -16,7 +16,8 @@ from adjoint.sensitivity import (Sensitivity, cost_context, gradient_units, owne
 from framework.errors import ConfigError
 from swm.costs import make_cost
 from swm.files import gradient_maps
-from swm.output import mpas_namelist, provenance
+from framework.output import provenance
+from swm.output import CORE_NAME, mpas_namelist
 
 #: Gradient variables of the output file: name, location, control, the control's units.
 GRADIENTS = (("dJdh0", "cell", "h", "m"), ("dJdu0", "edge", "u", "m s-1"),
@@ -66,7 +67,8 @@ class ShallowWaterSensitivity(Sensitivity):
     def write(self, value: float, cost_units: str, chosen: dict) -> None:
         s, config = self.s, self.config
         write_gradients(config.sensitivity.output, s, chosen, value, cost_units,
-                        attributes={**provenance(config), **mpas_namelist(config, s.dt, s.total)},
+                        attributes={**provenance(config, CORE_NAME),
+                                    **mpas_namelist(config, s.dt, s.total)},
                         config=config)
 
     def plot(self, path) -> list:

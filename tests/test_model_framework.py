@@ -1,9 +1,9 @@
 """The framework the models share (docs/decisions/0023-model-framework.md): the command line's
 registry of models (a config names its model; an unknown one is one line listing the known ones),
-imports that run one way only (grids -> meshops -> framework -> adjoint -> the models -> meshrun;
-adjoint imports no model), no private name across packages, one place for the time step, a
-global diagnostic as one registry entry, and a callback as one registry entry with the run's
-files finished after it."""
+imports that run one way only (grids -> meshops -> framework -> adjoint -> the models -> meshrun:
+adjoint imports no model, no model imports another, no circles), no private name across packages,
+one place for the time step, a global diagnostic as one registry entry, and a callback as one
+registry entry with the run's files finished after it."""
 import ast
 import pathlib
 import string
@@ -77,24 +77,16 @@ def test_help_config_is_the_models(tmp_path, rng):
 
 #: What each package may import of the project's packages: data flows one way. The adjoint's
 #: generic tools and drivers sit below the models, whose applications (swm.sensitivity,
-#: hydrostatic.fourdvar, ...) implement its protocols; the command line sits above all.
+#: hydrostatic.fourdvar, ...) implement its protocols; the models (swm, hydrostatic, tracer) are
+#: siblings on framework; the command line sits above all.
 BELOW = {"grids": set(), "meshops": {"grids"}, "framework": {"grids", "meshops"},
          "adjoint": {"grids", "meshops", "framework"},
          "swm": {"grids", "meshops", "framework", "adjoint"},
-         "hydrostatic": {"grids", "meshops", "framework", "adjoint", "swm"},
-         "tracer": {"grids", "meshops", "framework", "swm"},
+         "hydrostatic": {"grids", "meshops", "framework", "adjoint"},
+         "tracer": {"grids", "meshops", "framework"},
          "meshrun": {"grids", "meshops", "framework", "adjoint", "swm", "hydrostatic", "tracer"}}
-#: The model packages, which `adjoint` never imports.
-MODELS_PACKAGES = {"swm", "hydrostatic", "tracer"}
-#: The model-neutral helpers `adjoint` still reads from swm's modules whose generic halves are
-#: moving to `framework` (decision 0031, "Not yet"), by module: the names it may import.
-SHARED_IN_SWM = {
-    "swm.config": {"FilePath", "FloatPair", "Strict"},
-    "swm.driver": {"grid_reference"},
-    "swm.files": {"Written", "beside_grid_path", "convergence_plot", "lock_path", "may_reference",
-                  "observations_path"},
-    "swm.output": {"MODEL_NAME", "OutputError", "claim", "create_mesh_part", "create_time",
-                   "map_problem", "release", "reporting_space", "set_time", "space_problem", "stamp"}}
+#: The models: framework and adjoint import none, and none imports another.
+MODEL_PACKAGES = ("swm", "hydrostatic", "tracer")
 
 
 def imports(source: str) -> list[tuple[str, str]]:
@@ -110,49 +102,140 @@ def imports(source: str) -> list[tuple[str, str]]:
 
 
 def model_imports(source: str) -> list[tuple[str, str]]:
-    """The imports of `source` that name a model package, but for the shared helpers of
-    SHARED_IN_SWM."""
+    """The imports of `source` that name a model package."""
     return [(module, name) for module, name in imports(source)
-            if module.split(".")[0] in MODELS_PACKAGES and name not in SHARED_IN_SWM.get(module, ())]
+            if module.split(".")[0] in MODEL_PACKAGES]
+
+
+def project_modules() -> dict:
+    """{dotted name: path} of every module of the project's packages (a package: its __init__)."""
+    found = {}
+    for package in BELOW:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imported(name: str, path: pathlib.Path, modules) -> set:
+    """The project's modules that module `name` imports, at its top or inside its functions (a
+    name imported from a module: that module; from a package: the submodule of that name, else
+    the package)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".")[:len(name.split(".")) - node.level
+                                         + (path.name == "__init__.py")]
+                base = ".".join(package + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                       for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict:
+    """{module: the project's modules it imports} of every module of the project."""
+    modules = project_modules()
+    return {name: imported(name, path, modules) for name, path in modules.items()}
 
 
 @pytest.mark.parametrize("package", sorted(BELOW))
-def test_nothing_imports_upward(package):
+def test_nothing_imports_upward(package, graph):
     """Every import of every module of `package` (lazy ones inside functions too) names only
-    the packages below it (adjoint: swm's shared helpers too, SHARED_IN_SWM)."""
-    upward = []
-    for path in sorted((ROOT / package).rglob("*.py")):
-        for module, name in imports(path.read_text()):
-            top = module.split(".")[0]
-            if top in BELOW and top not in BELOW[package] | {package} and \
-                    not (package == "adjoint" and name in SHARED_IN_SWM.get(module, ())):
-                upward.append((str(path.relative_to(ROOT)), module, name))
+    the packages below it."""
+    upward = [(name, target) for name, targets in graph.items() if name.split(".")[0] == package
+              for target in sorted(targets)
+              if target.split(".")[0] not in BELOW[package] | {package}]
     assert not upward, upward
 
 
+def test_framework_imports_no_model_and_no_model_another(graph):
+    """framework knows no model; swm, hydrostatic and tracer are siblings on it, none imports
+    another."""
+    crossing = [(name, target) for name, targets in graph.items() for target in sorted(targets)
+                if (name.split(".")[0] == "framework" and target.split(".")[0] in MODEL_PACKAGES)
+                or (name.split(".")[0] in MODEL_PACKAGES and target.split(".")[0] in MODEL_PACKAGES
+                    and name.split(".")[0] != target.split(".")[0])]
+    assert not crossing, crossing
+
+
+def circles(graph: dict) -> list:
+    """The import circles of `graph`: each set of two or more modules that import each other,
+    directly or through one another (its strongly connected components, Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circles(graph):
+    """No two modules of the project import each other, directly or through others (imports
+    inside functions count: they only hide a circle)."""
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert not circles(graph), circles(graph)
+
+
 def test_the_adjoint_imports_no_model():
-    """No module of `adjoint` imports a model package (swm, hydrostatic), at module level or in
-    a function, but for swm's shared helpers (SHARED_IN_SWM); the check itself finds a model's
-    import at either level."""
+    """No module of `adjoint` imports a model package (swm, hydrostatic, tracer), at module level
+    or in a function; the check itself finds a model's import at either level."""
     found = {str(path.relative_to(ROOT)): model_imports(path.read_text())
              for path in sorted((ROOT / "adjoint").rglob("*.py"))}
     assert {path: names for path, names in found.items() if names} == {}
     planted = ("import numpy\nfrom swm.output import stamp\n\n"
                "def run(config):\n    from swm.driver import setup, grid_reference\n"
                "    import hydrostatic.dynamics\n    from swm.output import History\n")
-    assert model_imports(planted) == [("swm.driver", "setup"), ("hydrostatic.dynamics", ""),
-                                      ("swm.output", "History")]
+    assert model_imports(planted) == [("swm.output", "stamp"), ("swm.driver", "setup"),
+                                      ("swm.driver", "grid_reference"),
+                                      ("hydrostatic.dynamics", ""), ("swm.output", "History")]
 
 
 def test_no_private_name_crosses_a_package():
-    """No module imports a leading-underscore name from another package."""
+    """A name with a leading underscore is imported only inside its own package."""
     crossing = []
     for package in BELOW:
         for path in sorted((ROOT / package).rglob("*.py")):
-            crossing += [(str(path.relative_to(ROOT)), module, name)
-                         for module, name in imports(path.read_text())
-                         if name.startswith("_") and module.split(".")[0] in BELOW
-                         and module.split(".")[0] != package]
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                crossing += [(str(path.relative_to(ROOT)), n) for n in names
+                             if n.split(".")[0] in BELOW and n.split(".")[0] != package
+                             and any(part.startswith("_") and not part.startswith("__")
+                                     for part in n.split("."))]
     assert not crossing, crossing
 
 
@@ -160,7 +243,8 @@ def test_the_swm_config_alone_knows_no_application(tmp_path):
     """`swm.config` (what `swm.run` reads) has the model's sections only; the command line's
     schema adds the adjoint's (`adjoint.config`)."""
     from meshrun.config import ShallowWaterConfig, load_config
-    from swm.config import Config, ConfigError
+    from framework.errors import ConfigError
+    from swm.config import Config
     from swm.config import load_config as load_model_config
 
     assert not {"sensitivity", "fourdvar"} & set(Config.model_fields)

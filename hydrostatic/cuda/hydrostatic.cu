@@ -550,7 +550,7 @@ MESHOPS_INSTANTIATE(hs_edge_stage_tl)
 
 // -- adjoint, deterministic: the stage of hydrostatic.dynamics.tendencies_adj about the provisional
 // state (mass, thetaMass, u) with the forward's fields F, qVertex, qEdge and W of the stage's record
-// (hydrostatic.fused.FusedStages.record), from its adjoint tendencies (massTendAdj, thetaMassTendAdj,
+// (hydrostatic.fused_stages.FusedStages.record), from its adjoint tendencies (massTendAdj, thetaMassTendAdj,
 // uTendAdj), in five gather passes (hydrostatic/fused_adjoint.py): every transposed sum a gather in a
 // fixed slot order (edgesOnCell, the TRiSK stencil with its reverse weights, cellsOnEdgeT,
 // verticesOnEdgeT, edgesOnVertexT, verticesOnCell), no atomics, so the same bits on every run.

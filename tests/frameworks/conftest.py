@@ -62,7 +62,7 @@ def planned_maps(spec, mesh, rng, device: int, nlevs):
     import cupy
 
     from meshops.autodiff import compute
-    from meshops.device import plans
+    from meshops import plans
 
     for kind in maps(spec):
         for dtype in (np.float32, np.float64):

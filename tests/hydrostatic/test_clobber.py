@@ -6,7 +6,7 @@ history or restart file already at its path.
 - overwrite: the second run's history replaces the first's once complete;
 - append: a new run (day 0) is refused with the same care; a resumed run continues the history,
   the first run's records kept bitwise;
-- the shallow-water model shares the check (`swm.output.check_clobber`);
+- the shallow-water model shares the check (`framework.history.check_clobber`);
 - a sensitivity or 4D-Var config lists as its files only what the run writes (no history, no
   restart), and the shipped configs name no history or restart file their runs never write."""
 import pathlib

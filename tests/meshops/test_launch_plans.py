@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from meshops import native
-from meshops.device import plans
+from meshops import plans
 
 pytestmark = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
                                 reason="needs a C++ compiler")

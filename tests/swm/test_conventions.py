@@ -81,7 +81,7 @@ def history_and_grid(form, request):
 
 def check_provenance(attrs, config):
     from meshrun.config import dump, load_config
-    from swm.output import MODEL_NAME
+    from framework.output import MODEL_NAME
 
     import meshops
 
@@ -286,7 +286,7 @@ def test_uxarray_reads_the_history_and_its_means_are_the_model_s(form, request):
     grid file as ``open_dataset(grid, history)``."""
     import uxarray
 
-    from swm.output import open_history
+    from framework.mesh_files import open_history
 
     path, grid_file = history_and_grid(form, request)
     uxds = uxarray.open_dataset(grid_file, path)

@@ -106,7 +106,8 @@ def test_plot_writes_maps(tmp_path):
 def test_large_meshes_are_drawn_as_rasters_of_their_cells(tmp_path, monkeypatch, rng):
     """Above RASTER_CELLS cells a map is a raster whose every pixel shows the cell whose Voronoi
     region holds its centre (the nearest cell centre, checked by brute force on random pixels)."""
-    from swm import plot
+    from framework import plot
+    from swm.plot import main
 
     path = config(tmp_path, "w5", time={"days": 0.5})
     run(path)
@@ -121,7 +122,7 @@ def test_large_meshes_are_drawn_as_rasters_of_their_cells(tmp_path, monkeypatch,
         assert distance[index[row, col]] == distance.min()
     assert set(np.unique(index)) == set(range(len(lon)))   # at 1 degree every level-3 cell shows
     monkeypatch.setattr(plot, "RASTER_CELLS", 0)
-    assert plot.main([str(tmp_path / "w5.nc"), "--out", str(tmp_path)]) == 0
+    assert main([str(tmp_path / "w5.nc"), "--out", str(tmp_path)]) == 0
     for name in ("h", "vorticity"):
         png = tmp_path / f"w5.{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20000, name

@@ -83,9 +83,9 @@ def run_on_a_full_disk(path, *extra, cache, limit):
 def limit_keeping(history_path, kept: int) -> int:
     """A file size limit (`run_on_a_full_disk`) under which the run that wrote the finished history
     `history_path` runs out of room after about `kept` of its records: the file's size less its
-    later records, plus the room a record is checked for (`swm.output.RECORD_SLACK`) and half a
-    record."""
-    from swm.output import RECORD_SLACK, record_bytes
+    later records, plus the room a record is checked for (`framework.history.RECORD_SLACK`) and
+    half a record."""
+    from framework.history import RECORD_SLACK, record_bytes
 
     with netCDF4.Dataset(history_path) as ds:
         n, record = len(ds.dimensions["Time"]), record_bytes(ds)

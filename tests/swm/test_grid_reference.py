@@ -1,7 +1,7 @@
 """History and gradient files that reference their MPAS grid file (`output.mesh`), from runs of
 run_model.py on generated meshes and on the real x1.162 mesh: what they hold and reference, how
-UXarray, xarray (`swm.output.open_history`) and `python -m swm.plot` read them, the named error
-for a missing or foreign grid file, `auto` choosing by size, resumes and ranks."""
+UXarray, xarray (`framework.mesh_files.open_history`) and `python -m swm.plot` read them, the named
+error for a missing or foreign grid file, `auto` choosing by size, resumes and ranks."""
 import os
 import pathlib
 import shutil
@@ -78,7 +78,7 @@ def referenced(tmp_path_factory):
 
 
 def test_a_referencing_history_holds_fields_and_names_its_grid(referenced):
-    from swm.output import REFERENCE_ATTRIBUTES
+    from framework.mesh_files import REFERENCE_ATTRIBUTES
 
     path, grid, _ = referenced
     attrs, grid_attrs = attributes(path), attributes(grid)
@@ -98,7 +98,7 @@ def test_a_referencing_history_holds_fields_and_names_its_grid(referenced):
 def test_uxarray_and_open_history_read_it_with_the_grid(referenced):
     import uxarray
 
-    from swm.output import history_mesh, open_history, stored_fingerprint
+    from framework.mesh_files import history_mesh, open_history, stored_fingerprint
 
     path, grid, _ = referenced
     uxds = uxarray.open_dataset(grid, path)
@@ -119,7 +119,7 @@ def test_uxarray_and_open_history_read_it_with_the_grid(referenced):
 def test_a_missing_or_foreign_grid_is_a_named_error(referenced, tmp_path):
     from grids.cache import cached_icosahedral
     from grids.mpas_io import write_mesh
-    from swm.output import MeshReferenceError, open_history
+    from framework.mesh_files import MeshReferenceError, open_history
 
     path, grid, env = referenced
     moved = tmp_path / "w5.nc"
@@ -168,24 +168,25 @@ def test_plot_draws_the_referencing_history_as_the_inside_one(referenced, tmp_pa
 
 
 def test_auto_references_above_the_threshold(tmp_path, monkeypatch):
-    import swm.output
+    import framework.mesh_files
     from grids.cache import cached_icosahedral
-    from swm.config import MESH_INSIDE_MAX_CELLS, load_config
-    from swm.driver import grid_reference
+    from framework.config import MESH_INSIDE_MAX_CELLS
+    from swm.config import load_config
+    from framework.driver import grid_reference
 
     assert 10 * 4 ** 6 + 2 <= MESH_INSIDE_MAX_CELLS < 10 * 4 ** 7 + 2   # level 6 inside, 7 referenced
-    assert swm.output.mesh_form("auto", MESH_INSIDE_MAX_CELLS) == "inside"
-    assert swm.output.mesh_form("auto", MESH_INSIDE_MAX_CELLS + 1) == "reference"
-    assert swm.output.mesh_form("inside", 10 ** 9) == "inside"
+    assert framework.mesh_files.mesh_form("auto", MESH_INSIDE_MAX_CELLS) == "inside"
+    assert framework.mesh_files.mesh_form("auto", MESH_INSIDE_MAX_CELLS + 1) == "reference"
+    assert framework.mesh_files.mesh_form("inside", 10 ** 9) == "inside"
     monkeypatch.setenv("MESHOPS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(swm.output, "MESH_INSIDE_MAX_CELLS", 162)
+    monkeypatch.setattr(framework.mesh_files, "MESH_INSIDE_MAX_CELLS", 162)
     for level, form in ((2, "inside"), (3, "reference")):
         config = load_config(write_config(tmp_path, f"l{level}", level=level, form="auto"))
         mesh = cached_icosahedral(level, cache_dir=tmp_path / "cache")
         grid = grid_reference(config, mesh, config.output.path, "output.path")
         assert (grid is not None) == (form == "reference"), level
     assert grid.path.parent == tmp_path / "cache" and grid.fingerprint == \
-        swm.output.stored_fingerprint(mesh)
+        framework.mesh_files.stored_fingerprint(mesh)
 
 
 def test_a_resumed_history_keeps_referencing_and_ends_as_the_uninterrupted_run(tmp_path):
@@ -223,7 +224,7 @@ def test_without_a_writable_cache_the_grid_file_is_written_beside_once(tmp_path)
     elsewhere.mkdir()
     shutil.move(tmp_path / "beside.nc", elsewhere / "beside.nc")
     shutil.move(grid, elsewhere / "beside.grid.nc")
-    from swm.output import open_history
+    from framework.mesh_files import open_history
 
     with open_history(elsewhere / "beside.nc") as ds:
         assert ds.sizes["nCells"] == 642 and "kiteAreasOnVertex" in ds
@@ -233,7 +234,7 @@ def test_a_mesh_file_is_referenced_as_given_and_scaled_on_reading(tmp_path):
     import uxarray
 
     from grids.mpas_io import read_mesh
-    from swm.output import history_mesh, open_history
+    from framework.mesh_files import history_mesh, open_history
 
     mesh = tmp_path / "x1.162.grid.nc"
     shutil.copyfile(MESH_162, mesh)

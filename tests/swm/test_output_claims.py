@@ -113,7 +113,7 @@ def test_the_files_of_a_run_are_all_listed(tmp_path):
 # -- 2. PNGs the model did not write ---------------------------------------------------------------
 
 def test_plot_never_replaces_a_png_the_model_did_not_write(tmp_path, rng):
-    from swm.output import png_written_by_model
+    from framework.output import png_written_by_model
 
     path = make_config(tmp_path, "p")
     theirs = tmp_path / "p.vorticity.png"
@@ -351,7 +351,7 @@ try:
     ds.close()
 except (OSError, RuntimeError):
     pass
-from swm.output import _record_times, truncated_copy
+from framework.history import _record_times, truncated_copy
 print(f"\\nkept {good} torn {_record_times(sys.argv[1], good) is None}")
 truncated_copy(sys.argv[1], good)
 """
@@ -361,7 +361,7 @@ def test_a_history_torn_by_a_failed_write_is_cut_back_to_its_complete_records(tm
     """A netCDF-4 file whose record write failed for want of room (a real file size limit, the
     process that wrote it goes on, as the model does) holds a torn record along Time;
     `truncated_copy` there rewrites it as the complete ones, a whole file."""
-    from swm.output import _record_times
+    from framework.history import _record_times
 
     path = tmp_path / "torn.nc"
     limit = int(rng.integers(1_000_000, 3_000_000))

@@ -406,7 +406,7 @@ def test_the_plain_forward_run_of_that_config_stops_too(tmp_path):
 
 
 def test_a_sensitivity_run_writes_gradients_and_maps_marked_as_the_models(tmp_path):
-    from swm.output import MODEL_NAME, png_written_by_model
+    from framework.output import MODEL_NAME, png_written_by_model
 
     out = run_small(small(tmp_path, "sens"))
     assert out.returncode == 0, out.stderr
@@ -486,7 +486,7 @@ def test_fourdvar_files_the_model_did_not_write_are_refused(tmp_path, victim):
 
 
 def test_a_fourdvar_twin_writes_marked_files_and_reruns(tmp_path):
-    from swm.output import MODEL_NAME, png_written_by_model
+    from framework.output import MODEL_NAME, png_written_by_model
 
     path = small(tmp_path, "twin", "fourdvar")
     for _ in range(2):                                # the rerun replaces its own files

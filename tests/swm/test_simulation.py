@@ -8,7 +8,7 @@ import pytest
 from swm.callbacks import HistoryOutput
 from swm.config import load_config
 from swm.driver import build_simulation
-from swm.output import AsyncWriter
+from framework.history import AsyncWriter
 from framework.schedules import IterationInterval, TimeInterval
 from framework.errors import WatchdogError
 from tests.swm.test_driver import config
