@@ -1,7 +1,8 @@
 """The tracer's history: q, its mass sum_c areaCell[c] q[c] and its normalised l2 error against the
 exact solution (`tracer.cases.l2_error`) at every output time, gathered to rank 0 and written there
-once the run has finished, to NAME.partial and then renamed (a crash never leaves a half-written
-history under its name), with the mesh's latCell, lonCell and areaCell."""
+when the run ends (finished, or stopped by a signal or the watchdog: the records so far), to
+NAME.partial and then renamed (a crash never leaves a half-written history under its name), with
+the mesh's latCell, lonCell and areaCell."""
 from __future__ import annotations
 
 import logging
@@ -19,7 +20,8 @@ log = logging.getLogger("tracer")
 class History:
     """The history callback of a `framework.simulation.Simulation` on `schedule`: gathers q (a
     collective), keeps the record on rank 0 (where `global_mesh` is given; None elsewhere) and
-    writes the file when the run finishes."""
+    writes the file when the run ends with its records so far (not after an error or before any
+    record)."""
 
     def __init__(self, config, distribution, global_mesh, u0: float, schedule):
         self.config, self.distribution, self.global_mesh = config, distribution, global_mesh
@@ -41,8 +43,12 @@ class History:
         self.records.append((sim.time / DAY, q, mass, error))
 
     def finish(self, sim, outcome: str) -> None:
-        if outcome != "finished" or self.global_mesh is None:
+        if outcome not in ("finished", "interrupted", "watchdog") or self.global_mesh is None \
+                or not self.records:
             return
+        if outcome != "finished":
+            log.info("%s: the history holds the %d records up to day %g", self.config.output.path,
+                     len(self.records), self.records[-1][0])
         import xarray
 
         mesh, path = self.global_mesh, self.config.output.path

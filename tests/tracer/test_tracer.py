@@ -3,6 +3,8 @@ an error that falls with refinement, the adjoint of one step against its tangent
 test, fresh random inputs on the real x1.162 mesh), the run under `mpiexec -n 4` equal to one
 process's, and bad config values refused naming the key."""
 import math
+import signal
+import subprocess
 import sys
 
 import netCDF4
@@ -117,6 +119,30 @@ def test_mpiexec_4_ranks_write_the_history_of_one_process(tmp_path):
         with netCDF4.Dataset(tmp_path / name) as ds:
             outputs[ranks] = ds["q"][:]
     assert np.array_equal(outputs[1], outputs[4])
+
+
+def test_a_signal_stops_the_run_in_one_line_and_keeps_the_records_so_far(tmp_path):
+    """SIGINT during the stepping: one line naming the signal, and the history holds every record
+    written before it, the last one before the stop."""
+    path = tmp_path / "stopped.nc"
+    sets = ["mesh.generate.level=3", "time.days=3650", "time.dt=3600",
+            "output.interval_hours=24", f"output.path={path}"]
+    run = subprocess.Popen([sys.executable, str(ROOT / "run_model.py"), "tracer_bell",
+                            "--no-progress", *[a for o in sets for a in ("--set", o)]],
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    for line in run.stderr:
+        if "day 3.000" in line:
+            break
+    run.send_signal(signal.SIGINT)
+    rest = run.stderr.read()
+    assert run.wait(timeout=60) == 130, rest
+    stops = [line for line in rest.splitlines() if "stopped by SIGINT" in line]
+    assert len(stops) == 1 and "Traceback" not in rest, rest
+    with netCDF4.Dataset(path) as ds:
+        days = ds["Time"][:]
+        assert days[0] == 0 and days[-1] >= 3 and np.array_equal(days, np.arange(len(days)))
+        assert float(stops[0].split("(day ")[1].rstrip(")")) >= days[-1]
+        assert ds["q"].shape[0] == len(days)
 
 
 @pytest.mark.parametrize("override, key", [
