@@ -83,6 +83,10 @@ class DynamicsConfig(Strict):
         "trisk", description="the kinetic energy on cells in the momentum equation: trisk "
         "(ke_e2c), mpas (MPAS-Atmosphere's blend, 0.625 ke_e2c + 0.375 of the vertex kinetic "
         "energy), perot (half the square of the reconstructed velocity)")
+    fused: bool = Field(
+        False, description="backend cupy only: the RK4 stages (forward, tangent-linear and "
+        "adjoint) in the fused kernels of hydrostatic/cuda, the forward bitwise the operator "
+        "path's in float64; false: the operator path (the reference)")
 
 
 class TimeConfig(Strict):
@@ -152,6 +156,10 @@ class HydrostaticConfig(Strict):
     @model_validator(mode="after")
     def _steps(self):
         fixed_steps(self)
+        if self.dynamics.fused and self.backend != "cupy":
+            raise ValueError(f"dynamics.fused = true with backend = {self.backend!r}: the fused "
+                             "kernels run on the GPU; expected backend: cupy, or dynamics.fused: "
+                             "false")
         return self
 
     def inputs(self) -> list[tuple[str, pathlib.Path]]:

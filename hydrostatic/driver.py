@@ -113,7 +113,8 @@ def setup(config, comm) -> Setup:
                       if config.case.name == "held_suarez" else None)
     model = Model(mesh, local("cell", "mass"), local("cell", "theta_mass"), local("edge", "u"),
                   local("cell", "phi_s"), local("vertex", "f_vertex"), dt, physics,
-                  distribution=None if is_serial(comm) else distribution)
+                  distribution=None if is_serial(comm) else distribution,
+                  fused=config.dynamics.fused)
     model.step_count = start
     return Setup(model, distribution, global_mesh, (A, B), None if state is None else state.phi_s,
                  found, start, per_output, total)

@@ -257,3 +257,32 @@ def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
             np.testing.assert_array_equal(a, b, err_msg=name)
         else:
             assert _max_rel(a, b) <= F32_TOL, name
+
+
+def test_the_config_refuses_fused_kernels_off_the_gpu():
+    from framework.errors import ConfigError
+    from meshrun.config import load_config
+
+    with pytest.raises(ConfigError, match=r"dynamics.fused = true with backend = 'numpy'.*"
+                                          r"expected backend: cupy"):
+        load_config("jw06_baroclinic_l5", ["dynamics.fused=true"])
+    assert load_config("jw06_baroclinic_l5", ["backend=cupy", "dynamics.fused=true"]).dynamics.fused
+
+
+@pytest.mark.gpu
+def test_gpu_run_with_fused_kernels_writes_the_operator_paths_history(tmp_path):
+    """`meshrun.run` of the JW06 wave at level 3 on CuPy (float64), with dynamics.fused true and
+    false: the same history, bitwise."""
+    pytest.importorskip("cupy")
+    import meshrun
+
+    runs = {}
+    for flag in ("true", "false"):
+        runs[flag] = meshrun.run(
+            "jw06_baroclinic_l5", "backend=cupy", f"dynamics.fused={flag}",
+            "mesh.generate.level=3", "mesh.generate.lloyd=10", "time.days=1", "time.dt=1800",
+            "output.interval_hours=12", f"output.path={tmp_path / flag}.nc",
+            f"restart.path={tmp_path / flag}.restart.nc")
+    for name in ("surface_pressure", "theta", "uReconstructZonal"):
+        np.testing.assert_array_equal(runs["true"][name].values, runs["false"][name].values,
+                                      err_msg=name)
