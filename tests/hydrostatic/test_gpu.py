@@ -1,14 +1,18 @@
 """The hydrostatic core on CuPy (skipped without CuPy and a CUDA device): one RK4 step of the
 operator path equals NumPy's to round-off, in float64 and float32, with the Held-Suarez forcing
-and del4 dissipation on."""
+and del4 dissipation on; 2 and 3 ranks sharing one GPU write the one rank's history (fused stages)
+and gradient file, bitwise."""
+import netCDF4
 import numpy as np
 import pytest
+import yaml
 
 from grids.cache import cached_icosahedral
 from hydrostatic import levels, testcases
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
+from tests.swm.test_driver_gpu import run
 
 pytestmark = pytest.mark.gpu
 
@@ -34,3 +38,47 @@ def test_cupy_step_equals_numpy_to_round_off(rng, dtype, tol):
     for name, a, b in zip(("mass", "theta_mass", "u"), out[np], out[cupy]):
         assert a.dtype == b.dtype == dtype
         np.testing.assert_allclose(b, a, rtol=tol, atol=tol * np.abs(a).max(), err_msg=name)
+
+
+def sharing_config(tmp_path, name, sensitivity: bool):
+    """The JW06 wave at level 3 on CuPy with the fused stages, for 12 hours: a history, or with
+    `sensitivity` the gradient of the box-mean surface pressure."""
+    tree = {"model": "hydrostatic", "mesh": {"generate": {"level": 3, "lloyd": 20}},
+            "case": {"name": "jw06_baroclinic"}, "time": {"days": 0.5, "dt": 1800},
+            "backend": "cupy", "dynamics": {"fused": True}, "diffusion": {"visc4": 1.0e16},
+            "output": {"path": str(tmp_path / f"{name}.history.nc"), "interval_hours": 6},
+            "restart": {"path": str(tmp_path / f"{name}.restart.nc"), "interval_hours": 12}}
+    if sensitivity:
+        tree["sensitivity"] = {"cost": {"kind": "surface_pressure",
+                                        "box": {"lat": [35, 65], "lon": [40, 120]}},
+                               "controls": ["theta", "u", "surface_pressure"],
+                               "output": str(tmp_path / f"{name}.nc")}
+        del tree["restart"]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def variables(path, names):
+    with netCDF4.Dataset(path) as ds:
+        ds.set_auto_mask(False)
+        return {name: ds[name][:] for name in names}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_ranks_sharing_one_gpu_equal_one_rank_bitwise(tmp_path, ranks):
+    import cupy
+
+    if cupy.cuda.runtime.getDeviceCount() >= ranks:
+        pytest.skip(f"{ranks} ranks get {ranks} GPUs here: nothing is shared")
+    for name, sensitivity, file, names in (
+            ("forward", False, "{}.history.nc", ("surface_pressure", "theta", "uReconstructZonal", "Time")),
+            ("gradient", True, "{}.nc", ("J", "dJdtheta0", "dJdu0", "dJdps0"))):
+        run(tmp_path, sharing_config(tmp_path, f"one_{name}", sensitivity))
+        run(tmp_path, sharing_config(tmp_path, f"many_{name}", sensitivity), ranks=ranks)
+        one = variables(tmp_path / file.format(f"one_{name}"), names)
+        many = variables(tmp_path / file.format(f"many_{name}"), names)
+        assert float(np.abs(one[names[1]]).max()) > 0, name
+        for field in names:
+            assert np.array_equal(one[field], many[field]), (name, field)
