@@ -144,13 +144,14 @@ def lambda_max(distribution, operator, location: str, xp, exchange=None, columns
     comm = distribution.comm
     total = (lambda x: x) if is_serial(comm) else (lambda x: comm.allreduce(x, op=_sum_op()))
     estimate = np.zeros(columns)
+    norm = np.sqrt(total(to_host((v[:n] ** 2).sum(axis=0))))
     for _ in range(ITERATIONS):
-        norm = np.sqrt(total(to_host((v[:n] ** 2).sum(axis=0))))
         v = v / xp.asarray(np.where(norm > 0, norm, 1.0), dtype=dtype)
         if exchange is not None:
             exchange(v)
         v = operator(v)
         estimate = np.sqrt(total(to_host((v[:n] ** 2).sum(axis=0))))
+        norm = estimate                      # the next iteration's: the same owned rows' norm
     return float(estimate.max())
 
 

@@ -126,8 +126,11 @@ def tilted_east(lon, lat, alpha_degrees: float):
     """(east, north) components, in the model's frame, of the test frame's unit east vector at
     the model's (lon, lat)."""
     lon_r, _ = rotated_coordinates(lon, lat, alpha_degrees)
-    east_r = np.stack([-np.sin(lon_r), np.cos(lon_r), np.zeros_like(lon_r)], axis=-1)
-    e = east_r @ rotation_matrix(alpha_degrees)                 # model-frame Cartesian
+    if alpha_degrees:
+        east_r = np.stack([-np.sin(lon_r), np.cos(lon_r), np.zeros_like(lon_r)], axis=-1)
+        e = east_r @ rotation_matrix(alpha_degrees)             # model-frame Cartesian
+    else:       # east_r @ the identity, without the slow (n, 3) @ (3, 3) product: the same values
+        e = np.stack([-np.sin(lon_r) + 0.0, np.cos(lon_r), np.zeros_like(lon_r)], axis=-1)   # (-0 -> +0)
     east = np.stack([-np.sin(lon), np.cos(lon), np.zeros_like(lon)], axis=-1)
     north = np.stack([-np.sin(lat) * np.cos(lon), -np.sin(lat) * np.sin(lon), np.cos(lat)], axis=-1)
     return (e * east).sum(axis=-1), (e * north).sum(axis=-1)
