@@ -105,6 +105,14 @@ class PartitionConfig(Strict):
         return self
 
 
+def mesh_inputs(mesh: MeshConfig, partition: PartitionConfig) -> list[tuple[str, pathlib.Path]]:
+    """(what, path) of the files a run reads for its mesh: the mesh file (mesh.file) and the
+    partition file (partition.file), each where the config names one."""
+    return [(what, path) for what, path in (("the mesh file (mesh.file)", mesh.file),
+                                            ("the partition file (partition.file)",
+                                             partition.file)) if path is not None]
+
+
 class RestartConfig(Strict):
     path: FilePath = Field(pathlib.Path("restart.nc"), description="restart file")
     interval_hours: Optional[float] = Field(None, gt=0, le=87600,

@@ -25,7 +25,7 @@ from framework.dates import START, parse_start
 
 from framework.config import (MESH_INSIDE_MAX_CELLS, Backend, Clobber, Dtype, FilePath, LogLevel,
                               MeshConfig, PartitionConfig, RestartConfig, Strict, fixed_steps,
-                              once_each)
+                              mesh_inputs, once_each)
 
 from hydrostatic.levels import JW06_TOP, LEVEL_SETS, P0, SCHEMES, coefficients
 from hydrostatic.terms import KINETIC_ENERGIES
@@ -164,9 +164,7 @@ class HydrostaticConfig(Strict):
 
     def inputs(self) -> list[tuple[str, pathlib.Path]]:
         """(what, path) of the files the run reads besides the config."""
-        return [(what, path) for what, path in (("the mesh file (mesh.file)", self.mesh.file),
-                                                ("the partition file (partition.file)",
-                                                 self.partition.file)) if path is not None]
+        return mesh_inputs(self.mesh, self.partition)
 
     def written_files(self) -> list:
         """Every file the run writes, per config key (`framework.files.Written`): the history, its

@@ -38,8 +38,8 @@ it to round-off (tests/hydrostatic/test_fused_adjoint.py), as the shallow-water 
 from __future__ import annotations
 
 import itertools
-from typing import NamedTuple
 
+from framework.timestepping import AdjointRK4
 from meshops.device.backend import array_module
 from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
@@ -57,24 +57,6 @@ TABLES = {"deterministic": (*trisk.SYMMETRIC, "cellsOnEdge", "invDcEdge", "divAd
                             "c2vCoefT"),
           "atomic": (*trisk.FORWARD, "cellsOnEdge", "invDcEdge", "divAdjCoef", "edgesOnVertex",
                      "curlCoef", "cellsOnVertex", "c2vCoef", "edgesOnCell", "keAdjCoef")}
-
-
-class AdjointRK4(NamedTuple):
-    """The RK4 bookkeeping of a stage's adjoint (`framework.timestepping.AdjointUpdate` with the
-    arrays it updates), done by the u and mass passes: y_adj (mass, theta_mass, u) += the stage's
-    adjoint p (with `start`, the step's last stage: y_adj = new_adj + p), and with `next` the
-    earlier stage's adjoint tendency k_adj = b_coef * new_adj + a_coef * p, written over the
-    stage's own adjoint tendencies."""
-    y_adj: tuple
-    new_adj: tuple
-    b_coef: float
-    a_coef: float
-    next: bool
-    start: bool = False
-
-    def arguments(self) -> dict:
-        return dict(rk=2 if self.start else 1, bCoef=self.b_coef, aCoef=self.a_coef,
-                    next=int(self.next))
 
 
 def extra_adjoints(mesh, record: dict, phi_s, physics, tend_theta_mass_adj, tend_u_adj,

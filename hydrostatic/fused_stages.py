@@ -5,9 +5,10 @@ by the stepper)."""
 from __future__ import annotations
 
 from framework import stepper
+from framework.timestepping import AdjointRK4
 
 from hydrostatic.fused import FusedStage, record_stage
-from hydrostatic.fused_adjoint import AdjointRK4, FusedStageAdjoint
+from hydrostatic.fused_adjoint import FusedStageAdjoint
 from hydrostatic.fused_tangent import FusedTangentStage
 
 

@@ -127,12 +127,7 @@ class Config(Strict):
 
     def inputs(self) -> list[tuple[str, pathlib.Path]]:
         """(what, path) of the files the run reads besides the config and a restart file."""
-        found = []
-        if self.mesh.file is not None:
-            found.append(("the mesh file (mesh.file)", self.mesh.file))
-        if self.partition.file is not None:
-            found.append(("the partition file (partition.file)", self.partition.file))
-        return found
+        return shared.mesh_inputs(self.mesh, self.partition)
 
     def written_files(self) -> list:
         """Every file the run writes, per config key (`swm.files.written_files`)."""

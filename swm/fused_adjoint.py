@@ -32,7 +32,6 @@ hardware.
 from __future__ import annotations
 
 import itertools
-from typing import NamedTuple
 
 import meshops
 from meshops.device.backend import array_module
@@ -223,26 +222,12 @@ class FusedStageAdjoint:
         return (None, None, b_adj) if rk is not None else (h_adj, u_adj, b_adj)
 
 
-class AdjointRK4(NamedTuple):
-    """The RK4 bookkeeping of a stage's adjoint (`framework.timestepping.AdjointUpdate` with the arrays
-    it updates), done by the last two passes of the stage: y_adj (h, u) += the stage's adjoint p (with `start`, the step's last stage: y_adj =
-    new_adj + p), and with `next` the earlier stage's adjoint tendency k_adj = b_coef * new_adj +
-    a_coef * p (b_coef = b_{j-1} dt, a_coef = a_{j-1} dt)."""
-    y_adj: tuple
-    new_adj: tuple
-    b_coef: float
-    a_coef: float
-    next: bool
-    start: bool = False
-
-
 def _rk_fields(rk, which: int, unused, k_adj) -> dict:
     """The bookkeeping arguments of the u (which = 1) or h (0) pass; without `rk`, placeholders
     (`unused`, a field of the pass's location) that the kernel does not touch."""
     if rk is None:
         return dict(yAdj=unused, newAdj=unused, kAdj=unused, rk=0, bCoef=0.0, aCoef=0.0, next=0)
-    return dict(yAdj=rk.y_adj[which], newAdj=rk.new_adj[which], kAdj=k_adj,
-                rk=2 if rk.start else 1, bCoef=rk.b_coef, aCoef=rk.a_coef, next=int(rk.next))
+    return dict(yAdj=rk.y_adj[which], newAdj=rk.new_adj[which], kAdj=k_adj, **rk.arguments())
 
 
 def _operator_parts(m, record, physics: Physics, pv_edge_adj, tend_h_adj, tend_u_adj, mode: str):

@@ -3,10 +3,10 @@ in `swm.fused`'s passes, the tangent-linear stage in `swm.fused_tangent`'s and t
 `swm.fused_adjoint`'s (each module's kernels, this one their use by the stepper)."""
 from __future__ import annotations
 
-from framework.timestepping import AdjointUpdate
+from framework.timestepping import AdjointRK4, AdjointUpdate
 from meshops.device.backend import array_module
 from swm.fused import FusedRK4
-from swm.fused_adjoint import AdjointRK4, FusedStageAdjoint
+from swm.fused_adjoint import FusedStageAdjoint
 from swm.fused_tangent import FusedTangent
 
 

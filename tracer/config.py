@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tracer.shared import (Backend, Dtype, FilePath, LogLevel, MeshConfig, PartitionConfig, Strict,
-                           Written, fixed_steps, partial_path)
+                           Written, fixed_steps, mesh_inputs, partial_path)
 
 
 class CaseConfig(Strict):
@@ -61,9 +61,7 @@ class TracerConfig(Strict):
 
     def inputs(self) -> list[tuple[str, pathlib.Path]]:
         """(what, path) of the files the run reads besides the config."""
-        return [(what, path) for what, path in (("the mesh file (mesh.file)", self.mesh.file),
-                                                ("the partition file (partition.file)",
-                                                 self.partition.file)) if path is not None]
+        return mesh_inputs(self.mesh, self.partition)
 
     def written_files(self) -> list:
         """The history and the partial file it is written to before its rename."""

@@ -22,6 +22,7 @@
 //
 // Every field here holds levels of one column contiguous; the kernels run one level per thread
 // (W = 1; the template parameter keeps the common signature).
+#include "rk4.cuh"
 #include "stencil.cuh"
 
 #ifndef __CUDACC__
@@ -31,20 +32,9 @@ using std::pow;
 
 namespace hydrostatic {
 
-// a * b rounded on its own (never contracted into a multiply-add).
-template <typename T>
-__device__ __forceinline__ T mul_rn(T a, T b)
-{
-#if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == 8) {
-        return __dmul_rn(a, b);
-    } else {
-        return __fmul_rn(a, b);
-    }
-#else
-    return a * b;
-#endif
-}
+using meshops::adjoint_rk4;
+using meshops::mul_rn;
+using meshops::rk4_update;
 
 // (x[a] + x[b]) / 2 over the present ends a, b of a two-point stencil at level k of columns of
 // `levels` values (mean_2e).
@@ -112,17 +102,6 @@ __device__ __forceinline__ T with_extra(T k, const T* __restrict__ extra, int nE
 {
     for (int x = 0; x < nExtra; ++x) k = k + extra[(meshops_offset)x * extraStride + i];
     return k;
-}
-
-// The RK4 update of entry i from its tendency k (file comment).
-template <typename T>
-__device__ __forceinline__ void rk4_update(T k, const T* __restrict__ yOld, T* __restrict__ yNew,
-                                           T* __restrict__ yNext, T newCoef, T nextCoef,
-                                           int accumulate, int provisional, meshops_offset i)
-{
-    const T old = yOld[i];
-    yNew[i] = (accumulate ? yNew[i] : old) + mul_rn(newCoef, k);
-    if (provisional) yNext[i] = old + mul_rn(nextCoef, k);
 }
 
 }  // namespace hydrostatic
@@ -573,17 +552,6 @@ MESHOPS_INSTANTIATE(hs_edge_stage_tl)
 // The u and mass passes apply the adjoint step's RK4 bookkeeping (adjoint_rk4) to what they compute.
 
 namespace hydrostatic {
-
-// The stage's adjoint p at row i into the RK4 bookkeeping (framework.timestepping.AdjointUpdate):
-// yAdj = (rk == 2 ? newAdj : yAdj) + p, and with `next` kAdj = bCoef newAdj + aCoef p.
-template <typename T>
-__device__ __forceinline__ void adjoint_rk4(T p, T* __restrict__ yAdj, const T* __restrict__ newAdj,
-                                            T* __restrict__ kAdj, T bCoef, T aCoef, int next, int rk,
-                                            meshops_offset i)
-{
-    yAdj[i] = (rk == 2 ? newAdj[i] : yAdj[i]) + p;
-    if (next) kAdj[i] = bCoef * newAdj[i] + aCoef * p;
-}
 
 // Theta = thetaMass / mass at the ends (c0, c1) of an edge, at level k, averaged (interp_c2e).
 template <typename T>

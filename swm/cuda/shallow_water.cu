@@ -19,6 +19,7 @@
 // slots (a Voronoi mesh of hexagons and pentagons), they load every slot's table entries, then
 // every gathered value, before using any, and sum in slot order; wider rows take the slot loop
 // (docs/decisions/0008-fused-shallow-water-step.md).
+#include "rk4.cuh"
 #include "stencil.cuh"
 
 using meshops::Lanes;
@@ -29,40 +30,8 @@ namespace shallow_water {
 constexpr int VERTEX_BATCH = 3;
 constexpr int CELL_BATCH = 6;
 
-// a * b rounded on its own (never contracted into a multiply-add).
-template <typename T>
-__device__ __forceinline__ T mul_rn(T a, T b)
-{
-#if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == 8) {
-        return __dmul_rn(a, b);
-    } else {
-        return __fmul_rn(a, b);
-    }
-#else
-    return a * b;
-#endif
-}
-
-template <typename T, int W>
-__device__ __forceinline__ Lanes<T, W> mul_rn(T s, Lanes<T, W> a)
-{
-#pragma unroll
-    for (int w = 0; w < W; ++w) a.v[w] = mul_rn(s, a.v[w]);
-    return a;
-}
-
-// The RK4 update of row i from its tendency k (see the file comment).
-template <typename T, int W>
-__device__ __forceinline__ void rk4_update(const Lanes<T, W>& k, const Lanes<T, W>* __restrict__ yOld,
-                                           Lanes<T, W>* __restrict__ yNew,
-                                           Lanes<T, W>* __restrict__ yNext, T newCoef, T nextCoef,
-                                           int accumulate, int provisional, meshops_offset i)
-{
-    const Lanes<T, W> old = load(yOld, i);
-    yNew[i] = (accumulate ? load<T, W>(yNew, i) : old) + mul_rn(newCoef, k);
-    if (provisional) yNext[i] = old + mul_rn(nextCoef, k);
-}
+using meshops::mul_rn;
+using meshops::rk4_update;
 
 // (x[a] + x[b]) / 2 over the present ends a, b of a two-point stencil (interp_c2e, interp_v2e).
 template <typename T, int W>

@@ -20,8 +20,10 @@
 //
 // On one process the u and h passes also do the adjoint step's RK4 bookkeeping (adjoint_rk4), so
 // the stage adjoints are never stored.
+#include "rk4.cuh"
 #include "stencil.cuh"
 
+using meshops::adjoint_rk4;
 using meshops::Lanes;
 using meshops::load;
 using meshops::stencil_gather;
@@ -145,20 +147,6 @@ __global__ void sw_adj_vertex(const int* __restrict__ verticesOnEdgeT,
     }
 }
 MESHOPS_INSTANTIATE(sw_adj_vertex)
-
-// The RK4 bookkeeping of the adjoint step on one process (swm/fused_adjoint.py), applied to the
-// stage's adjoint p at row i instead of storing it: yAdj += p (rk == 2, the step's last stage:
-// yAdj = newAdj + p, where yAdj starts), and before an earlier stage the next stage's adjoint
-// tendency kAdj = bCoef * newAdj + aCoef * p (b_{j-1} dt, a_{j-1} dt).
-template <typename T, int W>
-__device__ __forceinline__ void adjoint_rk4(const Lanes<T, W>& p, Lanes<T, W>* __restrict__ yAdj,
-                                            const Lanes<T, W>* __restrict__ newAdj,
-                                            Lanes<T, W>* __restrict__ kAdj, T bCoef, T aCoef, int next,
-                                            int rk, meshops_offset i)
-{
-    yAdj[i] = (rk == 2 ? load(newAdj, i) : load<T, W>(yAdj, i)) + p;
-    if (next) kAdj[i] = bCoef * load(newAdj, i) + aCoef * p;
-}
 
 // The u pass: edgesOnVertexT/curlCoefT (S slots, slotStride); with `extra`, uExtra is added. With
 // `rk`, the stage's u adjoint goes into the RK4 bookkeeping (adjoint_rk4) instead of uAdj.
