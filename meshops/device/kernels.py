@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import pathlib
 from typing import Callable, NamedTuple
 
@@ -195,6 +196,18 @@ class Module(NamedTuple):
 
 
 @functools.lru_cache(maxsize=None)
+def headers_digest(sources: pathlib.Path) -> str:
+    """A digest of the headers (*.cuh) on a module's include path (`sources` and meshops/cuda).
+    CuPy's kernel cache is keyed on the source and the options, not on the headers it includes:
+    with the digest among the options, a changed header compiles anew."""
+    digest = hashlib.sha256()
+    for directory in sorted({pathlib.Path(sources), CUDA_DIR}):
+        for header in sorted(directory.glob("*.cuh")):
+            digest.update(header.name.encode() + b"\0" + header.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
 def nvrtc_compile(module: Module) -> dict:
     """{kernel name: CuPy kernel} of `module`, compiled with NVRTC (once per module)."""
     import cupy
@@ -202,6 +215,7 @@ def nvrtc_compile(module: Module) -> dict:
     source = (module.sources / f"{module.family}.cu").read_text()
     expressions = [f"{name}<{module.ctype}, {module.width}>" for name in module.names]
     options = ("-std=c++17", f"-I{module.sources}", f"-I{CUDA_DIR}",
+               f"-DMESHOPS_HEADERS={headers_digest(module.sources)}",
                f"-DMESHOPS_BLOCK_SIZE={module.block_size}",
                f"-DMESHOPS_THREADS_PER_SM={module.device.threads_per_sm}",
                f"-DMESHOPS_NLEV={module.lanes}") + (("-DMESHOPS_OFFSET32",) if module.offset32 else ())
