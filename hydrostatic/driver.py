@@ -166,9 +166,10 @@ def build_simulation(config, *, progress: bool = True):
             return history
         history = _on_root_keep(comm, make)
         dist, global_mesh = s.distribution, s.global_mesh
-        log.info("mesh %s; %s; %d levels; backend %s %s; dt %g s, %d steps; set up in %.2f s",
+        log.info("mesh %s; %s; %d levels; backend %s %s, %s; dt %g s, %d steps; set up in %.2f s",
                  "" if global_mesh is None else f"{global_mesh.nCells} cells", dist.describe(),
-                 config.vertical.nVertLevels, config.backend, config.dtype, dt, total,
+                 config.vertical.nVertLevels, config.backend, config.dtype,
+                 "fused stages" if s.model.fused else "operator path", dt, total,
                  time.perf_counter() - t0)
         found = assess(config, s.model, dist)
         if comm.Get_rank() == 0:

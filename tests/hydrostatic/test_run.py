@@ -47,7 +47,8 @@ def history(path) -> Records:
 
 
 def test_history_is_read_by_xarray_with_mpas_names(tmp_path):
-    ok(run_model(config(tmp_path, "one")))
+    out = ok(run_model(config(tmp_path, "one")))
+    assert "backend numpy float64, operator path;" in out.stderr
     with xr.open_dataset(tmp_path / "one.nc") as ds:
         assert ds.sizes["nVertLevels"] == 26 and ds.sizes["nVertLevelsP1"] == 27
         assert ds.sizes["Time"] == 3 and ds.sizes["nCells"] == 162
