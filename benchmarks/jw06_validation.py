@@ -172,7 +172,11 @@ def cam_k4(truncation: int) -> float:
     return CAM_K4.get(truncation, 1.0e15 * (85.0 / truncation) ** math.log2(10.0))
 
 
-def reference(args) -> int:
+def dinosaur_setup(truncation: int, case: str = "jw06_baroclinic", dt: float | None = None,
+                   filter: str = "del4", k4: float | None = None) -> dict:
+    """dinosaur's JW06 set-up (module doc) at truncation T: a dict of jax, specs, units (U), grid,
+    coords, vertical, state (the initial modal state), orography, equation, dt_s, dt
+    (nondimensional), step (the filtered IMEX SIL3 step) and filter_text. Turns on JAX's float64."""
     import jax
     jax.config.update("jax_enable_x64", True)
     from dinosaur import (coordinate_systems, filtering, hybrid_coordinates, primitive_equations,
@@ -183,21 +187,14 @@ def reference(args) -> int:
     if not hasattr(primitive_equations, "PrimitiveEquationsHybrid"):
         raise ValueError(f"dinosaur {getattr(dinosaur, '__version__', '(version unknown)')}: expected "
                          "one with PrimitiveEquationsHybrid (hybrid levels; written against 1.5.1)")
-    t_start = time.perf_counter()
     U = scales.units
     specs = units.SimUnits.from_si(radius_si=EARTH_RADIUS * U.m,
                                    angular_velocity_si=testcases.OMEGA_JW / U.s,
                                    gravity_acceleration_si=GRAVITY * U.m / U.s ** 2,
                                    ideal_gas_constant_si=R_DRY * U.J / U.kilogram / U.degK,
                                    kappa_si=(R_DRY / CP_DRY) * U.dimensionless)
-    T = args.truncation
+    T = truncation
     grid = spherical_harmonic.Grid.construct(T, math.ceil((3 * T + 1) / 4), radius=specs.radius)
-    on_grid = spherical_harmonic.Grid(                 # the same series evaluated on the common grid
-        longitude_wavenumbers=grid.longitude_wavenumbers, total_wavenumbers=grid.total_wavenumbers,
-        longitude_nodes=LON.size, latitude_nodes=LAT.size, latitude_spacing="equiangular",
-        radius=specs.radius)
-    assert np.allclose(np.degrees(on_grid.latitudes), LAT)
-    assert np.allclose(np.degrees(on_grid.longitudes), LON)
     hyai, hybi = np.asarray(levels.HYAI_26), np.asarray(levels.HYBI_26)    # top down, as dinosaur's
     vertical = hybrid_coordinates.HybridCoordinates(a_boundaries=hyai * levels.P0 / 100.0,  # hPa
                                                     b_boundaries=hybi)
@@ -207,7 +204,7 @@ def reference(args) -> int:
         t0=testcases.T_0 * U.degK, delta_t=testcases.DELTA_T * U.degK,
         gamma=testcases.LAPSE * U.degK / U.m, eta_tropo=testcases.ETA_T, eta0=testcases.ETA_0)
     state = state_fn()
-    if args.case == "jw06_baroclinic":
+    if case == "jw06_baroclinic":
         state = state + primitive_equations_states.baroclinic_perturbation_jw(
             coords, specs, u_perturb=testcases.U_P * U.m / U.s, lon_location=testcases.LON_C,
             lat_location=testcases.LAT_C, perturbation_radius=0.1)
@@ -215,10 +212,10 @@ def reference(args) -> int:
     equation = primitive_equations.PrimitiveEquationsHybrid(
         aux[xarray_utils.REF_TEMP_KEY], orography, coords, specs,
         reference_surface_pressure=levels.P0 * U.pascal)
-    dt_s = args.dt or default_dt(T)
+    dt_s = dt or default_dt(T)
     dt = specs.nondimensionalize(dt_s * U.s)
-    if args.filter == "del4":
-        k4 = args.k4 or cam_k4(T)
+    if filter == "del4":
+        k4 = k4 or cam_k4(T)
         decay = filtering.horizontal_diffusion_filter(
             grid, dt * specs.nondimensionalize(k4 * U.m ** 4 / U.s), order=2)
 
@@ -230,6 +227,26 @@ def reference(args) -> int:
         filters = [time_integration.exponential_step_filter(grid, dt)]
         filter_text = "dinosaur exponential_step_filter (defaults)"
     step = time_integration.step_with_filters(time_integration.imex_rk_sil3(equation, dt), filters)
+    return dict(jax=jax, specs=specs, U=U, grid=grid, coords=coords, vertical=vertical, state=state,
+                orography=orography, equation=equation, dt_s=dt_s, dt=dt, step=step,
+                filter_text=filter_text)
+
+
+def reference(args) -> int:
+    t_start = time.perf_counter()
+    d = dinosaur_setup(args.truncation, args.case, args.dt, args.filter, args.k4)
+    from dinosaur import spherical_harmonic, time_integration
+    jax, specs, U, grid, state, orography, equation, dt_s, step, filter_text = (
+        d[k] for k in ("jax", "specs", "U", "grid", "state", "orography", "equation", "dt_s",
+                       "step", "filter_text"))
+    T = args.truncation
+    hyai, hybi = np.asarray(levels.HYAI_26), np.asarray(levels.HYBI_26)
+    on_grid = spherical_harmonic.Grid(                 # the same series evaluated on the common grid
+        longitude_wavenumbers=grid.longitude_wavenumbers, total_wavenumbers=grid.total_wavenumbers,
+        longitude_nodes=LON.size, latitude_nodes=LAT.size, latitude_spacing="equiangular",
+        radius=specs.radius)
+    assert np.allclose(np.degrees(on_grid.latitudes), LAT)
+    assert np.allclose(np.degrees(on_grid.longitudes), LON)
 
     lon_n, sin_lat_n = grid.nodal_axes
     lon_n, lat_n = np.degrees(lon_n), np.degrees(np.arcsin(sin_lat_n))
