@@ -17,7 +17,8 @@ dinosaur: the set-up of `benchmarks/jw06_validation.py`'s `reference` (`dinosaur
 in a `jax.lax.fori_loop`; the jitted forward and the jitted `jax.grad` each compiled first (compile
 time reported apart), then timed; peak memory from the device's memory_stats (cumulative: the
 forward's figure is read before the gradient runs). When the plain gradient runs out of memory, the
-rematerialised one (`jax.checkpoint` on each step) is tried; both are reported. jax and dinosaur are
+rematerialised one (`jax.checkpoint` on each step) is tried (with --remat, always); both are
+reported. jax and dinosaur are
 optional: without them that half is skipped, saying so.
 
 On one H200 (CuPy and JAX CUDA), the issue's figures:
