@@ -240,7 +240,10 @@ def test_fused_path_refuses_numpy_fields(mesh, rng):
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
-    """Steps, tendencies and a tangent-linear step (phi_s perturbed) of the fused path on CuPy."""
+    """Steps, tendencies and a tangent-linear step (phi_s perturbed) of the fused path on CuPy:
+    in float64 the steps and tendencies bitwise, the tangent-linear step to 1e-12 (nvcc contracts
+    the multiply-add pairs of the operator path's pv_flux_e2e_tl and specific_volume_tl in its
+    own way: 1.4e-13 measured on an H200)."""
     cupy = pytest.importorskip("cupy")
     state, fixed, physics = setup(mesh, rng, variant, dtype, cupy.asarray)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
@@ -253,7 +256,9 @@ def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
     for name, a, b in [*zip(Model.state_names, got, ref), *zip(dynamics.TARGETS, tend, tend_ref),
                        *zip(("dmass", "dtheta_mass", "du"), tl, tl_ref)]:
         a, b = cupy.asnumpy(a), cupy.asnumpy(b)
-        if dtype == np.float64:
+        if dtype == np.float64 and name.startswith("d"):
+            assert _max_rel(a, b) <= 1e-12, name
+        elif dtype == np.float64:
             np.testing.assert_array_equal(a, b, err_msg=name)
         else:
             assert _max_rel(a, b) <= F32_TOL, name
