@@ -23,17 +23,21 @@ typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
+typedef struct CUctx_st* CUcontext;
 
 constexpr int64_t MAGIC = 0x6d6573686f707331;   // "meshops1"
 enum Op : int64_t { CLEAR = 1, LAUNCH = 2 };
 enum Tag : int64_t { INT32 = 0, RAW64 = 1, FLOAT32 = 2, BUFFER = 3 };
 enum Status : int { OK = 0, BAD_PLAN = 1, MISALIGNED = 2, CUDA_FAILED = 3 };
+constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
 
 struct Driver {
   CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                      CUstream, void**, void**) = nullptr;
   CUresult (*memset)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
   CUresult (*device)(CUdevice*) = nullptr;
+  CUresult (*retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*set_current)(CUcontext) = nullptr;
   CUresult (*error)(CUresult, const char**) = nullptr;
 };
 
@@ -45,8 +49,10 @@ const Driver* driver() {
     d.launch = reinterpret_cast<decltype(d.launch)>(dlsym(lib, "cuLaunchKernel"));
     d.memset = reinterpret_cast<decltype(d.memset)>(dlsym(lib, "cuMemsetD8Async"));
     d.device = reinterpret_cast<decltype(d.device)>(dlsym(lib, "cuCtxGetDevice"));
+    d.retain = reinterpret_cast<decltype(d.retain)>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+    d.set_current = reinterpret_cast<decltype(d.set_current)>(dlsym(lib, "cuCtxSetCurrent"));
     d.error = reinterpret_cast<decltype(d.error)>(dlsym(lib, "cuGetErrorString"));
-    return d.launch && d.memset && d.device && d.error ? &d : nullptr;
+    return d.launch && d.memset && d.device && d.retain && d.set_current && d.error ? &d : nullptr;
   }();
   return loaded;
 }
@@ -101,6 +107,17 @@ int meshops_run_plan(const int64_t* plan, int64_t n, void* const* buffers, const
   if (!d) return fail(CUDA_FAILED, message, message_size, "the CUDA driver (libcuda.so.1) is not available");
   CUdevice device = -1;
   CUresult rc = d->device(&device);
+  if (rc == CUDA_ERROR_INVALID_CONTEXT) {
+    // No context is current on this thread (another library popped its own, leaving none): the
+    // plan's kernels live in its device's primary context, which the CUDA runtime holds; make it
+    // current, as the runtime would on its next call here. The one reference taken is kept.
+    CUcontext primary = nullptr;
+    rc = d->retain(&primary, static_cast<CUdevice>(plan[2]));
+    if (rc) return cuda_failed(d, rc, "cuDevicePrimaryCtxRetain", message, message_size);
+    rc = d->set_current(primary);
+    if (rc) return cuda_failed(d, rc, "cuCtxSetCurrent", message, message_size);
+    rc = d->device(&device);
+  }
   if (rc) return cuda_failed(d, rc, "cuCtxGetDevice", message, message_size);
   if (device != plan[2])
     return fail(BAD_PLAN, message, message_size, "launch plan for CUDA device %lld, run on device %lld",

@@ -371,3 +371,25 @@ def test_cuda_launch_plans_replay_every_map_bitwise(name, mesh, rng):
                 shifted.append(buffer[1:].view(t.shape).copy_(t))
             got = _as_tuple(mt.apply(name, what[0], mesh, *shifted))
             assert all(np.array_equal(a.cpu().numpy(), b) for a, b in zip(got, want, strict=True)), what
+
+
+@pytest.mark.gpu
+def test_a_launch_plan_runs_on_a_thread_left_without_a_current_context(mesh, rng):
+    """A library that pops its own CUDA context can leave the thread with none current (JAX's
+    tests before these did): the plan's runner makes the device's primary context current again,
+    where cuCtxGetDevice failed with CUDA error 201 before."""
+    import ctypes
+
+    _cuda()
+    name = "avg_i2l"
+    x = _inputs(mesh, name, "forward", rng, nlev=8)
+    xt = _tensors(x, "cuda", requires_grad=False)
+    want = _as_tuple(mt.apply(name, "forward", mesh, *xt))
+    torch.cuda.synchronize()
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    assert libcuda.cuCtxSetCurrent(ctypes.c_void_p(0)) == 0
+    device = ctypes.c_int(-1)
+    assert libcuda.cuCtxGetDevice(ctypes.byref(device)) == 201        # none current now
+    got = _as_tuple(mt.apply(name, "forward", mesh, *xt))
+    assert libcuda.cuCtxGetDevice(ctypes.byref(device)) == 0 and device.value == xt[0].device.index
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
