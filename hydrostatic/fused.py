@@ -8,7 +8,7 @@ about 35 elementwise ones:
 
     hs_pv_vertex   (vertex, layer)  q_v = (curl_e2v(u) + f) / interp_c2v(mass)
     hs_pv_edge     (edge, layer)    q_e = interp_v2e(q_v)
-    hs_cell_stage  (cell column)    F = interp_c2e(mass) u (each edge's first present cell writes
+    hs_cell_stage  (cell, warp)     F = interp_c2e(mass) u (each edge's first present cell writes
                                     it), D = div_e2c(F), div_e2c(theta_e F), K = ke_e2c(u); down the
                                     column p_i = p_top + g sum_layers_from_top_l2i(mass), p =
                                     avg_i2l(p_i) and sum_k D; up it pi = cp exner(p), alpha,
@@ -73,7 +73,7 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "out:thetaFluxDiv:layer put:F:layer int:maxEdges int:slotStride "
                             "int:keInline int:nExtra int:extraStride int:nVertLevels real:gravity "
                             "real:pTop real:p0 real:kappa real:R real:cp " + _RK_SCALARS,
-           threads="column"),
+           threads="warp"),
     Kernel("hs_edge_stage", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                             "in:F:layer in:qEdge:layer in:bernoulli:layer in:pi:layer in:mass:layer "
                             "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "

@@ -24,6 +24,7 @@
 // (W = 1; the template parameter keeps the common signature).
 #include "rk4.cuh"
 #include "stencil.cuh"
+#include "warp_column.cuh"
 
 #ifndef __CUDACC__
 #include <cmath>  // the host build of the tests (tests/meshops/host_harness.py)
@@ -142,15 +143,17 @@ __global__ void hs_pv_edge(const int* __restrict__ verticesOnEdge, const T* __re
 }
 MESHOPS_INSTANTIATE(hs_pv_edge)
 
-// The cell pass (file comment), one thread per column c of cells [first, last); edgesOnCell,
-// cellsAcross, divCoef and keCoef in one layout (slotStride); cellsAcross as in swm/cuda/
-// shallow_water.cu (-2 - the other cell where c writes the edge's flux F). Two sweeps:
-//   down (k = N-1..0): the horizontal sums at layer k (D, div_e2c(theta_e F), K when keInline),
-//     p_i[k] = pTop + g sum_{j>=k} mass[j], p[k] = avg_i2l(p_i), the column total of D; p, D,
-//     div_e2c(theta_e F) and K are held in pi, wFlux[k], thetaFluxDiv and bernoulli until
-//   up (k = 0..N-1) reads them: alpha = R theta exner(p) / p, pi = cp exner(p),
-//     phi_i[k+1] = phiS + g sum_{j<=k} mass alpha, B = K + avg_i2l(phi_i),
-//     W[k+1] = W[k] + (dB[k] total - D[k]), and the tendencies
+// The cell pass (file comment), one warp per column c of cells [first, last) (warp_column.cuh);
+// edgesOnCell, cellsAcross, divCoef and keCoef in one layout (slotStride); cellsAcross as in
+// swm/cuda/shallow_water.cu (-2 - the other cell where c writes the edge's flux F). Two sweeps over
+// the column's chunks of levels, each lane at its level k:
+//   down (chunks from the top): the horizontal sums at layer k (D, div_e2c(theta_e F), K when
+//     keInline); the scans from the top, in the order k = N-1..0: p_i[k] = pTop + g sum_{j>=k}
+//     mass[j], p[k] = avg_i2l(p_i), the column total of D; p, D, div_e2c(theta_e F) and K are
+//     held in pi, wFlux[k], thetaFluxDiv and bernoulli until
+//   up (chunks from the surface) reads them: alpha = R theta exner(p) / p, pi = cp exner(p); the
+//     scans from the surface, k = 0..N-1: phi_i[k+1] = phiS + g sum_{j<=k} mass alpha,
+//     W[k+1] = W[k] + (dB[k] total - D[k]); B = K + avg_i2l(phi_i) and the tendencies
 //     tend_mass = -D - div_vflux(W), tend_thetaMass = -div_e2c(theta_e F) - div_vflux(W avg_l2i(theta)).
 // Without keInline, K is the field ke.
 template <typename T, int W>
@@ -167,66 +170,92 @@ __global__ void hs_cell_stage(
     T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mul_rn;
+    using meshops::broadcast;
     const int N = nVertLevels;
-    MESHOPS_ROWS(i, first, last, nlev) {
-        const int c = meshops_entity(i, nlev);
+    MESHOPS_WARP_COLUMNS(c, lane, first, last) {
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, divAbove = 0, pAbove = pTop + mul_rn(gravity, massAbove);
-        for (int k = N - 1; k >= 0; --k) {
-            const T mc = mass[col + k], thc = thetaMass[col + k] / mc;
-            T div = 0, divTheta = 0, kinetic = 0;
-            meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
-                const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
-                const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
-                const T ue = u[ek];
-                const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
-                const T thetaEdge = (T)0.5 * (other >= 0 ? thc + thetaMass[ok] / mass[ok] : thc);
-                const T flux = mul_rn(massEdge, ue);
-                if (across < 0) F[ek] = flux;
-                div += divCoef[p] * flux;
-                divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
-                if (keInline) kinetic += keCoef[p] * (ue * ue);
-            });
-            massAbove += mc;
-            divAbove += div;
-            const T pBelow = pTop + mul_rn(gravity, massAbove);
-            pi[col + k] = hydrostatic::avg_i2l(pBelow, pAbove);
-            pAbove = pBelow;
-            wFlux[coli + k] = div;
-            thetaFluxDiv[col + k] = divTheta;
-            if (keInline) bernoulli[col + k] = kinetic;
+        for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
+             base -= meshops::kWarpLanes) {
+            const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
+            T mc = 0, div = 0;
+            if (lane < levels) {
+                mc = mass[col + k];
+                const T thc = thetaMass[col + k] / mc;
+                T divTheta = 0, kinetic = 0;
+                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
+                    const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
+                    const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
+                    const T ue = u[ek];
+                    const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
+                    const T thetaEdge = (T)0.5 * (other >= 0 ? thc + thetaMass[ok] / mass[ok] : thc);
+                    const T flux = mul_rn(massEdge, ue);
+                    if (across < 0) F[ek] = flux;
+                    div += divCoef[p] * flux;
+                    divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
+                    if (keInline) kinetic += keCoef[p] * (ue * ue);
+                });
+                wFlux[coli + k] = div;
+                thetaFluxDiv[col + k] = divTheta;
+                if (keInline) bernoulli[col + k] = kinetic;
+            }
+            T p = 0;
+            for (int j = levels - 1; j >= 0; --j) {
+                massAbove += broadcast(mc, j);
+                divAbove += broadcast(div, j);
+                const T pBelow = pTop + mul_rn(gravity, massAbove);
+                if (j == lane) p = hydrostatic::avg_i2l(pBelow, pAbove);
+                pAbove = pBelow;
+            }
+            if (lane < levels) pi[col + k] = p;
         }
-        const T total = divAbove;
-        T w = 0, massAlpha = 0, phiBelow = phiS[c] + mul_rn(gravity, massAlpha);
-        T theta = thetaMass[col] / mass[col];
-        T wTheta = mul_rn(w, hydrostatic::avg_l2i(theta, theta, 0, N));
-        for (int k = 0; k < N; ++k) {
+        const T total = divAbove, phiSurface = phiS[c];
+        T w = 0, massAlpha = 0, phiBelow = phiSurface + mul_rn(gravity, massAlpha);
+        for (int base = 0; base < N; base += meshops::kWarpLanes) {
+            const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
             const meshops_offset ck = col + k;
-            const T p = pi[ck], exner = pow(p / p0, kappa);
-            const T alpha = R * theta * exner / p;
-            pi[ck] = cp * exner;
-            massAlpha += mul_rn(mass[ck], alpha);
-            const T phiAbove = phiS[c] + mul_rn(gravity, massAlpha);
-            bernoulli[ck] = (keInline ? bernoulli[ck] : ke[ck]) + hydrostatic::avg_i2l(phiBelow, phiAbove);
-            phiBelow = phiAbove;
-            const T div = wFlux[coli + k];
-            const T wAbove = w + (mul_rn(dB[k], total) - div);
-            wFlux[coli + k] = w;
-            const T thetaAbove = k + 1 < N ? thetaMass[ck + 1] / mass[ck + 1] : (T)0;
-            const T wThetaAbove = mul_rn(wAbove, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N));
-            const T tendMass = -div - hydrostatic::div_vflux(w, wAbove, k, N);
-            const T tendTheta = hydrostatic::with_extra(
-                -thetaFluxDiv[ck] - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extra, nExtra,
-                extraStride, ck);
-            hydrostatic::rk4_update(tendMass, massOld, massNew, massNext, newCoef, nextCoef, accumulate,
-                                    provisional, ck);
-            hydrostatic::rk4_update(tendTheta, thetaMassOld, thetaMassNew, thetaMassNext, newCoef,
-                                    nextCoef, accumulate, provisional, ck);
-            w = wAbove;
-            wTheta = wThetaAbove;
-            theta = thetaAbove;
+            T theta = 0, massAlphaLayer = 0, rise = 0, div = 0;
+            if (lane < levels) {
+                const T p = pi[ck], exner = pow(p / p0, kappa);
+                theta = thetaMass[ck] / mass[ck];
+                const T alpha = R * theta * exner / p;
+                pi[ck] = cp * exner;
+                massAlphaLayer = mul_rn(mass[ck], alpha);
+                div = wFlux[coli + k];
+                rise = mul_rn(dB[k], total) - div;
+            }
+            T phiLower = 0, phiUpper = 0, wLower = 0, wUpper = 0;
+            for (int j = 0; j < levels; ++j) {
+                massAlpha += broadcast(massAlphaLayer, j);
+                const T phiAbove = phiSurface + mul_rn(gravity, massAlpha);
+                const T wAbove = w + broadcast(rise, j);
+                if (j == lane) {
+                    phiLower = phiBelow;
+                    phiUpper = phiAbove;
+                    wLower = w;
+                    wUpper = wAbove;
+                }
+                phiBelow = phiAbove;
+                w = wAbove;
+            }
+            if (lane < levels) {
+                bernoulli[ck] = (keInline ? bernoulli[ck] : ke[ck]) + hydrostatic::avg_i2l(phiLower, phiUpper);
+                wFlux[coli + k] = wLower;
+                const T thetaBelow = k > 0 ? thetaMass[ck - 1] / mass[ck - 1] : theta;
+                const T thetaAbove = k + 1 < N ? thetaMass[ck + 1] / mass[ck + 1] : (T)0;
+                const T wTheta = mul_rn(wLower, hydrostatic::avg_l2i(thetaBelow, theta, k, N));
+                const T wThetaAbove = mul_rn(wUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N));
+                const T tendMass = -div - hydrostatic::div_vflux(wLower, wUpper, k, N);
+                const T tendTheta = hydrostatic::with_extra(
+                    -thetaFluxDiv[ck] - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extra, nExtra,
+                    extraStride, ck);
+                hydrostatic::rk4_update(tendMass, massOld, massNew, massNext, newCoef, nextCoef, accumulate,
+                                        provisional, ck);
+                hydrostatic::rk4_update(tendTheta, thetaMassOld, thetaMassNew, thetaMassNext, newCoef,
+                                        nextCoef, accumulate, provisional, ck);
+            }
         }
-        wFlux[coli + N] = w;
+        if (lane == 0) wFlux[coli + N] = w;
     }
 }
 MESHOPS_INSTANTIATE(hs_cell_stage)

@@ -17,8 +17,9 @@ Every kernel takes `(..., first, last, nlev)` last: it runs one logical thread p
 its output rows [first, last), a lane being W consecutive levels, nlev counted in lanes. A vertical
 kernel (`Kernel(..., threads=...)`) reads and writes fields of different level counts (layers,
 interfaces, one value per column: `VERTICAL_LEVELS`) at one level per thread (W = 1): one thread
-per column (`threads="column"`, nlev = 1 lane) or per (row, level) of its first `out` field
-(`threads="level"`).
+per column (`threads="column"`, nlev = 1 lane), one warp per column (`threads="warp"`, nlev =
+`WARP_LANES` lanes: meshops/cuda/warp_column.cuh) or one thread per (row, level) of its first `out`
+field (`threads="level"`).
 """
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ ROLES = ("idx", "coef", "in", "out", "put", "int", "real")
 _FIELD_ROLES = ("in", "out", "put")
 #: The levels of a vertical kernel's fields ("role:name:where"), given nVertLevels N.
 VERTICAL_LEVELS = {"layer": lambda N: (N,), "interface": lambda N: (N + 1,), "column": lambda N: ()}
-THREADS = ("column", "level")
+THREADS = ("column", "warp", "level")
+#: Threads of a warp: the lanes per row of a `threads="warp"` kernel.
+WARP_LANES = 32
 
 
 def cuda_sources() -> list[pathlib.Path]:
@@ -59,7 +62,7 @@ class Kernel:
     """A kernel's arguments before `(first, last, nlev)`, declared once as "role:name" in order
     (roles: `ROLES`), e.g. Kernel("grad_2e", "idx:ends coef:invLength in:x out:grad").
 
-    A vertical kernel gives `threads` ("column" or "level", module docstring), an `int:nVertLevels`
+    A vertical kernel gives `threads` ("column", "warp" or "level", module docstring), an `int:nVertLevels`
     argument and each field as "role:name:where", `where` a key of `VERTICAL_LEVELS`, e.g.
     Kernel("avg_i2l", "in:x:interface out:y:layer int:nVertLevels", threads="level")."""
 
@@ -300,7 +303,7 @@ class Launcher:
         (with 32-bit offsets only: MESHOPS_INSTANTIATE_WIDE). Scatter kernels (`*_atomic`) run
         one level per thread: atomics on adjacent levels from adjacent threads coalesce, per-lane
         atomics of one thread do not. Vertical kernels run one level per thread too (their fields
-        hold different level counts), a column kernel one lane per row. The module is compiled for this nlev (in lanes) unless
+        hold different level counts), a column kernel one lane per row, a warp kernel a warp's. The module is compiled for this nlev (in lanes) unless
         `fixed_nlev` is false or nlev is one lane and the tuning lists the kernel in runtime_nlev,
         and with 32-bit offsets when they fit unless the tuning lists it in offsets64.
         """
@@ -316,7 +319,7 @@ class Launcher:
         for lane_bytes in (tuning.wide_lane_bytes, tuning.lane_bytes) if wide else (tuning.lane_bytes,):
             width = 1 if kernel.scatters or kernel.threads else self.lane_width(fields, lane_bytes)
             nlev = (1 if fields[0].ndim == 1 or kernel.threads == "column"
-                    else int(fields[0].shape[1])) // width
+                    else WARP_LANES if kernel.threads == "warp" else int(fields[0].shape[1])) // width
             blocks = self.grid_blocks((last - first) * nlev, nlev, passes, device)
             offset32 = (name not in tuning.offsets64
                         and self.offsets_fit_int32(values, last * nlev + blocks * self.block_size))

@@ -72,10 +72,12 @@ def rank_mesh(mesh):
     return local_mesh(mesh, partition_sfc(mesh, 3), 1, halo_depth=2).mesh
 
 
-def setup(mesh, rng, variant, dtype, cast):
+def setup(mesh, rng, variant, dtype, cast, coefficients=(A, B)):
     """(state, fixed fields, Physics) of `variant`: the case's initial state with a fresh random
-    perturbation of p_s, theta and u, the fields in `dtype` through `cast`."""
+    perturbation of p_s, theta and u, the fields in `dtype` through `cast`, on the hybrid levels of
+    `coefficients` (A, B)."""
     case, kw = VARIANTS[variant]
+    A, B = coefficients
     s = testcases.initial_state(mesh, case, A, B)
     ps = levels.P0 + 500.0 * rng.standard_normal(mesh.nCells)
     mass = levels.layer_mass(A, B, ps, GRAVITY)
@@ -244,8 +246,21 @@ def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
     in float64 the steps and tendencies bitwise, the tangent-linear step to 1e-12 (nvcc contracts
     the multiply-add pairs of the operator path's pv_flux_e2e_tl and specific_volume_tl in its
     own way: 1.4e-13 measured on an H200)."""
+    check_gpu_against_the_operator_path(mesh, rng, variant, dtype, (A, B))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["baroclinic", "mpas_ke_diffusion"])
+def test_gpu_columns_longer_than_a_warp_equal_the_operator_path(mesh, rng, variant):
+    """45 layers: the column passes take a column's levels in two chunks of a warp's lanes
+    (meshops/cuda/warp_column.cuh), with the scans carried from one to the next; as above in float64."""
+    check_gpu_against_the_operator_path(mesh, rng, variant, np.float64,
+                                        levels.hybrid_coefficients(45, top_pa=500.0))
+
+
+def check_gpu_against_the_operator_path(mesh, rng, variant, dtype, coefficients):
     cupy = pytest.importorskip("cupy")
-    state, fixed, physics = setup(mesh, rng, variant, dtype, cupy.asarray)
+    state, fixed, physics = setup(mesh, rng, variant, dtype, cupy.asarray, coefficients)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
     got = run(mesh, state, fixed, physics, None)
     tend_ref = dynamics.tendencies(mesh, *state, *fixed, physics)
