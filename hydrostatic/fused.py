@@ -94,7 +94,7 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:maxEdges "
                                "int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
                                "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R "
-                               "real:cp " + _RK_SCALARS, threads="column"),
+                               "real:cp " + _RK_SCALARS, threads="warp"),
     Kernel("hs_edge_stage_tl", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                                "in:F:layer in:dF:layer in:qEdge:layer in:dqEdge:layer "
                                "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "

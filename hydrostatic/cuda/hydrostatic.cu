@@ -355,8 +355,8 @@ __global__ void hs_pv_edge_tl(const int* __restrict__ verticesOnEdge, const T* _
 }
 MESHOPS_INSTANTIATE(hs_pv_edge_tl)
 
-// The tangent-linear cell pass: as hs_cell_stage, with theta = thetaMass / mass and dtheta =
-// (dThetaMass - theta dMass) / mass:
+// The tangent-linear cell pass: as hs_cell_stage (one warp per column, the same sweeps and scans),
+// with theta = thetaMass / mass and dtheta = (dThetaMass - theta dMass) / mass:
 //   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both),
 //     D, dD = div_e2c(dF), div_e2c(dtheta_e F + theta_e dF), dK = ke_e2c_tl (keCoef2 sum of u dU)
 //     when keInline; p and dp = avg_i2l(g sum_layers_from_top_l2i(dMass)), the totals of D and dD;
@@ -383,108 +383,143 @@ __global__ void hs_cell_stage_tl(
     int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mul_rn;
+    using meshops::broadcast;
     const int N = nVertLevels;
-    MESHOPS_ROWS(i, first, last, nlev) {
-        const int c = meshops_entity(i, nlev);
+    // theta and dtheta at layer k of the column at col
+    auto thetas = [&](meshops_offset ck, T& theta, T& dTheta) {
+        theta = thetaMass[ck] / mass[ck];
+        dTheta = (dThetaMass[ck] - mul_rn(theta, dMass[ck])) / mass[ck];
+    };
+    MESHOPS_WARP_COLUMNS(c, lane, first, last) {
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, dMassAbove = 0, divAbove = 0, dDivAbove = 0;
         T pAbove = pTop + mul_rn(gravity, massAbove), dpAbove = mul_rn(gravity, dMassAbove);
-        for (int k = N - 1; k >= 0; --k) {
-            const T mc = mass[col + k], dmc = dMass[col + k];
-            const T thc = thetaMass[col + k] / mc;
-            const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
-            T div = 0, dDiv = 0, dDivTheta = 0, dKinetic = 0;
-            meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
-                const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
-                const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
-                const T ue = u[ek], due = dU[ek];
-                T massSum = mc, dMassSum = dmc, thetaSum = thc, dThetaSum = dthc;
-                if (other >= 0) {
-                    const T mo = mass[ok], dmo = dMass[ok], tho = thetaMass[ok] / mo;
-                    massSum += mo;
-                    dMassSum += dmo;
-                    thetaSum += tho;
-                    dThetaSum += (dThetaMass[ok] - mul_rn(tho, dmo)) / mo;
+        for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
+             base -= meshops::kWarpLanes) {
+            const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
+            T mc = 0, dmc = 0, div = 0, dDiv = 0;
+            if (lane < levels) {
+                mc = mass[col + k];
+                dmc = dMass[col + k];
+                const T thc = thetaMass[col + k] / mc;
+                const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
+                T dDivTheta = 0, dKinetic = 0;
+                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
+                    const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
+                    const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
+                    const T ue = u[ek], due = dU[ek];
+                    T massSum = mc, dMassSum = dmc, thetaSum = thc, dThetaSum = dthc;
+                    if (other >= 0) {
+                        const T mo = mass[ok], dmo = dMass[ok], tho = thetaMass[ok] / mo;
+                        massSum += mo;
+                        dMassSum += dmo;
+                        thetaSum += tho;
+                        dThetaSum += (dThetaMass[ok] - mul_rn(tho, dmo)) / mo;
+                    }
+                    const T massEdge = (T)0.5 * massSum, dMassEdge = (T)0.5 * dMassSum;
+                    const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
+                    const T flux = mul_rn(massEdge, ue);
+                    const T dFlux = mul_rn(dMassEdge, ue) + mul_rn(massEdge, due);
+                    if (across < 0) {
+                        F[ek] = flux;
+                        dF[ek] = dFlux;
+                    }
+                    div += divCoef[p] * flux;
+                    dDiv += divCoef[p] * dFlux;
+                    dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
+                    if (keInline) dKinetic += keCoef2[p] * (ue * due);
+                });
+                wFlux[coli + k] = div;
+                dWFlux[coli + k] = dDiv;
+                thetaFluxDiv[col + k] = dDivTheta;
+                if (keInline) dBernoulli[col + k] = dKinetic;
+            }
+            T p = 0, dp = 0;
+            for (int j = levels - 1; j >= 0; --j) {
+                massAbove += broadcast(mc, j);
+                dMassAbove += broadcast(dmc, j);
+                divAbove += broadcast(div, j);
+                dDivAbove += broadcast(dDiv, j);
+                const T pBelow = pTop + mul_rn(gravity, massAbove), dpBelow = mul_rn(gravity, dMassAbove);
+                if (j == lane) {
+                    p = hydrostatic::avg_i2l(pBelow, pAbove);
+                    dp = hydrostatic::avg_i2l(dpBelow, dpAbove);
                 }
-                const T massEdge = (T)0.5 * massSum, dMassEdge = (T)0.5 * dMassSum;
-                const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
-                const T flux = mul_rn(massEdge, ue);
-                const T dFlux = mul_rn(dMassEdge, ue) + mul_rn(massEdge, due);
-                if (across < 0) {
-                    F[ek] = flux;
-                    dF[ek] = dFlux;
-                }
-                div += divCoef[p] * flux;
-                dDiv += divCoef[p] * dFlux;
-                dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
-                if (keInline) dKinetic += keCoef2[p] * (ue * due);
-            });
-            massAbove += mc;
-            dMassAbove += dmc;
-            divAbove += div;
-            dDivAbove += dDiv;
-            const T pBelow = pTop + mul_rn(gravity, massAbove), dpBelow = mul_rn(gravity, dMassAbove);
-            pi[col + k] = hydrostatic::avg_i2l(pBelow, pAbove);
-            dPi[col + k] = hydrostatic::avg_i2l(dpBelow, dpAbove);
-            pAbove = pBelow;
-            dpAbove = dpBelow;
-            wFlux[coli + k] = div;
-            dWFlux[coli + k] = dDiv;
-            thetaFluxDiv[col + k] = dDivTheta;
-            if (keInline) dBernoulli[col + k] = dKinetic;
+                pAbove = pBelow;
+                dpAbove = dpBelow;
+            }
+            if (lane < levels) {
+                pi[col + k] = p;
+                dPi[col + k] = dp;
+            }
         }
-        const T total = divAbove, dTotal = dDivAbove;
+        const T total = divAbove, dTotal = dDivAbove, dPhiSurface = perturbPhiS ? dPhiS[c] : (T)0;
         T w = 0, dw = 0, sum = 0;
         T dPhiBelow = mul_rn(gravity, sum);
-        if (perturbPhiS) dPhiBelow = dPhiBelow + dPhiS[c];
-        T theta = thetaMass[col] / mass[col];
-        T dTheta = (dThetaMass[col] - mul_rn(theta, dMass[col])) / mass[col];
-        T vertical = mul_rn(dw, hydrostatic::avg_l2i(theta, theta, 0, N)) +
-                     mul_rn(w, hydrostatic::avg_l2i(dTheta, dTheta, 0, N));
-        for (int k = 0; k < N; ++k) {
+        if (perturbPhiS) dPhiBelow = dPhiBelow + dPhiSurface;
+        for (int base = 0; base < N; base += meshops::kWarpLanes) {
+            const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
             const meshops_offset ck = col + k;
-            const T p = pi[ck], dp = dPi[ck], exner = pow(p / p0, kappa);
-            const T alpha = R * theta * exner / p;
-            const T aTheta = R * pow(p / p0, kappa) / p;
-            const T aP = (kappa - 1) * aTheta * theta / p;
-            const T dAlpha = aP * dp + aTheta * dTheta;
-            pi[ck] = cp * exner;
-            dPi[ck] = cp * (kappa * pow(p / p0, kappa) / p * dp);
-            sum += mul_rn(dMass[ck], alpha) + mul_rn(mass[ck], dAlpha);
-            T dPhiAbove = mul_rn(gravity, sum);
-            if (perturbPhiS) dPhiAbove = dPhiAbove + dPhiS[c];
-            dBernoulli[ck] = (keInline ? dBernoulli[ck] : dKe[ck]) +
-                             hydrostatic::avg_i2l(dPhiBelow, dPhiAbove);
-            dPhiBelow = dPhiAbove;
-            const T div = wFlux[coli + k], dDiv = dWFlux[coli + k];
-            const T wAbove = w + (mul_rn(dB[k], total) - div);
-            const T dwAbove = dw + (mul_rn(dB[k], dTotal) - dDiv);
-            wFlux[coli + k] = w;
-            dWFlux[coli + k] = dw;
-            T thetaAbove = 0, dThetaAbove = 0;
-            if (k + 1 < N) {
-                thetaAbove = thetaMass[ck + 1] / mass[ck + 1];
-                dThetaAbove = (dThetaMass[ck + 1] - mul_rn(thetaAbove, dMass[ck + 1])) / mass[ck + 1];
+            T theta = 0, dTheta = 0, layerSum = 0, rise = 0, dRise = 0, dDiv = 0;
+            if (lane < levels) {
+                thetas(ck, theta, dTheta);
+                const T p = pi[ck], dp = dPi[ck], exner = pow(p / p0, kappa);
+                const T alpha = R * theta * exner / p;
+                const T aTheta = R * pow(p / p0, kappa) / p;
+                const T aP = (kappa - 1) * aTheta * theta / p;
+                const T dAlpha = aP * dp + aTheta * dTheta;
+                pi[ck] = cp * exner;
+                dPi[ck] = cp * (kappa * pow(p / p0, kappa) / p * dp);
+                layerSum = mul_rn(dMass[ck], alpha) + mul_rn(mass[ck], dAlpha);
+                dDiv = dWFlux[coli + k];
+                rise = mul_rn(dB[k], total) - wFlux[coli + k];
+                dRise = mul_rn(dB[k], dTotal) - dDiv;
             }
-            const T verticalAbove =
-                mul_rn(dwAbove, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N)) +
-                mul_rn(wAbove, hydrostatic::avg_l2i(dTheta, dThetaAbove, k + 1, N));
-            const T dTendMass = -dDiv - hydrostatic::div_vflux(dw, dwAbove, k, N);
-            const T dTendTheta = hydrostatic::with_extra(
-                -thetaFluxDiv[ck] - hydrostatic::div_vflux(vertical, verticalAbove, k, N), extra, nExtra,
-                extraStride, ck);
-            hydrostatic::rk4_update(dTendMass, dMassOld, dMassNew, dMassNext, newCoef, nextCoef,
-                                    accumulate, provisional, ck);
-            hydrostatic::rk4_update(dTendTheta, dThetaMassOld, dThetaMassNew, dThetaMassNext, newCoef,
-                                    nextCoef, accumulate, provisional, ck);
-            w = wAbove;
-            dw = dwAbove;
-            vertical = verticalAbove;
-            theta = thetaAbove;
-            dTheta = dThetaAbove;
+            T dPhiLower = 0, dPhiUpper = 0, wLower = 0, wUpper = 0, dwLower = 0, dwUpper = 0;
+            for (int j = 0; j < levels; ++j) {
+                sum += broadcast(layerSum, j);
+                T dPhiAbove = mul_rn(gravity, sum);
+                if (perturbPhiS) dPhiAbove = dPhiAbove + dPhiSurface;
+                const T wAbove = w + broadcast(rise, j), dwAbove = dw + broadcast(dRise, j);
+                if (j == lane) {
+                    dPhiLower = dPhiBelow;
+                    dPhiUpper = dPhiAbove;
+                    wLower = w;
+                    wUpper = wAbove;
+                    dwLower = dw;
+                    dwUpper = dwAbove;
+                }
+                dPhiBelow = dPhiAbove;
+                w = wAbove;
+                dw = dwAbove;
+            }
+            if (lane < levels) {
+                dBernoulli[ck] = (keInline ? dBernoulli[ck] : dKe[ck]) +
+                                 hydrostatic::avg_i2l(dPhiLower, dPhiUpper);
+                wFlux[coli + k] = wLower;
+                dWFlux[coli + k] = dwLower;
+                T thetaBelow = theta, dThetaBelow = dTheta, thetaAbove = 0, dThetaAbove = 0;
+                if (k > 0) thetas(ck - 1, thetaBelow, dThetaBelow);
+                if (k + 1 < N) thetas(ck + 1, thetaAbove, dThetaAbove);
+                const T vertical = mul_rn(dwLower, hydrostatic::avg_l2i(thetaBelow, theta, k, N)) +
+                                   mul_rn(wLower, hydrostatic::avg_l2i(dThetaBelow, dTheta, k, N));
+                const T verticalAbove =
+                    mul_rn(dwUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N)) +
+                    mul_rn(wUpper, hydrostatic::avg_l2i(dTheta, dThetaAbove, k + 1, N));
+                const T dTendMass = -dDiv - hydrostatic::div_vflux(dwLower, dwUpper, k, N);
+                const T dTendTheta = hydrostatic::with_extra(
+                    -thetaFluxDiv[ck] - hydrostatic::div_vflux(vertical, verticalAbove, k, N), extra,
+                    nExtra, extraStride, ck);
+                hydrostatic::rk4_update(dTendMass, dMassOld, dMassNew, dMassNext, newCoef, nextCoef,
+                                        accumulate, provisional, ck);
+                hydrostatic::rk4_update(dTendTheta, dThetaMassOld, dThetaMassNew, dThetaMassNext,
+                                        newCoef, nextCoef, accumulate, provisional, ck);
+            }
         }
-        wFlux[coli + N] = w;
-        dWFlux[coli + N] = dw;
+        if (lane == 0) {
+            wFlux[coli + N] = w;
+            dWFlux[coli + N] = dw;
+        }
     }
 }
 MESHOPS_INSTANTIATE(hs_cell_stage_tl)
