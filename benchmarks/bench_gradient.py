@@ -8,8 +8,9 @@ meshops: both runs in-process through `meshrun.run` as a user runs them, the tim
 runs' own log lines ("N steps in X s" of the forward, "gradient in X s" of the sensitivity run;
 mesh generation, set-up and output are outside both); dt = 720 s * 2^(5 - level) and visc4 =
 5e15 m4 s-1 * 2^(-3.2 (level - 5)), as configs/jw06_baroclinic_l9_gpu.yaml scales them; peak
-memory on CuPy is the default memory pool's total_bytes() after each run (the pool freed before
-it: the pool keeps what it took, so this is its high-water mark). The sensitivity run checkpoints
+memory on CuPy is the largest total_bytes() of the default memory pool seen by a counting
+allocator during each run (the pool freed before it; the snapshot planner frees the pool mid-run,
+so its size at the end would miss earlier peaks). The sensitivity run checkpoints
 as the config says (multistage, `--snapshots`, default auto: as many snapshots as fit in the free
 device memory, so its peak is most of the device's by design; a count bounds it).
 
@@ -53,7 +54,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from framework.constants import DAY  # noqa: E402
-from jw06_validation import DT_L5, VISC4_EXPONENT, VISC4_L5  # noqa: E402
+from jw06_validation import default_dt, level_defaults, steps_of  # noqa: E402
 
 CONFIG = ROOT / "configs" / "jw06_sensitivity_l5.yaml"
 FORWARD_CONFIG = ROOT / "configs" / "jw06_baroclinic_l5.yaml"
@@ -85,21 +86,28 @@ def box_of_config():
 def meshops_side(args, tmp: pathlib.Path) -> dict:
     import meshrun
 
-    dt = args.dt or DT_L5 * 2.0 ** (5 - args.level)
-    visc4 = VISC4_L5 * 2.0 ** (-VISC4_EXPONENT * (args.level - 5))
+    dt, visc4 = level_defaults(args.level)
+    dt = args.dt or dt
     common = [f"mesh.generate.level={args.level}", f"mesh.generate.lloyd={args.lloyd}",
               f"time.days={args.days}", f"time.dt={dt}", f"diffusion.visc4={visc4}",
-              f"backend={args.backend}", f"dtype={args.dtype}", f"output.interval_hours={args.days * 24}"]
-    if args.backend == "cupy":
-        common.append(f"dynamics.fused={str(args.fused).lower()}")
-    pool = None
+              f"backend={args.backend}", f"dtype={args.dtype}", f"output.interval_hours={args.days * 24}",
+              f"dynamics.fused={str(args.fused).lower()}"]
+    pool = peak = None
     if args.backend == "cupy":
         import cupy
         pool = cupy.get_default_memory_pool()
+        peak = [0]
+
+        def counting_malloc(size):
+            memory = pool.malloc(size)
+            peak[0] = max(peak[0], pool.total_bytes())
+            return memory
+        cupy.cuda.set_allocator(counting_malloc)
 
     def measured(config, overrides):
         if pool is not None:
             pool.free_all_blocks()
+            peak[0] = 0
         handler, root = Lines(), logging.getLogger()
         old_level = root.level
         root.addHandler(handler)
@@ -112,7 +120,7 @@ def meshops_side(args, tmp: pathlib.Path) -> dict:
             root.setLevel(old_level)
         if pool is not None:
             cupy.cuda.Device().synchronize()
-        return result, handler, time.perf_counter() - t0, (pool.total_bytes() if pool else None)
+        return result, handler, time.perf_counter() - t0, (peak[0] if pool else None)
 
     print(f"meshops level {args.level}: forward run ...", flush=True)
     history, log_f, total_f, peak_f = measured(FORWARD_CONFIG, [
@@ -134,6 +142,9 @@ def meshops_side(args, tmp: pathlib.Path) -> dict:
              re.findall(r"\|(\w+)\| ([-+0-9.eEinfa]+)", log_g.find(r"gradient norms: (.*)").group(1))}
     cost = float(log_g.find(r"J = ([-+0-9.eE]+)").group(1))
     checkpointing = log_g.find(r"checkpointing \w+: \d+ forward steps.*").group(0)
+    if pool is not None:             # the device memory back for the dinosaur half
+        cupy.cuda.set_allocator(pool.malloc)
+        pool.free_all_blocks()
     return dict(level=args.level, cells=cells, levels=levels, steps=steps, dt=dt, visc4=visc4,
                 backend=args.backend, dtype=args.dtype, fused=bool(args.fused and args.backend == "cupy"),
                 lloyd=args.lloyd, forward_s=forward_s, gradient_s=gradient_s,
@@ -155,10 +166,7 @@ def dinosaur_side(args) -> dict:
     d = dinosaur_setup(args.truncation)
     jax, grid, specs, U, step, dt_s = (d[k] for k in ("jax", "grid", "specs", "U", "step", "dt_s"))
     jnp = jax.numpy
-    n = args.days * DAY / dt_s
-    if abs(n - round(n)) > 1e-9 * n or round(n) < 1:
-        raise ValueError(f"dinosaur dt {dt_s} s: expected a divisor of {args.days} days")
-    steps = int(round(n))
+    steps = steps_of(args.days, dt_s, "dinosaur")
     (lat0, lat1), (lon0, lon1) = box_of_config()
     lon, sin_lat = grid.nodal_axes
     lon, lat = np.degrees(lon), np.degrees(np.arcsin(sin_lat))
@@ -195,14 +203,20 @@ def dinosaur_side(args) -> dict:
     out = dict(truncation=args.truncation, grid=f"{grid.longitude_nodes}x{grid.latitude_nodes}",
                levels=26, steps=steps, dt=dt_s, filter=d["filter_text"], device=str(device))
     print(f"dinosaur T{args.truncation}: forward ...", flush=True)
-    value, out["forward_compile_s"], out["forward_s"] = timed(make(step), state)
+    try:
+        value, out["forward_compile_s"], out["forward_s"] = timed(make(step), state)
+    except Exception as exc:
+        if not out_of_memory(exc):
+            raise
+        out["oom"] = str(exc).splitlines()[0][:300]
+        return out
     out["cost"], out["forward_peak_bytes"] = float(value), peak()
     for name, step_fn in (("plain", step), ("remat", jax.checkpoint(step))):
         print(f"dinosaur T{args.truncation}: jax.grad ({name}) ...", flush=True)
         try:
             grads, compile_s, run_s = timed(jax.grad(make(step_fn)), state)
-        except Exception as exc:                # XlaRuntimeError RESOURCE_EXHAUSTED among them
-            if "RESOURCE_EXHAUSTED" not in str(exc) and "out of memory" not in str(exc).lower():
+        except Exception as exc:
+            if not out_of_memory(exc):
                 raise
             out[name] = dict(oom=str(exc).splitlines()[0][:300])
             continue
@@ -213,6 +227,11 @@ def dinosaur_side(args) -> dict:
         if not args.remat:
             break
     return out
+
+
+def out_of_memory(exc: Exception) -> bool:
+    """Whether JAX failed for want of device memory (XlaRuntimeError RESOURCE_EXHAUSTED among them)."""
+    return "RESOURCE_EXHAUSTED" in str(exc) or "out of memory" in str(exc).lower()
 
 
 def gib(b):
@@ -230,6 +249,8 @@ def table(result) -> str:
     d = result["dinosaur"]
     if "skipped" in d:
         rows.append(f"| dinosaur | skipped: {d['skipped']} | | | | | |")
+    elif "oom" in d:
+        rows.append(f"| dinosaur T{d['truncation']} | forward out of memory: {d['oom']} | | | | | |")
     else:
         for name in ("plain", "remat"):
             g = d.get(name)
@@ -258,22 +279,40 @@ def device_name(backend: str) -> str:
     return f"CPU ({platform.processor() or platform.machine()})"
 
 
+def positive(kind):
+    """An argparse type: a number of `kind` above 0."""
+    def parse(text):
+        value = kind(text)
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a number above 0")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def snapshot_count(text: str) -> str:
+    """--snapshots: auto or a count >= 0."""
+    if text != "auto" and not (text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected auto or a count of snapshots (0 or more)")
+    return text
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--level", type=int, default=8, help="icosahedral mesh level (meshops)")
+    p.add_argument("--level", type=positive(int), default=8, help="icosahedral mesh level (meshops)")
     p.add_argument("--lloyd", type=int, default=0,
                    help="Lloyd iterations of the mesh (default 0, as the large-mesh GPU configs)")
-    p.add_argument("--days", type=float, default=1.0, help="run length (days), the cost at its end")
-    p.add_argument("--dt", type=float, default=None,
+    p.add_argument("--days", type=positive(float), default=1.0, help="run length (days), the cost at its end")
+    p.add_argument("--dt", type=positive(float), default=None,
                    help="meshops time step (s); default 720 * 2^(5 - level)")
     p.add_argument("--backend", choices=("cupy", "numpy"), default="cupy")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--fused", action=argparse.BooleanOptionalAction, default=False,
                    help="dynamics.fused (the fused RK4 kernels; cupy only)")
-    p.add_argument("--snapshots", default="auto",
+    p.add_argument("--snapshots", type=snapshot_count, default="auto",
                    help="sensitivity.checkpointing.snapshots_in_ram (multistage): a count, or auto "
                         "(as many as fit in the free device memory; none when every state fits)")
-    p.add_argument("--truncation", type=int, default=340, help="dinosaur's triangular truncation")
+    p.add_argument("--truncation", type=positive(int), default=340, help="dinosaur's triangular truncation")
     p.add_argument("--remat", action=argparse.BooleanOptionalAction, default=False,
                    help="also time the rematerialised jax.grad when the plain one fits")
     p.add_argument("--skip-dinosaur", action="store_true")
@@ -282,21 +321,35 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.fused and args.backend != "cupy":
         p.error("--fused: backend cupy only")
+    if not args.skip_dinosaur:
+        dinosaur_dt = default_dt(args.truncation)
+        try:
+            steps_of(args.days, dinosaur_dt, "dinosaur")
+        except ValueError:
+            p.error(f"--days {args.days:g} with --truncation {args.truncation}: dinosaur's dt "
+                    f"{dinosaur_dt:g} s must divide it")
     result = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  device=device_name(args.backend), days=args.days,
-                  argv=sys.argv[1:] if argv is None else list(argv))
-    with tempfile.TemporaryDirectory() as tmp:
-        result["meshops"] = (dict(skipped="--skip-meshops") if args.skip_meshops
-                             else meshops_side(args, pathlib.Path(tmp)))
+                  days=args.days, argv=sys.argv[1:] if argv is None else list(argv))
+
+    def write():
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(result, indent=1))
+    if args.skip_meshops:
+        result["meshops"] = dict(skipped="--skip-meshops")
+    else:
+        result["device"] = device_name(args.backend)
+        with tempfile.TemporaryDirectory() as tmp:
+            result["meshops"] = meshops_side(args, pathlib.Path(tmp))
+        write()                      # kept should the dinosaur half fail
     result["dinosaur"] = (dict(skipped="--skip-dinosaur") if args.skip_dinosaur
                           else dinosaur_side(args))
     if "skipped" not in result["meshops"]:
         print(table(result))
     else:
         print(json.dumps(result, indent=1))
+    write()
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1))
         print(f"wrote {args.json}")
     return 0
 

@@ -111,6 +111,12 @@ def record_days(days: float) -> list[float]:
     return out if out and abs(out[-1] - days) < 1e-9 else out + [float(days)]
 
 
+def level_defaults(level: int) -> tuple[float, float]:
+    """(dt in s, visc4 in m4 s-1) of our core at mesh `level`, scaled from level 5's as
+    configs/jw06_baroclinic_l9_gpu.yaml scales them: dt with the cell size, visc4 with its 3.2th power."""
+    return DT_L5 * 2.0 ** (5 - level), VISC4_L5 * 2.0 ** (-VISC4_EXPONENT * (level - 5))
+
+
 def steps_of(span_days: float, dt: float, what: str) -> int:
     n = span_days * DAY / dt
     if abs(n - round(n)) > 1e-9 * max(n, 1.0) or round(n) < 1:
@@ -175,8 +181,8 @@ def cam_k4(truncation: int) -> float:
 def dinosaur_setup(truncation: int, case: str = "jw06_baroclinic", dt: float | None = None,
                    filter: str = "del4", k4: float | None = None) -> dict:
     """dinosaur's JW06 set-up (module doc) at truncation T: a dict of jax, specs, units (U), grid,
-    coords, vertical, state (the initial modal state), orography, equation, dt_s, dt
-    (nondimensional), step (the filtered IMEX SIL3 step) and filter_text. Turns on JAX's float64."""
+    state (the initial modal state), orography, equation, dt_s, step (the filtered IMEX SIL3 step)
+    and filter_text. Turns on JAX's float64."""
     import jax
     jax.config.update("jax_enable_x64", True)
     from dinosaur import (coordinate_systems, filtering, hybrid_coordinates, primitive_equations,
@@ -227,9 +233,8 @@ def dinosaur_setup(truncation: int, case: str = "jw06_baroclinic", dt: float | N
         filters = [time_integration.exponential_step_filter(grid, dt)]
         filter_text = "dinosaur exponential_step_filter (defaults)"
     step = time_integration.step_with_filters(time_integration.imex_rk_sil3(equation, dt), filters)
-    return dict(jax=jax, specs=specs, U=U, grid=grid, coords=coords, vertical=vertical, state=state,
-                orography=orography, equation=equation, dt_s=dt_s, dt=dt, step=step,
-                filter_text=filter_text)
+    return dict(jax=jax, specs=specs, U=U, grid=grid, state=state, orography=orography,
+                equation=equation, dt_s=dt_s, step=step, filter_text=filter_text)
 
 
 def reference(args) -> int:
@@ -378,8 +383,8 @@ def model(args) -> int:
                               level_key="--level")
     A, B = levels.coefficients("jw06_26")
     init = testcases.initial_state(mesh, args.case, A, B, args.rotation)
-    dt = args.dt or DT_L5 * 2.0 ** (5 - L)
-    visc4 = VISC4_L5 * 2.0 ** (-VISC4_EXPONENT * (L - 5)) if args.visc4 is None else args.visc4
+    dt, visc4 = level_defaults(L)
+    dt, visc4 = args.dt or dt, visc4 if args.visc4 is None else args.visc4
     physics = Physics(p_top=float(A[-1]), dB=xp.asarray(B[:-1] - B[1:], dtype=dtype),
                       gravity=GRAVITY, visc4=visc4, visc4_theta=args.visc4_theta_ratio * visc4,
                       kinetic_energy=args.kinetic_energy)

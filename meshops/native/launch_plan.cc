@@ -38,6 +38,7 @@ struct Driver {
   CUresult (*device)(CUdevice*) = nullptr;
   CUresult (*retain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*set_current)(CUcontext) = nullptr;
+  CUresult (*release)(CUdevice) = nullptr;
   CUresult (*error)(CUresult, const char**) = nullptr;
 };
 
@@ -51,8 +52,10 @@ const Driver* driver() {
     d.device = reinterpret_cast<decltype(d.device)>(dlsym(lib, "cuCtxGetDevice"));
     d.retain = reinterpret_cast<decltype(d.retain)>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
     d.set_current = reinterpret_cast<decltype(d.set_current)>(dlsym(lib, "cuCtxSetCurrent"));
+    d.release = reinterpret_cast<decltype(d.release)>(dlsym(lib, "cuDevicePrimaryCtxRelease_v2"));
     d.error = reinterpret_cast<decltype(d.error)>(dlsym(lib, "cuGetErrorString"));
-    return d.launch && d.memset && d.device && d.retain && d.set_current && d.error ? &d : nullptr;
+    return d.launch && d.memset && d.device && d.retain && d.set_current && d.release && d.error ? &d
+                                                                                         : nullptr;
   }();
   return loaded;
 }
@@ -115,7 +118,10 @@ int meshops_run_plan(const int64_t* plan, int64_t n, void* const* buffers, const
     rc = d->retain(&primary, static_cast<CUdevice>(plan[2]));
     if (rc) return cuda_failed(d, rc, "cuDevicePrimaryCtxRetain", message, message_size);
     rc = d->set_current(primary);
-    if (rc) return cuda_failed(d, rc, "cuCtxSetCurrent", message, message_size);
+    if (rc) {
+      d->release(static_cast<CUdevice>(plan[2]));
+      return cuda_failed(d, rc, "cuCtxSetCurrent", message, message_size);
+    }
     rc = d->device(&device);
   }
   if (rc) return cuda_failed(d, rc, "cuCtxGetDevice", message, message_size);

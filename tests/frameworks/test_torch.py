@@ -376,8 +376,8 @@ def test_cuda_launch_plans_replay_every_map_bitwise(name, mesh, rng):
 @pytest.mark.gpu
 def test_a_launch_plan_runs_on_a_thread_left_without_a_current_context(mesh, rng):
     """A library that pops its own CUDA context can leave the thread with none current (JAX's
-    tests before these did): the plan's runner makes the device's primary context current again,
-    where cuCtxGetDevice failed with CUDA error 201 before."""
+    tests before these did): the plan's runner makes the device's primary context current again
+    instead of failing in cuCtxGetDevice with CUDA error 201."""
     import ctypes
 
     _cuda()
@@ -387,9 +387,14 @@ def test_a_launch_plan_runs_on_a_thread_left_without_a_current_context(mesh, rng
     want = _as_tuple(mt.apply(name, "forward", mesh, *xt))
     torch.cuda.synchronize()
     libcuda = ctypes.CDLL("libcuda.so.1")
-    assert libcuda.cuCtxSetCurrent(ctypes.c_void_p(0)) == 0
-    device = ctypes.c_int(-1)
-    assert libcuda.cuCtxGetDevice(ctypes.byref(device)) == 201        # none current now
-    got = _as_tuple(mt.apply(name, "forward", mesh, *xt))
-    assert libcuda.cuCtxGetDevice(ctypes.byref(device)) == 0 and device.value == xt[0].device.index
+    current = ctypes.c_void_p()
+    assert libcuda.cuCtxGetCurrent(ctypes.byref(current)) == 0
+    try:
+        assert libcuda.cuCtxSetCurrent(ctypes.c_void_p(0)) == 0
+        device = ctypes.c_int(-1)
+        assert libcuda.cuCtxGetDevice(ctypes.byref(device)) == 201        # none current now
+        got = _as_tuple(mt.apply(name, "forward", mesh, *xt))
+        assert libcuda.cuCtxGetDevice(ctypes.byref(device)) == 0 and device.value == xt[0].device.index
+    finally:                         # the later tests of this process keep their context
+        libcuda.cuCtxSetCurrent(current)
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
