@@ -16,6 +16,8 @@ chain rule, with theta0 = theta_mass0 / mass0 and, at fixed theta, mass[k] = (dA
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 import meshops
@@ -45,6 +47,8 @@ def setup(config):
 
     comm = meshops.parallel.world()
     run = build(config, comm)
+    logging.getLogger("hydrostatic").info(
+        "dynamics: %s", "fused stages" if run.model.fused else "operator path")
     dt = fixed_steps(config)[0]
     return Setup(comm, array_module(config), np.dtype(config.dtype), run.distribution,
                  run.distribution.mesh, run.model, dt, run.per_output, run.total, run.global_mesh,

@@ -8,7 +8,9 @@ float32 (JW06's baroclinic wave and Held-Suarez, every kinetic-energy form, with
 and theta, phi_s perturbed or not), on a level-3 SCVT mesh with 26 levels and fresh random
 perturbations, and on a rank's mesh with missing neighbours (every row). On a GPU (marked gpu)
 the same comparisons run on CuPy: float64 bitwise (every product of the operator path rounded on
-its own in the kernels), float32 within F32_TOL relative to the largest value.
+its own in the kernels) but for the tangent-linear step (to 1e-12 relative: nvcc contracts the
+operator kernels' multiply-add pairs its own way), float32 within F32_TOL relative to the largest
+value; also on columns longer than a warp (the column passes' chunks).
 """
 import re
 from dataclasses import replace
