@@ -2,9 +2,10 @@
 // framework/timestepping.py's), on lanes of W levels (`Lanes<T, W>`, common.cuh) or on single
 // entries (T):
 //
-//   rk4_update   forward and tangent-linear stages: yNew = (accumulate ? yNew : yOld) + newCoef * k,
-//                and with `provisional` yNext = yOld + nextCoef * k (newCoef = b_j dt, nextCoef =
-//                a_j dt), each product rounded on its own (mul_rn)
+//   rk4_update   forward stages and the hydrostatic tangent-linear ones: yNew = (accumulate ? yNew :
+//                yOld) + newCoef * k, and with `provisional` yNext = yOld + nextCoef * k (newCoef =
+//                b_j dt, nextCoef = a_j dt), each product rounded on its own (mul_rn); the shallow-
+//                water tangent-linear stage keeps its own, contracted (swm/cuda/shallow_water_tl.cu)
 //   adjoint_rk4  adjoint stages: yAdj = (rk == 2 ? newAdj : yAdj) + p (rk == 2: the step's last
 //                stage), and with `next` kAdj = bCoef * newAdj + aCoef * p (b_{j-1} dt, a_{j-1} dt)
 #pragma once
