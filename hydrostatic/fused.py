@@ -122,7 +122,7 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "out:divAdj:layer out:massAdjPart:layer out:thetaMassAdj:layer "
                             "out:pAdj:layer out:phiSAdj:column int:maxEdges int:slotStride "
                             "int:scattered int:accumulatePhiS int:nVertLevels real:gravity "
-                            "real:pTop real:p0 real:kappa real:R real:cp", threads="column"),
+                            "real:pTop real:p0 real:kappa real:R real:cp", threads="warp"),
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
                        "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
                        "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "

@@ -14,7 +14,7 @@ elementwise arithmetic between them:
                                     times theta_e and F), the pressure gradient's theta_e adjoint,
                                     the vertical advection's (mass_e, W at the edge's interfaces, u)
     hs_adj_vertex  (vertex, layer)  w = interp_v2e^T(q_e_adj) / interp_c2v(mass), q_v w
-    hs_adj_column  (cell column)    B_adj = -grad_c2e^T(tend_u_adj), pi_adj, theta's and W's edge
+    hs_adj_column  (cell, warp)     B_adj = -grad_c2e^T(tend_u_adj), pi_adj, theta's and W's edge
                                     parts (interp_c2e^T), W_adj, D_adj = -tend_mass_adj + W^T(W_adj),
                                     the column diagnostics' adjoint down the column and up it:
                                     phi_s_adj, theta_mass_adj, mass_adj's column part

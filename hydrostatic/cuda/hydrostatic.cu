@@ -729,16 +729,20 @@ __global__ void hs_adj_vertex(const int* __restrict__ verticesOnEdgeT,
 }
 MESHOPS_INSTANTIATE(hs_adj_vertex)
 
-// The adjoint column pass, one thread per column c (comment above); edgesOnCell (maxEdges slots,
-// slotStride), cellsOnEdge and invDcEdge (grad_c2e's coefficient of c at each edge: +1 / dcEdge at
-// the edge's second cell, -1 / dcEdge at its first). With `scattered` (atomic mode) the edges' parts
-// are read from the sums the edge pass scattered (bernoulliAcc, piAcc, thetaAcc, wAcc) instead. Down the column (k = N-1..0) with interface
-// j = k + 1: the edges' gathers at layer k (B_adj, pi_adj, theta_adj's part) and interface j (W_adj's
-// part); W_adj[j], Y[k] = sum_{j' > k} W_adj[j'], phi_i_adj[j] = avg_i2l^T(B_adj), X[k] = g sum_{j' >
-// k} phi_i_adj[j'], phi_s_adj = sum phi_i_adj; at layer k p, alpha and their adjoints, theta_adj and
-// theta_mass_adj = theta_adj / mass, mass_adj = alpha X - theta theta_mass_adj; Y and p_adj held in
-// divAdj and pAdj. Up (k = 0..N-1): D_adj = -massTendAdj + sum_l dB[l] Y[l] - Y[k], mass_adj += g
-// sum_{j <= k} avg_i2l^T(p_adj)[j].
+// The adjoint column pass, one warp per column c (warp_column.cuh; comment above); edgesOnCell
+// (maxEdges slots, slotStride), cellsOnEdge and invDcEdge (grad_c2e's coefficient of c at each edge:
+// +1 / dcEdge at the edge's second cell, -1 / dcEdge at its first). With `scattered` (atomic mode)
+// the edges' parts are read from the sums the edge pass scattered (bernoulliAcc, piAcc, thetaAcc,
+// wAcc) instead. Two sweeps over the column's chunks of levels, each lane at its layer k, interface
+// j = k + 1:
+//   down (chunks from the top): the edges' gathers at layer k (B_adj, pi_adj, theta_adj's part) and
+//     interface j (W_adj's part), W_adj[j]; the scans from the top, in the order k = N-1..0: Y[k] =
+//     sum_{j' > k} W_adj[j'], phi_i_adj[j] = avg_i2l^T(B_adj), X[k] = g sum_{j' > k} phi_i_adj[j'],
+//     phi_s_adj = sum phi_i_adj, p_i and p, sum_l dB[l] Y[l]; at layer k alpha and the adjoints of
+//     alpha and p, theta_adj, theta_mass_adj = theta_adj / mass, mass_adj = alpha X - theta
+//     theta_mass_adj; Y and p_adj held in divAdj and pAdj until
+//   up (chunks from the surface) reads them: D_adj = -massTendAdj + sum_l dB[l] Y[l] - Y[k]; the scan
+//     from the surface, k = 0..N-1: mass_adj += g sum_{j <= k} avg_i2l^T(p_adj)[j].
 template <typename T, int W>
 __global__ void hs_adj_column(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
@@ -752,86 +756,111 @@ __global__ void hs_adj_column(
     T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
     int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
 {
+    using meshops::broadcast;
     const int N = nVertLevels;
-    MESHOPS_ROWS(i, first, last, nlev) {
-        const int c = meshops_entity(i, nlev);
+    MESHOPS_WARP_COLUMNS(c, lane, first, last) {
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, pAbove = pTop + gravity * massAbove;
         T ySum = 0, xSum = 0, phiS = 0, total = 0;
-        // the layer above's values (none above the top)
-        T bAbove = 0, gmAbove = 0, gtAbove = 0, thetaAbove = 0;
-        for (int k = N - 1; k >= 0; --k) {
+        T bAbove = 0;  // B_adj of the layer above (none above the top)
+        for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
+             base -= meshops::kWarpLanes) {
+            const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
             const meshops_offset ck = col + k;
-            T bAdj = 0, piAdj = 0, thetaPart = 0, wPart = 0;
-            if (scattered) {
-                bAdj = bernoulliAcc[ck];
-                piAdj = piAcc[ck];
-                thetaPart = thetaAcc[ck];
-                wPart = wAcc[coli + k + 1];
-            } else {
-                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset, int e) {
-                    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-                    const T coef = c == c1 ? invDcEdge[e] : -invDcEdge[e];
-                    const meshops_offset ek = (meshops_offset)e * N + k;
-                    const T g = uTendAdj[ek];
-                    bAdj -= coef * g;
-                    piAdj -= coef * (hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k) * g);
-                    thetaPart += thetaEdgeAdj[ek];
-                    wPart += wEdgeAdj[(meshops_offset)e * (N + 1) + k + 1];
-                });
-                thetaPart = (T)0.5 * thetaPart;
-                wPart = (T)0.5 * wPart;
+            T bAdj = 0, piAdj = 0, thetaPart = 0, mc = 0, gt = 0, theta = 0, vAbove = 0, wAdj = 0, dBk = 0;
+            if (lane < levels) {
+                T wPart = 0;
+                if (scattered) {
+                    bAdj = bernoulliAcc[ck];
+                    piAdj = piAcc[ck];
+                    thetaPart = thetaAcc[ck];
+                    wPart = wAcc[coli + k + 1];
+                } else {
+                    meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset, int e) {
+                        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+                        const T coef = c == c1 ? invDcEdge[e] : -invDcEdge[e];
+                        const meshops_offset ek = (meshops_offset)e * N + k;
+                        const T g = uTendAdj[ek];
+                        bAdj -= coef * g;
+                        piAdj -= coef * (hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k) * g);
+                        thetaPart += thetaEdgeAdj[ek];
+                        wPart += wEdgeAdj[(meshops_offset)e * (N + 1) + k + 1];
+                    });
+                    thetaPart = (T)0.5 * thetaPart;
+                    wPart = (T)0.5 * wPart;
+                }
+                mc = mass[ck];
+                gt = thetaMassTendAdj[ck];
+                theta = thetaMass[ck] / mc;
+                dBk = dB[k];
+                // interface j = k + 1: v = -Dv^T(thetaMassTendAdj), W_adj
+                const int j = k + 1;
+                const T gm = massTendAdj[ck];
+                const T gmAbove = j < N ? massTendAdj[ck + 1] : (T)0;
+                const T gtAbove = j < N ? thetaMassTendAdj[ck + 1] : (T)0;
+                const T thetaAbove = j < N ? thetaMass[ck + 1] / mass[ck + 1] : (T)0;
+                vAbove = j < N ? -(gt - gtAbove) : (T)0;
+                wAdj = (j < N ? -(gm - gmAbove) : (T)0) +
+                       hydrostatic::avg_l2i(theta, thetaAbove, j, N) * vAbove + wPart;
             }
-            const T mc = mass[ck], gm = massTendAdj[ck], gt = thetaMassTendAdj[ck];
-            const T theta = thetaMass[ck] / mc;
-            // interface j = k + 1: v = -Dv^T(thetaMassTendAdj), W_adj, phi_i_adj
-            const int j = k + 1;
-            const T vAbove = j < N ? -(gt - gtAbove) : (T)0;
-            const T wAdj = (j < N ? -(gm - gmAbove) : (T)0) +
-                           hydrostatic::avg_l2i(theta, thetaAbove, j, N) * vAbove + wPart;
-            ySum += wAdj;
-            const T phiIAdj = (j < N ? (T)0.5 * bAbove : (T)0) + (T)0.5 * bAdj;
-            phiS += phiIAdj;
-            xSum += phiIAdj;
-            const T X = gravity * xSum;
-            // layer k: p and alpha (hydrostatic.dynamics.column_diagnostics), their adjoints
-            massAbove += mc;
-            const T pBelow = pTop + gravity * massAbove;
-            const T p = hydrostatic::avg_i2l(pBelow, pAbove);
-            pAbove = pBelow;
-            const T exner = pow(p / p0, kappa);
-            const T alpha = R * theta * exner / p;
-            const T aTheta = R * exner / p;
-            const T aP = (kappa - 1) * aTheta * theta / p;
-            const T alphaAdj = mc * X;
-            pAdj[ck] = aP * alphaAdj + cp * (kappa * exner / p * piAdj);
-            const T vBelow = k > 0 ? -(thetaMassTendAdj[ck - 1] - gt) : (T)0;
-            const T wv = wFlux[coli + k] * vBelow;
-            const T wvUp = wFlux[coli + k + 1] * vAbove;
-            const T thetaAdj = aTheta * alphaAdj + thetaPart + (k == 0 ? (T)1 : (T)0.5) * wv +
-                               (k + 1 == N ? (T)1 : (T)0.5) * wvUp;
-            const T tmAdj = thetaAdj / mc;
-            thetaMassAdj[ck] = tmAdj;
-            massAdjPart[ck] = alpha * X - theta * tmAdj;
-            divAdj[ck] = ySum;
-            bernoulliAdj[ck] = bAdj;
-            total += dB[k] * ySum;
-            bAbove = bAdj;
-            gmAbove = gm;
-            gtAbove = gt;
-            thetaAbove = theta;
+            T Y = 0, X = 0, p = 0;
+            for (int l = levels - 1; l >= 0; --l) {
+                ySum += broadcast(wAdj, l);
+                const T b = broadcast(bAdj, l);
+                const T phiIAdj = (base + l + 1 < N ? (T)0.5 * bAbove : (T)0) + (T)0.5 * b;
+                phiS += phiIAdj;
+                xSum += phiIAdj;
+                massAbove += broadcast(mc, l);
+                const T pBelow = pTop + gravity * massAbove;
+                if (l == lane) {
+                    Y = ySum;
+                    X = gravity * xSum;
+                    p = hydrostatic::avg_i2l(pBelow, pAbove);
+                }
+                pAbove = pBelow;
+                total += broadcast(dBk, l) * ySum;
+                bAbove = b;
+            }
+            if (lane < levels) {
+                // layer k: alpha (hydrostatic.dynamics.column_diagnostics), the adjoints of alpha and p
+                const T exner = pow(p / p0, kappa);
+                const T alpha = R * theta * exner / p;
+                const T aTheta = R * exner / p;
+                const T aP = (kappa - 1) * aTheta * theta / p;
+                const T alphaAdj = mc * X;
+                pAdj[ck] = aP * alphaAdj + cp * (kappa * exner / p * piAdj);
+                const T vBelow = k > 0 ? -(thetaMassTendAdj[ck - 1] - gt) : (T)0;
+                const T wv = wFlux[coli + k] * vBelow;
+                const T wvUp = wFlux[coli + k + 1] * vAbove;
+                const T thetaAdj = aTheta * alphaAdj + thetaPart + (k == 0 ? (T)1 : (T)0.5) * wv +
+                                   (k + 1 == N ? (T)1 : (T)0.5) * wvUp;
+                const T tmAdj = thetaAdj / mc;
+                thetaMassAdj[ck] = tmAdj;
+                massAdjPart[ck] = alpha * X - theta * tmAdj;
+                divAdj[ck] = Y;
+                bernoulliAdj[ck] = bAdj;
+            }
         }
         phiS += (T)0.5 * bAbove;  // phi_i_adj at the surface interface
         T zSum = 0, pAdjBelow = 0;
-        for (int k = 0; k < N; ++k) {
+        for (int base = 0; base < N; base += meshops::kWarpLanes) {
+            const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
             const meshops_offset ck = col + k;
-            divAdj[ck] = -massTendAdj[ck] + (total - divAdj[ck]);
-            const T pa = pAdj[ck];
-            zSum += (T)0.5 * pa + (k > 0 ? (T)0.5 * pAdjBelow : (T)0);
-            pAdjBelow = pa;
-            massAdjPart[ck] = massAdjPart[ck] + gravity * zSum;
+            T pa = 0;
+            if (lane < levels) {
+                divAdj[ck] = -massTendAdj[ck] + (total - divAdj[ck]);
+                pa = pAdj[ck];
+            }
+            T z = 0;
+            for (int l = 0; l < levels; ++l) {
+                const T paLevel = broadcast(pa, l);
+                zSum += (T)0.5 * paLevel + (base + l > 0 ? (T)0.5 * pAdjBelow : (T)0);
+                pAdjBelow = paLevel;
+                if (l == lane) z = zSum;
+            }
+            if (lane < levels) massAdjPart[ck] = massAdjPart[ck] + gravity * z;
         }
-        phiSAdj[c] = accumulatePhiS ? phiSAdj[c] + phiS : phiS;
+        if (lane == 0) phiSAdj[c] = accumulatePhiS ? phiSAdj[c] + phiS : phiS;
     }
 }
 MESHOPS_INSTANTIATE(hs_adj_column)

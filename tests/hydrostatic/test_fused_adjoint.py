@@ -23,15 +23,15 @@ import pytest
 from framework.stepper import rk4_step_adj, rk4_step_tl
 from grids.decompose import local_mesh
 from grids.partition import partition_sfc
-from hydrostatic import dynamics, fused_adjoint, fused_tangent
+from hydrostatic import dynamics, fused_adjoint, fused_tangent, levels
 from hydrostatic.distribution import halo_depth
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.fused import fused_record
 from hydrostatic.model import Model
 
 from tests.meshops.host_harness import host
-from tests.hydrostatic.test_fused import (DT, VARIANTS, _max_rel, host_kernels, mesh,  # noqa: F401
-                                          on_host, perturbation, rank_mesh, setup)
+from tests.hydrostatic.test_fused import (A, B, DT, VARIANTS, _max_rel, host_kernels,  # noqa: F401
+                                          mesh, on_host, perturbation, rank_mesh, setup)
 
 #: The fused adjoint against the operator path's in float64, relative to each output's largest value.
 ADJ_TOL = 1e-12
@@ -241,8 +241,22 @@ def test_gpu_step_adjoint(mesh, rng, variant, dtype, mode):
     """The fused adjoint step on CuPy in either mode against the operator path's deterministic one
     in float64 (ADJ_TOL, float32 F32_ADJ_TOL), bitwise the same on a second call in the
     deterministic mode, and the float64 dot-product test against the fused tangent-linear step."""
+    check_gpu_step_adjoint(mesh, rng, variant, dtype, mode, (A, B))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["baroclinic", "mpas_ke_diffusion"])
+@pytest.mark.parametrize("mode", ["deterministic", "atomic"])
+def test_gpu_columns_longer_than_a_warp_step_adjoint(mesh, rng, variant, mode):
+    """45 layers: the column pass takes a column's levels in two chunks of a warp's lanes
+    (meshops/cuda/warp_column.cuh), with the scans carried from one to the next; as above in float64."""
+    check_gpu_step_adjoint(mesh, rng, variant, np.float64, mode,
+                           levels.hybrid_coefficients(45, top_pa=500.0))
+
+
+def check_gpu_step_adjoint(mesh, rng, variant, dtype, mode, coefficients):
     cupy = pytest.importorskip("cupy")
-    state, fixed, physics = setup(mesh, rng, variant, np.float64, cupy.asarray)
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, cupy.asarray, coefficients)
     adj = adjoint_inputs(state, rng, cupy.asarray)
     ref = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *adj,
                        mode="deterministic")
