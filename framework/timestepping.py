@@ -42,25 +42,23 @@ class AdjointUpdate(NamedTuple):
     next: bool
     start: bool
 
-
-class AdjointRK4(NamedTuple):
-    """A stage's `AdjointUpdate` with the arrays it updates, as a model's fused adjoint kernels
-    apply it: y_adj and new_adj are tuples of the model's prognostic arrays (one of each per
-    prognostic field, in the model's order); y_adj += the stage's adjoint p (with `start`, the
-    step's last stage: y_adj = new_adj + p), and with `next` the earlier stage's adjoint tendency
-    k_adj = b_coef * new_adj + a_coef * p (b_coef = b_{j-1} dt, a_coef = a_{j-1} dt)."""
-    y_adj: tuple
-    new_adj: tuple
-    b_coef: float
-    a_coef: float
-    next: bool
-    start: bool = False
-
     def arguments(self) -> dict:
         """The bookkeeping as the fused adjoint kernels' scalar arguments (rk = 2 with `start`,
         else 1)."""
         return dict(rk=2 if self.start else 1, bCoef=self.b_coef, aCoef=self.a_coef,
                     next=int(self.next))
+
+
+class AdjointRK4(NamedTuple):
+    """A stage's `AdjointUpdate` with the arrays it updates, as a model's fused adjoint kernels
+    apply it: y_adj and new_adj are tuples of the model's prognostic arrays (one of each per
+    prognostic field, in the model's order)."""
+    y_adj: tuple
+    new_adj: tuple
+    update: AdjointUpdate
+
+    def arguments(self) -> dict:
+        return self.update.arguments()
 
 
 def updates(dt: float) -> list:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import itertools
 
-from framework.timestepping import AdjointRK4
+from framework.timestepping import AdjointRK4, AdjointUpdate
 from meshops.device.backend import array_module
 from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
@@ -124,7 +124,7 @@ class FusedStageAdjoint(FusedStage):
                  *, phi_s_adj=None, rk: AdjointRK4 | None = None, mode: str | None = None):
         """The stage's adjoint from its adjoint tendencies about `record`. With `rk` the state's
         adjoint goes into the RK4 bookkeeping (the tend_*_adj arrays are overwritten by the
-        earlier stage's when rk.next) and phi_s_adj is returned; without, (mass_adj,
+        earlier stage's when rk.update.next) and phi_s_adj is returned; without, (mass_adj,
         theta_mass_adj, u_adj, phi_s_adj) as new arrays. phi_s_adj: this stage's part is added to
         it in place when given, else it is a new array. `mode` "atomic": the transposed sums as
         atomicAdd scatters through the forward tables; None: the meshops default."""
@@ -137,7 +137,7 @@ class FusedStageAdjoint(FusedStage):
         if rk is None:
             state_adj = tuple(xp.empty_like(y) for y in (mass, theta_mass, u))
             zeros = tuple(xp.zeros_like(y) for y in (mass, theta_mass, u))
-            rk = AdjointRK4(state_adj, zeros, 0.0, 0.0, False, True)
+            rk = AdjointRK4(state_adj, zeros, AdjointUpdate(0.0, 0.0, False, True))
         extras = extra_adjoints(m, record, phi_s, physics, tend_theta_mass_adj, tend_u_adj, mode)
         accumulate = phi_s_adj is not None
         phi_s_adj = xp.empty_like(phi_s) if phi_s_adj is None else phi_s_adj

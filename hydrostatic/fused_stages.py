@@ -70,5 +70,5 @@ class FusedStages(stepper.TendencyStages):
         m = self.model
         phi_s_adj = self._adjoint(record, m.phi_s, m.physics, *k_adj,
                                   phi_s_adj=None if controls_adj is None else controls_adj[0],
-                                  rk=AdjointRK4(tuple(y_adj), tuple(new_adj), *update), mode=mode)
+                                  rk=AdjointRK4(tuple(y_adj), tuple(new_adj), update), mode=mode)
         return k_adj, [phi_s_adj]

@@ -274,5 +274,5 @@ def _add_extra(h_extra, b_extra, h_adj, b_adj, rk, k_adj) -> None:
         return
     y_adj = rk.y_adj[0]
     y_adj += h_extra
-    if rk.next:
-        k_adj += rk.a_coef * h_extra
+    if rk.update.next:
+        k_adj += rk.update.a_coef * h_extra

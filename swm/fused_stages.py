@@ -55,7 +55,7 @@ class FusedStages:
         j - 1's, b_adj accumulated in place."""
         if self._adjoint is None:
             self._adjoint = FusedStageAdjoint(self.model.device_mesh)
-        rk = AdjointRK4(tuple(y_adj), tuple(new_adj), *update)
+        rk = AdjointRK4(tuple(y_adj), tuple(new_adj), update)
         _, _, b_adj = self._adjoint(record, self.model.physics, *k_adj,
                                     b_adj=None if controls_adj is None else controls_adj[0], rk=rk,
                                     mode=mode)
