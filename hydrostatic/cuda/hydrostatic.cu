@@ -170,11 +170,10 @@ __global__ void hs_cell_stage(
     T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mul_rn;
-    using meshops::broadcast;
     const int N = nVertLevels;
     MESHOPS_WARP_COLUMNS(c, lane, first, last) {
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
-        T massAbove = 0, divAbove = 0, pAbove = pTop + mul_rn(gravity, massAbove);
+        T massAbove = 0, divAbove = 0;
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -199,18 +198,15 @@ __global__ void hs_cell_stage(
                 thetaFluxDiv[col + k] = divTheta;
                 if (keInline) bernoulli[col + k] = kinetic;
             }
-            T p = 0;
-            for (int j = levels - 1; j >= 0; --j) {
-                massAbove += broadcast(mc, j);
-                divAbove += broadcast(div, j);
-                const T pBelow = pTop + mul_rn(gravity, massAbove);
-                if (j == lane) p = hydrostatic::avg_i2l(pBelow, pAbove);
-                pAbove = pBelow;
-            }
-            if (lane < levels) pi[col + k] = p;
+            T massUpper = 0, massLower = 0;
+            meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
+            meshops::add_down(div, levels, divAbove);
+            if (lane < levels)
+                pi[col + k] = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
+                                                   pTop + mul_rn(gravity, massUpper));
         }
         const T total = divAbove, phiSurface = phiS[c];
-        T w = 0, massAlpha = 0, phiBelow = phiSurface + mul_rn(gravity, massAlpha);
+        T w = 0, massAlpha = 0;
         for (int base = 0; base < N; base += meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
             const meshops_offset ck = col + k;
@@ -224,21 +220,12 @@ __global__ void hs_cell_stage(
                 div = wFlux[coli + k];
                 rise = mul_rn(dB[k], total) - div;
             }
-            T phiLower = 0, phiUpper = 0, wLower = 0, wUpper = 0;
-            for (int j = 0; j < levels; ++j) {
-                massAlpha += broadcast(massAlphaLayer, j);
-                const T phiAbove = phiSurface + mul_rn(gravity, massAlpha);
-                const T wAbove = w + broadcast(rise, j);
-                if (j == lane) {
-                    phiLower = phiBelow;
-                    phiUpper = phiAbove;
-                    wLower = w;
-                    wUpper = wAbove;
-                }
-                phiBelow = phiAbove;
-                w = wAbove;
-            }
+            T massAlphaLower = 0, massAlphaUpper = 0, wLower = 0, wUpper = 0;
+            meshops::scan_up(massAlphaLayer, levels, lane, massAlpha, massAlphaLower, massAlphaUpper);
+            meshops::scan_up(rise, levels, lane, w, wLower, wUpper);
             if (lane < levels) {
+                const T phiLower = phiSurface + mul_rn(gravity, massAlphaLower);
+                const T phiUpper = phiSurface + mul_rn(gravity, massAlphaUpper);
                 bernoulli[ck] = (keInline ? bernoulli[ck] : ke[ck]) + hydrostatic::avg_i2l(phiLower, phiUpper);
                 wFlux[coli + k] = wLower;
                 const T thetaBelow = k > 0 ? thetaMass[ck - 1] / mass[ck - 1] : theta;
@@ -383,7 +370,6 @@ __global__ void hs_cell_stage_tl(
     int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mul_rn;
-    using meshops::broadcast;
     const int N = nVertLevels;
     // theta and dtheta at layer k of the column at col
     auto thetas = [&](meshops_offset ck, T& theta, T& dTheta) {
@@ -393,7 +379,6 @@ __global__ void hs_cell_stage_tl(
     MESHOPS_WARP_COLUMNS(c, lane, first, last) {
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, dMassAbove = 0, divAbove = 0, dDivAbove = 0;
-        T pAbove = pTop + mul_rn(gravity, massAbove), dpAbove = mul_rn(gravity, dMassAbove);
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -434,29 +419,24 @@ __global__ void hs_cell_stage_tl(
                 thetaFluxDiv[col + k] = dDivTheta;
                 if (keInline) dBernoulli[col + k] = dKinetic;
             }
-            T p = 0, dp = 0;
-            for (int j = levels - 1; j >= 0; --j) {
-                massAbove += broadcast(mc, j);
-                dMassAbove += broadcast(dmc, j);
-                divAbove += broadcast(div, j);
-                dDivAbove += broadcast(dDiv, j);
-                const T pBelow = pTop + mul_rn(gravity, massAbove), dpBelow = mul_rn(gravity, dMassAbove);
-                if (j == lane) {
-                    p = hydrostatic::avg_i2l(pBelow, pAbove);
-                    dp = hydrostatic::avg_i2l(dpBelow, dpAbove);
-                }
-                pAbove = pBelow;
-                dpAbove = dpBelow;
-            }
+            T massUpper = 0, massLower = 0, dMassUpper = 0, dMassLower = 0;
+            meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
+            meshops::scan_down(dmc, levels, lane, dMassAbove, dMassUpper, dMassLower);
+            meshops::add_down(div, levels, divAbove);
+            meshops::add_down(dDiv, levels, dDivAbove);
             if (lane < levels) {
-                pi[col + k] = p;
-                dPi[col + k] = dp;
+                pi[col + k] = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
+                                                   pTop + mul_rn(gravity, massUpper));
+                dPi[col + k] = hydrostatic::avg_i2l(mul_rn(gravity, dMassLower), mul_rn(gravity, dMassUpper));
             }
         }
         const T total = divAbove, dTotal = dDivAbove, dPhiSurface = perturbPhiS ? dPhiS[c] : (T)0;
         T w = 0, dw = 0, sum = 0;
-        T dPhiBelow = mul_rn(gravity, sum);
-        if (perturbPhiS) dPhiBelow = dPhiBelow + dPhiSurface;
+        // dphi_i of the interface whose sum of layerSum below is s
+        auto dPhi = [&](T s) {
+            const T dPhiMass = mul_rn(gravity, s);
+            return perturbPhiS ? dPhiMass + dPhiSurface : dPhiMass;
+        };
         for (int base = 0; base < N; base += meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
             const meshops_offset ck = col + k;
@@ -475,27 +455,13 @@ __global__ void hs_cell_stage_tl(
                 rise = mul_rn(dB[k], total) - wFlux[coli + k];
                 dRise = mul_rn(dB[k], dTotal) - dDiv;
             }
-            T dPhiLower = 0, dPhiUpper = 0, wLower = 0, wUpper = 0, dwLower = 0, dwUpper = 0;
-            for (int j = 0; j < levels; ++j) {
-                sum += broadcast(layerSum, j);
-                T dPhiAbove = mul_rn(gravity, sum);
-                if (perturbPhiS) dPhiAbove = dPhiAbove + dPhiSurface;
-                const T wAbove = w + broadcast(rise, j), dwAbove = dw + broadcast(dRise, j);
-                if (j == lane) {
-                    dPhiLower = dPhiBelow;
-                    dPhiUpper = dPhiAbove;
-                    wLower = w;
-                    wUpper = wAbove;
-                    dwLower = dw;
-                    dwUpper = dwAbove;
-                }
-                dPhiBelow = dPhiAbove;
-                w = wAbove;
-                dw = dwAbove;
-            }
+            T sumLower = 0, sumUpper = 0, wLower = 0, wUpper = 0, dwLower = 0, dwUpper = 0;
+            meshops::scan_up(layerSum, levels, lane, sum, sumLower, sumUpper);
+            meshops::scan_up(rise, levels, lane, w, wLower, wUpper);
+            meshops::scan_up(dRise, levels, lane, dw, dwLower, dwUpper);
             if (lane < levels) {
                 dBernoulli[ck] = (keInline ? dBernoulli[ck] : dKe[ck]) +
-                                 hydrostatic::avg_i2l(dPhiLower, dPhiUpper);
+                                 hydrostatic::avg_i2l(dPhi(sumLower), dPhi(sumUpper));
                 wFlux[coli + k] = wLower;
                 dWFlux[coli + k] = dwLower;
                 T thetaBelow = theta, dThetaBelow = dTheta, thetaAbove = 0, dThetaAbove = 0;

@@ -29,6 +29,44 @@ inline T broadcast(T v, int)
 }
 #endif
 
+// The scan of a chunk's levels from the surface up (lanes 0 .. levels-1 in turn): `sum` gains
+// each lane's `term`, the same additions in every lane; `below` and `above` get the running sums
+// before and after the calling lane's own term (its lower and upper interface).
+template <typename T>
+__device__ __forceinline__ void scan_up(T term, int levels, int lane, T& sum, T& below, T& above)
+{
+    for (int j = 0; j < levels; ++j) {
+        const T next = sum + broadcast(term, j);
+        if (j == lane) {
+            below = sum;
+            above = next;
+        }
+        sum = next;
+    }
+}
+
+// The same from the top down (lanes levels-1 .. 0): `above` and `below` get the running sums before
+// and after the calling lane's term (its upper and lower interface).
+template <typename T>
+__device__ __forceinline__ void scan_down(T term, int levels, int lane, T& sum, T& above, T& below)
+{
+    for (int j = levels - 1; j >= 0; --j) {
+        const T next = sum + broadcast(term, j);
+        if (j == lane) {
+            above = sum;
+            below = next;
+        }
+        sum = next;
+    }
+}
+
+// The sum alone of a chunk's terms, added from the top down as scan_down adds them.
+template <typename T>
+__device__ __forceinline__ void add_down(T term, int levels, T& sum)
+{
+    for (int j = levels - 1; j >= 0; --j) sum = sum + broadcast(term, j);
+}
+
 }  // namespace meshops
 
 // Loop over the columns c of [first, last), one warp each, a warp's lanes on the same column (the
