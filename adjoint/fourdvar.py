@@ -198,16 +198,15 @@ def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
     root = {}                    # rank 0: the first guess and the background errors
 
     def observe():
-        import netCDF4
         from grids.atomic import atomic_path
-        from framework.output import reporting_space, stamp
+        from framework.output import dataset, reporting_space, stamp
 
         rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
                                    replace=False))
         with reporting_space(obs_path, "fourdvar.output", out), atomic_path(obs_path) as tmp:
             what = twin.observe(tmp, rng, cells, obs_steps, truth_obs)
-            with netCDF4.Dataset(tmp, "a") as ds:
+            with dataset(tmp, "a") as ds:
                 stamp(ds, twin.attributes)
         log.info("%s written to %s", what, obs_path)
         root["background"] = twin.first_guess(truth, rng)
@@ -294,17 +293,16 @@ def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
     gradient_norm, <label>_rms_error), in one netCDF file with the twin's global attributes and
     `twin.fill(ds)`; a PNG of the convergence beside it (marked as this model's); both written
     atomically."""
-    import netCDF4
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from framework.dates import start_of
-    from framework.output import create_time, reporting_space, set_time, stamp
+    from framework.output import create_time, dataset, reporting_space, set_time, stamp
 
     table = np.array(history, dtype=np.float64)
     controls = twin.controls
     with reporting_space(path, "fourdvar.output"), atomic_path(path) as tmp:
         write_mesh(mesh, tmp)
-        with netCDF4.Dataset(tmp, "a") as ds:
+        with dataset(tmp, "a") as ds:
             stamp(ds, twin.attributes)
             start = start_of(twin.config)
             create_time(ds, start)

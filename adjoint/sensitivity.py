@@ -264,7 +264,7 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
     from framework.driver import grid_reference
     from framework.dates import START, start_of
     from framework.mesh_files import create_mesh_part
-    from framework.output import create_time, reporting_space, set_time, stamp
+    from framework.output import closing_dataset, create_time, reporting_space, set_time, stamp
 
     def write():
         grid = None if config is None else grid_reference(config, s.global_mesh, path,
@@ -276,7 +276,7 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
                 stamp(ds, attributes)
             else:
                 ds = create_mesh_part(tmp, s.global_mesh, grid, attributes, output=path)
-            with ds:
+            with closing_dataset(ds):
                 start = START if config is None else start_of(config)
                 create_time(ds, start)
                 set_time(ds, 0, s.start * s.dt, start)

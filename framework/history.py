@@ -35,8 +35,8 @@ from framework.dates import START
 from framework.files import partial_path
 from framework.mesh_files import (REFERENCE_ATTRIBUTES, GridReference, create_mesh_part, find_grid,
                                   fingerprint_attributes)
-from framework.output import (OutputError, OutputFile, SpaceError, create_time, reporting_space,
-                              set_time, space_problem, stamp)
+from framework.output import (OutputError, OutputFile, SpaceError, close_dataset, create_time,
+                              dataset, reporting_space, set_time, space_problem, stamp)
 
 log = logging.getLogger("framework")
 
@@ -203,7 +203,7 @@ class History:
         except SpaceError:
             if self.ds is not None:
                 try:
-                    self.ds.close()
+                    close_dataset(self.ds)
                 except (OSError, RuntimeError):
                     pass
                 self.ds = None
@@ -325,7 +325,7 @@ class History:
             if self.ds is None:            # a write before failed
                 return
             try:
-                self.ds.close()
+                close_dataset(self.ds)
                 self.ds = None
                 if finished:
                     _fsync(self.partial)
@@ -337,7 +337,7 @@ class History:
 
     def _discard(self) -> None:
         if self.ds is not None and self.ds.isopen():
-            self.ds.close()
+            close_dataset(self.ds)
         if self.made:
             self.partial.unlink(missing_ok=True)
 
@@ -369,7 +369,7 @@ class History:
         before it (`_keep`): it names the file and what was kept."""
         if self.ds is not None:
             try:
-                self.ds.close()
+                close_dataset(self.ds)
             except (OSError, RuntimeError):
                 pass                          # a torn file: `_keep` rewrites it
             self.ds = None
@@ -466,7 +466,7 @@ def truncated_copy(path, n: int) -> None:
     src = netCDF4.Dataset(path)
     try:
         src.set_auto_mask(False)
-        with netCDF4.Dataset(tmp, "w", format="NETCDF4") as dst:
+        with dataset(tmp, "w", format="NETCDF4") as dst:
             dst.setncatts({k: src.getncattr(k) for k in src.ncattrs()})
             for name, dim in src.dimensions.items():
                 dst.createDimension(name, None if dim.isunlimited() else len(dim))
@@ -481,7 +481,7 @@ def truncated_copy(path, n: int) -> None:
     finally:
         tmp.unlink(missing_ok=True)
         try:
-            src.close()
+            close_dataset(src)
         except (OSError, RuntimeError):
             pass                        # a torn file's metadata cannot be flushed: replaced
 

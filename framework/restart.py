@@ -17,7 +17,8 @@ from grids.atomic import atomic_path
 from meshops.device.tables import SIZE_OF
 from framework.dates import START, xtime
 from framework.mesh_files import fingerprint_attributes
-from framework.output import MODEL_NAME, OutputError, create_time, reporting_space, set_time, stamp
+from framework.output import (MODEL_NAME, OutputError, create_time, dataset, reporting_space,
+                              set_time, stamp)
 
 # -- restart --------------------------------------------------------------------------------------
 
@@ -66,10 +67,8 @@ def write_restart(path, fields: dict, step: int, dt: float, fingerprint: dict,
     (array (rows[, levels]), location, variable attributes)} in the state's dtype, each stored
     as (nCells | nEdges, nVertLevels); `attributes`: `provenance`'s; `start`: the run's start
     date (`framework.dates`), of its Time's units and xtime."""
-    import netCDF4
-
     with reporting_space(path, "restart.path", kept="the restart file there is kept as it was"), \
-            atomic_path(path) as tmp, netCDF4.Dataset(tmp, "w", format="NETCDF4") as ds:
+            atomic_path(path) as tmp, dataset(tmp, "w", format="NETCDF4") as ds:
         for value, location, _ in fields.values():
             if SIZE_OF[location] not in ds.dimensions:
                 ds.createDimension(SIZE_OF[location], value.shape[0])

@@ -407,8 +407,8 @@ def write_observations(path, surface_pressure=None, temperature=None) -> None:
     """An observation file, atomically: `surface_pressure` = (cell, time, value, error) and
     `temperature` = (cell, level, time, value, error), cells and levels 0-based given (written
     1-based), either table None to leave it out."""
-    import netCDF4
     from grids.atomic import atomic_path
+    from framework.output import dataset
 
     specs = {"surface_pressure": (("cell", "i4", "1", "observed cell (1-based index)"),
                                   ("time", "f8", "s", "seconds since the start of the run"),
@@ -421,7 +421,7 @@ def write_observations(path, surface_pressure=None, temperature=None) -> None:
                              ("error", "f8", "K", "observation error standard deviation"))}
     dims = {"surface_pressure": "nObsSurfacePressure", "temperature": "nObsTemperature"}
     with atomic_path(path) as tmp:
-        with netCDF4.Dataset(tmp, "w") as ds:
+        with dataset(tmp, "w") as ds:
             for name, table in (("surface_pressure", surface_pressure), ("temperature", temperature)):
                 if table is None:
                     continue

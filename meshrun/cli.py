@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import os
 import sys
 import traceback
 
@@ -70,12 +71,31 @@ def main(argv=None) -> int:
 
     stop.install()               # SIGTERM, SIGINT: one line and 128 + signum in every phase
     try:
-        return _main(args)
+        status = _main(args)
     except stop.Interrupted as exc:    # before the run (config, start-up) or while reporting
         stop.hold()
         if stop.leader():
             print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
-        return 128 + exc.signum
+        status = 128 + exc.signum
+    return _ending(status)
+
+
+def _ending(status: int) -> int:
+    """`status`; where a netCDF file could not be closed (a full disk: its line was said, its
+    records kept), the process ends here with it, past the HDF5 library's teardown at exit, which
+    crashes on a file it still holds (`framework.output.close_dataset`)."""
+    from framework.output import datasets_left_open
+
+    if not datasets_left_open():
+        return status
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() \
+            and mpi.COMM_WORLD.Get_size() == 1:
+        mpi.Finalize()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _model_named_by(config) -> str | None:

@@ -148,11 +148,11 @@ def read_observations(path, context: Context, key: str):
 
 def write_observations(path, cell, time, h, error) -> None:
     """An observation file (0-based `cell` given, written 1-based), atomically."""
-    import netCDF4
     from grids.atomic import atomic_path
+    from framework.output import dataset
 
     with atomic_path(path) as tmp:
-        with netCDF4.Dataset(tmp, "w") as ds:
+        with dataset(tmp, "w") as ds:
             ds.createDimension("nObs", len(cell))
             for name, values, dtype, units, text in (
                     ("cell", np.asarray(cell) + 1, "i4", "1", "observed cell (1-based index)"),
