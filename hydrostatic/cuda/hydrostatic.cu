@@ -4,7 +4,7 @@
 //
 //   vertex pass  qVertex = (curl_e2v(u) + fVertex) / interp_c2v(mass)          (vertex, layer)
 //   q edge pass  qEdge = interp_v2e(qVertex)                                   (edge, layer)
-//   cell pass    one thread per column: F = interp_c2e(mass) u (written by each edge's first
+//   cell pass    one warp per column: F = interp_c2e(mass) u (written by each edge's first
 //                present cell), D = div_e2c(F), div_e2c(theta_e F), K = ke_e2c(u) (or given);
 //                p_i, p, pi = cp exner(p), alpha, phi_i, phi, B = K + phi, W; the tendencies of
 //                mass and thetaMass and their RK4 update                       (cell, column)
@@ -20,8 +20,9 @@
 // coefficients (0, +-1, 1/2: every product exact), and every product the operator path forms as an
 // elementwise operation rounded on its own (mul_rn), so that no multiply-add contracts it.
 //
-// Every field here holds levels of one column contiguous; the kernels run one level per thread
-// (W = 1; the template parameter keeps the common signature).
+// Every field here holds levels of one column contiguous; the vertex, q edge and edge passes run
+// one level per thread, the cell passes one warp per column (warp_column.cuh) (W = 1; the template
+// parameter keeps the common signature).
 #include "rk4.cuh"
 #include "stencil.cuh"
 #include "warp_column.cuh"
