@@ -167,6 +167,11 @@ TABLES = ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef", "verticesOnEd
 EXTRA_TERMS = (terms.Del2Theta, terms.Del4Theta, terms.Del2, terms.Del4)
 
 
+def reads_theta(active) -> bool:
+    """Whether any of the `active` EXTRA_TERMS reads theta (those on theta_mass)."""
+    return any(term.target == "tend_theta_mass" for term in active)
+
+
 class FusedStage:
     """One RK4 stage of the state (mass, theta_mass, u) through the fused passes on `mesh` (a
     `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields."""
@@ -196,7 +201,7 @@ class FusedStage:
         b = dict(mass=mass, theta_mass=theta_mass, u=u)
         if physics.forcing is not None:
             b.update(dynamics.column_diagnostics(m, mass, theta_mass, phi_s, physics))
-        elif active:
+        elif reads_theta(active):
             b["theta"] = theta_mass / mass
         for term in active:
             extra[term.target].append(term.forward(m, b, physics))
@@ -252,10 +257,14 @@ class FusedStage:
 
 
 def _extra(xp, parts, like) -> dict:
-    """The kernels' extra, nExtra and extraStride arguments for the tendencies `parts` (stacked;
-    none: `like` stands in, unread)."""
+    """The kernels' extra, nExtra and extraStride arguments for the tendencies `parts` (stacked
+    where several, one as it is; none: `like` stands in, unread)."""
     if not parts:
         return dict(extra=like, nExtra=0, extraStride=0)
+    one = parts[0]
+    if len(parts) == 1 and one.dtype == like.dtype and one.shape == like.shape \
+            and one.flags.c_contiguous:
+        return dict(extra=one, nExtra=1, extraStride=int(like.size))
     n = like.shape[0]
     stacked = xp.empty((len(parts) * n,) + like.shape[1:], like.dtype)
     for i, part in enumerate(parts):

@@ -48,7 +48,7 @@ from meshops.operators import trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
 
 from hydrostatic import dynamics, terms
-from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage
+from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, reads_theta
 
 #: The mesh tables the adjoint passes read, per mode (built together before the first stage).
 TABLES = {"deterministic": (*trisk.SYMMETRIC, "cellsOnEdge", "invDcEdge", "divAdjCoef",
@@ -73,7 +73,7 @@ def extra_adjoints(mesh, record: dict, phi_s, physics, tend_theta_mass_adj, tend
     b = dict(mass=mass, theta_mass=theta_mass, u=u)
     if physics.forcing is not None:
         b.update(dynamics.column_diagnostics(m, mass, theta_mass, phi_s, physics))
-    else:
+    elif reads_theta(active):
         b["theta"] = theta_mass / mass
     a = dict.fromkeys(("mass", "u", "theta", "p", "p_i", "pi", "alpha", "phi", "phi_i"))
     g = dict(tend_theta_mass=tend_theta_mass_adj, tend_u=tend_u_adj)

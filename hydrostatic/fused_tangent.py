@@ -29,7 +29,7 @@ from meshops.operators.vertical import CP_DRY, P0, R_DRY
 from framework.timestepping import Update
 
 from hydrostatic import dynamics, terms
-from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, _extra
+from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, _extra, reads_theta
 
 
 class FusedTangentStage(FusedStage):
@@ -49,7 +49,7 @@ class FusedTangentStage(FusedStage):
         if physics.forcing is not None:
             b.update(dynamics.column_diagnostics(m, mass, theta_mass, phi_s, physics))
             t.update(dynamics.column_diagnostics_tl(m, b, mass, dmass, dtheta_mass, dphi_s, physics))
-        elif active:
+        elif reads_theta(active):
             b["theta"] = theta_mass / mass
             t["theta"] = (dtheta_mass - b["theta"] * dmass) / mass
         for term in active:
