@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from framework import stepper
 from framework.timestepping import AdjointRK4
+from meshops.device.backend import array_module
 
 from hydrostatic.fused import FusedStage, record_stage
 from hydrostatic.fused_adjoint import FusedStageAdjoint
@@ -19,7 +20,6 @@ def _provisional(stage, prefix: str, j: int, fields) -> list:
             in zip(("mass", "thetaMass", "u"), ("cell", "cell", "edge"), fields)]
 
 
-
 class FusedStages(stepper.TendencyStages):
     """The fused path's stages for `framework.stepper`, of a hydrostatic `model` (its device_mesh,
     phi_s, f_vertex and physics, read at each call): the forward stage in `FusedStage`'s passes,
@@ -27,7 +27,7 @@ class FusedStages(stepper.TendencyStages):
     stage in `hydrostatic.fused_tangent`'s on the records, the adjoint stage in
     `hydrostatic.fused_adjoint`'s (either mode) with the RK4 bookkeeping inside its last two
     passes; `operator_stages` (the operator path's) gives the tendency callables of the base
-    class. Each sweep's buffers are copies of the state."""
+    class."""
 
     def __init__(self, model, operator_stages: stepper.TendencyStages):
         super().__init__(operator_stages.tendency, operator_stages.tendency_tl,
@@ -36,6 +36,11 @@ class FusedStages(stepper.TendencyStages):
         self.forward = FusedStage(model.device_mesh)
         self._tangent = self._adjoint = None
         self._recorders: dict = {}
+
+    def outputs(self, fields):
+        """Uninitialised buffers: each sweep's first stage writes every row of them."""
+        xp = array_module(*fields)
+        return [xp.empty_like(y) for y in fields]
 
     def stage(self, j, provisional, update, old, new):
         m = self.model
