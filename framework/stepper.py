@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
+from meshops.device.backend import array_module
 from meshops.modes import resolve_mode
 from framework.distribution import Serial
 from framework.timestepping import RK4_B, AdjointUpdate, Update, adjoint_updates, updates
@@ -74,6 +75,12 @@ class Stages(Protocol):
         """Adjoint stage: (p_adj, c_adj) = T'(record)^T k_adj, y_adj updated in place as `update`
         says; returns (k_adj of stage j - 1, controls_adj + c_adj) (`controls_adj` None at the
         first call)."""
+
+
+def uninitialised_outputs(fields: Sequence) -> list:
+    """`Stages.outputs` of paths whose first stage of every sweep writes every row of them."""
+    xp = array_module(*fields)
+    return [xp.empty_like(y) for y in fields]
 
 
 class TendencyStages:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from framework import stepper
 from framework.timestepping import AdjointRK4
-from meshops.device.backend import array_module
 
 from hydrostatic.fused import FusedStage, record_stage
 from hydrostatic.fused_adjoint import FusedStageAdjoint
@@ -37,10 +36,7 @@ class FusedStages(stepper.TendencyStages):
         self._tangent = self._adjoint = None
         self._recorders: dict = {}
 
-    def outputs(self, fields):
-        """Uninitialised buffers: each sweep's first stage writes every row of them."""
-        xp = array_module(*fields)
-        return [xp.empty_like(y) for y in fields]
+    outputs = staticmethod(stepper.uninitialised_outputs)
 
     def stage(self, j, provisional, update, old, new):
         m = self.model

@@ -3,8 +3,8 @@ in `swm.fused`'s passes, the tangent-linear stage in `swm.fused_tangent`'s and t
 `swm.fused_adjoint`'s (each module's kernels, this one their use by the stepper)."""
 from __future__ import annotations
 
+from framework import stepper
 from framework.timestepping import AdjointRK4, AdjointUpdate
-from meshops.device.backend import array_module
 from swm.fused import FusedRK4
 from swm.fused_adjoint import FusedStageAdjoint
 from swm.fused_tangent import FusedTangent
@@ -23,10 +23,7 @@ class FusedStages:
         self.forward = FusedRK4(model.device_mesh)
         self._tangent = self._adjoint = None
 
-    def outputs(self, fields):
-        """Uninitialised buffers: each sweep's first stage writes them."""
-        xp = array_module(*fields)
-        return [xp.empty_like(y) for y in fields]
+    outputs = staticmethod(stepper.uninitialised_outputs)
 
     def stage(self, j, provisional, update, old, new):
         m, scratch = self.model, self.forward.scratch
