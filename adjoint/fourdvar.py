@@ -199,7 +199,8 @@ def _fourdvar(twin: Twin, out: pathlib.Path) -> dict:
 
     def observe():
         from grids.atomic import atomic_path
-        from framework.output import dataset, reporting_space, stamp
+        from framework.output import reporting_space, stamp
+        from grids.netcdf_files import dataset
 
         rng = np.random.default_rng(fv.seed)
         cells = np.sort(rng.choice(g.nCells, max(1, int(round(fv.observed_fraction * g.nCells))),
@@ -296,7 +297,8 @@ def write_analysis(path, mesh, twin: Twin, x0, background, truth, history, *,
     from grids.atomic import atomic_path
     from grids.mpas_io import write_mesh
     from framework.dates import start_of
-    from framework.output import create_time, dataset, reporting_space, set_time, stamp
+    from framework.output import create_time, reporting_space, set_time, stamp
+    from grids.netcdf_files import dataset
 
     table = np.array(history, dtype=np.float64)
     controls = twin.controls

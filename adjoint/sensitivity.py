@@ -264,7 +264,8 @@ def write_gradient_file(path, s, value: float, cost_units: str, fill, attributes
     from framework.driver import grid_reference
     from framework.dates import START, start_of
     from framework.mesh_files import create_mesh_part
-    from framework.output import closing_dataset, create_time, reporting_space, set_time, stamp
+    from framework.output import create_time, reporting_space, set_time, stamp
+    from grids.netcdf_files import closing_dataset
 
     def write():
         grid = None if config is None else grid_reference(config, s.global_mesh, path,

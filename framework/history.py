@@ -35,8 +35,9 @@ from framework.dates import START
 from framework.files import partial_path
 from framework.mesh_files import (REFERENCE_ATTRIBUTES, GridReference, create_mesh_part, find_grid,
                                   fingerprint_attributes)
-from framework.output import (OutputError, OutputFile, SpaceError, close_dataset, create_time,
-                              dataset, reporting_space, set_time, space_problem, stamp)
+from framework.output import (OutputError, OutputFile, SpaceError, create_time, reporting_space,
+                              set_time, space_problem, stamp)
+from grids.netcdf_files import close_dataset, dataset
 
 log = logging.getLogger("framework")
 

@@ -78,43 +78,6 @@ def space_problem(exc: BaseException, path) -> str | None:
     return None
 
 
-#: netCDF4 Datasets whose close failed (a full disk): the HDF5 library still holds their files
-#: and crashes on them in its teardown at the process's exit. Held here, never collected; the
-#: command line (`meshrun.cli`) then ends the process without that teardown.
-_LEFT_OPEN: list = []
-
-
-def close_dataset(ds) -> None:
-    """Close netCDF4 Dataset `ds`; where the close fails, `ds` is held open to the end of the
-    process (`datasets_left_open`) and the error raised."""
-    try:
-        ds.close()
-    except BaseException:
-        _LEFT_OPEN.append(ds)
-        raise
-
-
-def datasets_left_open() -> int:
-    """How many netCDF4 Datasets could not be closed (`close_dataset`)."""
-    return len(_LEFT_OPEN)
-
-
-@contextlib.contextmanager
-def closing_dataset(ds):
-    """netCDF4 Dataset `ds` for the block, closed by `close_dataset`."""
-    try:
-        yield ds
-    finally:
-        close_dataset(ds)
-
-
-def dataset(path, mode: str = "r", **kwargs):
-    """`netCDF4.Dataset(path, mode, **kwargs)` for a with block (`closing_dataset`)."""
-    import netCDF4
-
-    return closing_dataset(netCDF4.Dataset(path, mode, **kwargs))
-
-
 @contextlib.contextmanager
 def reporting_space(path, key: str, owner=None, kept: str = "nothing was replaced"):
     """Inside the block, a failed write of `path` (the file of config key `key` = `owner`, default

@@ -14,11 +14,11 @@ import pathlib
 import numpy as np
 
 from grids.atomic import atomic_path
+from grids.netcdf_files import dataset
 from meshops.device.tables import SIZE_OF
 from framework.dates import START, xtime
 from framework.mesh_files import fingerprint_attributes
-from framework.output import (MODEL_NAME, OutputError, create_time, dataset, reporting_space,
-                              set_time, stamp)
+from framework.output import MODEL_NAME, OutputError, create_time, reporting_space, set_time, stamp
 
 # -- restart --------------------------------------------------------------------------------------
 

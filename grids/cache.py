@@ -197,13 +197,12 @@ def store_attribute(path: Path, name: str, value) -> None:
     or after, whole. The variables (and their checksums) are unchanged."""
     import shutil
 
-    import netCDF4
-
     from .atomic import atomic_path
+    from .netcdf_files import dataset
 
     with atomic_path(path) as tmp:
         shutil.copyfile(path, tmp)
-        with netCDF4.Dataset(tmp, "a") as ds:
+        with dataset(tmp, "a") as ds:
             ds.setncattr(name, value)
 
 

@@ -21,6 +21,7 @@ flipped edgeSignOnVertex is not a known convention and is refused as before.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -37,6 +38,7 @@ import numpy as np
 
 from .atomic import atomic_path
 from .mesh import COUNT_FIELDS, EARTH_OMEGA, FIELD_DIMS, INDEX_FIELDS, Mesh
+from .netcdf_files import close_dataset
 from .validate import (INDEX_TARGET, MeshError, _raise_first, check_counts, check_fields,
                        check_finite, check_indices, check_sphere, check_structure, file_index_base,
                        used_slots, validate_mesh)
@@ -960,7 +962,8 @@ class MeshFileWriter:
                 if checksums:
                     self._crc[name] = stored_crc32(np.asarray(arr))
         except BaseException:
-            self.ds.close()
+            with contextlib.suppress(Exception):
+                close_dataset(self.ds)
             raise
         self._error = None
         self._queue = queue.Queue(maxsize=self.QUEUE_DEPTH) if background else None
@@ -1048,7 +1051,7 @@ class MeshFileWriter:
         if self._crc is not None and self._error is None and complete:
             self.ds.setncattr(CHECKSUM_ATTRIBUTE, json.dumps(
                 {name: f"{crc:08x}" for name, crc in self._crc.items()}, separators=(",", ":")))
-        self.ds.close()
+        close_dataset(self.ds)
         if self._error is not None:
             raise self._error
         for name, rows in self._rows.items():
@@ -1069,7 +1072,8 @@ class MeshFileWriter:
     def abort(self) -> None:
         """Stop after the queued writes and close the file, raising nothing (on an error)."""
         self._stop()
-        self.ds.close()
+        with contextlib.suppress(Exception):
+            close_dataset(self.ds)
 
 
 def _write_variable(ds, name: str, arr: np.ndarray) -> None:

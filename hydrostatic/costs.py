@@ -408,7 +408,7 @@ def write_observations(path, surface_pressure=None, temperature=None) -> None:
     `temperature` = (cell, level, time, value, error), cells and levels 0-based given (written
     1-based), either table None to leave it out."""
     from grids.atomic import atomic_path
-    from framework.output import dataset
+    from grids.netcdf_files import dataset
 
     specs = {"surface_pressure": (("cell", "i4", "1", "observed cell (1-based index)"),
                                   ("time", "f8", "s", "seconds since the start of the run"),

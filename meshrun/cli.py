@@ -83,8 +83,8 @@ def main(argv=None) -> int:
 def _ending(status: int) -> int:
     """`status`; where a netCDF file could not be closed (a full disk: its line was said, its
     records kept), the process ends here with it, past the HDF5 library's teardown at exit, which
-    crashes on a file it still holds (`framework.output.close_dataset`)."""
-    from framework.output import datasets_left_open
+    crashes on a file it still holds (`grids.netcdf_files.close_dataset`)."""
+    from grids.netcdf_files import datasets_left_open
 
     if not datasets_left_open():
         return status

@@ -149,7 +149,7 @@ def read_observations(path, context: Context, key: str):
 def write_observations(path, cell, time, h, error) -> None:
     """An observation file (0-based `cell` given, written 1-based), atomically."""
     from grids.atomic import atomic_path
-    from framework.output import dataset
+    from grids.netcdf_files import dataset
 
     with atomic_path(path) as tmp:
         with dataset(tmp, "w") as ds:

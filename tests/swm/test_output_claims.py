@@ -347,7 +347,7 @@ try:
         good = k + 1
 except (OSError, RuntimeError):
     pass
-from framework.output import close_dataset, datasets_left_open
+from grids.netcdf_files import close_dataset, datasets_left_open
 from meshrun.cli import _ending
 try:
     close_dataset(ds)
