@@ -82,9 +82,11 @@ def jw06_surface_geopotential(lat, a):
 
 
 def jw06_streamfunction(lat, eta, a):
-    """psi with -d psi / (a d lat) = u_0 cos^{3/2}(eta_v) sin^2(2 lat): the jet's streamfunction."""
+    """The jet's streamfunction psi, with -d psi / (a d lat) = u_0 cos^{3/2}(eta_v) sin^2(2 lat),
+    as its two factors: psi = amplitude(eta) shape(lat), amplitude = -a u_0 cos^{3/2}(eta_v) and
+    shape = lat / 2 - sin(4 lat) / 8."""
     eta_v = (eta - ETA_0) * np.pi / 2.0
-    return -a * U_0 * np.cos(eta_v) ** 1.5 * (lat / 2.0 - np.sin(4.0 * lat) / 8.0)
+    return -a * U_0 * np.cos(eta_v) ** 1.5, lat / 2.0 - np.sin(4.0 * lat) / 8.0
 
 
 def jw06_perturbation(lat, lon, a):
@@ -157,9 +159,11 @@ def initial_state(mesh, case: str, A, B, rotation: float = 0.0) -> InitialState:
     mass = levels.layer_mass(A, B, np.full(mesh.nCells, P_SURFACE), GRAVITY)
     temperature = jw06_temperature(lat_cell[:, None], eta, a)
     theta = temperature / eta ** (R_DRY / CP_DRY)
-    psi = jw06_streamfunction(lat_vertex[:, None], eta, a)
+    amplitude, shape = jw06_streamfunction(lat_vertex, eta, a)
     v0, v1 = mesh.verticesOnEdge[:, 0], mesh.verticesOnEdge[:, 1]
-    u = -(psi[v1] - psi[v0]) / mesh.dvEdge[:, None]          # swm.testcases.velocity_from_streamfunction
+    # -(psi[v1] - psi[v0]) / dvEdge (swm.testcases.velocity_from_streamfunction), psi's factors
+    # gathered as vertex vectors rather than its rows
+    u = -(amplitude * shape[v1][:, None] - amplitude * shape[v0][:, None]) / mesh.dvEdge[:, None]
     if case != "jw06_steady":
         east, north = tilted_east(mesh.lonEdge, mesh.latEdge, rotation)
         normal = np.cos(mesh.angleEdge) * east + np.sin(mesh.angleEdge) * north
