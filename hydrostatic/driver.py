@@ -82,27 +82,35 @@ def setup(config, comm) -> Setup:
     def build():
         t0 = time.perf_counter()
         root["mesh"] = mesh = build_mesh(config)
-        root["state"] = state = testcases.initial_state(mesh, config.case.name, A, B,
-                                                        config.case.rotation)
+        root["rows"] = rows = testcases.row_factors(mesh, config.case.name, config.case.rotation)
         found, start = fingerprint(config, mesh, dt), 0
         if config.restart.resume:
-            saved, start = read_resumed(config, mesh, {name: loc for name, loc, _ in STATE},
-                                        dtype, found, total, dt,
-                                        levels=config.vertical.nVertLevels)
-            state.mass, state.theta_mass, state.u = (saved[name] for name, _, _ in STATE)
+            root["saved"], start = read_resumed(config, mesh, {name: loc for name, loc, _ in STATE},
+                                                dtype, found, total, dt,
+                                                levels=config.vertical.nVertLevels)
         log.info("mesh and initial state in %.2f s", time.perf_counter() - t0)
-        return found, start
-    found, start = on_root(comm, build)
-    global_mesh, state = root.get("mesh"), root.get("state")
+        present = {loc: tuple(name for name, v in fields.items() if v is not None)
+                   for loc, fields in rows.items()}
+        return found, start, present
+    found, start, present = on_root(comm, build)
+    global_mesh, rows, saved = root.get("mesh"), root.get("rows"), root.get("saved")
     distribution = distribute(config, comm, global_mesh, dtype, config.vertical.nVertLevels)
     mesh = distribution.mesh
     if start:
         log.info("resumed from %s at step %d (day %.4g)", config.restart.path, start,
                  start * dt / DAY)
-
-    def local(location, name):
-        field = None if state is None else np.asarray(getattr(state, name), dtype=dtype)
-        return xp.asarray(distribution.scatter(location, field))
+    local_rows = {loc: {name: distribution.scatter(loc, None if rows is None else rows[loc][name])
+                        for name in names} for loc, names in present.items()}
+    if start:           # the restart's state, scattered as read
+        state = {name: xp.asarray(distribution.scatter(
+                     loc, None if saved is None else np.asarray(saved[name], dtype=dtype)))
+                 for name, loc, _ in STATE}
+    else:   # formed on this rank's device from its rows' factors: the global state's rows bitwise
+        layers = testcases.layer_factors(A, B, mesh.sphere_radius)
+        initial = testcases.state_fields(local_rows, layers, mesh.dvEdge, xp)
+        state = {name: getattr(initial, name).astype(dtype, copy=False) for name, _, _ in STATE}
+    phi_s = xp.asarray(local_rows["cell"]["phi_s"], dtype=dtype)
+    f_vertex = xp.asarray(local_rows["vertex"]["f_vertex"], dtype=dtype)
 
     diffusion = config.diffusion
     physics = Physics(p_top=float(A[-1]), dB=xp.asarray(B[:-1] - B[1:], dtype=dtype),
@@ -111,13 +119,12 @@ def setup(config, comm) -> Setup:
                       kinetic_energy=config.dynamics.kinetic_energy,
                       forcing=HeldSuarez(xp.asarray(mesh.latCell, dtype=dtype))
                       if config.case.name == "held_suarez" else None)
-    model = Model(mesh, local("cell", "mass"), local("cell", "theta_mass"), local("edge", "u"),
-                  local("cell", "phi_s"), local("vertex", "f_vertex"), dt, physics,
+    model = Model(mesh, state["mass"], state["theta_mass"], state["u"], phi_s, f_vertex, dt, physics,
                   distribution=None if is_serial(comm) else distribution,
                   fused=config.dynamics.fused)
     model.step_count = start
-    return Setup(model, distribution, global_mesh, (A, B), None if state is None else state.phi_s,
-                 found, start, per_output, total)
+    return Setup(model, distribution, global_mesh, (A, B),
+                 None if rows is None else rows["cell"]["phi_s"], found, start, per_output, total)
 
 
 def run(config, *, progress: bool = True) -> dict:

@@ -54,7 +54,7 @@ CASES = ("jw06_steady", "jw06_baroclinic", "held_suarez")
 @dataclass
 class InitialState:
     """mass, theta_mass (cells x layers), u (edges x layers), phi_s (cells), f_vertex (vertices):
-    NumPy float64 arrays on the global mesh."""
+    float64 arrays (NumPy or CuPy: `state_fields`)."""
     mass: np.ndarray
     theta_mass: np.ndarray
     u: np.ndarray
@@ -63,14 +63,30 @@ class InitialState:
 
 
 def jw06_temperature(lat, eta, a):
-    """JW06's temperature (K) at latitude `lat` (radians) and eta (broadcast together)."""
+    """JW06's temperature (K) at latitude `lat` (radians) and eta (broadcast together): T_bar(eta)
+    + amplitude(eta) (jet_cos(lat) cos^{3/2}(eta_v) + jet_const(lat)), of `jw06_temperature_levels`
+    and `jw06_temperature_jet`."""
+    t_bar, amplitude, cos_v = jw06_temperature_levels(eta)
+    jet_cos, jet_const = jw06_temperature_jet(lat, a)
+    return t_bar + amplitude * (jet_cos * cos_v + jet_const)
+
+
+def jw06_temperature_levels(eta):
+    """The temperature's factors of eta: T_bar, the jet's amplitude 3/4 (eta pi u_0 / R)
+    sin(eta_v) cos^{1/2}(eta_v), and cos^{3/2}(eta_v)."""
     eta_v = (eta - ETA_0) * np.pi / 2.0
     t_bar = T_0 * eta ** (R_DRY * LAPSE / GRAVITY) + np.where(
         eta < ETA_T, DELTA_T * np.maximum(ETA_T - eta, 0.0) ** 5, 0.0)
+    amplitude = 0.75 * (eta * np.pi * U_0 / R_DRY) * np.sin(eta_v) * np.sqrt(np.cos(eta_v))
+    return t_bar, amplitude, np.cos(eta_v) ** 1.5
+
+
+def jw06_temperature_jet(lat, a):
+    """The temperature's factors of latitude: (-2 sin^6 lat (cos^2 lat + 1/3) + 10/63) 2 u_0 and
+    (8/5 cos^3 lat (sin^2 lat + 2/3) - pi/4) a Omega."""
     s, c = np.sin(lat), np.cos(lat)
-    return t_bar + 0.75 * (eta * np.pi * U_0 / R_DRY) * np.sin(eta_v) * np.sqrt(np.cos(eta_v)) * (
-        (-2.0 * s ** 6 * (c ** 2 + 1.0 / 3.0) + 10.0 / 63.0) * 2.0 * U_0 * np.cos(eta_v) ** 1.5
-        + (1.6 * c ** 3 * (s ** 2 + 2.0 / 3.0) - np.pi / 4.0) * a * OMEGA_JW)
+    return ((-2.0 * s ** 6 * (c ** 2 + 1.0 / 3.0) + 10.0 / 63.0) * 2.0 * U_0,
+            (1.6 * c ** 3 * (s ** 2 + 2.0 / 3.0) - np.pi / 4.0) * a * OMEGA_JW)
 
 
 def jw06_surface_geopotential(lat, a):
@@ -144,9 +160,28 @@ def layer_eta(A, B):
     return 0.5 * (eta_i[:-1] + eta_i[1:])
 
 
-def initial_state(mesh, case: str, A, B, rotation: float = 0.0) -> InitialState:
-    """The initial state of `case` (one of CASES) on `mesh` with hybrid coefficients (A, B),
-    its frame tilted by `rotation` degrees (module doc; 0: JW06 as published)."""
+def layer_factors(A, B, a) -> dict:
+    """The initial state's factors of the layers (every case's), from the hybrid coefficients (A,
+    B) and the sphere's radius `a`: mass at p_s = p0, the temperature's (`jw06_temperature_levels`),
+    eta^kappa and the streamfunction's amplitude; (N,) float64 arrays by name."""
+    eta = layer_eta(A, B)
+    t_bar, amplitude, cos_v = jw06_temperature_levels(eta)
+    return {"mass": levels.layer_mass(A, B, np.array([P_SURFACE]), GRAVITY)[0], "t_bar": t_bar,
+            "t_amplitude": amplitude, "cos_v": cos_v, "eta_kappa": eta ** (R_DRY / CP_DRY),
+            "psi_amplitude": jw06_streamfunction(lat=0.0, eta=eta, a=a)[0]}
+
+
+#: The initial state's factors of the rows, by location (`row_factors`).
+ROW_FACTORS = {"cell": ("jet_cos", "jet_const", "phi_s"),
+               "edge": ("psi_shape_v0", "psi_shape_v1", "perturbation"),
+               "vertex": ("f_vertex",)}
+
+
+def row_factors(mesh, case: str, rotation: float = 0.0) -> dict:
+    """The initial state's factors of the rows of `mesh` for `case` (one of CASES) in its frame
+    tilted by `rotation` degrees: {location: {name: (rows,) float64 array}} with the names of
+    ROW_FACTORS (the temperature's jet factors, phi_s; the streamfunction's shape at each edge's
+    two vertices and the perturbation's normal component, None for jw06_steady; f)."""
     if case not in CASES:
         raise ValueError(f"case.name = {case!r}: expected one of {', '.join(CASES)}")
     if not 0.0 <= rotation <= 90.0:
@@ -155,20 +190,57 @@ def initial_state(mesh, case: str, A, B, rotation: float = 0.0) -> InitialState:
     _, lat_cell = rotated_coordinates(mesh.lonCell, mesh.latCell, rotation)
     lon_edge, lat_edge = rotated_coordinates(mesh.lonEdge, mesh.latEdge, rotation)
     _, lat_vertex = rotated_coordinates(mesh.lonVertex, mesh.latVertex, rotation)
-    eta = layer_eta(A, B)[None, :]
-    mass = levels.layer_mass(A, B, np.full(mesh.nCells, P_SURFACE), GRAVITY)
-    temperature = jw06_temperature(lat_cell[:, None], eta, a)
-    theta = temperature / eta ** (R_DRY / CP_DRY)
-    amplitude, shape = jw06_streamfunction(lat_vertex, eta, a)
-    v0, v1 = mesh.verticesOnEdge[:, 0], mesh.verticesOnEdge[:, 1]
-    # -(psi[v1] - psi[v0]) / dvEdge (swm.testcases.velocity_from_streamfunction), psi's factors
-    # gathered as vertex vectors rather than its rows
-    u = -(amplitude * shape[v1][:, None] - amplitude * shape[v0][:, None]) / mesh.dvEdge[:, None]
+    jet_cos, jet_const = jw06_temperature_jet(lat_cell, a)
+    shape = jw06_streamfunction(lat_vertex, eta=0.0, a=a)[1]
+    perturbation = None
     if case != "jw06_steady":
         east, north = tilted_east(mesh.lonEdge, mesh.latEdge, rotation)
         normal = np.cos(mesh.angleEdge) * east + np.sin(mesh.angleEdge) * north
-        u = u + (jw06_perturbation(lat_edge, lon_edge, a) * normal)[:, None]
+        perturbation = jw06_perturbation(lat_edge, lon_edge, a) * normal
     phi_s = jw06_surface_geopotential(lat_cell, a) if case != "held_suarez" else \
         np.zeros(mesh.nCells)
-    f_vertex = 2.0 * OMEGA_JW * np.sin(lat_vertex)
-    return InitialState(mass, mass * theta, u, phi_s, f_vertex)
+    return {"cell": {"jet_cos": jet_cos, "jet_const": jet_const, "phi_s": phi_s},
+            "edge": {"psi_shape_v0": shape[mesh.verticesOnEdge[:, 0]],
+                     "psi_shape_v1": shape[mesh.verticesOnEdge[:, 1]],
+                     "perturbation": perturbation},
+            "vertex": {"f_vertex": 2.0 * OMEGA_JW * np.sin(lat_vertex)}}
+
+
+def state_fields(rows: dict, layers: dict, dv_edge, xp=np) -> InitialState:
+    """The initial state from its factors (`row_factors` of some rows, `layer_factors`) and the
+    rows' dvEdge, formed on the array module `xp` with the formulas' operations in their order
+    (products, sums and quotients of a row's and a layer's factor, which round alike on every
+    backend): the fields of any rows of the mesh, on NumPy or CuPy, are bitwise those rows of
+    the one-process NumPy state.
+
+        mass[c, k]       = mass[k]
+        theta_mass[c, k] = mass[k] (t_bar[k] + t_amplitude[k] (jet_cos[c] cos_v[k] + jet_const[c]))
+                           / eta_kappa[k]
+        u[e, k]          = -(psi_amplitude[k] psi_shape_v1[e] - psi_amplitude[k] psi_shape_v0[e])
+                           / dvEdge[e] + perturbation[e]
+    """
+    lay = {name: xp.asarray(v) for name, v in layers.items()}
+    cell = {name: xp.asarray(v)[:, None] for name, v in rows["cell"].items()}
+    edge = {name: xp.asarray(v)[:, None] for name, v in rows["edge"].items() if v is not None}
+    mass = xp.empty((cell["phi_s"].shape[0], lay["mass"].shape[0]))
+    mass[...] = lay["mass"]
+    theta_mass = cell["jet_cos"] * lay["cos_v"]     # in place, in the formula's order (+, x commute)
+    theta_mass += cell["jet_const"]
+    theta_mass *= lay["t_amplitude"]
+    theta_mass += lay["t_bar"]                      # the temperature
+    theta_mass /= lay["eta_kappa"]                  # theta
+    theta_mass *= mass
+    u = lay["psi_amplitude"] * edge["psi_shape_v1"]
+    u -= lay["psi_amplitude"] * edge["psi_shape_v0"]
+    xp.negative(u, out=u)
+    u /= xp.asarray(dv_edge)[:, None]
+    if "perturbation" in edge:
+        u += edge["perturbation"]
+    return InitialState(mass, theta_mass, u, cell["phi_s"][:, 0], xp.asarray(rows["vertex"]["f_vertex"]))
+
+
+def initial_state(mesh, case: str, A, B, rotation: float = 0.0) -> InitialState:
+    """The initial state of `case` (one of CASES) on `mesh` with hybrid coefficients (A, B),
+    its frame tilted by `rotation` degrees (module doc; 0: JW06 as published), in NumPy arrays."""
+    return state_fields(row_factors(mesh, case, rotation), layer_factors(A, B, mesh.sphere_radius),
+                        mesh.dvEdge)

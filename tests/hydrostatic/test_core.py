@@ -176,6 +176,38 @@ def test_rotated_cases_are_the_cases_about_a_tilted_axis(rng, alpha):
     assert imbalance[1] < 5 * imbalance[0], imbalance
 
 
+@pytest.mark.parametrize("case, alpha", [("jw06_baroclinic", 0.0), ("jw06_steady", 45.0),
+                                          ("held_suarez", 0.0)])
+def test_the_state_of_any_rows_is_the_global_states_rows_bitwise(rng, case, alpha):
+    """A rank forms its state from its rows' factors (`row_factors` scattered, `state_fields`):
+    random rows in a random order give those rows of the global state bitwise (signs of zero
+    included), and the temperature's factored form is JW06's formula (module doc) to rounding."""
+    mesh = cached_icosahedral(4, lloyd_iterations=50)
+    whole = testcases.initial_state(mesh, case, A, B, alpha)
+    rows = testcases.row_factors(mesh, case, alpha)
+    picked = {"cell": rng.permutation(mesh.nCells)[:97], "edge": rng.permutation(mesh.nEdges)[:211],
+              "vertex": rng.permutation(mesh.nVertices)[:53]}
+    part = testcases.state_fields(
+        {loc: {name: None if v is None else v[picked[loc]] for name, v in fields.items()}
+         for loc, fields in rows.items()},
+        testcases.layer_factors(A, B, mesh.sphere_radius), mesh.dvEdge[picked["edge"]])
+    for name, loc in (("mass", "cell"), ("theta_mass", "cell"), ("u", "edge"), ("phi_s", "cell"),
+                      ("f_vertex", "vertex")):
+        assert np.array_equal(getattr(part, name).view(np.uint64),
+                              getattr(whole, name)[picked[loc]].view(np.uint64)), name
+    lat = rng.uniform(-1.5, 1.5, 40)[:, None]
+    eta = testcases.layer_eta(A, B)[None, :]
+    s, c = np.sin(lat), np.cos(lat)
+    eta_v = (eta - testcases.ETA_0) * np.pi / 2
+    t_bar = testcases.T_0 * eta ** (R_DRY * testcases.LAPSE / GRAVITY) + np.where(
+        eta < testcases.ETA_T, testcases.DELTA_T * np.clip(testcases.ETA_T - eta, 0, None) ** 5, 0)
+    published = t_bar + 0.75 * eta * np.pi * testcases.U_0 / R_DRY * np.sin(eta_v) * np.cos(eta_v) ** 0.5 * (
+        (-2 * s**6 * (c**2 + 1 / 3) + 10 / 63) * 2 * testcases.U_0 * np.cos(eta_v) ** 1.5
+        + (1.6 * c**3 * (s**2 + 2 / 3) - np.pi / 4) * mesh.sphere_radius * testcases.OMEGA_JW)
+    np.testing.assert_allclose(testcases.jw06_temperature(lat, eta, mesh.sphere_radius), published,
+                               rtol=1e-14)
+
+
 def test_rotation_is_refused_where_it_has_no_meaning():
     from framework.errors import ConfigError
     from meshrun.config import load_config

@@ -1,6 +1,6 @@
 """The hydrostatic core on CuPy (skipped without CuPy and a CUDA device): one RK4 step of the
 operator path equals NumPy's to round-off, in float64 and float32, with the Held-Suarez forcing
-and del4 dissipation on; 2 and 3 ranks sharing one GPU write the one rank's history (fused stages)
+and del4 dissipation on; the initial state formed on the GPU is NumPy's bitwise; 2 and 3 ranks sharing one GPU write the one rank's history (fused stages)
 and gradient file, bitwise."""
 import netCDF4
 import numpy as np
@@ -38,6 +38,23 @@ def test_cupy_step_equals_numpy_to_round_off(rng, dtype, tol):
     for name, a, b in zip(("mass", "theta_mass", "u"), out[np], out[cupy]):
         assert a.dtype == b.dtype == dtype
         np.testing.assert_allclose(b, a, rtol=tol, atol=tol * np.abs(a).max(), err_msg=name)
+
+
+@pytest.mark.parametrize("case, alpha", [("jw06_baroclinic", 45.0), ("jw06_steady", 0.0)])
+def test_the_state_formed_on_the_gpu_is_numpys_bitwise(case, alpha):
+    """`testcases.state_fields` on CuPy (what a run forms on its device from the rows' factors)
+    equals the NumPy state bitwise."""
+    import cupy
+
+    mesh = cached_icosahedral(4, lloyd_iterations=50)
+    A, B = levels.coefficients()
+    rows = testcases.row_factors(mesh, case, alpha)
+    layers = testcases.layer_factors(A, B, mesh.sphere_radius)
+    host = testcases.state_fields(rows, layers, mesh.dvEdge)
+    device = testcases.state_fields(rows, layers, mesh.dvEdge, cupy)
+    for name in ("mass", "theta_mass", "u", "phi_s", "f_vertex"):
+        got = cupy.asnumpy(getattr(device, name))
+        assert np.array_equal(got.view(np.uint64), getattr(host, name).view(np.uint64)), name
 
 
 def sharing_config(tmp_path, name, sensitivity: bool):
