@@ -78,7 +78,8 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "in:F:layer in:qEdge:layer in:bernoulli:layer in:pi:layer in:mass:layer "
                             "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "
                             + _RK.format(y="u") + " int:maxEdges2 int:slotStride int:nExtra "
-                            "int:extraStride int:nVertLevels " + _RK_SCALARS, threads="level"),
+                            "int:extraStride real:extraScale int:nVertLevels " + _RK_SCALARS,
+           threads="level"),
     Kernel("hs_pv_vertex_tl", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                               "in:u:layer in:mass:layer in:dU:layer in:dMass:layer in:fVertex:column "
                               "out:qVertex:layer out:dqVertex:layer int:vertexDegree int:slotStride "
@@ -101,8 +102,8 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                "in:thetaMass:layer in:dMass:layer in:dThetaMass:layer "
                                "in:wFlux:interface in:dWFlux:interface in:u:layer in:dU:layer "
                                "in:extra:layer " + _RK.format(y="dU") + " int:maxEdges2 "
-                               "int:slotStride int:nExtra int:extraStride int:nVertLevels "
-                               + _RK_SCALARS, threads="level"),
+                               "int:slotStride int:nExtra int:extraStride real:extraScale "
+                               "int:nVertLevels " + _RK_SCALARS, threads="level"),
     Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
                           "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
                           "in:thetaMassTendAdj:layer in:F:layer in:qEdge:layer in:pi:layer "
@@ -192,9 +193,9 @@ class FusedStage:
         return field
 
     def extras(self, mass, theta_mass, u, phi_s, physics) -> dict:
-        """{target: [the tendencies added to the passes' one, in order]} of the provisional state:
-        the active `EXTRA_TERMS`, then the forcing's (of the operator path's column diagnostics,
-        which it reads)."""
+        """{target: [the tendencies added to the passes' one, in order]} of the provisional state,
+        as (coefficient, field) pairs (`_extra`): the active `EXTRA_TERMS`, then the forcing's (of
+        the operator path's column diagnostics, which it reads)."""
         m = for_fields(self.mesh, mass, u)
         extra = {"tend_theta_mass": [], "tend_u": []}
         active = [term for term in EXTRA_TERMS if term.active(physics)]
@@ -204,11 +205,12 @@ class FusedStage:
         elif reads_theta(active):
             b["theta"] = theta_mass / mass
         for term in active:
-            extra[term.target].append(term.forward(m, b, physics))
+            extra[term.target].append(
+                scaled_part(term, m, u, physics, lambda: term.forward(m, b, physics)))
         if physics.forcing is not None:
             theta_mass_part, u_part = physics.forcing.tendencies(m, b, mass, u)
-            extra["tend_theta_mass"].append(theta_mass_part)
-            extra["tend_u"].append(u_part)
+            extra["tend_theta_mass"].append((1.0, theta_mass_part))
+            extra["tend_u"].append((1.0, u_part))
         return extra
 
     def __call__(self, mass, theta_mass, u, phi_s, f_vertex, physics, update: Update, *, old, new,
@@ -251,25 +253,41 @@ class FusedStage:
         _KERNELS.launch("hs_edge_stage", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
                         cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
                         F=F, qEdge=q_edge, bernoulli=bernoulli, pi=pi, mass=mass,
-                        thetaMass=theta_mass, wFlux=w_flux, u=u, **_extra(xp, extra["tend_u"], u),
+                        thetaMass=theta_mass, wFlux=w_flux, u=u,
+                        **_extra(xp, extra["tend_u"], u, scaled=True),
                         uOld=old[2], uNew=new[2], uNext=next[2], maxEdges2=trisk.width(eoe, stride),
                         slotStride=stride, nVertLevels=N, **update.arguments())
 
 
-def _extra(xp, parts, like) -> dict:
-    """The kernels' extra, nExtra and extraStride arguments for the tendencies `parts` (stacked
-    where several, one as it is; none: `like` stands in, unread)."""
+def scaled_part(term, mesh, x, physics, value) -> tuple:
+    """(coefficient, field) of an extra term whose tendency is coefficient x field: a term on u that
+    is a coefficient times a linear operator (`terms.Del2`, `terms.Del4`) gives its coefficient
+    and its operator of `x` (u, or its tangent), for the edge pass to scale; any other 1 and
+    `value()`, its tendency."""
+    if hasattr(term, "coefficient"):
+        return term.coefficient(physics), term.operator(mesh, x)
+    return 1.0, value()
+
+
+def _extra(xp, parts, like, scaled: bool = False) -> dict:
+    """The kernels' extra, nExtra and extraStride arguments (with `scaled`, the edge passes', and
+    extraScale) for the tendencies `parts`, (coefficient, field) pairs each adding coefficient x
+    field: one part as it is, its coefficient the kernel's extraScale; several (or a coefficient
+    a pass without extraScale cannot apply) stacked as their products; none: `like` stands in,
+    unread."""
+    scale = {"extraScale": 1.0} if scaled else {}
     if not parts:
-        return dict(extra=like, nExtra=0, extraStride=0)
-    one = parts[0]
-    if len(parts) == 1 and one.dtype == like.dtype and one.shape == like.shape \
-            and one.flags.c_contiguous:
-        return dict(extra=one, nExtra=1, extraStride=int(like.size))
+        return dict(extra=like, nExtra=0, extraStride=0, **scale)
+    coefficient, one = parts[0]
+    if len(parts) == 1 and (scaled or coefficient == 1.0) and one.dtype == like.dtype \
+            and one.shape == like.shape and one.flags.c_contiguous:
+        return dict(extra=one, nExtra=1, extraStride=int(like.size),
+                    **({"extraScale": coefficient} if scaled else {}))
     n = like.shape[0]
     stacked = xp.empty((len(parts) * n,) + like.shape[1:], like.dtype)
-    for i, part in enumerate(parts):
-        stacked[i * n:(i + 1) * n] = part
-    return dict(extra=stacked, nExtra=len(parts), extraStride=int(like.size))
+    for i, (coefficient, part) in enumerate(parts):
+        stacked[i * n:(i + 1) * n] = part if coefficient == 1.0 else coefficient * part
+    return dict(extra=stacked, nExtra=len(parts), extraStride=int(like.size), **scale)
 
 
 def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics):

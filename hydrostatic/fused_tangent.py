@@ -29,7 +29,7 @@ from meshops.operators.vertical import CP_DRY, P0, R_DRY
 from framework.timestepping import Update
 
 from hydrostatic import dynamics, terms
-from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, _extra, reads_theta
+from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, _extra, reads_theta, scaled_part
 
 
 class FusedTangentStage(FusedStage):
@@ -38,9 +38,9 @@ class FusedTangentStage(FusedStage):
 
     def tangent_extras(self, mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s,
                        physics) -> dict:
-        """{target: [the tangents added to the passes' one, in order]}: those of the active
-        `EXTRA_TERMS`, then the forcing's (of the operator path's column diagnostics and their
-        tangents, which it reads)."""
+        """{target: [the tangents added to the passes' one, in order]}, as (coefficient, field)
+        pairs (`hydrostatic.fused._extra`): those of the active `EXTRA_TERMS`, then the forcing's
+        (of the operator path's column diagnostics and their tangents, which it reads)."""
         m = for_fields(self.mesh, mass, u)
         extra = {"tend_theta_mass": [], "tend_u": []}
         active = [term for term in EXTRA_TERMS if term.active(physics)]
@@ -53,11 +53,12 @@ class FusedTangentStage(FusedStage):
             b["theta"] = theta_mass / mass
             t["theta"] = (dtheta_mass - b["theta"] * dmass) / mass
         for term in active:
-            extra[term.target].append(term.tangent(m, b, t, physics))
+            extra[term.target].append(
+                scaled_part(term, m, du, physics, lambda: term.tangent(m, b, t, physics)))
         if physics.forcing is not None:
             theta_mass_part, u_part = physics.forcing.tendencies_tl(m, b, mass, u, t, dmass, du)
-            extra["tend_theta_mass"].append(theta_mass_part)
-            extra["tend_u"].append(u_part)
+            extra["tend_theta_mass"].append((1.0, theta_mass_part))
+            extra["tend_u"].append((1.0, u_part))
         return extra
 
     def __call__(self, mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s, f_vertex, physics,
@@ -109,7 +110,7 @@ class FusedTangentStage(FusedStage):
                         F=F, dF=dF, qEdge=q_edge, dqEdge=dq_edge, dBernoulli=dbernoulli, pi=pi,
                         dPi=dpi, mass=mass, thetaMass=theta_mass, dMass=dmass,
                         dThetaMass=dtheta_mass, wFlux=w_flux, dWFlux=dw_flux, u=u, dU=du,
-                        **_extra(xp, extra["tend_u"], u), dUOld=old[2], dUNew=new[2],
+                        **_extra(xp, extra["tend_u"], u, scaled=True), dUOld=old[2], dUNew=new[2],
                         dUNext=next[2], maxEdges2=trisk.width(eoe, stride), slotStride=stride,
                         nVertLevels=N, **update.arguments())
 

@@ -303,7 +303,8 @@ class VerticalAdvection:
 
 
 class Del2:
-    """tend_u += visc2 vector_laplacian_e2e(u), linear in u."""
+    """tend_u += visc2 vector_laplacian_e2e(u), linear in u: its `coefficient` times its
+    `operator` (the fused edge passes apply the coefficient themselves)."""
     target = "tend_u"
 
     @staticmethod
@@ -311,12 +312,20 @@ class Del2:
         return bool(physics.visc2)
 
     @staticmethod
+    def coefficient(physics) -> float:
+        return physics.visc2
+
+    @staticmethod
+    def operator(mesh, u):
+        return meshops.vector_laplacian_e2e(mesh, u)
+
+    @staticmethod
     def forward(mesh, b, physics):
-        return physics.visc2 * meshops.vector_laplacian_e2e(mesh, b["u"])
+        return Del2.coefficient(physics) * Del2.operator(mesh, b["u"])
 
     @staticmethod
     def tangent(mesh, b, t, physics):
-        return physics.visc2 * meshops.vector_laplacian_e2e(mesh, t["u"])
+        return Del2.coefficient(physics) * Del2.operator(mesh, t["u"])
 
     @staticmethod
     def adjoint(mesh, b, a, g, physics, mode):
@@ -324,7 +333,8 @@ class Del2:
 
 
 class Del4:
-    """tend_u -= visc4 del4_e2e(u), linear in u."""
+    """tend_u -= visc4 del4_e2e(u), linear in u: its `coefficient` (-visc4: the product equals
+    -(visc4 x) bitwise, one pass) times its `operator`."""
     target = "tend_u"
 
     @staticmethod
@@ -332,12 +342,20 @@ class Del4:
         return bool(physics.visc4)
 
     @staticmethod
+    def coefficient(physics) -> float:
+        return -physics.visc4
+
+    @staticmethod
+    def operator(mesh, u):
+        return meshops.del4_e2e(mesh, u)
+
+    @staticmethod
     def forward(mesh, b, physics):
-        return (-physics.visc4) * meshops.del4_e2e(mesh, b["u"])   # = -(visc4 x) bitwise, one pass
+        return Del4.coefficient(physics) * Del4.operator(mesh, b["u"])
 
     @staticmethod
     def tangent(mesh, b, t, physics):
-        return (-physics.visc4) * meshops.del4_e2e(mesh, t["u"])
+        return Del4.coefficient(physics) * Del4.operator(mesh, t["u"])
 
     @staticmethod
     def adjoint(mesh, b, a, g, physics, mode):

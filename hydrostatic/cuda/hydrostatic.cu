@@ -13,7 +13,9 @@
 //
 // RK4 update of a tendency k at one entry: yNew = (accumulate ? yNew : yOld) + newCoef * k, and
 // with `provisional` yNext = yOld + nextCoef * k. Terms computed outside (diffusion, forcing) come
-// as `nExtra` fields of `extraStride` entries each, added to k one after the other.
+// as `nExtra` fields of `extraStride` entries each, added to k one after the other; the edge
+// passes take them times extraScale (a lone del2 / del4 term's coefficient, its product rounded
+// on its own as the operator path's elementwise one; 1 otherwise).
 //
 // Same arithmetic as the operator path: the stencil sums of the operator kernels in the same slot
 // order, the vertical sums in the scans' order, the vertical two-level stencils with their exact
@@ -97,12 +99,12 @@ __device__ __forceinline__ T avg_i2l(T lower, T upper)
     return (T)0.5 * lower + (T)0.5 * upper;
 }
 
-// k plus the extra tendencies at entry i, in order.
+// k plus the extra tendencies at entry i, in order (each times `scale`: file comment).
 template <typename T>
 __device__ __forceinline__ T with_extra(T k, const T* __restrict__ extra, int nExtra, int extraStride,
-                                        meshops_offset i)
+                                        meshops_offset i, T scale = T(1))
 {
-    for (int x = 0; x < nExtra; ++x) k = k + extra[(meshops_offset)x * extraStride + i];
+    for (int x = 0; x < nExtra; ++x) k = k + mul_rn(scale, extra[(meshops_offset)x * extraStride + i]);
     return k;
 }
 
@@ -258,8 +260,8 @@ __global__ void hs_edge_stage(
     const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ wFlux,
     const T* __restrict__ u, const T* __restrict__ extra, const T* __restrict__ uOld,
     T* __restrict__ uNew, T* __restrict__ uNext, int maxEdges2, int slotStride, int nExtra,
-    int extraStride, int nVertLevels, T newCoef, T nextCoef, int accumulate, int provisional,
-    int first, int last, int nlev)
+    int extraStride, T extraScale, int nVertLevels, T newCoef, T nextCoef, int accumulate,
+    int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mul_rn;
     const int N = nVertLevels;
@@ -289,8 +291,8 @@ __global__ void hs_edge_stage(
                                hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N));
         const T tend = mul_rn((T)0.5, acc) - gradB - mul_rn(thetaEdge, gradPi) -
                        hydrostatic::avg_i2l(below, above) / massEdge;
-        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i), uOld, uNew,
-                                uNext, newCoef, nextCoef, accumulate, provisional, i);
+        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i, extraScale),
+                                uOld, uNew, uNext, newCoef, nextCoef, accumulate, provisional, i);
     }
 }
 MESHOPS_INSTANTIATE(hs_edge_stage)
@@ -505,7 +507,7 @@ __global__ void hs_edge_stage_tl(
     const T* __restrict__ dThetaMass, const T* __restrict__ wFlux, const T* __restrict__ dWFlux,
     const T* __restrict__ u, const T* __restrict__ dU, const T* __restrict__ extra,
     const T* __restrict__ dUOld, T* __restrict__ dUNew, T* __restrict__ dUNext, int maxEdges2,
-    int slotStride, int nExtra, int extraStride, int nVertLevels, T newCoef, T nextCoef,
+    int slotStride, int nExtra, int extraStride, T extraScale, int nVertLevels, T newCoef, T nextCoef,
     int accumulate, int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mean_of_ends;
@@ -552,8 +554,8 @@ __global__ void hs_edge_stage_tl(
         const T tend = mul_rn((T)0.5, acc) - gradDB -
                        (mul_rn(dThetaEdge, gradPi) + mul_rn(thetaEdge, gradDPi)) -
                        (dv - mul_rn(v, dMassEdge) / massEdge) / massEdge;
-        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i), dUOld, dUNew,
-                                dUNext, newCoef, nextCoef, accumulate, provisional, i);
+        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i, extraScale),
+                                dUOld, dUNew, dUNext, newCoef, nextCoef, accumulate, provisional, i);
     }
 }
 MESHOPS_INSTANTIATE(hs_edge_stage_tl)

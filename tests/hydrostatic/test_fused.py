@@ -52,6 +52,7 @@ def on_host(host_kernels):
 A, B = levels.coefficients("jw06_26")
 #: Variants: (case, Physics keywords) of the stage.
 VARIANTS = {"baroclinic": ("jw06_baroclinic", {}),
+            "del4": ("jw06_baroclinic", {"visc4": 1e16}),
             "held_suarez": ("held_suarez", {"forcing": True}),
             "mpas_ke_diffusion": ("jw06_baroclinic", dict(kinetic_energy="mpas", visc2=2e5, visc4=1e16,
                                                           visc2_theta=1e5, visc4_theta=5e15)),
