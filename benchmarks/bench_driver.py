@@ -2,13 +2,15 @@
 
     python benchmarks/bench_driver.py configs/williamson5_l9_gpu.yaml --set time.days=1 \
         [--dtypes float64 float32] [--levels 8 9 10] [--json out.json]
+    python benchmarks/bench_driver.py configs/jw06_baroclinic_l9_gpu.yaml --set time.days=0.05 \
+        --set output.interval_hours=0.6 [--set dynamics.fused=true]
 
 For each (level, dtype): `run_model.py CONFIG` as a subprocess (with --cold first on an empty mesh
 cache, then `--repeat` times cached), its wall time, its start-up (until the first step), its
-stepping rate and the time to finish its files, from its own log; then the bare RK4 step of the
-same model (`swm.driver.setup`: same mesh, dt and kernels) timed in this process, the best of
-three runs of as many steps. The ratio driver rate / step rate (the fastest of each) is the target
-(>= 0.9).
+stepping rate, the time to finish its files and its GPU memory, from its own log; then the bare
+RK4 step of the same model (the config's model's driver `setup`, shallow-water or hydrostatic:
+same mesh, dt and kernels) timed in this process, the best of three runs of as many steps. The
+ratio driver rate / step rate (the fastest of each) is the target (>= 0.9).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from meshrun.config import load_config  # noqa: E402
 
 READY = re.compile(r"ready to step in ([0-9.]+) s")
+MEMORY = re.compile(r"device memory: ([0-9.]+) GiB held")
 RATE = re.compile(r"(\d+) steps in ([0-9.]+) s \(([0-9.]+) steps/s, ([0-9.]+) simulated days per "
                   r"hour\); output .* \(files finished in ([0-9.]+) s\)")
 
@@ -53,23 +56,39 @@ def run_model(config_path, overrides, env, ranks: int = 1) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
     ready, rate = READY.search(out.stderr), RATE.search(out.stderr)
+    memory = MEMORY.search(out.stderr)
     return {"wall_s": wall, "log": out.stderr[-2500:], "startup_s": float(ready.group(1)),
+            "device_gib": float(memory.group(1)) if memory else None,
             "steps": int(rate.group(1)),
             "loop_s": float(rate.group(2)), "driver_steps_per_s": float(rate.group(3)),
             "simulated_days_per_hour": float(rate.group(4)), "finish_s": float(rate.group(5))}
 
 
-def step_rate(config, steps: int, repeat: int = 3) -> dict:
-    """Steps per second of the bare RK4 step of the config's model (no callbacks), the best of
-    `repeat` timings of `steps` steps."""
+def bare_model(config):
+    """(model, communicator, this rank's owned cells) of `config` set up by its model's driver as
+    `run_model.py` sets it up (mesh, state, dt, kernels), without the run's callbacks."""
+    if config.model == "hydrostatic":
+        from hydrostatic.driver import setup
+        from meshops.parallel import world
+
+        comm = world()
+        s = setup(config, comm)
+        return s.model, comm, s.distribution.owned["cell"]
     from swm.driver import setup
 
     s = setup(config)
-    model, comm = s.model, s.comm
+    return s.model, s.comm, s.distribution.owned["cell"]
+
+
+def step_rate(config, steps: int, repeat: int = 3) -> dict:
+    """Steps per second of the bare RK4 step of the config's model (no callbacks), the best of
+    `repeat` timings of `steps` steps."""
+    model, comm, owned = bare_model(config)
+    xp = model.device_mesh.xp
 
     def sync():
-        if s.xp is not __import__("numpy"):
-            s.xp.cuda.Device().synchronize()
+        if xp is not __import__("numpy"):
+            xp.cuda.Device().synchronize()
     for _ in range(3):
         model.step()
     sync()
@@ -83,8 +102,8 @@ def step_rate(config, steps: int, repeat: int = 3) -> dict:
         comm.barrier()
         walls.append(time.perf_counter() - t0)
     wall = min(walls)
-    return {"step_steps_per_s": steps / wall, "step_ms": 1e3 * wall / steps, "dt": s.dt,
-            "cells": int(comm.allreduce(s.distribution.owned["cell"]))}
+    return {"step_steps_per_s": steps / wall, "step_ms": 1e3 * wall / steps, "dt": model.dt,
+            "cells": int(comm.allreduce(owned))}
 
 
 def step_rate_on_ranks(config_path, overrides, env, ranks: int, steps: int) -> dict:
@@ -156,7 +175,8 @@ def main(argv=None) -> int:
                   + f"), driver {c['driver_steps_per_s']:.1f} steps/s "
                   f"({c['simulated_days_per_hour']:.1f} days/h), step alone "
                   f"{row['step_steps_per_s']:.1f} steps/s ({row['step_ms']:.3f} ms): "
-                  f"ratio {row['ratio']:.3f}; history {row['history_bytes'] / 1e9:.2f} GB",
+                  f"ratio {row['ratio']:.3f}; history {row['history_bytes'] / 1e9:.2f} GB"
+                  + (f"; {c['device_gib']:.2f} GiB of GPU memory" if c["device_gib"] else ""),
                   flush=True)
     if args.json:
         args.json.write_text(json.dumps({"date": datetime.date.today().isoformat(),

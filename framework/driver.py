@@ -1,7 +1,7 @@
 """The steps of a model run that every model takes alike: the global mesh of the config (cached
 when generated), the grid file an output references, a run's pieces (`Setup`), the state of the
-restart file a run resumes from, and the stepping of the built Simulation. Each model's driver
-(`swm.driver`, `hydrostatic.driver`) builds its run with them.
+restart file a run resumes from, the stepping of the built Simulation and the lines that report
+it. Each model's driver (`swm.driver`, `hydrostatic.driver`) builds its run with them.
 """
 from __future__ import annotations
 
@@ -107,3 +107,27 @@ def step_through(sim, config, t0: float) -> None:
     except BaseException:
         sim.abandon()                        # stopped before the loop's own finish
         raise
+
+
+def report_run(sim, steps: int, dt: float, output_path) -> None:
+    """The lines of a finished run (each rank's logger): its steps, their wall time and rate, the
+    output and the time its files took to finish; on the GPU, `device_memory` of the model."""
+    wall = sim.loop_seconds
+    log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output %s (files "
+             "finished in %.2f s)", steps, wall, steps / max(wall, 1e-9),
+             steps * dt / DAY / max(wall, 1e-9) * 3600.0, output_path, sim.finish_seconds)
+    model = sim.model
+    if model.device_mesh.xp is not np:
+        log.info("%s", device_memory(model))
+
+
+def device_memory(model) -> str:
+    """This rank's GPU memory: what CuPy's pool holds (the state, the scratch fields and the
+    tables) and the mesh tables among it, also per million local cells."""
+    device_mesh = model.device_mesh
+    pool = device_mesh.xp.get_default_memory_pool().total_bytes()
+    tables = device_mesh.nbytes()
+    per = 1e6 / model.mesh.nCells / 2**30
+    return (f"device memory: {pool / 2**30:.2f} GiB held ({pool * per:.3f} GiB per million cells), "
+            f"of which mesh tables {tables / 2**30:.2f} GiB ({len(device_mesh.tables())} "
+            f"tables, {tables * per:.3f} GiB per million cells)")

@@ -21,7 +21,7 @@ from framework.collective import on_root
 from framework.errors import ConfigError
 from framework.config import fixed_steps
 from framework.constants import DAY, GRAVITY
-from framework.driver import build_mesh, grid_reference, read_resumed, step_through
+from framework.driver import build_mesh, grid_reference, read_resumed, report_run, step_through
 from framework.dates import MPAS_CALENDAR
 from framework.output import claim, provenance
 from framework.history import AsyncWriter, check_clobber, check_resumed_history
@@ -134,9 +134,7 @@ def run(config, *, progress: bool = True) -> dict:
     t0 = time.perf_counter()
     sim, s = build_simulation(config, progress=progress)
     step_through(sim, config, t0)
-    steps, wall = s.total - s.start, sim.loop_seconds
-    log.info("%d steps in %.2f s (%.1f simulated days per hour); output %s", steps, wall,
-             steps * sim.model.dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path)
+    report_run(sim, s.total - s.start, sim.model.dt, config.output.path)
     return sim.callbacks["history"].last
 
 

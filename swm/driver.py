@@ -16,7 +16,8 @@ from framework.callbacks import Files, Run
 from framework.collective import on_root
 from framework.config import fixed_steps, step_counts
 from framework.constants import DAY, GRAVITY
-from framework.driver import Setup, build_mesh, grid_reference, read_resumed, step_through
+from framework.driver import (Setup, build_mesh, grid_reference, read_resumed, report_run,
+                              step_through)
 from framework.errors import ConfigError, WatchdogError
 from framework.output import OutputError, claim, map_problem, provenance
 from framework.mesh_files import (cells_fingerprint, mesh_fingerprint, mesh_settings,
@@ -248,21 +249,5 @@ def run(config: Config, *, progress: bool = True, plot: bool = False) -> dict:
     sim, s = build_simulation(config, progress=progress, plot=plot)
     s.global_mesh = None                     # written to the history; not needed any more
     step_through(sim, config, t0)
-    steps, wall = s.total - s.start, sim.loop_seconds
-    log.info("%d steps in %.2f s (%.1f steps/s, %.1f simulated days per hour); output %s (files "
-             "finished in %.2f s)", steps, wall, steps / max(wall, 1e-9),
-             steps * s.dt / DAY / max(wall, 1e-9) * 3600.0, config.output.path, sim.finish_seconds)
-    if s.xp is not np:
-        log.info("%s", device_memory(s))
+    report_run(sim, s.total - s.start, s.dt, config.output.path)
     return sim.callbacks["history"].last
-
-
-def device_memory(s: Setup) -> str:
-    """This rank's GPU memory: what CuPy's pool holds (the state, the scratch fields and the
-    tables) and the mesh tables among it, also per million local cells."""
-    pool = s.xp.get_default_memory_pool().total_bytes()
-    tables = s.model.device_mesh.nbytes()
-    per = 1e6 / s.mesh.nCells / 2**30
-    return (f"device memory: {pool / 2**30:.2f} GiB held ({pool * per:.3f} GiB per million cells), "
-            f"of which mesh tables {tables / 2**30:.2f} GiB ({len(s.model.device_mesh.tables())} "
-            f"tables, {tables * per:.3f} GiB per million cells)")

@@ -1,5 +1,5 @@
-"""benchmarks/bench_driver.py on the CPU at level 2: run_model.py's rate from its own log, the bare
-step's rate of the same model, and their ratio."""
+"""benchmarks/bench_driver.py on the CPU at level 2, shallow-water and hydrostatic: run_model.py's
+rate from its own log, the bare step's rate of the same model, and their ratio."""
 import json
 import sys
 
@@ -22,3 +22,19 @@ def test_bench_driver_reports_the_run_and_the_step(tmp_path, monkeypatch):
     assert row["cold"]["startup_s"] > 0 and row["cached"]["driver_steps_per_s"] > 0
     assert row["ratio"] == row["cached"]["driver_steps_per_s"] / row["step_steps_per_s"]
     assert (tmp_path / "history.nc").stat().st_size == row["history_bytes"] > 0
+
+
+def test_bench_driver_reports_a_hydrostatic_run(tmp_path, monkeypatch):
+    import bench_driver
+
+    monkeypatch.setenv("MESHOPS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MESHOPS_NO_MPI", "1")
+    out = tmp_path / "rows.json"
+    assert bench_driver.main([str(ROOT / "configs" / "jw06_baroclinic_l5.yaml"), "--set",
+                              "time.days=0.25", "--set", "output.interval_hours=3", "--set",
+                              "mesh.generate.lloyd=0", "--levels", "2", "--repeat", "1",
+                              "--out-dir", str(tmp_path), "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["level"] == 2 and row["cells"] == 162 and row["dt"] == 720.0
+    assert row["cached"]["steps"] == 30 and row["cached"]["device_gib"] is None
+    assert row["ratio"] == row["cached"]["driver_steps_per_s"] / row["step_steps_per_s"] > 0
