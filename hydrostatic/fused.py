@@ -128,7 +128,8 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                        "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
                        "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
                        "out:massEdgeAdj:layer out:yAdj:layer in:newAdj:layer out:kAdj:layer int:S "
-                       "int:slotStride int:keInline int:extra int:nVertLevels " + _ADJ_RK,
+                       "int:slotStride int:keInline int:extra real:uExtraScale int:nVertLevels "
+                       + _ADJ_RK,
            threads="level"),
     Kernel("hs_adj_mass", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:massAdjPart:layer "
                           "in:massEdgeAdj:layer in:qVortAdj:layer in:thetaMassAdj:layer "
@@ -152,7 +153,8 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                               "in:divAdj:layer in:bernoulliAdj:layer in:uAcc:layer in:mass:layer "
                               "in:u:layer in:uAdjPart:layer in:uExtra:layer in:massEdgeAdj:layer "
                               "out:massAcc:layer out:yAdj:layer in:newAdj:layer out:kAdj:layer "
-                              "int:keInline int:extra int:nVertLevels " + _ADJ_RK, threads="level"),
+                              "int:keInline int:extra real:uExtraScale int:nVertLevels " + _ADJ_RK,
+           threads="level"),
     Kernel("hs_adj_mass_sum", "in:massAdjPart:layer in:massAcc:layer in:thetaMassAdj:layer "
                               "in:massExtra:layer in:thetaMassExtra:layer out:yMassAdj:layer "
                               "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "

@@ -61,13 +61,15 @@ TABLES = {"deterministic": (*trisk.SYMMETRIC, "cellsOnEdge", "invDcEdge", "divAd
 
 def extra_adjoints(mesh, record: dict, phi_s, physics, tend_theta_mass_adj, tend_u_adj,
                    mode: str) -> tuple:
-    """(mass_adj, theta_mass_adj, u_adj, phi_s_adj) parts, each None if none, of the active
-    `hydrostatic.fused.EXTRA_TERMS` and the forcing, through their own adjoints (as
+    """(mass_adj, theta_mass_adj, (coefficient, u_adj), phi_s_adj) parts, each None if none, of
+    the active `hydrostatic.fused.EXTRA_TERMS` and the forcing, through their own adjoints (as
     `hydrostatic.dynamics.tendencies_adj` runs them: the forcing's, the terms' in reverse, then
-    the column diagnostics' adjoint of what they give the diagnostics)."""
+    the column diagnostics' adjoint of what they give the diagnostics). u_adj's coefficient is
+    for the u pass to apply: a lone term on u that is a coefficient times an operator (del2,
+    del4) gives its operator's adjoint and its coefficient, any other 1."""
     active = [term for term in EXTRA_TERMS if term.active(physics)]
     if not active and physics.forcing is None:
-        return None, None, None, None
+        return None, None, (1.0, None), None
     m = for_fields(mesh, record["mass"])
     mass, theta_mass, u = record["mass"], record["theta_mass"], record["u"]
     b = dict(mass=mass, theta_mass=theta_mass, u=u)
@@ -77,24 +79,31 @@ def extra_adjoints(mesh, record: dict, phi_s, physics, tend_theta_mass_adj, tend
         b["theta"] = theta_mass / mass
     a = dict.fromkeys(("mass", "u", "theta", "p", "p_i", "pi", "alpha", "phi", "phi_i"))
     g = dict(tend_theta_mass=tend_theta_mass_adj, tend_u=tend_u_adj)
+    on_u = [term for term in active if term.target == "tend_u"]
+    lone = on_u[0] if (physics.forcing is None and len(on_u) == 1
+                       and hasattr(on_u[0], "coefficient")) else None
     if physics.forcing is not None:
         column_adj, a["mass"], a["u"] = dynamics._forcing(physics, "tendencies_adj")(
             m, b, mass, u, tend_theta_mass_adj, tend_u_adj, mode=mode)
         a.update(column_adj)
     for term in reversed(active):
-        term.adjoint(m, b, a, g[term.target], physics, mode)
+        if term is lone:
+            a["u"] = term.operator_adjoint(m, g["tend_u"], mode)
+        else:
+            term.adjoint(m, b, a, g[term.target], physics, mode)
+    u_part = (1.0 if lone is None else lone.coefficient(physics), a["u"])
     if physics.forcing is not None:
         a["phi"] = array_module(mass).zeros_like(mass)
         mass_part, theta_mass_adj, phi_s_adj = dynamics.column_diagnostics_adj(m, b, mass, a,
                                                                                physics, mode)
         mass_adj = mass_part if a["mass"] is None else a["mass"] + mass_part
-        return mass_adj, theta_mass_adj, a["u"], phi_s_adj
+        return mass_adj, theta_mass_adj, u_part, phi_s_adj
     if a["theta"] is None:
-        return a["mass"], None, a["u"], None
+        return a["mass"], None, u_part, None
     theta_mass_adj = a["theta"] / mass
     mass_part = -(b["theta"] * theta_mass_adj)
     mass_adj = mass_part if a["mass"] is None else a["mass"] + mass_part
-    return mass_adj, theta_mass_adj, a["u"], None
+    return mass_adj, theta_mass_adj, u_part, None
 
 
 class FusedStageAdjoint(FusedStage):
@@ -176,13 +185,17 @@ class FusedStageAdjoint(FusedStage):
         return fields
 
     @staticmethod
-    def _u_extra(m, record, physics, u_extra, bernoulli_adj, mode):
-        """u_extra with the kinetic energy's adjoint on B_adj when it is not TRiSK's."""
+    def _u_extra(m, record, physics, u_part, bernoulli_adj, mode) -> tuple:
+        """(coefficient, field or None) of the u pass's extra: `extra_adjoints`' u part, with the
+        kinetic energy's adjoint on B_adj added when it is not TRiSK's."""
+        coefficient, u_extra = u_part
         form = physics.kinetic_energy
         if form == "trisk":
-            return u_extra
+            return coefficient, u_extra
         part = terms.kinetic_energy_adj(m, record["u"], bernoulli_adj, form, mode)
-        return part if u_extra is None else u_extra + part
+        if u_extra is None:
+            return 1.0, part
+        return 1.0, (u_extra if coefficient == 1.0 else coefficient * u_extra) + part
 
     @staticmethod
     def _mass_extras(xp, mass, extras) -> tuple:
@@ -223,7 +236,8 @@ class FusedStageAdjoint(FusedStage):
 
         bernoulli_adj, div_adj, mass_part, theta_mass_adj = self._column(
             m, record, physics, tend_adj, phi_s_adj, accumulate, (theta_edge_adj, w_edge_adj))
-        u_extra = self._u_extra(m, record, physics, extras[2], bernoulli_adj, "deterministic")
+        u_scale, u_extra = self._u_extra(m, record, physics, extras[2], bernoulli_adj,
+                                         "deterministic")
 
         (eov_t, curl_t), stride = m.stencil(("edgesOnVertexT", "curlCoefT"), (u,))
         _KERNELS.launch("hs_adj_u", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
@@ -234,7 +248,8 @@ class FusedStageAdjoint(FusedStage):
                         massEdgeAdj=mass_edge_adj, yAdj=rk.y_adj[2], newAdj=rk.new_adj[2],
                         kAdj=tend_adj[2], S=trisk.width(eov_t, stride), slotStride=stride,
                         keInline=int(physics.kinetic_energy == "trisk"),
-                        extra=int(u_extra is not None), nVertLevels=N, **rk.arguments())
+                        extra=int(u_extra is not None), uExtraScale=u_scale, nVertLevels=N,
+                        **rk.arguments())
 
         extra, mass_extra, theta_mass_extra = self._mass_extras(xp, mass, extras)
         (eoc_t,), stride_e = m.stencil(("cellsOnEdgeT",), (mass,))
@@ -279,7 +294,7 @@ class FusedStageAdjoint(FusedStage):
         bernoulli_adj, div_adj, mass_part, theta_mass_adj = self._column(
             m, record, physics, tend_adj, phi_s_adj, accumulate,
             (u, w_acc), sums=(bernoulli_acc, pi_acc, theta_acc, w_acc))
-        u_extra = self._u_extra(m, record, physics, extras[2], bernoulli_adj, "atomic")
+        u_scale, u_extra = self._u_extra(m, record, physics, extras[2], bernoulli_adj, "atomic")
         _KERNELS.launch("hs_adj_u_atomic", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
                         divAdjCoef=m.table("divAdjCoef", u.dtype),
                         keAdjCoef=m.table("keAdjCoef", u.dtype), fluxAcc=flux_acc, divAdj=div_adj,
@@ -287,7 +302,8 @@ class FusedStageAdjoint(FusedStage):
                         uExtra=u if u_extra is None else u_extra, massEdgeAdj=mass_edge_adj,
                         massAcc=mass_acc, yAdj=rk.y_adj[2], newAdj=rk.new_adj[2], kAdj=tend_adj[2],
                         keInline=int(physics.kinetic_energy == "trisk"),
-                        extra=int(u_extra is not None), nVertLevels=N, **rk.arguments())
+                        extra=int(u_extra is not None), uExtraScale=u_scale, nVertLevels=N,
+                        **rk.arguments())
         extra, mass_extra, theta_mass_extra = self._mass_extras(xp, mass, extras)
         _KERNELS.launch("hs_adj_mass_sum", m.nCells, massAdjPart=mass_part, massAcc=mass_acc,
                         thetaMassAdj=theta_mass_adj, massExtra=mass_extra,

@@ -304,7 +304,8 @@ class VerticalAdvection:
 
 class Del2:
     """tend_u += visc2 vector_laplacian_e2e(u), linear in u: its `coefficient` times its
-    `operator` (the fused edge passes apply the coefficient themselves)."""
+    `operator` (adjoint: times `operator_adjoint`; the fused u passes apply the coefficient
+    themselves)."""
     target = "tend_u"
 
     @staticmethod
@@ -328,8 +329,12 @@ class Del2:
         return Del2.coefficient(physics) * Del2.operator(mesh, t["u"])
 
     @staticmethod
+    def operator_adjoint(mesh, g, mode):
+        return meshops.vector_laplacian_e2e_adj(mesh, g, mode=mode)
+
+    @staticmethod
     def adjoint(mesh, b, a, g, physics, mode):
-        a["u"] = _add(a["u"], physics.visc2 * meshops.vector_laplacian_e2e_adj(mesh, g, mode=mode))
+        a["u"] = _add(a["u"], Del2.coefficient(physics) * Del2.operator_adjoint(mesh, g, mode))
 
 
 class Del4:
@@ -358,8 +363,13 @@ class Del4:
         return Del4.coefficient(physics) * Del4.operator(mesh, t["u"])
 
     @staticmethod
+    def operator_adjoint(mesh, g, mode):
+        return meshops.del4_e2e_adj(mesh, g, mode=mode)
+
+    @staticmethod
     def adjoint(mesh, b, a, g, physics, mode):
-        a["u"] = _sub(a["u"], physics.visc4 * meshops.del4_e2e_adj(mesh, g, mode=mode))
+        """a_u += (-visc4) del4_e2e^T(g): a_u - visc4 x bitwise (negation is exact)."""
+        a["u"] = _add(a["u"], Del4.coefficient(physics) * Del4.operator_adjoint(mesh, g, mode))
 
 
 #: Every term, in the order the tendencies sum them (per target).

@@ -836,7 +836,8 @@ MESHOPS_INSTANTIATE(hs_adj_column)
 
 // The adjoint u pass over (edge, layer): cellsOnEdge, divAdjCoef and keAdjCoef row-major (2 slots),
 // edgesOnVertexT and curlCoefT (S slots, slotStride). massEdgeAdj is completed in place; with
-// `extra`, uExtra is added; the stage's u adjoint goes into the RK4 bookkeeping.
+// `extra`, uExtraScale uExtra is added (the product rounded on its own: a lone del2 / del4 term's
+// coefficient, else 1); the stage's u adjoint goes into the RK4 bookkeeping.
 template <typename T, int W>
 __global__ void hs_adj_u(
     const int* __restrict__ cellsOnEdge, const T* __restrict__ divAdjCoef,
@@ -845,8 +846,8 @@ __global__ void hs_adj_u(
     const T* __restrict__ bernoulliAdj, const T* __restrict__ vortAdj, const T* __restrict__ mass,
     const T* __restrict__ u, const T* __restrict__ uAdjPart, const T* __restrict__ uExtra,
     T* __restrict__ massEdgeAdj, T* __restrict__ yAdj, const T* __restrict__ newAdj,
-    T* __restrict__ kAdj, int S, int slotStride, int keInline, int extra, int nVertLevels, int rk,
-    T bCoef, T aCoef, int next, int first, int last, int nlev)
+    T* __restrict__ kAdj, int S, int slotStride, int keInline, int extra, T uExtraScale,
+    int nVertLevels, int rk, T bCoef, T aCoef, int next, int first, int last, int nlev)
 {
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
@@ -869,7 +870,7 @@ __global__ void hs_adj_u(
         });
         T p = uAdjPart[i] + hydrostatic::mean_of_ends(mass, c0, c1, N, k) * fAdj + curl;
         if (keInline) p += ue * kAdjSum;
-        if (extra) p += uExtra[i];
+        if (extra) p += hydrostatic::mul_rn(uExtraScale, uExtra[i]);
         hydrostatic::adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
     }
 }
@@ -1037,8 +1038,8 @@ __global__ void hs_adj_u_atomic(
     const T* __restrict__ bernoulliAdj, const T* __restrict__ uAcc, const T* __restrict__ mass,
     const T* __restrict__ u, const T* __restrict__ uAdjPart, const T* __restrict__ uExtra,
     const T* __restrict__ massEdgeAdj, T* __restrict__ massAcc, T* __restrict__ yAdj,
-    const T* __restrict__ newAdj, T* __restrict__ kAdj, int keInline, int extra, int nVertLevels,
-    int rk, T bCoef, T aCoef, int next, int first, int last, int nlev)
+    const T* __restrict__ newAdj, T* __restrict__ kAdj, int keInline, int extra, T uExtraScale,
+    int nVertLevels, int rk, T bCoef, T aCoef, int next, int first, int last, int nlev)
 {
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
@@ -1059,7 +1060,7 @@ __global__ void hs_adj_u_atomic(
         if (c1 >= 0) atomicAdd(&massAcc[(meshops_offset)c1 * N + k], massEdgeHalf);
         T p = uAdjPart[i] + hydrostatic::mean_of_ends(mass, c0, c1, N, k) * fAdj + uAcc[i];
         if (keInline) p += ue * kAdjSum;
-        if (extra) p += uExtra[i];
+        if (extra) p += hydrostatic::mul_rn(uExtraScale, uExtra[i]);
         hydrostatic::adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
     }
 }
