@@ -109,6 +109,9 @@ def setup(config, comm) -> Setup:
         layers = testcases.layer_factors(A, B, mesh.sphere_radius)
         initial = testcases.state_fields(local_rows, layers, mesh.dvEdge, xp)
         state = {name: getattr(initial, name).astype(dtype, copy=False) for name, _, _ in STATE}
+        del initial
+        if xp is not np:            # its float64 temporaries are not kept in CuPy's pool
+            xp.get_default_memory_pool().free_all_blocks()
     phi_s = xp.asarray(local_rows["cell"]["phi_s"], dtype=dtype)
     f_vertex = xp.asarray(local_rows["vertex"]["f_vertex"], dtype=dtype)
 
