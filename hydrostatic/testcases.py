@@ -171,17 +171,12 @@ def layer_factors(A, B, a) -> dict:
             "psi_amplitude": jw06_streamfunction(lat=0.0, eta=eta, a=a)[0]}
 
 
-#: The initial state's factors of the rows, by location (`row_factors`).
-ROW_FACTORS = {"cell": ("jet_cos", "jet_const", "phi_s"),
-               "edge": ("psi_shape_v0", "psi_shape_v1", "perturbation"),
-               "vertex": ("f_vertex",)}
-
-
 def row_factors(mesh, case: str, rotation: float = 0.0) -> dict:
     """The initial state's factors of the rows of `mesh` for `case` (one of CASES) in its frame
-    tilted by `rotation` degrees: {location: {name: (rows,) float64 array}} with the names of
-    ROW_FACTORS (the temperature's jet factors, phi_s; the streamfunction's shape at each edge's
-    two vertices and the perturbation's normal component, None for jw06_steady; f)."""
+    tilted by `rotation` degrees: {location: {name: (rows,) float64 array}}, cells: the
+    temperature's jet factors (jet_cos, jet_const) and phi_s; edges: the streamfunction's shape at
+    each edge's two vertices (psi_shape_v0, psi_shape_v1) and the perturbation's normal component
+    (perturbation; None for jw06_steady); vertices: f_vertex."""
     if case not in CASES:
         raise ValueError(f"case.name = {case!r}: expected one of {', '.join(CASES)}")
     if not 0.0 <= rotation <= 90.0:
@@ -218,6 +213,8 @@ def state_fields(rows: dict, layers: dict, dv_edge, xp=np) -> InitialState:
                            / eta_kappa[k]
         u[e, k]          = -(psi_amplitude[k] psi_shape_v1[e] - psi_amplitude[k] psi_shape_v0[e])
                            / dvEdge[e] + perturbation[e]
+
+    (u: -(psi[v1] - psi[v0]) / dvEdge, as `swm.testcases.velocity_from_streamfunction`.)
     """
     lay = {name: xp.asarray(v) for name, v in layers.items()}
     cell = {name: xp.asarray(v)[:, None] for name, v in rows["cell"].items()}
@@ -236,7 +233,8 @@ def state_fields(rows: dict, layers: dict, dv_edge, xp=np) -> InitialState:
     u /= xp.asarray(dv_edge)[:, None]
     if "perturbation" in edge:
         u += edge["perturbation"]
-    return InitialState(mass, theta_mass, u, cell["phi_s"][:, 0], xp.asarray(rows["vertex"]["f_vertex"]))
+    return InitialState(mass, theta_mass, u, cell["phi_s"][:, 0],
+                        xp.asarray(rows["vertex"]["f_vertex"]))
 
 
 def initial_state(mesh, case: str, A, B, rotation: float = 0.0) -> InitialState:
