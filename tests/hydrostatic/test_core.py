@@ -201,7 +201,8 @@ def test_the_state_of_any_rows_is_the_global_states_rows_bitwise(rng, case, alph
     eta_v = (eta - testcases.ETA_0) * np.pi / 2
     t_bar = testcases.T_0 * eta ** (R_DRY * testcases.LAPSE / GRAVITY) + np.where(
         eta < testcases.ETA_T, testcases.DELTA_T * np.clip(testcases.ETA_T - eta, 0, None) ** 5, 0)
-    published = t_bar + 0.75 * eta * np.pi * testcases.U_0 / R_DRY * np.sin(eta_v) * np.cos(eta_v) ** 0.5 * (
+    amplitude = 0.75 * eta * np.pi * testcases.U_0 / R_DRY * np.sin(eta_v) * np.cos(eta_v) ** 0.5
+    published = t_bar + amplitude * (
         (-2 * s**6 * (c**2 + 1 / 3) + 10 / 63) * 2 * testcases.U_0 * np.cos(eta_v) ** 1.5
         + (1.6 * c**3 * (s**2 + 2 / 3) - np.pi / 4) * mesh.sphere_radius * testcases.OMEGA_JW)
     np.testing.assert_allclose(testcases.jw06_temperature(lat, eta, mesh.sphere_radius), published,

@@ -1,7 +1,7 @@
 """The hydrostatic core on CuPy (skipped without CuPy and a CUDA device): one RK4 step of the
 operator path equals NumPy's to round-off, in float64 and float32, with the Held-Suarez forcing
-and del4 dissipation on; the initial state formed on the GPU is NumPy's bitwise; 2 and 3 ranks sharing one GPU write the one rank's history (fused stages)
-and gradient file, bitwise."""
+and del4 dissipation on; the initial state formed on the GPU is NumPy's bitwise; 2 and 3 ranks
+sharing one GPU write the one rank's history (fused stages) and gradient file, bitwise."""
 import netCDF4
 import numpy as np
 import pytest
