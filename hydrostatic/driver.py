@@ -99,6 +99,8 @@ def setup(config, comm) -> Setup:
     if start:
         log.info("resumed from %s at step %d (day %.4g)", config.restart.path, start,
                  start * dt / DAY)
+    if start:           # a restart's state is read: of the rows, only the fixed fields are used
+        present = {"cell": ("phi_s",), "vertex": ("f_vertex",)}
     local_rows = {loc: {name: distribution.scatter(loc, None if rows is None else rows[loc][name])
                         for name in names} for loc, names in present.items()}
     if start:           # the restart's state, scattered as read
