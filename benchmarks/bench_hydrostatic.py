@@ -41,7 +41,7 @@ from common import copy_bandwidth, synchronize  # noqa: E402
 from meshes import icosahedral_mesh  # noqa: E402
 
 import meshops  # noqa: E402
-from hydrostatic import dynamics, fused, levels, terms, testcases  # noqa: E402
+from hydrostatic import dynamics, fused, fused_adjoint, levels, terms, testcases  # noqa: E402
 from hydrostatic.dynamics import Physics  # noqa: E402
 from hydrostatic.model import Model  # noqa: E402
 from framework.constants import GRAVITY  # noqa: E402
@@ -164,22 +164,30 @@ def breakdown(model, xp, reps: int = 5) -> dict:
 
 def pass_times(model, xp, step=None) -> dict:
     """{fused kernel: ms per step}: CUDA events around each launch of one call of `step`
-    (default: the model's forward step)."""
+    (default: the model's forward step); the extra terms' operator code (del2 / del4, the
+    forcing: `FusedStage.extras`, `fused_adjoint.extra_adjoints`) as one entry."""
     events = collections.defaultdict(list)
-    launch = fused._KERNELS.launch
 
-    def timed(name, *args, **kwargs):
-        start, end = xp.cuda.Event(), xp.cuda.Event()
-        start.record()
-        launch(name, *args, **kwargs)
-        end.record()
-        events[name].append((start, end))
-    fused._KERNELS.launch = timed
+    def timed(name, function):
+        def call(*args, **kwargs):
+            start, end = xp.cuda.Event(), xp.cuda.Event()
+            start.record()
+            out = function(*args, **kwargs)
+            end.record()
+            events[name].append((start, end))
+            return out
+        return call
+    launch, extras, extra_adjoints = (fused._KERNELS.launch, fused.FusedStage.extras,
+                                      fused_adjoint.extra_adjoints)
+    fused._KERNELS.launch = lambda name, *a, **k: timed(name, launch)(name, *a, **k)
+    fused.FusedStage.extras = timed("(extra terms: operators)", extras)
+    fused_adjoint.extra_adjoints = timed("(extra terms: operators)", extra_adjoints)
     try:
         (step or model.step)()
         synchronize(xp)
     finally:
-        fused._KERNELS.launch = launch
+        fused._KERNELS.launch, fused.FusedStage.extras = launch, extras
+        fused_adjoint.extra_adjoints = extra_adjoints
     return {name: sum(xp.cuda.get_elapsed_time(a, b) for a, b in pairs)
             for name, pairs in events.items()}
 
