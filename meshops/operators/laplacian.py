@@ -147,32 +147,45 @@ def _vertex_coef_adj(h):
     return h["lapVertexSign"] / h.mesh.dvEdge[ev]
 
 
-def _merge_repeats(candidates, weights):
-    """Padded rows (nbr, coef) of slot-major (width, n) candidates and weights: each row's distinct
-    candidates >= 0 in order of first appearance, coef the sum of their weights in candidate order;
-    and the most entries of a row."""
+def _first_appearances(candidates):
+    """For slot-major (width, n) candidates: `first`, the slot of each slot's candidate's first
+    appearance in its row; `keep` and `at`, the distinct candidates >= 0 and their flat positions
+    in the padded rows (in order of first appearance); the padded rows `nbr` of those candidates."""
     width, n = candidates.shape
-    merged, first = weights.copy(), np.empty(candidates.shape, dtype=np.int64)
+    first = np.empty(candidates.shape, dtype=np.int64)
     for j in range(width):
         first[j] = j
         for i in range(j - 1, -1, -1):
             np.putmask(first[j], candidates[j] == candidates[i], i)
-        repeat = np.flatnonzero(first[j] < j)
-        merged[first[j, repeat], repeat] += weights[j, repeat]
     keep = (first == np.arange(width)[:, None]) & (candidates >= 0)
     slot, count = np.empty(candidates.shape, dtype=np.int64), np.zeros(n, dtype=np.int64)
     for j in range(width):
         slot[j] = count
         count += keep[j]
-    at = (np.arange(n) * width + slot)[keep]            # flat positions in the (n, width) rows
-    nbr, coef = np.full((n, width), -1, dtype=np.int32), np.zeros((n, width))
-    nbr.ravel()[at], coef.ravel()[at] = candidates[keep], merged[keep]
-    return nbr, coef, int(count.max(initial=0))
+    count = int(count.max(initial=0))
+    at = (np.arange(n) * count + slot)[keep]            # flat positions in the (n, count) rows
+    nbr = np.full((n, count), -1, dtype=np.int32)
+    nbr.ravel()[at] = candidates[keep]
+    return first, keep, at, nbr
+
+
+def _merge_repeats(weights, appearances):
+    """The padded rows of coefficients of slot-major (width, n) weights over the candidates of
+    `appearances` (`_first_appearances`): each distinct candidate's the sum of its weights in
+    candidate order."""
+    first, keep, at, nbr = appearances
+    merged = weights.copy()
+    for j in range(len(weights)):
+        repeat = np.flatnonzero(first[j] < j)
+        merged[first[j, repeat], repeat] += weights[j, repeat]
+    coef = np.zeros(nbr.shape)
+    coef.ravel()[at] = merged[keep]
+    return coef
 
 
 @table("edgesOnEdgeDel2", "coefDel2", "edgesOnEdgeDel2T", "coefDel2T",
        kind=("int", "float", "int", "float"), location="edge")
-def _composed(h, chunk: int = 1 << 18) -> dict:
+def _composed(h) -> dict:
     """vector_laplacian_e2e as one edge stencil: edgesOnEdgeDel2 / coefDel2, the padded rows of
     A = Gc Dv - Gv Zc, and of A^T (*T). Row e lists the edges of cellsOnEdge[e, 0], cellsOnEdge[e, 1]
     (edgesOnCell order), verticesOnEdge[e, 0] and verticesOnEdge[e, 1] (edgesOnVertex order), each at
@@ -183,7 +196,10 @@ def _composed(h, chunk: int = 1 << 18) -> dict:
 
     so the summation order follows the mesh's connectivity, not its numbering (a rank's local mesh
     sums as the global one). Row e' of A^T lists the same candidates, A[e, e'] summed over the paths
-    from e to e' in e''s candidate order. Built in chunks of `chunk` rows."""
+    from e to e' in e''s candidate order. Built in blocks of rows on threads
+    (`grids.geometry.blocks`), the same tables for any thread count."""
+    from grids.geometry import blocks
+
     mesh = h.mesh
     sign = np.array([-1.0, 1.0])
     grad = {"cell": sign * h["invDcEdge"][:, None], "vertex": -sign * h["invDvEdge"][:, None]}
@@ -195,10 +211,9 @@ def _composed(h, chunk: int = 1 << 18) -> dict:
            for k, (ends, edges, _, name_ends, name_e) in parts.items()}
     slot = {k: connectivity.slot_map(ends, edges, name_ends, name_e)
             for k, (ends, edges, _, name_ends, name_e) in parts.items()}
-    out = {name: [] for name in ("edgesOnEdgeDel2", "coefDel2", "edgesOnEdgeDel2T", "coefDel2T")}
-    widths = []
-    for start in range(0, mesh.nEdges, chunk):
-        e = np.arange(start, min(start + chunk, mesh.nEdges))
+
+    def rows(block):
+        e = np.arange(block.start, block.stop)
         candidates, forward, adjoint = [], [], []
         for k, (ends, edges, pass_coef, _, _) in parts.items():
             for i in range(2):
@@ -214,13 +229,19 @@ def _composed(h, chunk: int = 1 << 18) -> dict:
                 theirs = grad[k][o, np.maximum(end[k][p], 0)]
                 adjoint.append(np.where(inside, theirs * mine, 0.0).T)
         candidates = np.ascontiguousarray(np.concatenate(candidates))
-        for suffix, weights in (("", forward), ("T", adjoint)):
-            nbr, coef, width = _merge_repeats(candidates, np.ascontiguousarray(np.concatenate(weights)))
-            out[f"edgesOnEdgeDel2{suffix}"].append(nbr)
-            out[f"coefDel2{suffix}"].append(coef)
-            widths.append(width)
-    width = max(widths, default=0)
-    return {name: np.concatenate([c[:, :width] for c in chunks]) for name, chunks in out.items()}
+        appearances = _first_appearances(candidates)
+        return {"edgesOnEdgeDel2": appearances[-1],
+                "coefDel2": _merge_repeats(np.concatenate(forward), appearances),
+                "coefDel2T": _merge_repeats(np.concatenate(adjoint), appearances)}
+    done = list(blocks(rows, mesh.nEdges))
+    width = max((part["edgesOnEdgeDel2"].shape[1] for _, part in done), default=0)
+    out = {"edgesOnEdgeDel2": np.full((mesh.nEdges, width), -1, dtype=np.int32),
+           "coefDel2": np.zeros((mesh.nEdges, width)), "coefDel2T": np.zeros((mesh.nEdges, width))}
+    for block, part in done:
+        for name, rows_of_block in part.items():
+            out[name][block, :rows_of_block.shape[1]] = rows_of_block
+    out["edgesOnEdgeDel2T"] = out["edgesOnEdgeDel2"].copy()
+    return out
 
 
 def _run(name, x, n, m, rows=None):

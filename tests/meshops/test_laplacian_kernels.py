@@ -101,3 +101,33 @@ def test_rank_mesh_forward_is_bitwise_the_global_one(name, nlev, mpas_mesh, lapl
     reference = np.asarray(spec.forward(mpas_mesh.replace(), host(u)))
     result = np.asarray(spec.forward(local.mesh.replace(), host(u[local.l2g["edge"]])))
     assert np.array_equal(result[: owned.size], reference[owned])
+
+
+def test_the_composed_stencil_is_the_same_in_blocks_on_threads(mpas_mesh, monkeypatch):
+    """The composed stencil's tables built in blocks of 97 rows on 3 threads equal those built in
+    one block on one thread, bit for bit (blocks of different widths padded alike); its rows are
+    A = Gc Dv - Gv Zc applied to unit vectors."""
+    import grids.geometry
+    from meshops.device.tables import HostTables
+
+    monkeypatch.setenv(grids.geometry.THREADS_ENV, "1")
+    whole = HostTables(mpas_mesh)
+    whole.build(["edgesOnEdgeDel2", "coefDel2T"])
+    monkeypatch.setattr(grids.geometry, "CHUNK", 97)
+    monkeypatch.setenv(grids.geometry.THREADS_ENV, "3")
+    blocks = HostTables(mpas_mesh)
+    blocks.build(["edgesOnEdgeDel2", "coefDel2T"])
+    for name in ("edgesOnEdgeDel2", "coefDel2", "edgesOnEdgeDel2T", "coefDel2T"):
+        a, b = whole[name], blocks[name]
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), name
+    nbr, coef = whole["edgesOnEdgeDel2"], whole["coefDel2"]
+    rows = np.random.default_rng().choice(mpas_mesh.nEdges, 20, replace=False)
+    for e in rows:
+        unit = np.zeros(mpas_mesh.nEdges)
+        present = nbr[e] >= 0
+        for e2, c in zip(nbr[e][present], coef[e][present]):
+            unit[:] = 0.0
+            unit[e2] = 1.0
+            assert np.isclose(meshops.vector_laplacian_e2e(mpas_mesh, unit)[e], c, rtol=1e-12,
+                              atol=1e-12 * np.abs(coef[e]).max())
