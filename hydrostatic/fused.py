@@ -43,13 +43,15 @@ traffic: docs/decisions/0032-fused-hydrostatic-stage.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
+import meshops
 from meshops.device.backend import array_module
 from meshops.device.kernels import Family, Kernel
 from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
-from meshops.operators import trisk
+from meshops.operators import laplacian, trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
 from framework.timestepping import Update, updates
 
@@ -60,6 +62,9 @@ CUDA_DIR = pathlib.Path(__file__).parent / "cuda"
 _RK = "in:{y}Old:layer out:{y}New:layer out:{y}Next:layer"
 _RK_SCALARS = "real:newCoef real:nextCoef int:accumulate int:provisional"
 _ADJ_RK = "int:rk real:bCoef real:aCoef int:next"
+# The edge passes' composed vector Laplacian (`_edge_extra`).
+_DEL2 = "idx:edgesOnEdgeDel2 coef:coefDel2 in:del2In:layer"
+_DEL2_INTS = "int:del2Width int:del2SlotStride"
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
                            "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
@@ -77,8 +82,9 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_edge_stage", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                             "in:F:layer in:qEdge:layer in:bernoulli:layer in:pi:layer in:mass:layer "
                             "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "
-                            + _RK.format(y="u") + " int:maxEdges2 int:slotStride int:nExtra "
-                            "int:extraStride real:extraScale int:nVertLevels " + _RK_SCALARS,
+                            + _DEL2 + " " + _RK.format(y="u") + " int:maxEdges2 int:slotStride "
+                            "int:nExtra int:extraStride real:extraScale " + _DEL2_INTS
+                            + " int:nVertLevels " + _RK_SCALARS,
            threads="level"),
     Kernel("hs_pv_vertex_tl", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                               "in:u:layer in:mass:layer in:dU:layer in:dMass:layer in:fVertex:column "
@@ -101,9 +107,10 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "
                                "in:thetaMass:layer in:dMass:layer in:dThetaMass:layer "
                                "in:wFlux:interface in:dWFlux:interface in:u:layer in:dU:layer "
-                               "in:extra:layer " + _RK.format(y="dU") + " int:maxEdges2 "
-                               "int:slotStride int:nExtra int:extraStride real:extraScale "
-                               "int:nVertLevels " + _RK_SCALARS, threads="level"),
+                               "in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
+                               + " int:maxEdges2 int:slotStride int:nExtra int:extraStride "
+                               "real:extraScale " + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS,
+           threads="level"),
     Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
                           "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
                           "in:thetaMassTendAdj:layer in:F:layer in:qEdge:layer in:pi:layer "
@@ -256,19 +263,45 @@ class FusedStage:
                         cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
                         F=F, qEdge=q_edge, bernoulli=bernoulli, pi=pi, mass=mass,
                         thetaMass=theta_mass, wFlux=w_flux, u=u,
-                        **_extra(xp, extra["tend_u"], u, scaled=True),
+                        **_edge_extra(xp, m, extra["tend_u"], u),
                         uOld=old[2], uNew=new[2], uNext=next[2], maxEdges2=trisk.width(eoe, stride),
                         slotStride=stride, nVertLevels=N, **update.arguments())
 
 
+@dataclasses.dataclass(frozen=True)
+class Laplacian:
+    """An extra part's field left as the vector Laplacian (`meshops.vector_laplacian_e2e`) of
+    `of`: the edge pass applies it where it is one gather (`_edge_extra`)."""
+    of: object
+
+
 def scaled_part(term, mesh, x, physics, value) -> tuple:
     """(coefficient, field) of an extra term whose tendency is coefficient x field: a term on u that
-    is a coefficient times a linear operator (`terms.Del2`, `terms.Del4`) gives its coefficient
-    and its operator of `x` (u, or its tangent), for the edge pass to scale; any other 1 and
-    `value()`, its tendency."""
+    is a coefficient times a vector Laplacian of a linear operator (`terms.Del2`, `terms.Del4`)
+    gives its coefficient and the `Laplacian` of its `inner` field of `x` (u, or its tangent), for
+    the edge pass; any other 1 and `value()`, its tendency."""
     if hasattr(term, "coefficient"):
-        return term.coefficient(physics), term.operator(mesh, x)
+        return term.coefficient(physics), Laplacian(term.inner(mesh, x))
     return 1.0, value()
+
+
+def _edge_extra(xp, m, parts, like) -> dict:
+    """The edge passes' extra arguments (`_extra`, scaled) and their composed vector Laplacian's:
+    a lone `Laplacian` part applied by the pass (its input del2In, the stencil edgesOnEdgeDel2 /
+    coefDel2) where the operator is one gather over that stencil (`laplacian.composed` on
+    DeviceMesh m), every other `Laplacian` computed here by the operator."""
+    if len(parts) == 1 and isinstance(parts[0][1], Laplacian) and laplacian.composed(m, like):
+        coefficient, field = parts[0][0], parts[0][1].of
+        if field.dtype == like.dtype and field.shape == like.shape and field.flags.c_contiguous:
+            (nbr, coef), stride = m.stencil(("edgesOnEdgeDel2", "coefDel2"), (like,))
+            return dict(_extra(xp, [], like, scaled=True), extraScale=coefficient,
+                        edgesOnEdgeDel2=nbr, coefDel2=coef, del2In=field,
+                        del2Width=trisk.width(nbr, stride), del2SlotStride=stride)
+    parts = [(c, meshops.vector_laplacian_e2e(m, f.of) if isinstance(f, Laplacian) else f)
+             for c, f in parts]
+    eoc = m.table("cellsOnEdge")
+    return dict(_extra(xp, parts, like, scaled=True), edgesOnEdgeDel2=eoc, coefDel2=like,
+                del2In=like, del2Width=0, del2SlotStride=1)
 
 
 def _extra(xp, parts, like, scaled: bool = False) -> dict:

@@ -29,7 +29,8 @@ from meshops.operators.vertical import CP_DRY, P0, R_DRY
 from framework.timestepping import Update
 
 from hydrostatic import dynamics, terms
-from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, _extra, reads_theta, scaled_part
+from hydrostatic.fused import (_KERNELS, EXTRA_TERMS, FusedStage, _edge_extra, _extra, reads_theta,
+                               scaled_part)
 
 
 class FusedTangentStage(FusedStage):
@@ -110,7 +111,7 @@ class FusedTangentStage(FusedStage):
                         F=F, dF=dF, qEdge=q_edge, dqEdge=dq_edge, dBernoulli=dbernoulli, pi=pi,
                         dPi=dpi, mass=mass, thetaMass=theta_mass, dMass=dmass,
                         dThetaMass=dtheta_mass, wFlux=w_flux, dWFlux=dw_flux, u=u, dU=du,
-                        **_extra(xp, extra["tend_u"], u, scaled=True), dUOld=old[2], dUNew=new[2],
+                        **_edge_extra(xp, m, extra["tend_u"], u), dUOld=old[2], dUNew=new[2],
                         dUNext=next[2], maxEdges2=trisk.width(eoe, stride), slotStride=stride,
                         nVertLevels=N, **update.arguments())
 

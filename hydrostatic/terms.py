@@ -321,6 +321,11 @@ class Del2:
         return meshops.vector_laplacian_e2e(mesh, u)
 
     @staticmethod
+    def inner(mesh, u):
+        """The field whose vector Laplacian is the operator's: u itself."""
+        return u
+
+    @staticmethod
     def forward(mesh, b, physics):
         return Del2.coefficient(physics) * Del2.operator(mesh, b["u"])
 
@@ -353,6 +358,11 @@ class Del4:
     @staticmethod
     def operator(mesh, u):
         return meshops.del4_e2e(mesh, u)
+
+    @staticmethod
+    def inner(mesh, u):
+        """The field whose vector Laplacian is the operator's: the first Laplacian of u."""
+        return meshops.vector_laplacian_e2e(mesh, u)
 
     @staticmethod
     def forward(mesh, b, physics):

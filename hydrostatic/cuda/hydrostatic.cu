@@ -15,7 +15,10 @@
 // with `provisional` yNext = yOld + nextCoef * k. Terms computed outside (diffusion, forcing) come
 // as `nExtra` fields of `extraStride` entries each, added to k one after the other; the edge
 // passes take them times extraScale (a lone del2 / del4 term's coefficient, its product rounded
-// on its own as the operator path's elementwise one; 1 otherwise).
+// on its own as the operator path's elementwise one; 1 otherwise). Where the vector Laplacian is
+// one gather over its composed stencil (meshops/operators/laplacian.py), the edge passes apply a
+// lone term's last vector Laplacian themselves (del2In: u for del2, the first Laplacian for del4;
+// del2Width > 0), the gather of the operator kernel.
 //
 // Same arithmetic as the operator path: the stencil sums of the operator kernels in the same slot
 // order, the vertical sums in the scans' order, the vertical two-level stencils with their exact
@@ -106,6 +109,23 @@ __device__ __forceinline__ T with_extra(T k, const T* __restrict__ extra, int nE
 {
     for (int x = 0; x < nExtra; ++x) k = k + mul_rn(scale, extra[(meshops_offset)x * extraStride + i]);
     return k;
+}
+
+// k plus `scale` times the composed vector Laplacian of x at (e, k): over the stencil (idx, coef)
+// of vector_laplacian_e2e's one-gather form, the operator kernel's own sum (meshops::stencil_gather);
+// without it (width 0), with_extra.
+template <typename T>
+__device__ __forceinline__ T with_extra_or_laplacian(T k, const T* __restrict__ extra, int nExtra,
+                                                     int extraStride, meshops_offset i, T scale,
+                                                     const int* __restrict__ idx,
+                                                     const T* __restrict__ coef,
+                                                     const T* __restrict__ x, int e, int width,
+                                                     int slotStride, int N, int level)
+{
+    if (width == 0) return with_extra(k, extra, nExtra, extraStride, i, scale);
+    const meshops::Lanes<T, 1> laplacian = meshops::stencil_gather<T, 1, false>(
+        idx, coef, reinterpret_cast<const meshops::Lanes<T, 1>*>(x), e, width, N, level, slotStride);
+    return k + mul_rn(scale, laplacian.v[0]);
 }
 
 }  // namespace hydrostatic
@@ -258,10 +278,11 @@ __global__ void hs_edge_stage(
     const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge, const T* __restrict__ F,
     const T* __restrict__ qEdge, const T* __restrict__ bernoulli, const T* __restrict__ pi,
     const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ wFlux,
-    const T* __restrict__ u, const T* __restrict__ extra, const T* __restrict__ uOld,
+    const T* __restrict__ u, const T* __restrict__ extra, const int* __restrict__ edgesOnEdgeDel2,
+    const T* __restrict__ coefDel2, const T* __restrict__ del2In, const T* __restrict__ uOld,
     T* __restrict__ uNew, T* __restrict__ uNext, int maxEdges2, int slotStride, int nExtra,
-    int extraStride, T extraScale, int nVertLevels, T newCoef, T nextCoef, int accumulate,
-    int provisional, int first, int last, int nlev)
+    int extraStride, T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef,
+    T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mul_rn;
     const int N = nVertLevels;
@@ -291,7 +312,9 @@ __global__ void hs_edge_stage(
                                hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N));
         const T tend = mul_rn((T)0.5, acc) - gradB - mul_rn(thetaEdge, gradPi) -
                        hydrostatic::avg_i2l(below, above) / massEdge;
-        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i, extraScale),
+        hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
+                                    tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
+                                    coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
                                 uOld, uNew, uNext, newCoef, nextCoef, accumulate, provisional, i);
     }
 }
@@ -506,9 +529,11 @@ __global__ void hs_edge_stage_tl(
     const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ dMass,
     const T* __restrict__ dThetaMass, const T* __restrict__ wFlux, const T* __restrict__ dWFlux,
     const T* __restrict__ u, const T* __restrict__ dU, const T* __restrict__ extra,
-    const T* __restrict__ dUOld, T* __restrict__ dUNew, T* __restrict__ dUNext, int maxEdges2,
-    int slotStride, int nExtra, int extraStride, T extraScale, int nVertLevels, T newCoef, T nextCoef,
-    int accumulate, int provisional, int first, int last, int nlev)
+    const int* __restrict__ edgesOnEdgeDel2, const T* __restrict__ coefDel2,
+    const T* __restrict__ del2In, const T* __restrict__ dUOld, T* __restrict__ dUNew,
+    T* __restrict__ dUNext, int maxEdges2, int slotStride, int nExtra, int extraStride, T extraScale,
+    int del2Width, int del2SlotStride, int nVertLevels, T newCoef, T nextCoef, int accumulate,
+    int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mean_of_ends;
     using hydrostatic::mul_rn;
@@ -554,7 +579,9 @@ __global__ void hs_edge_stage_tl(
         const T tend = mul_rn((T)0.5, acc) - gradDB -
                        (mul_rn(dThetaEdge, gradPi) + mul_rn(thetaEdge, gradDPi)) -
                        (dv - mul_rn(v, dMassEdge) / massEdge) / massEdge;
-        hydrostatic::rk4_update(hydrostatic::with_extra(tend, extra, nExtra, extraStride, i, extraScale),
+        hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
+                                    tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
+                                    coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
                                 dUOld, dUNew, dUNext, newCoef, nextCoef, accumulate, provisional, i);
     }
 }
