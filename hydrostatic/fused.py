@@ -134,9 +134,9 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
                        "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
                        "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
-                       "out:massEdgeAdj:layer out:yAdj:layer in:newAdj:layer out:kAdj:layer int:S "
-                       "int:slotStride int:keInline int:extra real:uExtraScale int:nVertLevels "
-                       + _ADJ_RK,
+                       "idx:edgesOnEdgeDel2T coef:coefDel2T out:massEdgeAdj:layer out:yAdj:layer "
+                       "in:newAdj:layer out:kAdj:layer int:S int:slotStride int:keInline int:extra "
+                       "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
            threads="level"),
     Kernel("hs_adj_mass", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:massAdjPart:layer "
                           "in:massEdgeAdj:layer in:qVortAdj:layer in:thetaMassAdj:layer "

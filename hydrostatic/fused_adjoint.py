@@ -39,16 +39,17 @@ from __future__ import annotations
 
 import itertools
 
+import meshops
 from framework.timestepping import AdjointRK4, AdjointUpdate
 from meshops.device.backend import array_module
 from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
 from meshops.modes import resolve_mode
-from meshops.operators import trisk
+from meshops.operators import laplacian, trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
 
 from hydrostatic import dynamics, terms
-from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, reads_theta
+from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, Laplacian, reads_theta
 
 #: The mesh tables the adjoint passes read, per mode (built together before the first stage).
 TABLES = {"deterministic": (*trisk.SYMMETRIC, "cellsOnEdge", "invDcEdge", "divAdjCoef",
@@ -65,8 +66,9 @@ def extra_adjoints(mesh, record: dict, phi_s, physics, tend_theta_mass_adj, tend
     the active `hydrostatic.fused.EXTRA_TERMS` and the forcing, through their own adjoints (as
     `hydrostatic.dynamics.tendencies_adj` runs them: the forcing's, the terms' in reverse, then
     the column diagnostics' adjoint of what they give the diagnostics). u_adj's coefficient is
-    for the u pass to apply: a lone term on u that is a coefficient times an operator (del2,
-    del4) gives its operator's adjoint and its coefficient, any other 1."""
+    for the u pass to apply: a lone term on u that is a coefficient times a vector Laplacian of
+    a linear operator (del2, del4) gives its coefficient and the `hydrostatic.fused.Laplacian`
+    (transposed) of its `inner_adjoint` field, any other 1 and its field."""
     active = [term for term in EXTRA_TERMS if term.active(physics)]
     if not active and physics.forcing is None:
         return None, None, (1.0, None), None
@@ -87,11 +89,10 @@ def extra_adjoints(mesh, record: dict, phi_s, physics, tend_theta_mass_adj, tend
             m, b, mass, u, tend_theta_mass_adj, tend_u_adj, mode=mode)
         a.update(column_adj)
     for term in reversed(active):
-        if term is lone:
-            a["u"] = term.operator_adjoint(m, g["tend_u"], mode)
-        else:
+        if term is not lone:
             term.adjoint(m, b, a, g[term.target], physics, mode)
-    u_part = (1.0 if lone is None else lone.coefficient(physics), a["u"])
+    u_part = ((1.0, a["u"]) if lone is None else
+              (lone.coefficient(physics), Laplacian(lone.inner_adjoint(m, g["tend_u"], mode))))
     if physics.forcing is not None:
         a["phi"] = array_module(mass).zeros_like(mass)
         mass_part, theta_mass_adj, phi_s_adj = dynamics.column_diagnostics_adj(m, b, mass, a,
@@ -192,6 +193,7 @@ class FusedStageAdjoint(FusedStage):
         form = physics.kinetic_energy
         if form == "trisk":
             return coefficient, u_extra
+        u_extra = _laplacian_adjoint(m, u_extra, mode)
         part = terms.kinetic_energy_adj(m, record["u"], bernoulli_adj, form, mode)
         if u_extra is None:
             return 1.0, part
@@ -239,6 +241,7 @@ class FusedStageAdjoint(FusedStage):
         u_scale, u_extra = self._u_extra(m, record, physics, extras[2], bernoulli_adj,
                                          "deterministic")
 
+        u_extra, del2 = _u_pass_laplacian(m, u_extra, u)
         (eov_t, curl_t), stride = m.stencil(("edgesOnVertexT", "curlCoefT"), (u,))
         _KERNELS.launch("hs_adj_u", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
                         divAdjCoef=m.table("divAdjCoef", u.dtype),
@@ -249,7 +252,7 @@ class FusedStageAdjoint(FusedStage):
                         kAdj=tend_adj[2], S=trisk.width(eov_t, stride), slotStride=stride,
                         keInline=int(physics.kinetic_energy == "trisk"),
                         extra=int(u_extra is not None), uExtraScale=u_scale, nVertLevels=N,
-                        **rk.arguments())
+                        **del2, **rk.arguments())
 
         extra, mass_extra, theta_mass_extra = self._mass_extras(xp, mass, extras)
         (eoc_t,), stride_e = m.stencil(("cellsOnEdgeT",), (mass,))
@@ -295,6 +298,7 @@ class FusedStageAdjoint(FusedStage):
             m, record, physics, tend_adj, phi_s_adj, accumulate,
             (u, w_acc), sums=(bernoulli_acc, pi_acc, theta_acc, w_acc))
         u_scale, u_extra = self._u_extra(m, record, physics, extras[2], bernoulli_adj, "atomic")
+        u_extra = _laplacian_adjoint(m, u_extra, "atomic")
         _KERNELS.launch("hs_adj_u_atomic", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
                         divAdjCoef=m.table("divAdjCoef", u.dtype),
                         keAdjCoef=m.table("keAdjCoef", u.dtype), fluxAcc=flux_acc, divAdj=div_adj,
@@ -311,6 +315,27 @@ class FusedStageAdjoint(FusedStage):
                         newMassAdj=rk.new_adj[0], kMassAdj=tend_adj[0], yThetaMassAdj=rk.y_adj[1],
                         newThetaMassAdj=rk.new_adj[1], kThetaMassAdj=tend_adj[1], extra=extra,
                         nVertLevels=N, **rk.arguments())
+
+
+def _laplacian_adjoint(m, field, mode):
+    """`field`, a `Laplacian` computed (`meshops.vector_laplacian_e2e_adj` in `mode`)."""
+    if isinstance(field, Laplacian):
+        return meshops.vector_laplacian_e2e_adj(m, field.of, mode=mode)
+    return field
+
+
+def _u_pass_laplacian(m, field, u) -> tuple:
+    """(uExtra, its transposed Laplacian's arguments) of the deterministic u pass: a `Laplacian`
+    applied by the pass (edgesOnEdgeDel2T, coefDel2T) where the transposed operator is one
+    gather over that stencil (`laplacian.composed` on DeviceMesh m), else computed here."""
+    if isinstance(field, Laplacian) and laplacian.composed(m, u) and field.of.dtype == u.dtype \
+            and field.of.shape == u.shape and field.of.flags.c_contiguous:
+        (nbr, coef), stride = m.stencil(("edgesOnEdgeDel2T", "coefDel2T"), (u,))
+        return field.of, dict(edgesOnEdgeDel2T=nbr, coefDel2T=coef,
+                              del2Width=trisk.width(nbr, stride), del2SlotStride=stride)
+    return (_laplacian_adjoint(m, field, "deterministic"),
+            dict(edgesOnEdgeDel2T=m.table("cellsOnEdge"), coefDel2T=u, del2Width=0,
+                 del2SlotStride=1))
 
 
 def fused_tendencies_adj(mesh, record: dict, phi_s, physics, tend_mass_adj, tend_theta_mass_adj,

@@ -338,6 +338,11 @@ class Del2:
         return meshops.vector_laplacian_e2e_adj(mesh, g, mode=mode)
 
     @staticmethod
+    def inner_adjoint(mesh, g, mode):
+        """The field whose transposed vector Laplacian is `operator_adjoint`'s: g itself."""
+        return g
+
+    @staticmethod
     def adjoint(mesh, b, a, g, physics, mode):
         a["u"] = _add(a["u"], Del2.coefficient(physics) * Del2.operator_adjoint(mesh, g, mode))
 
@@ -375,6 +380,11 @@ class Del4:
     @staticmethod
     def operator_adjoint(mesh, g, mode):
         return meshops.del4_e2e_adj(mesh, g, mode=mode)
+
+    @staticmethod
+    def inner_adjoint(mesh, g, mode):
+        """The field whose transposed vector Laplacian is `operator_adjoint`'s: the first transposed Laplacian of g."""
+        return meshops.vector_laplacian_e2e_adj(mesh, g, mode=mode)
 
     @staticmethod
     def adjoint(mesh, b, a, g, physics, mode):
