@@ -30,7 +30,9 @@ Kinetic energy: TRiSK's inside the cell pass; the other forms of `hydrostatic.te
 are computed by their operators and read by the cell pass. Terms outside the passes (del2 / del4
 on theta and on u: `EXTRA_TERMS`) and the forcing are computed by their operator code from the
 provisional state and added by the passes to the tendency, one after the other in the operator
-path's order (terms in `hydrostatic.terms.TERMS` order, then the forcing), before the update.
+path's order (terms in `hydrostatic.terms.TERMS` order, then the forcing), before the update. A lone
+del2 / del4 on u leaves its last vector Laplacian to the edge pass where that operator is one
+gather (`_edge_extra`).
 
 The tangent-linear and adjoint passes (`hydrostatic.fused_tangent`, `hydrostatic.fused_adjoint`)
 are declared here with these, in `_KERNELS`; the stage records are the fused path's
