@@ -54,8 +54,10 @@ class Model:
             lambda p, k_adj, mode: tendencies_adj(self.device_mesh, *p, *self._fixed(), *k_adj,
                                                   mode=mode))
         self.stages = FusedStages(self, operator_stages) if self.fused else operator_stages
-        if self.fused:
-            self.device_mesh.prebuild(FUSED_TABLES)
+        if self.fused:      # with the composed vector Laplacian's stencil where del2 / del4 reads it
+            diffusion = (("edgesOnEdgeDel2",) if (physics.visc2 or physics.visc4)
+                         and self.device_mesh.policy == "fast" else ())
+            self.device_mesh.prebuild(FUSED_TABLES + diffusion)
 
     def _fixed(self) -> tuple:
         return self.phi_s, self.f_vertex, self.physics
