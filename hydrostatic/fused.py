@@ -287,18 +287,30 @@ def scaled_part(term, mesh, x, physics, value) -> tuple:
     return 1.0, value()
 
 
+def in_pass_laplacian(m, field, like, names) -> dict | None:
+    """The arguments of a pass's own composed vector Laplacian of `field` (a field like `like`)
+    over the stencil `names` (the forward's pair or the transposed one) and its width and slot
+    stride, where the operator is one gather over it (`laplacian.composed` on DeviceMesh m);
+    else None."""
+    if not (laplacian.composed(m, like) and field.dtype == like.dtype
+            and field.shape == like.shape and field.flags.c_contiguous):
+        return None
+    (nbr, coef), stride = m.stencil(names, (like,))
+    return {names[0]: nbr, names[1]: coef, "del2Width": trisk.width(nbr, stride),
+            "del2SlotStride": stride}
+
+
 def _edge_extra(xp, m, parts, like) -> dict:
     """The edge passes' extra arguments (`_extra`, scaled) and their composed vector Laplacian's:
     a lone `Laplacian` part applied by the pass (its input del2In, the stencil edgesOnEdgeDel2 /
     coefDel2) where the operator is one gather over that stencil (`laplacian.composed` on
     DeviceMesh m), every other `Laplacian` computed here by the operator."""
-    if len(parts) == 1 and isinstance(parts[0][1], Laplacian) and laplacian.composed(m, like):
+    if len(parts) == 1 and isinstance(parts[0][1], Laplacian):
         coefficient, field = parts[0][0], parts[0][1].of
-        if field.dtype == like.dtype and field.shape == like.shape and field.flags.c_contiguous:
-            (nbr, coef), stride = m.stencil(("edgesOnEdgeDel2", "coefDel2"), (like,))
-            return dict(_extra(xp, [], like, scaled=True), extraScale=coefficient,
-                        edgesOnEdgeDel2=nbr, coefDel2=coef, del2In=field,
-                        del2Width=trisk.width(nbr, stride), del2SlotStride=stride)
+        stencil = in_pass_laplacian(m, field, like, ("edgesOnEdgeDel2", "coefDel2"))
+        if stencil is not None:
+            return dict(_extra(xp, [], like, scaled=True), extraScale=coefficient, del2In=field,
+                        **stencil)
     parts = [(c, meshops.vector_laplacian_e2e(m, f.of) if isinstance(f, Laplacian) else f)
              for c, f in parts]
     eoc = m.table("cellsOnEdge")

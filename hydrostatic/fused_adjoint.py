@@ -45,11 +45,12 @@ from meshops.device.backend import array_module
 from meshops.device.mesh import for_fields
 from meshops.device.tables import SIZE_OF
 from meshops.modes import resolve_mode
-from meshops.operators import laplacian, trisk
+from meshops.operators import trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
 
 from hydrostatic import dynamics, terms
-from hydrostatic.fused import _KERNELS, EXTRA_TERMS, FusedStage, Laplacian, reads_theta
+from hydrostatic.fused import (_KERNELS, EXTRA_TERMS, FusedStage, Laplacian, in_pass_laplacian,
+                               reads_theta)
 
 #: The mesh tables the adjoint passes read, per mode (built together before the first stage).
 TABLES = {"deterministic": (*trisk.SYMMETRIC, "cellsOnEdge", "invDcEdge", "divAdjCoef",
@@ -327,12 +328,11 @@ def _laplacian_adjoint(m, field, mode):
 def _u_pass_laplacian(m, field, u) -> tuple:
     """(uExtra, its transposed Laplacian's arguments) of the deterministic u pass: a `Laplacian`
     applied by the pass (edgesOnEdgeDel2T, coefDel2T) where the transposed operator is one
-    gather over that stencil (`laplacian.composed` on DeviceMesh m), else computed here."""
-    if isinstance(field, Laplacian) and laplacian.composed(m, u) and field.of.dtype == u.dtype \
-            and field.of.shape == u.shape and field.of.flags.c_contiguous:
-        (nbr, coef), stride = m.stencil(("edgesOnEdgeDel2T", "coefDel2T"), (u,))
-        return field.of, dict(edgesOnEdgeDel2T=nbr, coefDel2T=coef,
-                              del2Width=trisk.width(nbr, stride), del2SlotStride=stride)
+    gather over that stencil (`hydrostatic.fused.in_pass_laplacian`), else computed here."""
+    if isinstance(field, Laplacian):
+        stencil = in_pass_laplacian(m, field.of, u, ("edgesOnEdgeDel2T", "coefDel2T"))
+        if stencil is not None:
+            return field.of, stencil
     return (_laplacian_adjoint(m, field, "deterministic"),
             dict(edgesOnEdgeDel2T=m.table("cellsOnEdge"), coefDel2T=u, del2Width=0,
                  del2SlotStride=1))
