@@ -145,7 +145,6 @@ BEFORE_NAMES = {
     "laplacian.cellCoef": "divCoef", "laplacian.vertexCoef": "lapVertexCoef",
     "laplacian.cellCoefAdj": "lapCellCoefAdj", "laplacian.vertexCoefAdj": "lapVertexCoefAdj",
     "laplacian_composed.edgesOnEdgeDel2": "edgesOnEdgeDel2", "laplacian_composed.coefDel2": "coefDel2",
-    "laplacian_composed.edgesOnEdgeDel2T": "edgesOnEdgeDel2T",
     "laplacian_composed.coefDel2T": "coefDel2T",
     "reconstruct.edgesOnCell": "edgesOnCell", "reconstruct.cellsOnEdge": "cellsOnEdge",
     "reconstruct.coeffs_reconstruct": "coeffsReconstruct",

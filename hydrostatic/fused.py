@@ -136,7 +136,7 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
                        "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
                        "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
-                       "idx:edgesOnEdgeDel2T coef:coefDel2T out:massEdgeAdj:layer out:yAdj:layer "
+                       "idx:edgesOnEdgeDel2 coef:coefDel2T out:massEdgeAdj:layer out:yAdj:layer "
                        "in:newAdj:layer out:kAdj:layer int:S int:slotStride int:keInline int:extra "
                        "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
            threads="level"),

@@ -327,14 +327,14 @@ def _laplacian_adjoint(m, field, mode):
 
 def _u_pass_laplacian(m, field, u) -> tuple:
     """(uExtra, its transposed Laplacian's arguments) of the deterministic u pass: a `Laplacian`
-    applied by the pass (edgesOnEdgeDel2T, coefDel2T) where the transposed operator is one
+    applied by the pass (edgesOnEdgeDel2, coefDel2T) where the transposed operator is one
     gather over that stencil (`hydrostatic.fused.in_pass_laplacian`), else computed here."""
     if isinstance(field, Laplacian):
-        stencil = in_pass_laplacian(m, field.of, u, ("edgesOnEdgeDel2T", "coefDel2T"))
+        stencil = in_pass_laplacian(m, field.of, u, ("edgesOnEdgeDel2", "coefDel2T"))
         if stencil is not None:
             return field.of, stencil
     return (_laplacian_adjoint(m, field, "deterministic"),
-            dict(edgesOnEdgeDel2T=m.table("cellsOnEdge"), coefDel2T=u, del2Width=0,
+            dict(edgesOnEdgeDel2=m.table("cellsOnEdge"), coefDel2T=u, del2Width=0,
                  del2SlotStride=1))
 
 

@@ -865,7 +865,7 @@ MESHOPS_INSTANTIATE(hs_adj_column)
 // edgesOnVertexT and curlCoefT (S slots, slotStride). massEdgeAdj is completed in place; with
 // `extra`, uExtraScale uExtra is added (the product rounded on its own: a lone del2 / del4 term's
 // coefficient, else 1), or with del2Width > 0 uExtraScale times the composed transposed vector
-// Laplacian of uExtra (edgesOnEdgeDel2T, coefDel2T: vector_laplacian_e2e_adj's deterministic
+// Laplacian of uExtra (edgesOnEdgeDel2, coefDel2T: vector_laplacian_e2e_adj's deterministic
 // gather); the stage's u adjoint goes into the RK4 bookkeeping.
 template <typename T, int W>
 __global__ void hs_adj_u(
@@ -874,7 +874,7 @@ __global__ void hs_adj_u(
     const T* __restrict__ curlCoefT, const T* __restrict__ fluxAdj, const T* __restrict__ divAdj,
     const T* __restrict__ bernoulliAdj, const T* __restrict__ vortAdj, const T* __restrict__ mass,
     const T* __restrict__ u, const T* __restrict__ uAdjPart, const T* __restrict__ uExtra,
-    const int* __restrict__ edgesOnEdgeDel2T, const T* __restrict__ coefDel2T,
+    const int* __restrict__ edgesOnEdgeDel2, const T* __restrict__ coefDel2T,
     T* __restrict__ massEdgeAdj, T* __restrict__ yAdj, const T* __restrict__ newAdj,
     T* __restrict__ kAdj, int S, int slotStride, int keInline, int extra, T uExtraScale,
     int del2Width, int del2SlotStride, int nVertLevels, int rk, T bCoef, T aCoef, int next,
@@ -902,7 +902,7 @@ __global__ void hs_adj_u(
         T p = uAdjPart[i] + hydrostatic::mean_of_ends(mass, c0, c1, N, k) * fAdj + curl;
         if (keInline) p += ue * kAdjSum;
         if (extra) p = hydrostatic::with_extra_or_laplacian(p, uExtra, 1, 0, i, uExtraScale,
-                                                            edgesOnEdgeDel2T, coefDel2T, uExtra, e,
+                                                            edgesOnEdgeDel2, coefDel2T, uExtra, e,
                                                             del2Width, del2SlotStride, N, k);
         hydrostatic::adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
     }

@@ -183,11 +183,10 @@ def _merge_repeats(weights, appearances):
     return coef
 
 
-@table("edgesOnEdgeDel2", "coefDel2", "edgesOnEdgeDel2T", "coefDel2T",
-       kind=("int", "float", "int", "float"), location="edge")
+@table("edgesOnEdgeDel2", "coefDel2", "coefDel2T", kind=("int", "float", "float"), location="edge")
 def _composed(h) -> dict:
     """vector_laplacian_e2e as one edge stencil: edgesOnEdgeDel2 / coefDel2, the padded rows of
-    A = Gc Dv - Gv Zc, and of A^T (*T). Row e lists the edges of cellsOnEdge[e, 0], cellsOnEdge[e, 1]
+    A = Gc Dv - Gv Zc, and coefDel2T, those of A^T over the same candidates. Row e lists the edges of cellsOnEdge[e, 0], cellsOnEdge[e, 1]
     (edgesOnCell order), verticesOnEdge[e, 0] and verticesOnEdge[e, 1] (edgesOnVertex order), each at
     its first appearance, with the sum of its paths' products in that order:
 
@@ -240,7 +239,6 @@ def _composed(h) -> dict:
     for block, part in done:
         for name, rows_of_block in part.items():
             out[name][block, :rows_of_block.shape[1]] = rows_of_block
-    out["edgesOnEdgeDel2T"] = out["edgesOnEdgeDel2"].copy()
     return out
 
 
@@ -268,7 +266,7 @@ def _vector(mesh, x, adjoint, rows=None):
     xp, m, dt = array_module(x), for_fields(mesh, x), x.dtype
     if composed(m, x):
         out = xp.empty_like(x)
-        names = ("edgesOnEdgeDel2T", "coefDel2T") if adjoint else ("edgesOnEdgeDel2", "coefDel2")
+        names = ("edgesOnEdgeDel2", "coefDel2T") if adjoint else ("edgesOnEdgeDel2", "coefDel2")
         (nbr, coef), stride = m.stencil(names, (x, out))
         _KERNELS.gather(m.nEdges, nbr, coef, x, out, slot_stride=stride, rows=rows)
         return out
