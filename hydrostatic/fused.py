@@ -160,9 +160,10 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
            threads="level"),
     Kernel("hs_adj_u_atomic", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef in:fluxAcc:layer "
                               "in:divAdj:layer in:bernoulliAdj:layer in:uAcc:layer in:mass:layer "
-                              "in:u:layer in:uAdjPart:layer in:uExtra:layer in:massEdgeAdj:layer "
-                              "out:massAcc:layer out:yAdj:layer in:newAdj:layer out:kAdj:layer "
-                              "int:keInline int:extra real:uExtraScale int:nVertLevels " + _ADJ_RK,
+                              "in:u:layer in:uAdjPart:layer in:uExtra:layer idx:edgesOnEdgeDel2 "
+                              "coef:coefDel2T in:massEdgeAdj:layer out:massAcc:layer out:yAdj:layer "
+                              "in:newAdj:layer out:kAdj:layer int:keInline int:extra "
+                              "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
            threads="level"),
     Kernel("hs_adj_mass_sum", "in:massAdjPart:layer in:massAcc:layer in:thetaMassAdj:layer "
                               "in:massExtra:layer in:thetaMassExtra:layer out:yMassAdj:layer "

@@ -30,8 +30,9 @@ column pass's B_adj); the passes add them before the bookkeeping.
 
 In atomic mode the transposed sums are atomicAdd scatters through the forward tables instead
 (hs_adj_edge_atomic, hs_adj_vertex_atomic into accumulators zeroed by one fill, the column pass on
-their sums, hs_adj_u_atomic, hs_adj_mass_sum): no transposed tables, the sums' order left to the
-hardware. Neither mode is bitwise the operator path (the sums run in other orders): both equal
+their sums, hs_adj_u_atomic, hs_adj_mass_sum): no transposed tables but the composed vector Laplacian's
+(the u pass's gather of a lone del2 / del4, as in deterministic mode), the sums' order left to
+the hardware. Neither mode is bitwise the operator path (the sums run in other orders): both equal
 it to round-off (tests/hydrostatic/test_fused_adjoint.py), as the shallow-water fused adjoint
 (decision 0015).
 """
@@ -242,7 +243,7 @@ class FusedStageAdjoint(FusedStage):
         u_scale, u_extra = self._u_extra(m, record, physics, extras[2], bernoulli_adj,
                                          "deterministic")
 
-        u_extra, del2 = _u_pass_laplacian(m, u_extra, u)
+        u_extra, del2 = _u_pass_laplacian(m, u_extra, u, "deterministic")
         (eov_t, curl_t), stride = m.stencil(("edgesOnVertexT", "curlCoefT"), (u,))
         _KERNELS.launch("hs_adj_u", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
                         divAdjCoef=m.table("divAdjCoef", u.dtype),
@@ -299,7 +300,7 @@ class FusedStageAdjoint(FusedStage):
             m, record, physics, tend_adj, phi_s_adj, accumulate,
             (u, w_acc), sums=(bernoulli_acc, pi_acc, theta_acc, w_acc))
         u_scale, u_extra = self._u_extra(m, record, physics, extras[2], bernoulli_adj, "atomic")
-        u_extra = _laplacian_adjoint(m, u_extra, "atomic")
+        u_extra, del2 = _u_pass_laplacian(m, u_extra, u, "atomic")
         _KERNELS.launch("hs_adj_u_atomic", m.nEdges, cellsOnEdge=m.table("cellsOnEdge"),
                         divAdjCoef=m.table("divAdjCoef", u.dtype),
                         keAdjCoef=m.table("keAdjCoef", u.dtype), fluxAcc=flux_acc, divAdj=div_adj,
@@ -308,7 +309,7 @@ class FusedStageAdjoint(FusedStage):
                         massAcc=mass_acc, yAdj=rk.y_adj[2], newAdj=rk.new_adj[2], kAdj=tend_adj[2],
                         keInline=int(physics.kinetic_energy == "trisk"),
                         extra=int(u_extra is not None), uExtraScale=u_scale, nVertLevels=N,
-                        **rk.arguments())
+                        **del2, **rk.arguments())
         extra, mass_extra, theta_mass_extra = self._mass_extras(xp, mass, extras)
         _KERNELS.launch("hs_adj_mass_sum", m.nCells, massAdjPart=mass_part, massAcc=mass_acc,
                         thetaMassAdj=theta_mass_adj, massExtra=mass_extra,
@@ -325,15 +326,16 @@ def _laplacian_adjoint(m, field, mode):
     return field
 
 
-def _u_pass_laplacian(m, field, u) -> tuple:
-    """(uExtra, its transposed Laplacian's arguments) of the deterministic u pass: a `Laplacian`
+def _u_pass_laplacian(m, field, u, mode) -> tuple:
+    """(uExtra, its transposed Laplacian's arguments) of the u pass of `mode`: a `Laplacian`
     applied by the pass (edgesOnEdgeDel2, coefDel2T) where the transposed operator is one
-    gather over that stencil (`hydrostatic.fused.in_pass_laplacian`), else computed here."""
+    gather over that stencil (`hydrostatic.fused.in_pass_laplacian`; the operator's in either
+    mode), else computed here."""
     if isinstance(field, Laplacian):
         stencil = in_pass_laplacian(m, field.of, u, ("edgesOnEdgeDel2", "coefDel2T"))
         if stencil is not None:
             return field.of, stencil
-    return (_laplacian_adjoint(m, field, "deterministic"),
+    return (_laplacian_adjoint(m, field, mode),
             dict(edgesOnEdgeDel2=m.table("cellsOnEdge"), coefDel2T=u, del2Width=0,
                  del2SlotStride=1))
 

@@ -1062,17 +1062,20 @@ __global__ void hs_adj_vertex_atomic(const int* __restrict__ edgesOnVertex,
 }
 MESHOPS_INSTANTIATE(hs_adj_vertex_atomic)
 
-// The atomic u pass over (edge, layer): as hs_adj_u with the curl part read from uAcc; the edge's
-// mass_e_adj scattered to its cells (interp_c2e^T, massAcc).
+// The atomic u pass over (edge, layer): as hs_adj_u with the curl part read from uAcc (its extra
+// and composed transposed Laplacian alike); the edge's mass_e_adj scattered to its cells
+// (interp_c2e^T, massAcc).
 template <typename T, int W>
 __global__ void hs_adj_u_atomic(
     const int* __restrict__ cellsOnEdge, const T* __restrict__ divAdjCoef,
     const T* __restrict__ keAdjCoef, const T* __restrict__ fluxAcc, const T* __restrict__ divAdj,
     const T* __restrict__ bernoulliAdj, const T* __restrict__ uAcc, const T* __restrict__ mass,
     const T* __restrict__ u, const T* __restrict__ uAdjPart, const T* __restrict__ uExtra,
+    const int* __restrict__ edgesOnEdgeDel2, const T* __restrict__ coefDel2T,
     const T* __restrict__ massEdgeAdj, T* __restrict__ massAcc, T* __restrict__ yAdj,
     const T* __restrict__ newAdj, T* __restrict__ kAdj, int keInline, int extra, T uExtraScale,
-    int nVertLevels, int rk, T bCoef, T aCoef, int next, int first, int last, int nlev)
+    int del2Width, int del2SlotStride, int nVertLevels, int rk, T bCoef, T aCoef, int next,
+    int first, int last, int nlev)
 {
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
@@ -1093,7 +1096,9 @@ __global__ void hs_adj_u_atomic(
         if (c1 >= 0) atomicAdd(&massAcc[(meshops_offset)c1 * N + k], massEdgeHalf);
         T p = uAdjPart[i] + hydrostatic::mean_of_ends(mass, c0, c1, N, k) * fAdj + uAcc[i];
         if (keInline) p += ue * kAdjSum;
-        if (extra) p += hydrostatic::mul_rn(uExtraScale, uExtra[i]);
+        if (extra) p = hydrostatic::with_extra_or_laplacian(p, uExtra, 1, 0, i, uExtraScale,
+                                                            edgesOnEdgeDel2, coefDel2T, uExtra, e,
+                                                            del2Width, del2SlotStride, N, k);
         hydrostatic::adjoint_rk4(p, yAdj, newAdj, kAdj, bCoef, aCoef, next, rk, i);
     }
 }

@@ -37,14 +37,14 @@ passes: a cell pass D, a vertex pass Z (temporaries on every cell and vertex) an
 
 `rows` restricts the edge pass only. From the tuning's composed_from_bytes of levels per edge
 (meshops/device/tuning.py; on an H200 float64 nlev 2, float32 nlev 4) the vector forward and
-deterministic adjoint are instead one gather over the product of those passes' matrices,
+adjoint (of either mode) are instead one gather over the product of those passes' matrices,
 
     out[e] = sum_m coef[e,m] * u[nbr[e,m]],   (nbr, coef) = rows of A = Gc Dv - Gv Zc   (adjoint: A^T)
 
 with Dv = div_e2c, Zc = curl_e2v, Gc = grad_c2e, Gv = grad_v2e as sparse matrices: the edges of the
 two cells and the two vertices of e, 11 per edge on a hexagonal mesh (the same operator up to
-rounding). The atomic adjoints run the composed atomic kernels. del4_* are two Laplacians in
-sequence.
+rounding); A^T's rows list the same candidates. Below it the atomic adjoint chains the four
+operators' atomic adjoints. del4_* are two Laplacians in sequence.
 """
 from __future__ import annotations
 
@@ -322,10 +322,13 @@ def vector_laplacian_e2e(mesh, u, *, rows=None):
 
 def vector_laplacian_e2e_adj(mesh, g, *, mode=None):
     """Adjoint of `vector_laplacian_e2e` (Euclidean), edges -> edges:
-    div_e2c_adj(grad_c2e_adj(g)) - curl_e2v_adj(grad_v2e_adj(g))."""
+    div_e2c_adj(grad_c2e_adj(g)) - curl_e2v_adj(grad_v2e_adj(g)). Where the forward is one gather
+    over the composed stencil (`composed`), so is the adjoint, in both modes (A^T's rows over the
+    forward's candidates, coefDel2T); else the deterministic mode gathers each pass's transpose and
+    the atomic mode chains the four operators' atomic adjoints."""
     g = check_field(g, mesh, "g", "edge")
     mode = resolve_mode(mode)
-    if array_module(g) is np or mode == "atomic":
+    if array_module(g) is np or (mode == "atomic" and not composed(for_fields(mesh, g), g)):
         return (div_e2c_adj(mesh, grad_c2e_adj(mesh, g, mode=mode), mode=mode)
                 - curl_e2v_adj(mesh, grad_v2e_adj(mesh, g, mode=mode), mode=mode))
     return _vector(mesh, g, adjoint=True)
