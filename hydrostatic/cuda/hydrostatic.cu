@@ -173,7 +173,8 @@ MESHOPS_INSTANTIATE(hs_pv_edge)
 //   down (chunks from the top): the horizontal sums at layer k (D, div_e2c(theta_e F), K when
 //     keInline); the scans from the top, in the order k = N-1..0: p_i[k] = pTop + g sum_{j>=k}
 //     mass[j], p[k] = avg_i2l(p_i), the column total of D; p, D, div_e2c(theta_e F) and K are
-//     held in pi, wFlux[k], thetaFluxDiv and bernoulli until
+//     held in pi, wFlux[k], thetaFluxDiv and bernoulli (the lowest chunk's in the lane's registers,
+//     the chunk the sweep up starts with: with N <= 32 layers nothing goes through memory) until
 //   up (chunks from the surface) reads them: alpha = R theta exner(p) / p, pi = cp exner(p); the
 //     scans from the surface, k = 0..N-1: phi_i[k+1] = phiS + g sum_{j<=k} mass alpha,
 //     W[k+1] = W[k] + (dB[k] total - D[k]); B = K + avg_i2l(phi_i) and the tendencies
@@ -197,6 +198,7 @@ __global__ void hs_cell_stage(
     MESHOPS_WARP_COLUMNS(c, lane, first, last) {
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, divAbove = 0;
+        T heldP = 0, heldDiv = 0, heldDivTheta = 0, heldKinetic = 0;  // the lowest chunk's
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -217,16 +219,25 @@ __global__ void hs_cell_stage(
                     divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
                     if (keInline) kinetic += keCoef[p] * (ue * ue);
                 });
-                wFlux[coli + k] = div;
-                thetaFluxDiv[col + k] = divTheta;
-                if (keInline) bernoulli[col + k] = kinetic;
+                if (base == 0) {
+                    heldDiv = div;
+                    heldDivTheta = divTheta;
+                    heldKinetic = kinetic;
+                } else {
+                    wFlux[coli + k] = div;
+                    thetaFluxDiv[col + k] = divTheta;
+                    if (keInline) bernoulli[col + k] = kinetic;
+                }
             }
             T massUpper = 0, massLower = 0;
             meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
             meshops::add_down(div, levels, divAbove);
-            if (lane < levels)
-                pi[col + k] = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
-                                                   pTop + mul_rn(gravity, massUpper));
+            if (lane < levels) {
+                const T p = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
+                                                 pTop + mul_rn(gravity, massUpper));
+                if (base == 0) heldP = p;
+                else pi[col + k] = p;
+            }
         }
         const T total = divAbove, phiSurface = phiS[c];
         T w = 0, massAlpha = 0;
@@ -235,12 +246,12 @@ __global__ void hs_cell_stage(
             const meshops_offset ck = col + k;
             T theta = 0, massAlphaLayer = 0, rise = 0, div = 0;
             if (lane < levels) {
-                const T p = pi[ck], exner = pow(p / p0, kappa);
+                const T p = base == 0 ? heldP : pi[ck], exner = pow(p / p0, kappa);
                 theta = thetaMass[ck] / mass[ck];
                 const T alpha = R * theta * exner / p;
                 pi[ck] = cp * exner;
                 massAlphaLayer = mul_rn(mass[ck], alpha);
-                div = wFlux[coli + k];
+                div = base == 0 ? heldDiv : wFlux[coli + k];
                 rise = mul_rn(dB[k], total) - div;
             }
             T massAlphaLower = 0, massAlphaUpper = 0, wLower = 0, wUpper = 0;
@@ -249,15 +260,17 @@ __global__ void hs_cell_stage(
             if (lane < levels) {
                 const T phiLower = phiSurface + mul_rn(gravity, massAlphaLower);
                 const T phiUpper = phiSurface + mul_rn(gravity, massAlphaUpper);
-                bernoulli[ck] = (keInline ? bernoulli[ck] : ke[ck]) + hydrostatic::avg_i2l(phiLower, phiUpper);
+                const T kinetic = keInline ? (base == 0 ? heldKinetic : bernoulli[ck]) : ke[ck];
+                bernoulli[ck] = kinetic + hydrostatic::avg_i2l(phiLower, phiUpper);
                 wFlux[coli + k] = wLower;
                 const T thetaBelow = k > 0 ? thetaMass[ck - 1] / mass[ck - 1] : theta;
                 const T thetaAbove = k + 1 < N ? thetaMass[ck + 1] / mass[ck + 1] : (T)0;
                 const T wTheta = mul_rn(wLower, hydrostatic::avg_l2i(thetaBelow, theta, k, N));
                 const T wThetaAbove = mul_rn(wUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N));
                 const T tendMass = -div - hydrostatic::div_vflux(wLower, wUpper, k, N);
+                const T divTheta = base == 0 ? heldDivTheta : thetaFluxDiv[ck];
                 const T tendTheta = hydrostatic::with_extra(
-                    -thetaFluxDiv[ck] - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extra, nExtra,
+                    -divTheta - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extra, nExtra,
                     extraStride, ck);
                 hydrostatic::rk4_update(tendMass, massOld, massNew, massNext, newCoef, nextCoef, accumulate,
                                         provisional, ck);
