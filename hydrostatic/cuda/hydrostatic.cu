@@ -386,7 +386,8 @@ MESHOPS_INSTANTIATE(hs_pv_edge_tl)
 //   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both),
 //     D, dD = div_e2c(dF), div_e2c(dtheta_e F + theta_e dF), dK = ke_e2c_tl (keCoef2 sum of u dU)
 //     when keInline; p and dp = avg_i2l(g sum_layers_from_top_l2i(dMass)), the totals of D and dD;
-//     held in pi, dPi, wFlux, dWFlux, thetaFluxDiv and dBernoulli
+//     held in pi, dPi, wFlux, dWFlux, thetaFluxDiv and dBernoulli (the lowest chunk's in the
+//     lane's registers, as the forward's)
 //   up: alpha, dalpha = a_p dp + a_theta dtheta (specific_volume_tl), dpi = cp kappa exner / p dp,
 //     dphi_i = g sum_layers_from_bottom_l2i(dMass alpha + mass dalpha) (+ dPhiS), dB = dK +
 //     avg_i2l(dphi_i), W and dW, pi = cp exner(p), and
@@ -418,6 +419,8 @@ __global__ void hs_cell_stage_tl(
     MESHOPS_WARP_COLUMNS(c, lane, first, last) {
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, dMassAbove = 0, divAbove = 0, dDivAbove = 0;
+        // the lowest chunk's p, dp, D, dD, div_e2c(dtheta_e F + theta_e dF) and dK
+        T heldP = 0, heldDp = 0, heldDiv = 0, heldDDiv = 0, heldDDivTheta = 0, heldDKinetic = 0;
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -453,10 +456,17 @@ __global__ void hs_cell_stage_tl(
                     dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
                     if (keInline) dKinetic += keCoef2[p] * (ue * due);
                 });
-                wFlux[coli + k] = div;
-                dWFlux[coli + k] = dDiv;
-                thetaFluxDiv[col + k] = dDivTheta;
-                if (keInline) dBernoulli[col + k] = dKinetic;
+                if (base == 0) {
+                    heldDiv = div;
+                    heldDDiv = dDiv;
+                    heldDDivTheta = dDivTheta;
+                    heldDKinetic = dKinetic;
+                } else {
+                    wFlux[coli + k] = div;
+                    dWFlux[coli + k] = dDiv;
+                    thetaFluxDiv[col + k] = dDivTheta;
+                    if (keInline) dBernoulli[col + k] = dKinetic;
+                }
             }
             T massUpper = 0, massLower = 0, dMassUpper = 0, dMassLower = 0;
             meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
@@ -464,9 +474,16 @@ __global__ void hs_cell_stage_tl(
             meshops::add_down(div, levels, divAbove);
             meshops::add_down(dDiv, levels, dDivAbove);
             if (lane < levels) {
-                pi[col + k] = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
-                                                   pTop + mul_rn(gravity, massUpper));
-                dPi[col + k] = hydrostatic::avg_i2l(mul_rn(gravity, dMassLower), mul_rn(gravity, dMassUpper));
+                const T p = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
+                                                 pTop + mul_rn(gravity, massUpper));
+                const T dp = hydrostatic::avg_i2l(mul_rn(gravity, dMassLower), mul_rn(gravity, dMassUpper));
+                if (base == 0) {
+                    heldP = p;
+                    heldDp = dp;
+                } else {
+                    pi[col + k] = p;
+                    dPi[col + k] = dp;
+                }
             }
         }
         const T total = divAbove, dTotal = dDivAbove, dPhiSurface = perturbPhiS ? dPhiS[c] : (T)0;
@@ -482,7 +499,8 @@ __global__ void hs_cell_stage_tl(
             T theta = 0, dTheta = 0, layerSum = 0, rise = 0, dRise = 0, dDiv = 0;
             if (lane < levels) {
                 thetas(ck, theta, dTheta);
-                const T p = pi[ck], dp = dPi[ck], exner = pow(p / p0, kappa);
+                const T p = base == 0 ? heldP : pi[ck], dp = base == 0 ? heldDp : dPi[ck];
+                const T exner = pow(p / p0, kappa);
                 const T alpha = R * theta * exner / p;
                 const T aTheta = R * pow(p / p0, kappa) / p;
                 const T aP = (kappa - 1) * aTheta * theta / p;
@@ -490,8 +508,8 @@ __global__ void hs_cell_stage_tl(
                 pi[ck] = cp * exner;
                 dPi[ck] = cp * (kappa * pow(p / p0, kappa) / p * dp);
                 layerSum = mul_rn(dMass[ck], alpha) + mul_rn(mass[ck], dAlpha);
-                dDiv = dWFlux[coli + k];
-                rise = mul_rn(dB[k], total) - wFlux[coli + k];
+                dDiv = base == 0 ? heldDDiv : dWFlux[coli + k];
+                rise = mul_rn(dB[k], total) - (base == 0 ? heldDiv : wFlux[coli + k]);
                 dRise = mul_rn(dB[k], dTotal) - dDiv;
             }
             T sumLower = 0, sumUpper = 0, wLower = 0, wUpper = 0, dwLower = 0, dwUpper = 0;
@@ -499,8 +517,8 @@ __global__ void hs_cell_stage_tl(
             meshops::scan_up(rise, levels, lane, w, wLower, wUpper);
             meshops::scan_up(dRise, levels, lane, dw, dwLower, dwUpper);
             if (lane < levels) {
-                dBernoulli[ck] = (keInline ? dBernoulli[ck] : dKe[ck]) +
-                                 hydrostatic::avg_i2l(dPhi(sumLower), dPhi(sumUpper));
+                const T dKinetic = keInline ? (base == 0 ? heldDKinetic : dBernoulli[ck]) : dKe[ck];
+                dBernoulli[ck] = dKinetic + hydrostatic::avg_i2l(dPhi(sumLower), dPhi(sumUpper));
                 wFlux[coli + k] = wLower;
                 dWFlux[coli + k] = dwLower;
                 T thetaBelow = theta, dThetaBelow = dTheta, thetaAbove = 0, dThetaAbove = 0;
@@ -512,8 +530,9 @@ __global__ void hs_cell_stage_tl(
                     mul_rn(dwUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N)) +
                     mul_rn(wUpper, hydrostatic::avg_l2i(dTheta, dThetaAbove, k + 1, N));
                 const T dTendMass = -dDiv - hydrostatic::div_vflux(dwLower, dwUpper, k, N);
+                const T dDivTheta = base == 0 ? heldDDivTheta : thetaFluxDiv[ck];
                 const T dTendTheta = hydrostatic::with_extra(
-                    -thetaFluxDiv[ck] - hydrostatic::div_vflux(vertical, verticalAbove, k, N), extra,
+                    -dDivTheta - hydrostatic::div_vflux(vertical, verticalAbove, k, N), extra,
                     nExtra, extraStride, ck);
                 hydrostatic::rk4_update(dTendMass, dMassOld, dMassNew, dMassNext, newCoef, nextCoef,
                                         accumulate, provisional, ck);
