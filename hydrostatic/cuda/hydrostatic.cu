@@ -768,7 +768,8 @@ MESHOPS_INSTANTIATE(hs_adj_vertex)
 //     sum_{j' > k} W_adj[j'], phi_i_adj[j] = avg_i2l^T(B_adj), X[k] = g sum_{j' > k} phi_i_adj[j'],
 //     phi_s_adj = sum phi_i_adj, p_i and p, sum_l dB[l] Y[l]; at layer k alpha and the adjoints of
 //     alpha and p, theta_adj, theta_mass_adj = theta_adj / mass, mass_adj = alpha X - theta
-//     theta_mass_adj; Y and p_adj held in divAdj and pAdj until
+//     theta_mass_adj; Y and p_adj held in divAdj and pAdj (the lowest chunk's in the lane's
+//     registers) until
 //   up (chunks from the surface) reads them: D_adj = -massTendAdj + sum_l dB[l] Y[l] - Y[k]; the scan
 //     from the surface, k = 0..N-1: mass_adj += g sum_{j <= k} avg_i2l^T(p_adj)[j].
 template <typename T, int W>
@@ -791,6 +792,7 @@ __global__ void hs_adj_column(
         T massAbove = 0, pAbove = pTop + gravity * massAbove;
         T ySum = 0, xSum = 0, phiS = 0, total = 0;
         T bAbove = 0;  // B_adj of the layer above (none above the top)
+        T heldY = 0, heldPAdj = 0;  // the lowest chunk's
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -856,7 +858,7 @@ __global__ void hs_adj_column(
                 const T aTheta = R * exner / p;
                 const T aP = (kappa - 1) * aTheta * theta / p;
                 const T alphaAdj = mc * X;
-                pAdj[ck] = aP * alphaAdj + cp * (kappa * exner / p * piAdj);
+                const T pAdjLayer = aP * alphaAdj + cp * (kappa * exner / p * piAdj);
                 const T vBelow = k > 0 ? -(thetaMassTendAdj[ck - 1] - gt) : (T)0;
                 const T wv = wFlux[coli + k] * vBelow;
                 const T wvUp = wFlux[coli + k + 1] * vAbove;
@@ -865,7 +867,13 @@ __global__ void hs_adj_column(
                 const T tmAdj = thetaAdj / mc;
                 thetaMassAdj[ck] = tmAdj;
                 massAdjPart[ck] = alpha * X - theta * tmAdj;
-                divAdj[ck] = Y;
+                if (base == 0) {
+                    heldY = Y;
+                    heldPAdj = pAdjLayer;
+                } else {
+                    divAdj[ck] = Y;
+                    pAdj[ck] = pAdjLayer;
+                }
                 bernoulliAdj[ck] = bAdj;
             }
         }
@@ -876,8 +884,8 @@ __global__ void hs_adj_column(
             const meshops_offset ck = col + k;
             T pa = 0;
             if (lane < levels) {
-                divAdj[ck] = -massTendAdj[ck] + (total - divAdj[ck]);
-                pa = pAdj[ck];
+                divAdj[ck] = -massTendAdj[ck] + (total - (base == 0 ? heldY : divAdj[ck]));
+                pa = base == 0 ? heldPAdj : pAdj[ck];
             }
             T z = 0;
             for (int l = 0; l < levels; ++l) {
