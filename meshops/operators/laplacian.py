@@ -186,9 +186,10 @@ def _merge_repeats(weights, appearances):
 @table("edgesOnEdgeDel2", "coefDel2", "coefDel2T", kind=("int", "float", "float"), location="edge")
 def _composed(h) -> dict:
     """vector_laplacian_e2e as one edge stencil: edgesOnEdgeDel2 / coefDel2, the padded rows of
-    A = Gc Dv - Gv Zc, and coefDel2T, those of A^T over the same candidates. Row e lists the edges of cellsOnEdge[e, 0], cellsOnEdge[e, 1]
-    (edgesOnCell order), verticesOnEdge[e, 0] and verticesOnEdge[e, 1] (edgesOnVertex order), each at
-    its first appearance, with the sum of its paths' products in that order:
+    A = Gc Dv - Gv Zc, and coefDel2T, those of A^T over the same candidates. Row e lists the edges
+    of cellsOnEdge[e, 0], cellsOnEdge[e, 1] (edgesOnCell order), verticesOnEdge[e, 0] and
+    verticesOnEdge[e, 1] (edgesOnVertex order), each at its first appearance, with the sum of its
+    paths' products in that order:
 
         A[e, e'] = sum_{i, c = cellsOnEdge[e,i]} (-1)^(i+1) / dcEdge[e] * cellCoef[c, slot of e' in c]
                  - sum_{i, v = verticesOnEdge[e,i]} (-1)^(i+1) / dvEdge[e] * vertexCoef[v, slot of e' in v]
