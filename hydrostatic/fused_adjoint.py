@@ -32,9 +32,9 @@ In atomic mode the transposed sums are atomicAdd scatters through the forward ta
 (hs_adj_edge_atomic, hs_adj_vertex_atomic into accumulators zeroed by one fill, the column pass on
 their sums, hs_adj_u_atomic, hs_adj_mass_sum): no transposed tables but the composed vector
 Laplacian's (the u pass's gather of a lone del2 / del4, as in deterministic mode), the sums' order
-left to the hardware. Neither mode is bitwise the operator path (the sums run in other orders): both equal
-it to round-off (tests/hydrostatic/test_fused_adjoint.py), as the shallow-water fused adjoint
-(decision 0015).
+left to the hardware. Neither mode is bitwise the operator path (the sums run in other orders):
+both equal it to round-off (tests/hydrostatic/test_fused_adjoint.py), as the shallow-water fused
+adjoint (decision 0015).
 """
 from __future__ import annotations
 
