@@ -476,7 +476,8 @@ __global__ void hs_cell_stage_tl(
             if (lane < levels) {
                 const T p = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
                                                  pTop + mul_rn(gravity, massUpper));
-                const T dp = hydrostatic::avg_i2l(mul_rn(gravity, dMassLower), mul_rn(gravity, dMassUpper));
+                const T dp = hydrostatic::avg_i2l(mul_rn(gravity, dMassLower),
+                                                  mul_rn(gravity, dMassUpper));
                 if (base == 0) {
                     heldP = p;
                     heldDp = dp;
