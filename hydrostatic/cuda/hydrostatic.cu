@@ -219,15 +219,9 @@ __global__ void hs_cell_stage(
                     divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
                     if (keInline) kinetic += keCoef[p] * (ue * ue);
                 });
-                if (base == 0) {
-                    heldDiv = div;
-                    heldDivTheta = divTheta;
-                    heldKinetic = kinetic;
-                } else {
-                    wFlux[coli + k] = div;
-                    thetaFluxDiv[col + k] = divTheta;
-                    if (keInline) bernoulli[col + k] = kinetic;
-                }
+                meshops::hold(base, div, heldDiv, wFlux, coli + k);
+                meshops::hold(base, divTheta, heldDivTheta, thetaFluxDiv, col + k);
+                if (keInline) meshops::hold(base, kinetic, heldKinetic, bernoulli, col + k);
             }
             T massUpper = 0, massLower = 0;
             meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
@@ -235,8 +229,7 @@ __global__ void hs_cell_stage(
             if (lane < levels) {
                 const T p = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
                                                  pTop + mul_rn(gravity, massUpper));
-                if (base == 0) heldP = p;
-                else pi[col + k] = p;
+                meshops::hold(base, p, heldP, pi, col + k);
             }
         }
         const T total = divAbove, phiSurface = phiS[c];
@@ -246,12 +239,12 @@ __global__ void hs_cell_stage(
             const meshops_offset ck = col + k;
             T theta = 0, massAlphaLayer = 0, rise = 0, div = 0;
             if (lane < levels) {
-                const T p = base == 0 ? heldP : pi[ck], exner = pow(p / p0, kappa);
+                const T p = meshops::held(base, heldP, pi, ck), exner = pow(p / p0, kappa);
                 theta = thetaMass[ck] / mass[ck];
                 const T alpha = R * theta * exner / p;
                 pi[ck] = cp * exner;
                 massAlphaLayer = mul_rn(mass[ck], alpha);
-                div = base == 0 ? heldDiv : wFlux[coli + k];
+                div = meshops::held(base, heldDiv, wFlux, coli + k);
                 rise = mul_rn(dB[k], total) - div;
             }
             T massAlphaLower = 0, massAlphaUpper = 0, wLower = 0, wUpper = 0;
@@ -260,7 +253,7 @@ __global__ void hs_cell_stage(
             if (lane < levels) {
                 const T phiLower = phiSurface + mul_rn(gravity, massAlphaLower);
                 const T phiUpper = phiSurface + mul_rn(gravity, massAlphaUpper);
-                const T kinetic = keInline ? (base == 0 ? heldKinetic : bernoulli[ck]) : ke[ck];
+                const T kinetic = keInline ? meshops::held(base, heldKinetic, bernoulli, ck) : ke[ck];
                 bernoulli[ck] = kinetic + hydrostatic::avg_i2l(phiLower, phiUpper);
                 wFlux[coli + k] = wLower;
                 const T thetaBelow = k > 0 ? thetaMass[ck - 1] / mass[ck - 1] : theta;
@@ -268,7 +261,7 @@ __global__ void hs_cell_stage(
                 const T wTheta = mul_rn(wLower, hydrostatic::avg_l2i(thetaBelow, theta, k, N));
                 const T wThetaAbove = mul_rn(wUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N));
                 const T tendMass = -div - hydrostatic::div_vflux(wLower, wUpper, k, N);
-                const T divTheta = base == 0 ? heldDivTheta : thetaFluxDiv[ck];
+                const T divTheta = meshops::held(base, heldDivTheta, thetaFluxDiv, ck);
                 const T tendTheta = hydrostatic::with_extra(
                     -divTheta - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extra, nExtra,
                     extraStride, ck);
@@ -456,17 +449,10 @@ __global__ void hs_cell_stage_tl(
                     dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
                     if (keInline) dKinetic += keCoef2[p] * (ue * due);
                 });
-                if (base == 0) {
-                    heldDiv = div;
-                    heldDDiv = dDiv;
-                    heldDDivTheta = dDivTheta;
-                    heldDKinetic = dKinetic;
-                } else {
-                    wFlux[coli + k] = div;
-                    dWFlux[coli + k] = dDiv;
-                    thetaFluxDiv[col + k] = dDivTheta;
-                    if (keInline) dBernoulli[col + k] = dKinetic;
-                }
+                meshops::hold(base, div, heldDiv, wFlux, coli + k);
+                meshops::hold(base, dDiv, heldDDiv, dWFlux, coli + k);
+                meshops::hold(base, dDivTheta, heldDDivTheta, thetaFluxDiv, col + k);
+                if (keInline) meshops::hold(base, dKinetic, heldDKinetic, dBernoulli, col + k);
             }
             T massUpper = 0, massLower = 0, dMassUpper = 0, dMassLower = 0;
             meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
@@ -478,13 +464,8 @@ __global__ void hs_cell_stage_tl(
                                                  pTop + mul_rn(gravity, massUpper));
                 const T dp = hydrostatic::avg_i2l(mul_rn(gravity, dMassLower),
                                                   mul_rn(gravity, dMassUpper));
-                if (base == 0) {
-                    heldP = p;
-                    heldDp = dp;
-                } else {
-                    pi[col + k] = p;
-                    dPi[col + k] = dp;
-                }
+                meshops::hold(base, p, heldP, pi, col + k);
+                meshops::hold(base, dp, heldDp, dPi, col + k);
             }
         }
         const T total = divAbove, dTotal = dDivAbove, dPhiSurface = perturbPhiS ? dPhiS[c] : (T)0;
@@ -500,7 +481,7 @@ __global__ void hs_cell_stage_tl(
             T theta = 0, dTheta = 0, layerSum = 0, rise = 0, dRise = 0, dDiv = 0;
             if (lane < levels) {
                 thetas(ck, theta, dTheta);
-                const T p = base == 0 ? heldP : pi[ck], dp = base == 0 ? heldDp : dPi[ck];
+                const T p = meshops::held(base, heldP, pi, ck), dp = meshops::held(base, heldDp, dPi, ck);
                 const T exner = pow(p / p0, kappa);
                 const T alpha = R * theta * exner / p;
                 const T aTheta = R * pow(p / p0, kappa) / p;
@@ -509,8 +490,8 @@ __global__ void hs_cell_stage_tl(
                 pi[ck] = cp * exner;
                 dPi[ck] = cp * (kappa * pow(p / p0, kappa) / p * dp);
                 layerSum = mul_rn(dMass[ck], alpha) + mul_rn(mass[ck], dAlpha);
-                dDiv = base == 0 ? heldDDiv : dWFlux[coli + k];
-                rise = mul_rn(dB[k], total) - (base == 0 ? heldDiv : wFlux[coli + k]);
+                dDiv = meshops::held(base, heldDDiv, dWFlux, coli + k);
+                rise = mul_rn(dB[k], total) - meshops::held(base, heldDiv, wFlux, coli + k);
                 dRise = mul_rn(dB[k], dTotal) - dDiv;
             }
             T sumLower = 0, sumUpper = 0, wLower = 0, wUpper = 0, dwLower = 0, dwUpper = 0;
@@ -518,7 +499,7 @@ __global__ void hs_cell_stage_tl(
             meshops::scan_up(rise, levels, lane, w, wLower, wUpper);
             meshops::scan_up(dRise, levels, lane, dw, dwLower, dwUpper);
             if (lane < levels) {
-                const T dKinetic = keInline ? (base == 0 ? heldDKinetic : dBernoulli[ck]) : dKe[ck];
+                const T dKinetic = keInline ? meshops::held(base, heldDKinetic, dBernoulli, ck) : dKe[ck];
                 dBernoulli[ck] = dKinetic + hydrostatic::avg_i2l(dPhi(sumLower), dPhi(sumUpper));
                 wFlux[coli + k] = wLower;
                 dWFlux[coli + k] = dwLower;
@@ -531,7 +512,7 @@ __global__ void hs_cell_stage_tl(
                     mul_rn(dwUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N)) +
                     mul_rn(wUpper, hydrostatic::avg_l2i(dTheta, dThetaAbove, k + 1, N));
                 const T dTendMass = -dDiv - hydrostatic::div_vflux(dwLower, dwUpper, k, N);
-                const T dDivTheta = base == 0 ? heldDDivTheta : thetaFluxDiv[ck];
+                const T dDivTheta = meshops::held(base, heldDDivTheta, thetaFluxDiv, ck);
                 const T dTendTheta = hydrostatic::with_extra(
                     -dDivTheta - hydrostatic::div_vflux(vertical, verticalAbove, k, N), extra,
                     nExtra, extraStride, ck);
@@ -868,13 +849,8 @@ __global__ void hs_adj_column(
                 const T tmAdj = thetaAdj / mc;
                 thetaMassAdj[ck] = tmAdj;
                 massAdjPart[ck] = alpha * X - theta * tmAdj;
-                if (base == 0) {
-                    heldY = Y;
-                    heldPAdj = pAdjLayer;
-                } else {
-                    divAdj[ck] = Y;
-                    pAdj[ck] = pAdjLayer;
-                }
+                meshops::hold(base, Y, heldY, divAdj, ck);
+                meshops::hold(base, pAdjLayer, heldPAdj, pAdj, ck);
                 bernoulliAdj[ck] = bAdj;
             }
         }
@@ -885,8 +861,8 @@ __global__ void hs_adj_column(
             const meshops_offset ck = col + k;
             T pa = 0;
             if (lane < levels) {
-                divAdj[ck] = -massTendAdj[ck] + (total - (base == 0 ? heldY : divAdj[ck]));
-                pa = base == 0 ? heldPAdj : pAdj[ck];
+                divAdj[ck] = -massTendAdj[ck] + (total - meshops::held(base, heldY, divAdj, ck));
+                pa = meshops::held(base, heldPAdj, pAdj, ck);
             }
             T z = 0;
             for (int l = 0; l < levels; ++l) {

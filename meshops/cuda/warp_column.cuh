@@ -67,6 +67,22 @@ __device__ __forceinline__ void add_down(T term, int levels, T& sum)
     for (int j = levels - 1; j >= 0; --j) sum = sum + broadcast(term, j);
 }
 
+// A value of the sweep down kept for the sweep up, which starts with the chunk at base 0: that
+// chunk's in the lane's register `kept`, the others' in memory at `i`.
+template <typename T>
+__device__ __forceinline__ void hold(int base, T value, T& kept, T* memory, meshops_offset i)
+{
+    if (base == 0) kept = value;
+    else memory[i] = value;
+}
+
+// The value `hold` kept.
+template <typename T>
+__device__ __forceinline__ T held(int base, T kept, const T* memory, meshops_offset i)
+{
+    return base == 0 ? kept : memory[i];
+}
+
 }  // namespace meshops
 
 // Loop over the columns c of [first, last), one warp each, a warp's lanes on the same column (the
