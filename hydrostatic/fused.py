@@ -67,6 +67,11 @@ _ADJ_RK = "int:rk real:bCoef real:aCoef int:next"
 # The edge passes' composed vector Laplacian (`_edge_extra`).
 _DEL2 = "idx:edgesOnEdgeDel2 coef:coefDel2 in:del2In:layer"
 _DEL2_INTS = "int:del2Width int:del2SlotStride"
+# The forward edge passes' arguments after F and q_e (or what they are computed from).
+_EDGE_STAGE = ("in:bernoulli:layer in:pi:layer in:mass:layer in:thetaMass:layer in:wFlux:interface "
+               "in:u:layer in:extra:layer " + _DEL2 + " " + _RK.format(y="u") + " int:maxEdges2 "
+               "int:slotStride int:nExtra int:extraStride real:extraScale " + _DEL2_INTS
+               + " int:nVertLevels " + _RK_SCALARS)
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
                            "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
@@ -77,17 +82,15 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "in:mass:layer in:thetaMass:layer in:u:layer in:phiS:column in:ke:layer "
                             "in:extra:layer " + _RK.format(y="mass") + " " + _RK.format(y="thetaMass")
                             + " out:pi:layer out:bernoulli:layer out:wFlux:interface "
-                            "out:thetaFluxDiv:layer put:F:layer int:maxEdges int:slotStride "
-                            "int:keInline int:nExtra int:extraStride int:nVertLevels real:gravity "
+                            "out:thetaFluxDiv:layer put:F:layer int:writeFlux int:maxEdges "
+                            "int:slotStride int:keInline int:nExtra int:extraStride int:nVertLevels real:gravity "
                             "real:pTop real:p0 real:kappa real:R real:cp " + _RK_SCALARS,
            threads="warp"),
     Kernel("hs_edge_stage", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
-                            "in:F:layer in:qEdge:layer in:bernoulli:layer in:pi:layer in:mass:layer "
-                            "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "
-                            + _DEL2 + " " + _RK.format(y="u") + " int:maxEdges2 int:slotStride "
-                            "int:nExtra int:extraStride real:extraScale " + _DEL2_INTS
-                            + " int:nVertLevels " + _RK_SCALARS,
-           threads="level"),
+                            "in:F:layer in:qEdge:layer " + _EDGE_STAGE, threads="level"),
+    Kernel("hs_edge_stage_recompute", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge "
+                                      "coef:invDcEdge idx:verticesOnEdge in:qVertex:layer "
+                                      + _EDGE_STAGE, threads="level"),
     Kernel("hs_pv_vertex_tl", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                               "in:u:layer in:mass:layer in:dU:layer in:dMass:layer in:fVertex:column "
                               "out:qVertex:layer out:dqVertex:layer int:vertexDegree int:slotStride "
@@ -187,10 +190,14 @@ def reads_theta(active) -> bool:
 
 class FusedStage:
     """One RK4 stage of the state (mass, theta_mass, u) through the fused passes on `mesh` (a
-    `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields."""
+    `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields. With
+    `recompute`, the edge pass computes F and q_e at the edges it reads them
+    (`hs_edge_stage_recompute`): neither is written, and no q_e pass runs (three passes); a
+    stage's record needs them (`record_stage`: without)."""
 
-    def __init__(self, mesh):
+    def __init__(self, mesh, recompute: bool = False):
         self.mesh = mesh
+        self.recompute = recompute
         self._scratch: dict = {}
 
     def scratch(self, name: str, location: str, like, levels: int = 0):
@@ -240,13 +247,15 @@ class FusedStage:
                         cellsOnVertex=cov, c2vCoef=kite, u=u, mass=mass, fVertex=f_vertex,
                         qVertex=q_vertex, vertexDegree=trisk.width(eov, stride), slotStride=stride,
                         nVertLevels=N)
-        q_edge = self.scratch("qEdge", "edge", u)
-        _KERNELS.launch("hs_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
-                        qVertex=q_vertex, qEdge=q_edge, nVertLevels=N)
+        if not self.recompute:
+            q_edge = self.scratch("qEdge", "edge", u)
+            _KERNELS.launch("hs_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                            qVertex=q_vertex, qEdge=q_edge, nVertLevels=N)
 
         form = physics.kinetic_energy
         ke = mass if form == "trisk" else terms.kinetic_energy(m, u, form)
-        F, pi = self.scratch("F", "edge", u), self.scratch("pi", "cell", mass)
+        F = mass if self.recompute else self.scratch("F", "edge", u)  # mass: stands in, unwritten
+        pi = self.scratch("pi", "cell", mass)
         bernoulli, w_flux = self.scratch("bernoulli", "cell", mass), self.scratch("W", "cell", mass, 1)
         (eoc, across, div, ke_coef), stride = m.stencil(
             ("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef"), (phi_s,), mass.dtype)
@@ -256,16 +265,18 @@ class FusedStage:
                         massOld=old[0], massNew=new[0], massNext=next[0], thetaMassOld=old[1],
                         thetaMassNew=new[1], thetaMassNext=next[1], pi=pi, bernoulli=bernoulli,
                         wFlux=w_flux, thetaFluxDiv=self.scratch("thetaFluxDiv", "cell", mass), F=F,
-                        maxEdges=trisk.width(eoc, stride), slotStride=stride,
-                        keInline=int(form == "trisk"), nVertLevels=N, gravity=physics.gravity,
+                        writeFlux=int(not self.recompute), maxEdges=trisk.width(eoc, stride),
+                        slotStride=stride, keInline=int(form == "trisk"), nVertLevels=N, gravity=physics.gravity,
                         pTop=physics.p_top, p0=P0, kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY,
                         **update.arguments())
 
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
-        _KERNELS.launch("hs_edge_stage", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
-                        cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
-                        F=F, qEdge=q_edge, bernoulli=bernoulli, pi=pi, mass=mass,
-                        thetaMass=theta_mass, wFlux=w_flux, u=u,
+        flux_and_q = (dict(verticesOnEdge=m.table("verticesOnEdge"), qVertex=q_vertex)
+                      if self.recompute else dict(F=F, qEdge=q_edge))
+        _KERNELS.launch("hs_edge_stage_recompute" if self.recompute else "hs_edge_stage", m.nEdges,
+                        edgesOnEdge=eoe, weightsOnEdge=weights, cellsOnEdge=m.table("cellsOnEdge"),
+                        invDcEdge=m.table("invDcEdge", u.dtype), **flux_and_q,
+                        bernoulli=bernoulli, pi=pi, mass=mass, thetaMass=theta_mass, wFlux=w_flux, u=u,
                         **_edge_extra(xp, m, extra["tend_u"], u),
                         uOld=old[2], uNew=new[2], uNext=next[2], maxEdges2=trisk.width(eoe, stride),
                         slotStride=stride, nVertLevels=N, **update.arguments())
@@ -340,14 +351,14 @@ def _extra(xp, parts, like, scaled: bool = False) -> dict:
     return dict(extra=stacked, nExtra=len(parts), extraStride=int(like.size), **scale)
 
 
-def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics):
-    """(tend_mass, tend_theta_mass, tend_u) through the fused passes: one stage with old = 0 and
-    new_coef = 1 (new = 0 + 1 * k = k exactly). The reference is
+def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics, recompute=False):
+    """(tend_mass, tend_theta_mass, tend_u) through the fused passes (`FusedStage`'s `recompute`):
+    one stage with old = 0 and new_coef = 1 (new = 0 + 1 * k = k exactly). The reference is
     `hydrostatic.dynamics.tendencies`."""
     xp = array_module(mass, u)
     state = (mass, theta_mass, u)
     tend = [xp.empty_like(y) for y in state]
-    FusedStage(mesh)(*state, phi_s, f_vertex, physics, Update(1.0, 0.0, False, False),
+    FusedStage(mesh, recompute)(*state, phi_s, f_vertex, physics, Update(1.0, 0.0, False, False),
                      old=[xp.zeros_like(y) for y in state], new=tend,
                      next=[xp.empty_like(y) for y in state])
     return tuple(tend)

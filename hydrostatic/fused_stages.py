@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from framework import stepper
 from framework.timestepping import AdjointRK4
+from meshops.device.kernels import tuning
 
 from hydrostatic.fused import FusedStage, record_stage
 from hydrostatic.fused_adjoint import FusedStageAdjoint
@@ -32,7 +33,7 @@ class FusedStages(stepper.TendencyStages):
         super().__init__(operator_stages.tendency, operator_stages.tendency_tl,
                          operator_stages.tendency_adj)
         self.model = model
-        self.forward = FusedStage(model.device_mesh)
+        self.forward = FusedStage(model.device_mesh, recompute=tuning().fused_edge_recompute)
         self._tangent = self._adjoint = None
         self._recorders: dict = {}
 

@@ -168,7 +168,8 @@ MESHOPS_INSTANTIATE(hs_pv_edge)
 
 // The cell pass (file comment), one warp per column c of cells [first, last) (warp_column.cuh);
 // edgesOnCell, cellsAcross, divCoef and keCoef in one layout (slotStride); cellsAcross as in
-// swm/cuda/shallow_water.cu (-2 - the other cell where c writes the edge's flux F). Two sweeps over
+// swm/cuda/shallow_water.cu (-2 - the other cell where c writes the edge's flux F, with writeFlux:
+// not for hs_edge_stage_recompute, which computes F where it reads it). Two sweeps over
 // the column's chunks of levels, each lane at its level k:
 //   down (chunks from the top): the horizontal sums at layer k (D, div_e2c(theta_e F), K when
 //     keInline); the scans from the top, in the order k = N-1..0: p_i[k] = pTop + g sum_{j>=k}
@@ -189,9 +190,9 @@ __global__ void hs_cell_stage(
     const T* __restrict__ massOld, T* __restrict__ massNew, T* __restrict__ massNext,
     const T* __restrict__ thetaMassOld, T* __restrict__ thetaMassNew, T* __restrict__ thetaMassNext,
     T* __restrict__ pi, T* __restrict__ bernoulli, T* __restrict__ wFlux,
-    T* __restrict__ thetaFluxDiv, T* __restrict__ F, int maxEdges, int slotStride, int keInline,
-    int nExtra, int extraStride, int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp,
-    T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, int writeFlux, int maxEdges, int slotStride,
+    int keInline, int nExtra, int extraStride, int nVertLevels, T gravity, T pTop, T p0, T kappa,
+    T R, T cp, T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mul_rn;
     const int N = nVertLevels;
@@ -214,7 +215,7 @@ __global__ void hs_cell_stage(
                     const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
                     const T thetaEdge = (T)0.5 * (other >= 0 ? thc + thetaMass[ok] / mass[ok] : thc);
                     const T flux = mul_rn(massEdge, ue);
-                    if (across < 0) F[ek] = flux;
+                    if (across < 0 && writeFlux) F[ek] = flux;
                     div += divCoef[p] * flux;
                     divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
                     if (keInline) kinetic += keCoef[p] * (ue * ue);
@@ -276,8 +277,48 @@ __global__ void hs_cell_stage(
 }
 MESHOPS_INSTANTIATE(hs_cell_stage)
 
-// The edge pass (file comment) over (edge, layer) of edges [first, last): edgesOnEdge and
-// weightsOnEdge in one layout (slotStride), cellsOnEdge row-major; wFlux on interfaces.
+namespace hydrostatic {
+
+// tend_u at (e, k) (entry i) of the edge pass (file comment), with F and q_e at the edge e2 of its
+// stencil (entry e2k) from fluxAt(e2, e2k) and qAt(e2, e2k); wFlux on interfaces.
+template <typename T, typename FluxAt, typename QAt>
+__device__ __forceinline__ T edge_tendency(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+    const T* __restrict__ bernoulli, const T* __restrict__ pi, const T* __restrict__ mass,
+    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, const T* __restrict__ u,
+    int maxEdges2, int slotStride, int N, int e, int k, meshops_offset i, FluxAt fluxAt, QAt qAt)
+{
+    const T qe = qAt(e, i);
+    T acc = 0;
+    meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+        const meshops_offset e2k = (meshops_offset)e2 * N + k;
+        acc += weightsOnEdge[p] * (fluxAt(e2, e2k) * (qe + qAt(e2, e2k)));
+    });
+    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+    const T invDc = invDcEdge[e];
+    // theta_e = interp_c2e(theta_mass / mass)
+    T thetaSum = 0;
+    if (c0 >= 0) thetaSum += thetaMass[(meshops_offset)c0 * N + k] / mass[(meshops_offset)c0 * N + k];
+    if (c1 >= 0) thetaSum += thetaMass[(meshops_offset)c1 * N + k] / mass[(meshops_offset)c1 * N + k];
+    const T thetaEdge = (T)0.5 * thetaSum;
+    const T massEdge = mean_of_ends(mass, c0, c1, N, k);
+    const T gradB = difference_of_ends(bernoulli, c0, c1, invDc, N, k);
+    const T gradPi = difference_of_ends(pi, c0, c1, invDc, N, k);
+    // avg_i2l(interp_c2e(W) diff_l2i(u)) at layer k, from interfaces k and k + 1
+    const T* ue = u + (meshops_offset)e * N;
+    const T below = mul_rn(mean_of_ends(wFlux, c0, c1, N + 1, k),
+                           diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N));
+    const T above = mul_rn(mean_of_ends(wFlux, c0, c1, N + 1, k + 1),
+                           diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N));
+    return mul_rn((T)0.5, acc) - gradB - mul_rn(thetaEdge, gradPi) - avg_i2l(below, above) / massEdge;
+}
+
+}  // namespace hydrostatic
+
+// The edge pass (file comment) over (edge, layer) of edges [first, last), reading F (the cell
+// pass's) and qEdge (the q edge pass's): edgesOnEdge and weightsOnEdge in one layout (slotStride),
+// cellsOnEdge row-major.
 template <typename T, int W>
 __global__ void hs_edge_stage(
     const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
@@ -290,34 +331,14 @@ __global__ void hs_edge_stage(
     int extraStride, T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef,
     T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
-    using hydrostatic::mul_rn;
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const T qe = qEdge[i];
-        T acc = 0;
-        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
-            const meshops_offset e2k = (meshops_offset)e2 * N + k;
-            acc += weightsOnEdge[p] * (F[e2k] * (qe + qEdge[e2k]));
-        });
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        const T invDc = invDcEdge[e];
-        // theta_e = interp_c2e(theta_mass / mass)
-        T thetaSum = 0;
-        if (c0 >= 0) thetaSum += thetaMass[(meshops_offset)c0 * N + k] / mass[(meshops_offset)c0 * N + k];
-        if (c1 >= 0) thetaSum += thetaMass[(meshops_offset)c1 * N + k] / mass[(meshops_offset)c1 * N + k];
-        const T thetaEdge = (T)0.5 * thetaSum;
-        const T massEdge = hydrostatic::mean_of_ends(mass, c0, c1, N, k);
-        const T gradB = hydrostatic::difference_of_ends(bernoulli, c0, c1, invDc, N, k);
-        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
-        // avg_i2l(interp_c2e(W) diff_l2i(u)) at layer k, from interfaces k and k + 1
-        const T* ue = u + (meshops_offset)e * N;
-        const T below = mul_rn(hydrostatic::mean_of_ends(wFlux, c0, c1, N + 1, k),
-                               hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N));
-        const T above = mul_rn(hydrostatic::mean_of_ends(wFlux, c0, c1, N + 1, k + 1),
-                               hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N));
-        const T tend = mul_rn((T)0.5, acc) - gradB - mul_rn(thetaEdge, gradPi) -
-                       hydrostatic::avg_i2l(below, above) / massEdge;
+        const T tend = hydrostatic::edge_tendency(
+            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, bernoulli, pi, mass, thetaMass,
+            wFlux, u, maxEdges2, slotStride, N, e, k, i,
+            [&](int, meshops_offset e2k) { return F[e2k]; },
+            [&](int, meshops_offset e2k) { return qEdge[e2k]; });
         hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
                                     tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
                                     coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
@@ -325,6 +346,45 @@ __global__ void hs_edge_stage(
     }
 }
 MESHOPS_INSTANTIATE(hs_edge_stage)
+
+// The same, computing F = interp_c2e(mass) u and q_e = interp_v2e(qVertex) at each edge it reads
+// them (the arithmetic of the cell and q edge passes) instead of reading them: no F written by the
+// cell pass, no q edge pass.
+template <typename T, int W>
+__global__ void hs_edge_stage_recompute(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+    const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
+    const T* __restrict__ bernoulli, const T* __restrict__ pi, const T* __restrict__ mass,
+    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, const T* __restrict__ u,
+    const T* __restrict__ extra, const int* __restrict__ edgesOnEdgeDel2,
+    const T* __restrict__ coefDel2, const T* __restrict__ del2In, const T* __restrict__ uOld,
+    T* __restrict__ uNew, T* __restrict__ uNext, int maxEdges2, int slotStride, int nExtra,
+    int extraStride, T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef,
+    T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
+{
+    using hydrostatic::mean_of_ends;
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const T tend = hydrostatic::edge_tendency(
+            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, bernoulli, pi, mass, thetaMass,
+            wFlux, u, maxEdges2, slotStride, N, e, k, i,
+            [&](int e2, meshops_offset e2k) {
+                return mul_rn(mean_of_ends(mass, cellsOnEdge[2 * e2], cellsOnEdge[2 * e2 + 1], N, k),
+                              u[e2k]);
+            },
+            [&](int e2, meshops_offset) {
+                return mean_of_ends(qVertex, verticesOnEdge[2 * e2], verticesOnEdge[2 * e2 + 1], N, k);
+            });
+        hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
+                                    tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
+                                    coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
+                                uOld, uNew, uNext, newCoef, nextCoef, accumulate, provisional, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_edge_stage_recompute)
 
 // -- tangent-linear: the stage of hydrostatic.dynamics.tendencies_tl about the provisional state
 // (mass, thetaMass, u) for its perturbation (dMass, dThetaMass, dU) and, with perturbPhiS, dPhiS;

@@ -94,8 +94,10 @@ def setup(mesh, rng, variant, dtype, cast, coefficients=(A, B)):
     return state, (cast(s.phi_s.astype(dtype)), cast(s.f_vertex.astype(dtype))), physics
 
 
-def run(mesh, state, fixed, physics, fused_path):
+def run(mesh, state, fixed, physics, fused_path, recompute=False):
     model = Model(mesh, *state, *fixed, DT, physics, fused=fused_path)
+    if recompute:
+        model.stages.forward.recompute = True
     for _ in range(STEPS):
         model.step()
     return model.state
@@ -131,13 +133,18 @@ def test_declarations_match_the_cuda_signatures():
 
 # -- on the host ----------------------------------------------------------------------------------
 
+#: The forward passes: F and q_e written and read, or computed where the edge pass reads them.
+PASSES = {False: ["hs_pv_vertex", "hs_pv_edge", "hs_cell_stage", "hs_edge_stage"],
+          True: ["hs_pv_vertex", "hs_cell_stage", "hs_edge_stage_recompute"]}
+
+
+@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+def test_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, recompute):
     state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
     ref = dynamics.tendencies(mesh, *state, *fixed, physics)
-    got = fused.fused_tendencies(mesh, *state, *fixed, physics)
-    assert on_host["hydrostatic"][:4] == ["hs_pv_vertex", "hs_pv_edge", "hs_cell_stage",
-                                          "hs_edge_stage"]
+    got = fused.fused_tendencies(mesh, *state, *fixed, physics, recompute)
+    assert on_host["hydrostatic"] == PASSES[recompute]
     for name, a, b in zip(dynamics.TARGETS, got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
@@ -185,7 +192,10 @@ def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank
            *dynamics.tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
     got = (*fused.fused_tendencies(rank_mesh, *state, *fixed, physics),
            *fused_tangent.fused_tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
-    for name, a, b in zip(dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS), got, ref):
+    recomputed = fused.fused_tendencies(rank_mesh, *state, *fixed, physics, recompute=True)
+    for name, a, b in zip(dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS) +
+                          tuple(f"{t} (recompute)" for t in dynamics.TARGETS), got + recomputed,
+                          ref + ref[:3]):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
@@ -212,21 +222,23 @@ def test_local_rows_equal_one_process_on_host(on_host, mesh, rng, variant):
             np.testing.assert_array_equal(g[:n], w[local.l2g[loc][:n]], err_msg=f"{rank} {loc}")
 
 
+@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+def test_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, recompute):
     state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
-    got = run(mesh, state, fixed, physics, True)
-    assert len(on_host["hydrostatic"]) == 4 * 4 * STEPS
+    got = run(mesh, state, fixed, physics, True, recompute)
+    assert on_host["hydrostatic"] == PASSES[recompute] * 4 * STEPS
     for name, a, b in zip(Model.state_names, got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, recompute):
     state, fixed, physics = setup(mesh, rng, variant, np.float32, host)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
-    got = run(mesh, state, fixed, physics, True)
+    got = run(mesh, state, fixed, physics, True, recompute)
     for name, a, b in zip(Model.state_names, got, ref):
         assert a.dtype == np.float32
         np.testing.assert_array_equal(a, b, err_msg=name)
@@ -261,13 +273,21 @@ def test_gpu_columns_longer_than_a_warp_equal_the_operator_path(mesh, rng, varia
                                         levels.hybrid_coefficients(45, top_pa=500.0))
 
 
-def check_gpu_against_the_operator_path(mesh, rng, variant, dtype, coefficients):
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["baroclinic", "del4", "perot_ke_held_suarez_del4"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gpu_steps_with_the_recomputing_edge_pass_equal_the_operator_path(mesh, rng, variant, dtype):
+    """As above, the forward through hs_edge_stage_recompute (F and q_e computed where read)."""
+    check_gpu_against_the_operator_path(mesh, rng, variant, dtype, (A, B), recompute=True)
+
+
+def check_gpu_against_the_operator_path(mesh, rng, variant, dtype, coefficients, recompute=False):
     cupy = pytest.importorskip("cupy")
     state, fixed, physics = setup(mesh, rng, variant, dtype, cupy.asarray, coefficients)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
-    got = run(mesh, state, fixed, physics, None)
+    got = run(mesh, state, fixed, physics, None, recompute)
     tend_ref = dynamics.tendencies(mesh, *state, *fixed, physics)
-    tend = fused.fused_tendencies(mesh, *state, *fixed, physics)
+    tend = fused.fused_tendencies(mesh, *state, *fixed, physics, recompute)
     dstate = perturbation(state, fixed, rng, cupy.asarray)
     tl_ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
     tl = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics), *state, *dstate)
