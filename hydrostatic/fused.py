@@ -67,11 +67,17 @@ _ADJ_RK = "int:rk real:bCoef real:aCoef int:next"
 # The edge passes' composed vector Laplacian (`_edge_extra`).
 _DEL2 = "idx:edgesOnEdgeDel2 coef:coefDel2 in:del2In:layer"
 _DEL2_INTS = "int:del2Width int:del2SlotStride"
-# The forward edge passes' arguments after F and q_e (or what they are computed from).
+# The edge passes' arguments after F and q_e (or what they are computed from), forward and
+# tangent-linear.
 _EDGE_STAGE = ("in:bernoulli:layer in:pi:layer in:mass:layer in:thetaMass:layer in:wFlux:interface "
                "in:u:layer in:extra:layer " + _DEL2 + " " + _RK.format(y="u") + " int:maxEdges2 "
                "int:slotStride int:nExtra int:extraStride real:extraScale " + _DEL2_INTS
                + " int:nVertLevels " + _RK_SCALARS)
+_EDGE_STAGE_TL = ("in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer in:thetaMass:layer "
+                  "in:dMass:layer in:dThetaMass:layer in:wFlux:interface in:dWFlux:interface "
+                  "in:u:layer in:dU:layer in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
+                  + " int:maxEdges2 int:slotStride int:nExtra int:extraStride real:extraScale "
+                  + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS)
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
                            "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
@@ -103,19 +109,16 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                "in:extra:layer " + _RK.format(y="dMass") + " "
                                + _RK.format(y="dThetaMass") + " out:pi:layer out:dPi:layer "
                                "out:dBernoulli:layer out:wFlux:interface out:dWFlux:interface "
-                               "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:maxEdges "
-                               "int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
+                               "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:writeFlux "
+                               "int:maxEdges int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
                                "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R "
                                "real:cp " + _RK_SCALARS, threads="warp"),
     Kernel("hs_edge_stage_tl", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                                "in:F:layer in:dF:layer in:qEdge:layer in:dqEdge:layer "
-                               "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "
-                               "in:thetaMass:layer in:dMass:layer in:dThetaMass:layer "
-                               "in:wFlux:interface in:dWFlux:interface in:u:layer in:dU:layer "
-                               "in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
-                               + " int:maxEdges2 int:slotStride int:nExtra int:extraStride "
-                               "real:extraScale " + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS,
-           threads="level"),
+                               + _EDGE_STAGE_TL, threads="level"),
+    Kernel("hs_edge_stage_tl_recompute", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge "
+                                         "coef:invDcEdge idx:verticesOnEdge in:qVertex:layer "
+                                         "in:dqVertex:layer " + _EDGE_STAGE_TL, threads="level"),
     Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
                           "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
                           "in:thetaMassTendAdj:layer in:F:layer in:qEdge:layer in:pi:layer "

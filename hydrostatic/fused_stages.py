@@ -56,7 +56,7 @@ class FusedStages(stepper.TendencyStages):
 
     def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
         if self._tangent is None:
-            self._tangent = FusedTangentStage(self.model.device_mesh)
+            self._tangent = FusedTangentStage(self.model.device_mesh, self.forward.recompute)
         m = self.model
         next = _provisional(self._tangent, "d", j, dprovisional)
         self._tangent(record["mass"], record["theta_mass"], record["u"], *dprovisional,

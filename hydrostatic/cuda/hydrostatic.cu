@@ -436,7 +436,8 @@ MESHOPS_INSTANTIATE(hs_pv_edge_tl)
 
 // The tangent-linear cell pass: as hs_cell_stage (one warp per column, the same sweeps and scans),
 // with theta = thetaMass / mass and dtheta = (dThetaMass - theta dMass) / mass:
-//   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both),
+//   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both
+//     with writeFlux),
 //     D, dD = div_e2c(dF), div_e2c(dtheta_e F + theta_e dF), dK = ke_e2c_tl (keCoef2 sum of u dU)
 //     when keInline; p and dp = avg_i2l(g sum_layers_from_top_l2i(dMass)), the totals of D and dD;
 //     held in pi, dPi, wFlux, dWFlux, thetaFluxDiv and dBernoulli (the lowest chunk's in the
@@ -457,8 +458,8 @@ __global__ void hs_cell_stage_tl(
     const T* __restrict__ dThetaMassOld, T* __restrict__ dThetaMassNew,
     T* __restrict__ dThetaMassNext, T* __restrict__ pi, T* __restrict__ dPi,
     T* __restrict__ dBernoulli, T* __restrict__ wFlux, T* __restrict__ dWFlux,
-    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int maxEdges,
-    int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int writeFlux,
+    int maxEdges, int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
     T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
     int provisional, int first, int last, int nlev)
 {
@@ -500,7 +501,7 @@ __global__ void hs_cell_stage_tl(
                     const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
                     const T flux = mul_rn(massEdge, ue);
                     const T dFlux = mul_rn(dMassEdge, ue) + mul_rn(massEdge, due);
-                    if (across < 0) {
+                    if (across < 0 && writeFlux) {
                         F[ek] = flux;
                         dF[ek] = dFlux;
                     }
@@ -590,10 +591,71 @@ __global__ void hs_cell_stage_tl(
 }
 MESHOPS_INSTANTIATE(hs_cell_stage_tl)
 
-// The tangent-linear edge pass: dtend_u = pv_flux_e2e_tl(F, qEdge; dF, dqEdge) - grad_c2e(dB)
-// - (dtheta_e grad_c2e(pi) + theta_e grad_c2e(dpi)) - (dV - V dmass_e / mass_e) / mass_e, with
-// V = avg_i2l(interp_c2e(W) diff_l2i(u)), dV = avg_i2l(interp_c2e(dW) diff_l2i(u) + interp_c2e(W)
-// diff_l2i(dU)); its RK4 update.
+namespace hydrostatic {
+
+// The tangent-linear edge pass's dtend_u at (e, k) (entry i): pv_flux_e2e_tl(F, qEdge; dF, dqEdge)
+// - grad_c2e(dB) - (dtheta_e grad_c2e(pi) + theta_e grad_c2e(dpi)) - (dV - V dmass_e / mass_e) /
+// mass_e, with V = avg_i2l(interp_c2e(W) diff_l2i(u)), dV = avg_i2l(interp_c2e(dW) diff_l2i(u) +
+// interp_c2e(W) diff_l2i(dU)); F, dF at the stencil's edge e2 (entry e2k) from fluxAt(e2, e2k, F,
+// dF), q_e, dq_e from qAt(e2, e2k, q, dq).
+template <typename T, typename FluxAt, typename QAt>
+__device__ __forceinline__ T edge_tendency_tl(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+    const T* __restrict__ dBernoulli, const T* __restrict__ pi, const T* __restrict__ dPi,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ dMass,
+    const T* __restrict__ dThetaMass, const T* __restrict__ wFlux, const T* __restrict__ dWFlux,
+    const T* __restrict__ u, const T* __restrict__ dU, int maxEdges2, int slotStride, int N, int e,
+    int k, meshops_offset i, FluxAt fluxAt, QAt qAt)
+{
+    T qe, dqe;
+    qAt(e, i, qe, dqe);
+    T acc = 0;
+    meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+        const meshops_offset e2k = (meshops_offset)e2 * N + k;
+        T flux, dFlux, q, dq;
+        fluxAt(e2, e2k, flux, dFlux);
+        qAt(e2, e2k, q, dq);
+        acc += weightsOnEdge[p] * (dFlux * (qe + q) + flux * (dqe + dq));
+    });
+    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+    const T invDc = invDcEdge[e];
+    // theta_e and dtheta_e = interp_c2e of theta_mass / mass and (dtheta_mass - theta dmass) / mass
+    T thetaSum = 0, dThetaSum = 0;
+    const int ends[2] = {c0, c1};
+    for (int h = 0; h < 2; ++h) {
+        if (ends[h] < 0) continue;
+        const meshops_offset ck = (meshops_offset)ends[h] * N + k;
+        const T theta = thetaMass[ck] / mass[ck];
+        thetaSum += theta;
+        dThetaSum += (dThetaMass[ck] - mul_rn(theta, dMass[ck])) / mass[ck];
+    }
+    const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
+    const T massEdge = mean_of_ends(mass, c0, c1, N, k), dMassEdge = mean_of_ends(dMass, c0, c1, N, k);
+    const T gradDB = difference_of_ends(dBernoulli, c0, c1, invDc, N, k);
+    const T gradPi = difference_of_ends(pi, c0, c1, invDc, N, k);
+    const T gradDPi = difference_of_ends(dPi, c0, c1, invDc, N, k);
+    // the vertical advection of u at layer k, from interfaces k and k + 1
+    const T* ue = u + (meshops_offset)e * N;
+    const T* due = dU + (meshops_offset)e * N;
+    T V[2], dV[2];
+    for (int h = 0; h < 2; ++h) {
+        const int j = k + h;
+        const T we = mean_of_ends(wFlux, c0, c1, N + 1, j), dwe = mean_of_ends(dWFlux, c0, c1, N + 1, j);
+        const T du = diff_l2i(j > 0 ? ue[j - 1] : (T)0, j < N ? ue[j] : (T)0, j, N);
+        const T ddu = diff_l2i(j > 0 ? due[j - 1] : (T)0, j < N ? due[j] : (T)0, j, N);
+        V[h] = mul_rn(we, du);
+        dV[h] = mul_rn(dwe, du) + mul_rn(we, ddu);
+    }
+    const T v = avg_i2l(V[0], V[1]), dv = avg_i2l(dV[0], dV[1]);
+    return mul_rn((T)0.5, acc) - gradDB - (mul_rn(dThetaEdge, gradPi) + mul_rn(thetaEdge, gradDPi)) -
+           (dv - mul_rn(v, dMassEdge) / massEdge) / massEdge;
+}
+
+}  // namespace hydrostatic
+
+// The tangent-linear edge pass (hydrostatic::edge_tendency_tl) and its RK4 update, reading F, dF
+// (the cell pass's) and qEdge, dqEdge (the q edge pass's).
 template <typename T, int W>
 __global__ void hs_edge_stage_tl(
     const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
@@ -609,50 +671,20 @@ __global__ void hs_edge_stage_tl(
     int del2Width, int del2SlotStride, int nVertLevels, T newCoef, T nextCoef, int accumulate,
     int provisional, int first, int last, int nlev)
 {
-    using hydrostatic::mean_of_ends;
-    using hydrostatic::mul_rn;
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const T qe = qEdge[i], dqe = dqEdge[i];
-        T acc = 0;
-        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
-            const meshops_offset e2k = (meshops_offset)e2 * N + k;
-            acc += weightsOnEdge[p] * (dF[e2k] * (qe + qEdge[e2k]) + F[e2k] * (dqe + dqEdge[e2k]));
-        });
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        const T invDc = invDcEdge[e];
-        // theta_e and dtheta_e = interp_c2e of theta_mass / mass and (dtheta_mass - theta dmass) / mass
-        T thetaSum = 0, dThetaSum = 0;
-        const int ends[2] = {c0, c1};
-        for (int h = 0; h < 2; ++h) {
-            if (ends[h] < 0) continue;
-            const meshops_offset ck = (meshops_offset)ends[h] * N + k;
-            const T theta = thetaMass[ck] / mass[ck];
-            thetaSum += theta;
-            dThetaSum += (dThetaMass[ck] - mul_rn(theta, dMass[ck])) / mass[ck];
-        }
-        const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
-        const T massEdge = mean_of_ends(mass, c0, c1, N, k), dMassEdge = mean_of_ends(dMass, c0, c1, N, k);
-        const T gradDB = hydrostatic::difference_of_ends(dBernoulli, c0, c1, invDc, N, k);
-        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
-        const T gradDPi = hydrostatic::difference_of_ends(dPi, c0, c1, invDc, N, k);
-        // the vertical advection of u at layer k, from interfaces k and k + 1
-        const T* ue = u + (meshops_offset)e * N;
-        const T* due = dU + (meshops_offset)e * N;
-        T V[2], dV[2];
-        for (int h = 0; h < 2; ++h) {
-            const int j = k + h;
-            const T we = mean_of_ends(wFlux, c0, c1, N + 1, j), dwe = mean_of_ends(dWFlux, c0, c1, N + 1, j);
-            const T du = hydrostatic::diff_l2i(j > 0 ? ue[j - 1] : (T)0, j < N ? ue[j] : (T)0, j, N);
-            const T ddu = hydrostatic::diff_l2i(j > 0 ? due[j - 1] : (T)0, j < N ? due[j] : (T)0, j, N);
-            V[h] = mul_rn(we, du);
-            dV[h] = mul_rn(dwe, du) + mul_rn(we, ddu);
-        }
-        const T v = hydrostatic::avg_i2l(V[0], V[1]), dv = hydrostatic::avg_i2l(dV[0], dV[1]);
-        const T tend = mul_rn((T)0.5, acc) - gradDB -
-                       (mul_rn(dThetaEdge, gradPi) + mul_rn(thetaEdge, gradDPi)) -
-                       (dv - mul_rn(v, dMassEdge) / massEdge) / massEdge;
+        const T tend = hydrostatic::edge_tendency_tl(
+            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, dBernoulli, pi, dPi, mass, thetaMass,
+            dMass, dThetaMass, wFlux, dWFlux, u, dU, maxEdges2, slotStride, N, e, k, i,
+            [&](int, meshops_offset e2k, T& flux, T& dFlux) {
+                flux = F[e2k];
+                dFlux = dF[e2k];
+            },
+            [&](int, meshops_offset e2k, T& q, T& dq) {
+                q = qEdge[e2k];
+                dq = dqEdge[e2k];
+            });
         hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
                                     tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
                                     coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
@@ -660,6 +692,51 @@ __global__ void hs_edge_stage_tl(
     }
 }
 MESHOPS_INSTANTIATE(hs_edge_stage_tl)
+
+// The same, computing F, dF = interp_c2e(mass) u, interp_c2e(dMass) u + interp_c2e(mass) dU and
+// q_e, dq_e = interp_v2e of qVertex, dqVertex where it reads them (the arithmetic of the cell and
+// q edge passes), as hs_edge_stage_recompute.
+template <typename T, int W>
+__global__ void hs_edge_stage_tl_recompute(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+    const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
+    const T* __restrict__ dqVertex, const T* __restrict__ dBernoulli, const T* __restrict__ pi,
+    const T* __restrict__ dPi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ dMass, const T* __restrict__ dThetaMass, const T* __restrict__ wFlux,
+    const T* __restrict__ dWFlux, const T* __restrict__ u, const T* __restrict__ dU,
+    const T* __restrict__ extra, const int* __restrict__ edgesOnEdgeDel2,
+    const T* __restrict__ coefDel2, const T* __restrict__ del2In, const T* __restrict__ dUOld,
+    T* __restrict__ dUNew, T* __restrict__ dUNext, int maxEdges2, int slotStride, int nExtra,
+    int extraStride, T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef,
+    T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
+{
+    using hydrostatic::mean_of_ends;
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        const T tend = hydrostatic::edge_tendency_tl(
+            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, dBernoulli, pi, dPi, mass, thetaMass,
+            dMass, dThetaMass, wFlux, dWFlux, u, dU, maxEdges2, slotStride, N, e, k, i,
+            [&](int e2, meshops_offset e2k, T& flux, T& dFlux) {
+                const int a = cellsOnEdge[2 * e2], b = cellsOnEdge[2 * e2 + 1];
+                const T massEdge = mean_of_ends(mass, a, b, N, k), ue = u[e2k];
+                flux = mul_rn(massEdge, ue);
+                dFlux = mul_rn(mean_of_ends(dMass, a, b, N, k), ue) + mul_rn(massEdge, dU[e2k]);
+            },
+            [&](int e2, meshops_offset, T& q, T& dq) {
+                const int a = verticesOnEdge[2 * e2], b = verticesOnEdge[2 * e2 + 1];
+                q = mean_of_ends(qVertex, a, b, N, k);
+                dq = mean_of_ends(dqVertex, a, b, N, k);
+            });
+        hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
+                                    tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
+                                    coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
+                                dUOld, dUNew, dUNext, newCoef, nextCoef, accumulate, provisional, i);
+    }
+}
+MESHOPS_INSTANTIATE(hs_edge_stage_tl_recompute)
 
 // -- adjoint, deterministic: the stage of hydrostatic.dynamics.tendencies_adj about the provisional
 // state (mass, thetaMass, u) with the forward's fields F, qVertex, qEdge and W of the stage's record

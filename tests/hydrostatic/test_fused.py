@@ -5,8 +5,9 @@ On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py),
 contracts multiply-adds, the fused tendencies, their tangents, a 3-step run and a tangent-linear
 step (hydrostatic.fused_tangent) equal the operator path's device code bitwise in float64 and
 float32 (JW06's baroclinic wave and Held-Suarez, every kinetic-energy form, with del2 / del4 on u
-and theta, phi_s perturbed or not), on a level-3 SCVT mesh with 26 levels and fresh random
-perturbations, and on a rank's mesh with missing neighbours (every row). On a GPU (marked gpu)
+and theta, phi_s perturbed or not; the edge passes reading F and q_e or computing them where read),
+on a level-3 SCVT mesh with 26 levels and fresh random perturbations, and on a rank's mesh with
+missing neighbours (every row). On a GPU (marked gpu)
 the same comparisons run on CuPy: float64 bitwise (every product of the operator path rounded on
 its own in the kernels) but for the tangent-linear step (to 1e-12 relative: nvcc contracts the
 operator kernels' multiply-add pairs its own way), float32 within F32_TOL relative to the largest
@@ -136,6 +137,8 @@ def test_declarations_match_the_cuda_signatures():
 #: The forward passes: F and q_e written and read, or computed where the edge pass reads them.
 PASSES = {False: ["hs_pv_vertex", "hs_pv_edge", "hs_cell_stage", "hs_edge_stage"],
           True: ["hs_pv_vertex", "hs_cell_stage", "hs_edge_stage_recompute"]}
+TL_PASSES = {False: ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl", "hs_edge_stage_tl"],
+             True: ["hs_pv_vertex_tl", "hs_cell_stage_tl", "hs_edge_stage_tl_recompute"]}
 
 
 @pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
@@ -156,27 +159,35 @@ def perturbation(state, fixed, rng, cast):
                  zip((*state, fixed[0]), (10.0, 3000.0, 1.0, 100.0)))
 
 
+@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("control", [False, True], ids=["state", "state_and_phi_s"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_tangent_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, control):
+def test_tangent_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, control,
+                                                            recompute):
     state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
     *dstate, dphi_s = perturbation(state, fixed, rng, host)
     dphi_s = dphi_s if control else None
     ref = dynamics.tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s)
-    got = fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s)
+    got = fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s,
+                                            recompute)
+    assert on_host["hydrostatic"] == TL_PASSES[recompute]
     for name, a, b in zip(dynamics.TARGETS, got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_tangent_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, dtype):
-    """rk4_step_tl of the fused model against the operator model's, with phi_s perturbed."""
+def test_tangent_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, dtype, recompute):
+    """rk4_step_tl of the fused model against the operator model's, with phi_s perturbed; with
+    `recompute` both the forward and the tangent-linear edge passes compute F and q_e (the
+    records keep the passes that write them)."""
     state, fixed, physics = setup(mesh, rng, variant, dtype, host)
     dstate = perturbation(state, fixed, rng, host)
-    got = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *dstate)
-    assert on_host["hydrostatic"][-4:] == ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl",
-                                           "hs_edge_stage_tl"]
+    model = Model(mesh, *state, *fixed, DT, physics, fused=True)
+    model.stages.forward.recompute = recompute
+    got = rk4_step_tl(model, *state, *dstate)
+    assert on_host["hydrostatic"][-len(TL_PASSES[recompute]):] == TL_PASSES[recompute]
     ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
     for name, a, b in zip(Model.state_names, got, ref):
         assert a.dtype == dtype
@@ -192,10 +203,12 @@ def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank
            *dynamics.tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
     got = (*fused.fused_tendencies(rank_mesh, *state, *fixed, physics),
            *fused_tangent.fused_tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
-    recomputed = fused.fused_tendencies(rank_mesh, *state, *fixed, physics, recompute=True)
-    for name, a, b in zip(dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS) +
-                          tuple(f"{t} (recompute)" for t in dynamics.TARGETS), got + recomputed,
-                          ref + ref[:3]):
+    recomputed = (*fused.fused_tendencies(rank_mesh, *state, *fixed, physics, recompute=True),
+                  *fused_tangent.fused_tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate,
+                                                     recompute=True))
+    names = dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS)
+    for name, a, b in zip(names + tuple(f"{t} (recompute)" for t in names), got + recomputed,
+                          ref + ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
@@ -277,7 +290,8 @@ def test_gpu_columns_longer_than_a_warp_equal_the_operator_path(mesh, rng, varia
 @pytest.mark.parametrize("variant", ["baroclinic", "del4", "perot_ke_held_suarez_del4"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gpu_steps_with_the_recomputing_edge_pass_equal_the_operator_path(mesh, rng, variant, dtype):
-    """As above, the forward through hs_edge_stage_recompute (F and q_e computed where read)."""
+    """As above, through hs_edge_stage_recompute and hs_edge_stage_tl_recompute (F and q_e, and
+    their tangents, computed where read)."""
     check_gpu_against_the_operator_path(mesh, rng, variant, dtype, (A, B), recompute=True)
 
 
@@ -290,7 +304,9 @@ def check_gpu_against_the_operator_path(mesh, rng, variant, dtype, coefficients,
     tend = fused.fused_tendencies(mesh, *state, *fixed, physics, recompute)
     dstate = perturbation(state, fixed, rng, cupy.asarray)
     tl_ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
-    tl = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics), *state, *dstate)
+    tl_model = Model(mesh, *state, *fixed, DT, physics)
+    tl_model.stages.forward.recompute = recompute
+    tl = rk4_step_tl(tl_model, *state, *dstate)
     for name, a, b in [*zip(Model.state_names, got, ref), *zip(dynamics.TARGETS, tend, tend_ref),
                        *zip(("dmass", "dtheta_mass", "du"), tl, tl_ref)]:
         a, b = cupy.asnumpy(a), cupy.asnumpy(b)
