@@ -78,6 +78,9 @@ _EDGE_STAGE_TL = ("in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer in
                   "in:u:layer in:dU:layer in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
                   + " int:maxEdges2 int:slotStride int:nExtra int:extraStride real:extraScale "
                   + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS)
+# The adjoint edge passes' F and q_e, read ("") or computed where read ("_recompute": `edge_inputs`).
+_ADJ_FLUX_AND_Q = {"": "in:F:layer in:qEdge:layer",
+                   "_recompute": "idx:verticesOnEdge in:qVertex:layer"}
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
                            "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
@@ -119,13 +122,14 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_edge_stage_tl_recompute", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge "
                                          "coef:invDcEdge idx:verticesOnEdge in:qVertex:layer "
                                          "in:dqVertex:layer " + _EDGE_STAGE_TL, threads="level"),
-    Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
-                          "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
-                          "in:thetaMassTendAdj:layer in:F:layer in:qEdge:layer in:pi:layer "
-                          "in:mass:layer in:thetaMass:layer in:wFlux:interface in:u:layer "
-                          "out:qEdgeAdj:layer out:fluxAdj:layer out:thetaEdgeAdj:layer "
-                          "out:massEdgeAdj:layer out:wEdgeAdj:interface out:uAdjPart:layer "
-                          "int:maxEdges2 int:slotStride int:nVertLevels", threads="level"),
+    *(Kernel("hs_adj_edge" + suffix, "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
+                                      "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
+                                      "in:thetaMassTendAdj:layer " + flux_and_q + " in:pi:layer "
+                                      "in:mass:layer in:thetaMass:layer in:wFlux:interface in:u:layer "
+                                      "out:qEdgeAdj:layer out:fluxAdj:layer out:thetaEdgeAdj:layer "
+                                      "out:massEdgeAdj:layer out:wEdgeAdj:interface out:uAdjPart:layer "
+                                      "int:maxEdges2 int:slotStride int:nVertLevels", threads="level")
+      for suffix, flux_and_q in _ADJ_FLUX_AND_Q.items()),
     Kernel("hs_adj_vertex", "idx:verticesOnEdgeT idx:cellsOnVertex coef:c2vCoef in:qEdgeAdj:layer "
                             "in:qVertex:layer in:mass:layer out:vortAdj:layer out:qVortAdj:layer "
                             "int:SE int:strideE int:vertexDegree int:slotStride int:nVertLevels",
@@ -152,14 +156,16 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                           "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "
                           "in:newThetaMassAdj:layer out:kThetaMassAdj:layer int:SE int:strideE "
                           "int:SV int:strideV int:extra int:nVertLevels " + _ADJ_RK, threads="level"),
-    Kernel("hs_adj_edge_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
-                                 "coef:divAdjCoef in:uTendAdj:layer in:thetaMassTendAdj:layer "
-                                 "in:F:layer in:qEdge:layer in:pi:layer in:mass:layer "
-                                 "in:thetaMass:layer in:wFlux:interface in:u:layer out:fluxAcc:layer "
-                                 "out:qEdgeAcc:layer out:bernoulliAcc:layer out:piAcc:layer "
-                                 "out:thetaAcc:layer out:wAcc:interface out:massEdgeAdj:layer "
-                                 "out:uAdjPart:layer int:maxEdges2 int:slotStride int:nVertLevels",
-           threads="level"),
+    *(Kernel("hs_adj_edge" + suffix + "_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge "
+                                             "coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
+                                             "in:thetaMassTendAdj:layer " + flux_and_q + " in:pi:layer "
+                                             "in:mass:layer in:thetaMass:layer in:wFlux:interface "
+                                             "in:u:layer out:fluxAcc:layer out:qEdgeAcc:layer "
+                                             "out:bernoulliAcc:layer out:piAcc:layer out:thetaAcc:layer "
+                                             "out:wAcc:interface out:massEdgeAdj:layer "
+                                             "out:uAdjPart:layer int:maxEdges2 int:slotStride "
+                                             "int:nVertLevels", threads="level")
+      for suffix, flux_and_q in _ADJ_FLUX_AND_Q.items()),
     Kernel("hs_adj_vertex_atomic", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                                    "in:qEdgeAcc:layer in:qVertex:layer in:mass:layer out:uAcc:layer "
                                    "out:massAcc:layer int:vertexDegree int:slotStride int:nVertLevels",
@@ -196,7 +202,8 @@ class FusedStage:
     `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields. With
     `recompute`, the edge pass computes F and q_e at the edges it reads them
     (`hs_edge_stage_recompute`): neither is written, and no q_e pass runs (three passes); a
-    stage's record needs them (`record_stage`: without)."""
+    record of such a stage holds neither (`record_stage`), the adjoint edge passes compute them
+    too (`edge_inputs`)."""
 
     def __init__(self, mesh, recompute: bool = False):
         self.mesh = mesh
@@ -369,10 +376,22 @@ def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics, recomp
 
 def _record_of(stage: FusedStage, mass, theta_mass, u) -> dict:
     """The record of the stage `stage` just ran on (mass, theta_mass, u): that state and the
-    forward fields the tangent-linear and adjoint stages read (its scratch fields)."""
-    return dict(mass=mass, theta_mass=theta_mass, u=u, q_vertex=stage.scratch("qVertex", "vertex", u),
-                q_edge=stage.scratch("qEdge", "edge", u), F=stage.scratch("F", "edge", u),
-                pi=stage.scratch("pi", "cell", mass), W=stage.scratch("W", "cell", mass, 1))
+    forward fields the tangent-linear and adjoint stages read (its scratch fields): q_v, pi, W and,
+    where the stage wrote them (not `recompute`), q_e and F."""
+    record = dict(mass=mass, theta_mass=theta_mass, u=u, q_vertex=stage.scratch("qVertex", "vertex", u),
+                  pi=stage.scratch("pi", "cell", mass), W=stage.scratch("W", "cell", mass, 1))
+    if not stage.recompute:
+        record.update(q_edge=stage.scratch("qEdge", "edge", u), F=stage.scratch("F", "edge", u))
+    return record
+
+
+def edge_inputs(m, record: dict) -> tuple[str, dict]:
+    """(kernel name suffix, arguments) of the F and q_e an adjoint edge pass takes from `record`
+    on DeviceMesh m: the recorded fields, or, in a record without them (a recomputing stage's),
+    what the pass computes them from where it reads them (`_ADJ_FLUX_AND_Q`)."""
+    if "F" in record:
+        return "", dict(F=record["F"], qEdge=record["q_edge"])
+    return "_recompute", dict(verticesOnEdge=m.table("verticesOnEdge"), qVertex=record["q_vertex"])
 
 
 def record_stage(stage: FusedStage, provisional, phi_s, f_vertex, physics, update: Update, old,
@@ -391,8 +410,9 @@ def record_stage(stage: FusedStage, provisional, phi_s, f_vertex, physics, updat
     return _record_of(stage, *provisional), (next if update.provisional else None)
 
 
-def fused_record(mesh, mass, theta_mass, u, phi_s, f_vertex, physics) -> dict:
-    """The record of a first stage at the state (mass, theta_mass, u) (`record_stage`)."""
+def fused_record(mesh, mass, theta_mass, u, phi_s, f_vertex, physics, recompute=False) -> dict:
+    """The record of a first stage at the state (mass, theta_mass, u) (`record_stage`, by a
+    `FusedStage(mesh, recompute)`)."""
     state = (mass, theta_mass, u)
-    return record_stage(FusedStage(mesh), state, phi_s, f_vertex, physics, updates(1.0)[0],
+    return record_stage(FusedStage(mesh, recompute), state, phi_s, f_vertex, physics, updates(1.0)[0],
                         state)[0]

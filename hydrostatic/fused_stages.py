@@ -50,7 +50,7 @@ class FusedStages(stepper.TendencyStages):
         m = self.model
         recorder = self._recorders.get(j)
         if recorder is None:
-            recorder = self._recorders[j] = FusedStage(m.device_mesh)
+            recorder = self._recorders[j] = FusedStage(m.device_mesh, self.forward.recompute)
         return record_stage(recorder, provisional, m.phi_s, m.f_vertex, m.physics, update, old,
                             dump=self.forward)
 

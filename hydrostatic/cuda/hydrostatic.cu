@@ -128,6 +128,38 @@ __device__ __forceinline__ T with_extra_or_laplacian(T k, const T* __restrict__ 
     return k + mul_rn(scale, laplacian.v[0]);
 }
 
+// The edge passes' F and q_e at edge e2, level k (entry e2k): read from the field written
+// (ReadAt), or computed where read with the arithmetic of the pass that writes it (FluxOf: the cell
+// pass's F = interp_c2e(mass) u; QOf: the q edge pass's q_e = interp_v2e(qVertex)).
+template <typename T>
+struct ReadAt {
+    const T* __restrict__ x;
+    __device__ __forceinline__ T operator()(int, meshops_offset e2k) const { return x[e2k]; }
+};
+
+template <typename T>
+struct FluxOf {
+    const int* __restrict__ cellsOnEdge;
+    const T* __restrict__ mass;
+    const T* __restrict__ u;
+    int N, k;
+    __device__ __forceinline__ T operator()(int e2, meshops_offset e2k) const
+    {
+        return mul_rn(mean_of_ends(mass, cellsOnEdge[2 * e2], cellsOnEdge[2 * e2 + 1], N, k), u[e2k]);
+    }
+};
+
+template <typename T>
+struct QOf {
+    const int* __restrict__ verticesOnEdge;
+    const T* __restrict__ qVertex;
+    int N, k;
+    __device__ __forceinline__ T operator()(int e2, meshops_offset) const
+    {
+        return mean_of_ends(qVertex, verticesOnEdge[2 * e2], verticesOnEdge[2 * e2 + 1], N, k);
+    }
+};
+
 }  // namespace hydrostatic
 
 // qVertex[v,k] = (sum_i curlCoef[v,i] u[e_i,k] + fVertex[v]) / sum_i c2vCoef[v,i] mass[c_i,k], e_i =
@@ -337,8 +369,7 @@ __global__ void hs_edge_stage(
         const T tend = hydrostatic::edge_tendency(
             edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, bernoulli, pi, mass, thetaMass,
             wFlux, u, maxEdges2, slotStride, N, e, k, i,
-            [&](int, meshops_offset e2k) { return F[e2k]; },
-            [&](int, meshops_offset e2k) { return qEdge[e2k]; });
+            hydrostatic::ReadAt<T>{F}, hydrostatic::ReadAt<T>{qEdge});
         hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
                                     tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
                                     coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
@@ -363,21 +394,14 @@ __global__ void hs_edge_stage_recompute(
     int extraStride, T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef,
     T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
-    using hydrostatic::mean_of_ends;
-    using hydrostatic::mul_rn;
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const T tend = hydrostatic::edge_tendency(
             edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, bernoulli, pi, mass, thetaMass,
             wFlux, u, maxEdges2, slotStride, N, e, k, i,
-            [&](int e2, meshops_offset e2k) {
-                return mul_rn(mean_of_ends(mass, cellsOnEdge[2 * e2], cellsOnEdge[2 * e2 + 1], N, k),
-                              u[e2k]);
-            },
-            [&](int e2, meshops_offset) {
-                return mean_of_ends(qVertex, verticesOnEdge[2 * e2], verticesOnEdge[2 * e2 + 1], N, k);
-            });
+            hydrostatic::FluxOf<T>{cellsOnEdge, mass, u, N, k},
+            hydrostatic::QOf<T>{verticesOnEdge, qVertex, N, k});
         hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
                                     tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
                                     coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
@@ -788,6 +812,66 @@ __device__ __forceinline__ T vertical_advection_h(const T* __restrict__ g, const
 
 }  // namespace hydrostatic
 
+namespace hydrostatic {
+
+// One row (e, k, entry i) of hs_adj_edge, F and q_e at edge e2 (entry e2k) from fluxAt(e2, e2k)
+// and qAt(e2, e2k) (ReadAt, or FluxOf and QOf).
+template <typename T, typename FluxAt, typename QAt>
+__device__ __forceinline__ void adj_edge_row(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const T* __restrict__ weightsOnEdgeReverse, const int* __restrict__ cellsOnEdge,
+    const T* __restrict__ invDcEdge, const T* __restrict__ divAdjCoef,
+    const T* __restrict__ uTendAdj, const T* __restrict__ thetaMassTendAdj,
+    const T* __restrict__ pi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, const T* __restrict__ u, T* __restrict__ qEdgeAdj,
+    T* __restrict__ fluxAdj, T* __restrict__ thetaEdgeAdj, T* __restrict__ massEdgeAdj,
+    T* __restrict__ wEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
+    int nVertLevels, int e, int k, meshops_offset i, FluxAt fluxAt, QAt qAt)
+{
+    const int N = nVertLevels;
+    const T g = uTendAdj[i], qe = qAt(e, i), Fe = fluxAt(e, i);
+    T t1 = 0, t2 = 0, fluxSum = 0;
+    meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+        const meshops_offset e2k = (meshops_offset)e2 * N + k;
+        const T g2 = uTendAdj[e2k], wr = weightsOnEdgeReverse[p];
+        t1 += wr * g2;
+        t2 += wr * (g2 * qAt(e2, e2k));
+        fluxSum += weightsOnEdge[p] * fluxAt(e2, e2k);
+    });
+    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+    T divAdj = 0;
+    if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
+    if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
+    const T hTheta = -divAdj;
+    const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
+    const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDcEdge[e], N, k);
+    qEdgeAdj[i] = (T)0.5 * (g * fluxSum + Fe * t1);
+    fluxAdj[i] = (T)0.5 * (t2 + qe * t1) + thetaEdge * hTheta;
+    thetaEdgeAdj[i] = Fe * hTheta - gradPi * g;
+    // the vertical advection -V / mass_e, V = avg_i2l(W_e diff_l2i(u))
+    const meshops_offset row = (meshops_offset)e * N;
+    const T* ue = u + row;
+    const T massEdge = mean_of_ends(mass, c0, c1, N, k);
+    const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
+    const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
+    const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
+    const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
+    const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
+    massEdgeAdj[i] = v * g / (massEdge * massEdge);
+    const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
+    const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
+    const meshops_offset rowi = (meshops_offset)e * (N + 1);
+    wEdgeAdj[rowi + k] = duBelow * hBelow;
+    if (k == N - 1) wEdgeAdj[rowi + N] = duAbove * hAbove;
+    // diff_l2i^T(W_e h) at layer k: +z[k] (k > 0), -z[k + 1] (k + 1 < N)
+    T part = 0;
+    if (k > 0) part += wBelow * hBelow;
+    if (k + 1 < N) part -= wAbove * hAbove;
+    uAdjPart[i] = part;
+}
+
+}  // namespace hydrostatic
+
 // The adjoint edge pass (comment above) over (edge, layer): edgesOnEdge, weightsOnEdge and
 // weightsOnEdgeReverse in one layout (slotStride), cellsOnEdge and divAdjCoef row-major (2 slots).
 template <typename T, int W>
@@ -802,52 +886,43 @@ __global__ void hs_adj_edge(
     T* __restrict__ wEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
     int nVertLevels, int first, int last, int nlev)
 {
-    using hydrostatic::mean_of_ends;
-    const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const T g = uTendAdj[i], qe = qEdge[i], Fe = F[i];
-        T t1 = 0, t2 = 0, fluxSum = 0;
-        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
-            const meshops_offset e2k = (meshops_offset)e2 * N + k;
-            const T g2 = uTendAdj[e2k], wr = weightsOnEdgeReverse[p];
-            t1 += wr * g2;
-            t2 += wr * (g2 * qEdge[e2k]);
-            fluxSum += weightsOnEdge[p] * F[e2k];
-        });
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        T divAdj = 0;
-        if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
-        if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
-        const T hTheta = -divAdj;
-        const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
-        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDcEdge[e], N, k);
-        qEdgeAdj[i] = (T)0.5 * (g * fluxSum + Fe * t1);
-        fluxAdj[i] = (T)0.5 * (t2 + qe * t1) + thetaEdge * hTheta;
-        thetaEdgeAdj[i] = Fe * hTheta - gradPi * g;
-        // the vertical advection -V / mass_e, V = avg_i2l(W_e diff_l2i(u))
-        const meshops_offset row = (meshops_offset)e * N;
-        const T* ue = u + row;
-        const T massEdge = mean_of_ends(mass, c0, c1, N, k);
-        const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
-        const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
-        const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
-        const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
-        const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
-        massEdgeAdj[i] = v * g / (massEdge * massEdge);
-        const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
-        const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
-        const meshops_offset rowi = (meshops_offset)e * (N + 1);
-        wEdgeAdj[rowi + k] = duBelow * hBelow;
-        if (k == N - 1) wEdgeAdj[rowi + N] = duAbove * hAbove;
-        // diff_l2i^T(W_e h) at layer k: +z[k] (k > 0), -z[k + 1] (k + 1 < N)
-        T part = 0;
-        if (k > 0) part += wBelow * hBelow;
-        if (k + 1 < N) part -= wAbove * hAbove;
-        uAdjPart[i] = part;
+        hydrostatic::adj_edge_row(
+            edgesOnEdge, weightsOnEdge, weightsOnEdgeReverse, cellsOnEdge, invDcEdge, divAdjCoef,
+            uTendAdj, thetaMassTendAdj, pi, mass, thetaMass, wFlux, u, qEdgeAdj, fluxAdj,
+            thetaEdgeAdj, massEdgeAdj, wEdgeAdj, uAdjPart, maxEdges2, slotStride, nVertLevels, e,
+            k, i, hydrostatic::ReadAt<T>{F}, hydrostatic::ReadAt<T>{qEdge});
     }
 }
 MESHOPS_INSTANTIATE(hs_adj_edge)
+
+// hs_adj_edge with F and q_e computed where read (FluxOf, QOf), as hs_edge_stage_recompute.
+template <typename T, int W>
+__global__ void hs_adj_edge_recompute(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const T* __restrict__ weightsOnEdgeReverse, const int* __restrict__ cellsOnEdge,
+    const T* __restrict__ invDcEdge, const T* __restrict__ divAdjCoef,
+    const T* __restrict__ uTendAdj, const T* __restrict__ thetaMassTendAdj,
+    const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
+    const T* __restrict__ pi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, const T* __restrict__ u, T* __restrict__ qEdgeAdj,
+    T* __restrict__ fluxAdj, T* __restrict__ thetaEdgeAdj, T* __restrict__ massEdgeAdj,
+    T* __restrict__ wEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
+    int nVertLevels, int first, int last, int nlev)
+{
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        hydrostatic::adj_edge_row(
+            edgesOnEdge, weightsOnEdge, weightsOnEdgeReverse, cellsOnEdge, invDcEdge, divAdjCoef,
+            uTendAdj, thetaMassTendAdj, pi, mass, thetaMass, wFlux, u, qEdgeAdj, fluxAdj,
+            thetaEdgeAdj, massEdgeAdj, wEdgeAdj, uAdjPart, maxEdges2, slotStride, nVertLevels, e,
+            k, i, hydrostatic::FluxOf<T>{cellsOnEdge, mass, u, N, k},
+            hydrostatic::QOf<T>{verticesOnEdge, qVertex, N, k});
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_edge_recompute)
 
 // The adjoint vertex pass over (vertex, layer): verticesOnEdgeT (the edges of each vertex, SE slots,
 // strideE; interp_v2e's 1/2 applied to the sum), cellsOnVertex and c2vCoef (vertexDegree slots,
@@ -1113,6 +1188,78 @@ MESHOPS_INSTANTIATE(hs_adj_mass)
 //   u pass       as hs_adj_u, with the curl part from uAcc, interp_c2e^T(mass_e_adj) scattered (massAcc)
 //   mass pass    mass_adj = its column part + massAcc (+ extra); the RK4 bookkeeping of both
 
+namespace hydrostatic {
+
+// One row (e, k, entry i) of hs_adj_edge_atomic(_recompute), F and q_e at edge e2 (entry e2k) from
+// fluxAt(e2, e2k) and qAt(e2, e2k) (ReadAt, or FluxOf and QOf).
+template <typename T, typename FluxAt, typename QAt>
+__device__ __forceinline__ void adj_edge_atomic_row(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+    const T* __restrict__ divAdjCoef, const T* __restrict__ uTendAdj,
+    const T* __restrict__ thetaMassTendAdj, const T* __restrict__ pi, const T* __restrict__ mass,
+    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, const T* __restrict__ u,
+    T* __restrict__ fluxAcc, T* __restrict__ qEdgeAcc, T* __restrict__ bernoulliAcc,
+    T* __restrict__ piAcc, T* __restrict__ thetaAcc, T* __restrict__ wAcc,
+    T* __restrict__ massEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
+    int nVertLevels, int e, int k, meshops_offset i, FluxAt fluxAt, QAt qAt)
+{
+    const int N = nVertLevels;
+    const T g = uTendAdj[i], qe = qAt(e, i), Fe = fluxAt(e, i);
+    const T half = (T)0.5 * g;
+    T fluxSum = 0;
+    meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+        const meshops_offset e2k = (meshops_offset)e2 * N + k;
+        const T w = weightsOnEdge[p], F2 = fluxAt(e2, e2k);
+        fluxSum += w * F2;
+        atomicAdd(&fluxAcc[e2k], w * ((qe + qAt(e2, e2k)) * half));
+        atomicAdd(&qEdgeAcc[e2k], w * (F2 * half));
+    });
+    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+    T divAdj = 0;
+    if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
+    if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
+    const T hTheta = -divAdj;
+    const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
+    const T invDc = invDcEdge[e];
+    const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+    atomicAdd(&qEdgeAcc[i], half * fluxSum);
+    atomicAdd(&fluxAcc[i], thetaEdge * hTheta);
+    const T thetaEdgeAdj = (T)0.5 * (Fe * hTheta - gradPi * g);
+    // the vertical advection, as hs_adj_edge
+    const meshops_offset row = (meshops_offset)e * N;
+    const T* ue = u + row;
+    const T massEdge = mean_of_ends(mass, c0, c1, N, k);
+    const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
+    const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
+    const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
+    const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
+    const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
+    massEdgeAdj[i] = v * g / (massEdge * massEdge);
+    const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
+    const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
+    T part = 0;
+    if (k > 0) part += wBelow * hBelow;
+    if (k + 1 < N) part -= wAbove * hAbove;
+    uAdjPart[i] = part;
+    const T wBelowAdj = (T)0.5 * (duBelow * hBelow), wTopAdj = (T)0.5 * (duAbove * hAbove);
+    // to the edge's cells: grad_c2e^T (-1 / dcEdge at c0, +1 / dcEdge at c1), interp_c2e^T (1/2)
+    const int ends[2] = {c0, c1};
+    for (int s = 0; s < 2; ++s) {
+        const int c = ends[s];
+        if (c < 0) continue;
+        const T coef = s == 1 ? invDc : -invDc;
+        const meshops_offset ck = (meshops_offset)c * N + k, ci = (meshops_offset)c * (N + 1);
+        atomicAdd(&bernoulliAcc[ck], -(coef * g));
+        atomicAdd(&piAcc[ck], -(coef * (thetaEdge * g)));
+        atomicAdd(&thetaAcc[ck], thetaEdgeAdj);
+        atomicAdd(&wAcc[ci + k], wBelowAdj);
+        if (k == N - 1) atomicAdd(&wAcc[ci + N], wTopAdj);
+    }
+}
+
+}  // namespace hydrostatic
+
 template <typename T, int W>
 __global__ void hs_adj_edge_atomic(
     const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
@@ -1126,64 +1273,43 @@ __global__ void hs_adj_edge_atomic(
     T* __restrict__ uAdjPart, int maxEdges2, int slotStride, int nVertLevels, int first, int last,
     int nlev)
 {
-    using hydrostatic::mean_of_ends;
-    const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const T g = uTendAdj[i], qe = qEdge[i], Fe = F[i];
-        const T half = (T)0.5 * g;
-        T fluxSum = 0;
-        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
-            const meshops_offset e2k = (meshops_offset)e2 * N + k;
-            const T w = weightsOnEdge[p], F2 = F[e2k];
-            fluxSum += w * F2;
-            atomicAdd(&fluxAcc[e2k], w * ((qe + qEdge[e2k]) * half));
-            atomicAdd(&qEdgeAcc[e2k], w * (F2 * half));
-        });
-        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-        T divAdj = 0;
-        if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
-        if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
-        const T hTheta = -divAdj;
-        const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
-        const T invDc = invDcEdge[e];
-        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
-        atomicAdd(&qEdgeAcc[i], half * fluxSum);
-        atomicAdd(&fluxAcc[i], thetaEdge * hTheta);
-        const T thetaEdgeAdj = (T)0.5 * (Fe * hTheta - gradPi * g);
-        // the vertical advection, as hs_adj_edge
-        const meshops_offset row = (meshops_offset)e * N;
-        const T* ue = u + row;
-        const T massEdge = mean_of_ends(mass, c0, c1, N, k);
-        const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
-        const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
-        const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
-        const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
-        const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
-        massEdgeAdj[i] = v * g / (massEdge * massEdge);
-        const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
-        const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
-        T part = 0;
-        if (k > 0) part += wBelow * hBelow;
-        if (k + 1 < N) part -= wAbove * hAbove;
-        uAdjPart[i] = part;
-        const T wBelowAdj = (T)0.5 * (duBelow * hBelow), wTopAdj = (T)0.5 * (duAbove * hAbove);
-        // to the edge's cells: grad_c2e^T (-1 / dcEdge at c0, +1 / dcEdge at c1), interp_c2e^T (1/2)
-        const int ends[2] = {c0, c1};
-        for (int s = 0; s < 2; ++s) {
-            const int c = ends[s];
-            if (c < 0) continue;
-            const T coef = s == 1 ? invDc : -invDc;
-            const meshops_offset ck = (meshops_offset)c * N + k, ci = (meshops_offset)c * (N + 1);
-            atomicAdd(&bernoulliAcc[ck], -(coef * g));
-            atomicAdd(&piAcc[ck], -(coef * (thetaEdge * g)));
-            atomicAdd(&thetaAcc[ck], thetaEdgeAdj);
-            atomicAdd(&wAcc[ci + k], wBelowAdj);
-            if (k == N - 1) atomicAdd(&wAcc[ci + N], wTopAdj);
-        }
+        hydrostatic::adj_edge_atomic_row(
+            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, divAdjCoef, uTendAdj,
+            thetaMassTendAdj, pi, mass, thetaMass, wFlux, u, fluxAcc, qEdgeAcc, bernoulliAcc,
+            piAcc, thetaAcc, wAcc, massEdgeAdj, uAdjPart, maxEdges2, slotStride, nVertLevels, e, k,
+            i, hydrostatic::ReadAt<T>{F}, hydrostatic::ReadAt<T>{qEdge});
     }
 }
 MESHOPS_INSTANTIATE(hs_adj_edge_atomic)
+
+// hs_adj_edge_atomic with F and q_e computed where read (FluxOf, QOf), as hs_edge_stage_recompute.
+template <typename T, int W>
+__global__ void hs_adj_edge_recompute_atomic(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
+    const T* __restrict__ divAdjCoef, const T* __restrict__ uTendAdj,
+    const T* __restrict__ thetaMassTendAdj, const int* __restrict__ verticesOnEdge,
+    const T* __restrict__ qVertex, const T* __restrict__ pi, const T* __restrict__ mass,
+    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, const T* __restrict__ u,
+    T* __restrict__ fluxAcc, T* __restrict__ qEdgeAcc, T* __restrict__ bernoulliAcc,
+    T* __restrict__ piAcc, T* __restrict__ thetaAcc, T* __restrict__ wAcc,
+    T* __restrict__ massEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
+    int nVertLevels, int first, int last, int nlev)
+{
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(e, k, i, nlev);
+        hydrostatic::adj_edge_atomic_row(
+            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, divAdjCoef, uTendAdj,
+            thetaMassTendAdj, pi, mass, thetaMass, wFlux, u, fluxAcc, qEdgeAcc, bernoulliAcc,
+            piAcc, thetaAcc, wAcc, massEdgeAdj, uAdjPart, maxEdges2, slotStride, nVertLevels, e, k,
+            i, hydrostatic::FluxOf<T>{cellsOnEdge, mass, u, N, k},
+            hydrostatic::QOf<T>{verticesOnEdge, qVertex, N, k});
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_edge_recompute_atomic)
 
 // The atomic vertex pass over (vertex, layer): edgesOnVertex and curlCoef, cellsOnVertex and c2vCoef
 // in one layout (vertexDegree slots, slotStride); uAcc and massAcc accumulate.
