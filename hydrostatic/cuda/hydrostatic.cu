@@ -214,6 +214,7 @@ MESHOPS_INSTANTIATE(hs_pv_edge)
 //     tend_mass = -D - div_vflux(W), tend_thetaMass = -div_e2c(theta_e F) - div_vflux(W avg_l2i(theta)).
 // Without keInline, K is the field ke.
 template <typename T, int W>
+MESHOPS_COLUMN_OCCUPANCY
 __global__ void hs_cell_stage(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
     const T* __restrict__ divCoef, const T* __restrict__ keCoef, const T* __restrict__ dB,

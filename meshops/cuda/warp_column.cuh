@@ -29,19 +29,34 @@ inline T broadcast(T v, int)
 }
 #endif
 
+// Terms a scan fetches from their lanes before adding them: independent shuffles in flight at once,
+// where one at a time each addition would wait for its shuffle.
+#ifndef MESHOPS_SCAN_BATCH
+#define MESHOPS_SCAN_BATCH 8
+#endif
+constexpr int kScanBatch = MESHOPS_SCAN_BATCH;
+
 // The scan of a chunk's levels from the surface up (lanes 0 .. levels-1 in turn): `sum` gains
 // each lane's `term`, the same additions in every lane; `below` and `above` get the running sums
 // before and after the calling lane's own term (its lower and upper interface).
 template <typename T>
 __device__ __forceinline__ void scan_up(T term, int levels, int lane, T& sum, T& below, T& above)
 {
-    for (int j = 0; j < levels; ++j) {
-        const T next = sum + broadcast(term, j);
-        if (j == lane) {
-            below = sum;
-            above = next;
+    for (int j0 = 0; j0 < levels; j0 += kScanBatch) {
+        T terms[kScanBatch];
+#pragma unroll
+        for (int d = 0; d < kScanBatch; ++d) terms[d] = broadcast(term, (j0 + d) & (kWarpLanes - 1));
+#pragma unroll
+        for (int d = 0; d < kScanBatch; ++d) {
+            const int j = j0 + d;
+            if (j >= levels) break;
+            const T next = sum + terms[d];
+            if (j == lane) {
+                below = sum;
+                above = next;
+            }
+            sum = next;
         }
-        sum = next;
     }
 }
 
@@ -50,13 +65,21 @@ __device__ __forceinline__ void scan_up(T term, int levels, int lane, T& sum, T&
 template <typename T>
 __device__ __forceinline__ void scan_down(T term, int levels, int lane, T& sum, T& above, T& below)
 {
-    for (int j = levels - 1; j >= 0; --j) {
-        const T next = sum + broadcast(term, j);
-        if (j == lane) {
-            above = sum;
-            below = next;
+    for (int j0 = levels - 1; j0 >= 0; j0 -= kScanBatch) {
+        T terms[kScanBatch];
+#pragma unroll
+        for (int d = 0; d < kScanBatch; ++d) terms[d] = broadcast(term, (j0 - d) & (kWarpLanes - 1));
+#pragma unroll
+        for (int d = 0; d < kScanBatch; ++d) {
+            const int j = j0 - d;
+            if (j < 0) break;
+            const T next = sum + terms[d];
+            if (j == lane) {
+                above = sum;
+                below = next;
+            }
+            sum = next;
         }
-        sum = next;
     }
 }
 
@@ -64,7 +87,16 @@ __device__ __forceinline__ void scan_down(T term, int levels, int lane, T& sum, 
 template <typename T>
 __device__ __forceinline__ void add_down(T term, int levels, T& sum)
 {
-    for (int j = levels - 1; j >= 0; --j) sum = sum + broadcast(term, j);
+    for (int j0 = levels - 1; j0 >= 0; j0 -= kScanBatch) {
+        T terms[kScanBatch];
+#pragma unroll
+        for (int d = 0; d < kScanBatch; ++d) terms[d] = broadcast(term, (j0 - d) & (kWarpLanes - 1));
+#pragma unroll
+        for (int d = 0; d < kScanBatch; ++d) {
+            if (j0 - d < 0) break;
+            sum = sum + terms[d];
+        }
+    }
 }
 
 // A value of the sweep down kept for the sweep up, which starts with the chunk at base 0: that
@@ -84,6 +116,17 @@ __device__ __forceinline__ T held(int base, T kept, const T* memory, meshops_off
 }
 
 }  // namespace meshops
+
+// Column passes compiled for 3 resident blocks of 256 threads a multiprocessor (768 threads: at
+// most 80 registers), not the 2 that their registers would allow: their scans wait on shuffles,
+// and more warps in flight hide more of it (decision 0032, measured on an H200). With 32-bit
+// offsets only (64-bit ones would spill under the cap).
+#ifdef MESHOPS_OFFSET32
+#define MESHOPS_COLUMN_OCCUPANCY \
+    __launch_bounds__(MESHOPS_BLOCK_SIZE, 768 / MESHOPS_BLOCK_SIZE > 0 ? 768 / MESHOPS_BLOCK_SIZE : 1)
+#else
+#define MESHOPS_COLUMN_OCCUPANCY
+#endif
 
 // Loop over the columns c of [first, last), one warp each, a warp's lanes on the same column (the
 // grid's threads are a multiple of the warp); declares the lane.
