@@ -3,7 +3,7 @@ process, against the step's memory-traffic floor over the measured copy bandwidt
 of each operator in a tendency evaluation.
 
     python benchmarks/bench_hydrostatic.py --levels 8 9 --dtypes float64 float32 [--breakdown]
-        [--paths operator fused fused-read fused-recompute] [--passes] [--tangent] [--adjoint] [--inviscid] [--backend numpy]
+        [--paths operator fused] [--passes] [--tangent] [--adjoint] [--inviscid] [--backend numpy]
         [--json out.json]
 
 Traffic floor of one RK4 step: 4 stages, each reading the provisional state (mass, theta_mass, u)
@@ -14,8 +14,7 @@ call: the kernels' time, not the host's): the rest of the evaluation's wall time
 arithmetic between them and the host's launch overhead where the GPU waits for it.
 
 `--paths` steps the operator path and/or the fused stages (`hydrostatic.fused`, CuPy only;
-default both on CuPy; `fused` as the model runs them, `fused-read` with the edge pass reading F
-and q_e, `fused-recompute` with it computing them where it reads them) and reports each step's time and its ratio to the floor; `--passes` times
+default both on CuPy) and reports each step's time and its ratio to the floor; `--passes` times
 each fused kernel of one step (CUDA events around each launch, summed over the step's four
 stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`: its
 recording sweep included), `--adjoint` an adjoint step in each adjoint mode
@@ -53,21 +52,14 @@ from framework.stepper import rk4_step_adj, rk4_step_tl  # noqa: E402
 DT_LEVEL5, VISC4_LEVEL5 = 720.0, 5.0e15
 
 
-#: The edge pass of each fused path: the model's choice (None), reading F and q_e, recomputing them.
-FUSED_PATHS = {"fused": None, "fused-read": False, "fused-recompute": True}
-
-
-def build(mesh, level, dtype, xp, fused_path=False, inviscid=False, recompute=None):
+def build(mesh, level, dtype, xp, fused_path=False, inviscid=False):
     A, B = levels.coefficients("jw06_26")
     state = testcases.initial_state(mesh, "jw06_baroclinic", A, B)
     cast = lambda a: xp.asarray(np.asarray(a, dtype=dtype))  # noqa: E731
     physics = Physics(p_top=float(A[-1]), dB=cast(B[:-1] - B[1:]), gravity=GRAVITY,
                       visc4=0.0 if inviscid else VISC4_LEVEL5 / 8.0 ** (level - 5))
-    model = Model(mesh, cast(state.mass), cast(state.theta_mass), cast(state.u), cast(state.phi_s),
-                  cast(state.f_vertex), DT_LEVEL5 / 2 ** (level - 5), physics, fused=fused_path)
-    if recompute is not None:
-        model.stages.forward.recompute = recompute
-    return model
+    return Model(mesh, cast(state.mass), cast(state.theta_mass), cast(state.u), cast(state.phi_s),
+                 cast(state.f_vertex), DT_LEVEL5 / 2 ** (level - 5), physics, fused=fused_path)
 
 
 def time_steps(model, xp, steps: int) -> float:
@@ -207,7 +199,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", choices=("cupy", "numpy"), default="cupy")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--breakdown", action="store_true")
-    ap.add_argument("--paths", nargs="+", choices=("operator", *FUSED_PATHS),
+    ap.add_argument("--paths", nargs="+", choices=("operator", "fused"),
                     help="default: both on cupy, the operator path on numpy")
     ap.add_argument("--passes", action="store_true")
     ap.add_argument("--tangent", action="store_true")
@@ -227,8 +219,7 @@ def main(argv=None) -> int:
     for level in args.levels:
         mesh = icosahedral_mesh(level)
         for dtype, path in ((d, p) for d in args.dtypes for p in args.paths):
-            model = build(mesh, level, np.dtype(dtype), xp, path in FUSED_PATHS, args.inviscid,
-                          FUSED_PATHS.get(path))
+            model = build(mesh, level, np.dtype(dtype), xp, path == "fused", args.inviscid)
             seconds = time_steps(model, xp, args.steps)
             state_bytes = sum(int(f.nbytes) for f in model.state)
             floor = 12 * state_bytes / bandwidth
@@ -247,10 +238,10 @@ def main(argv=None) -> int:
                     ms = 1e3 * time_adjoint(model, xp, args.steps, mode)
                     row[f"adjoint_{mode}_step_ms"] = ms
                     ratio = ms / (1e3 * seconds)
-                    goal = f" (target <= {target:g}x)" if path in FUSED_PATHS else ""
+                    goal = f" (target <= {target:g}x)" if path == "fused" else ""
                     print(f"    adjoint step, {mode}: {ms:.2f} ms, {ratio:.2f}x the forward"
                           f"{goal}", flush=True)
-            if args.passes and path in FUSED_PATHS:
+            if args.passes and path == "fused":
                 row["passes_ms"] = passes = pass_times(model, xp)
                 for name, ms in passes.items():
                     print(f"    {name:32s} {ms:8.3f} ms per step")

@@ -67,20 +67,6 @@ _ADJ_RK = "int:rk real:bCoef real:aCoef int:next"
 # The edge passes' composed vector Laplacian (`_edge_extra`).
 _DEL2 = "idx:edgesOnEdgeDel2 coef:coefDel2 in:del2In:layer"
 _DEL2_INTS = "int:del2Width int:del2SlotStride"
-# The edge passes' arguments after F and q_e (or what they are computed from), forward and
-# tangent-linear.
-_EDGE_STAGE = ("in:bernoulli:layer in:pi:layer in:mass:layer in:thetaMass:layer in:wFlux:interface "
-               "in:u:layer in:extra:layer " + _DEL2 + " " + _RK.format(y="u") + " int:maxEdges2 "
-               "int:slotStride int:nExtra int:extraStride real:extraScale " + _DEL2_INTS
-               + " int:nVertLevels " + _RK_SCALARS)
-_EDGE_STAGE_TL = ("in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer in:thetaMass:layer "
-                  "in:dMass:layer in:dThetaMass:layer in:wFlux:interface in:dWFlux:interface "
-                  "in:u:layer in:dU:layer in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
-                  + " int:maxEdges2 int:slotStride int:nExtra int:extraStride real:extraScale "
-                  + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS)
-# The adjoint edge passes' F and q_e, read ("") or computed where read ("_recompute": `edge_inputs`).
-_ADJ_FLUX_AND_Q = {"": "in:F:layer in:qEdge:layer",
-                   "_recompute": "idx:verticesOnEdge in:qVertex:layer"}
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
                            "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
@@ -91,15 +77,17 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "in:mass:layer in:thetaMass:layer in:u:layer in:phiS:column in:ke:layer "
                             "in:extra:layer " + _RK.format(y="mass") + " " + _RK.format(y="thetaMass")
                             + " out:pi:layer out:bernoulli:layer out:wFlux:interface "
-                            "out:thetaFluxDiv:layer put:F:layer int:writeFlux int:maxEdges "
-                            "int:slotStride int:keInline int:nExtra int:extraStride int:nVertLevels real:gravity "
+                            "out:thetaFluxDiv:layer put:F:layer int:maxEdges int:slotStride "
+                            "int:keInline int:nExtra int:extraStride int:nVertLevels real:gravity "
                             "real:pTop real:p0 real:kappa real:R real:cp " + _RK_SCALARS,
            threads="warp"),
     Kernel("hs_edge_stage", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
-                            "in:F:layer in:qEdge:layer " + _EDGE_STAGE, threads="level"),
-    Kernel("hs_edge_stage_recompute", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge "
-                                      "coef:invDcEdge idx:verticesOnEdge in:qVertex:layer "
-                                      + _EDGE_STAGE, threads="level"),
+                            "in:F:layer in:qEdge:layer in:bernoulli:layer in:pi:layer in:mass:layer "
+                            "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "
+                            + _DEL2 + " " + _RK.format(y="u") + " int:maxEdges2 int:slotStride "
+                            "int:nExtra int:extraStride real:extraScale " + _DEL2_INTS
+                            + " int:nVertLevels " + _RK_SCALARS,
+           threads="level"),
     Kernel("hs_pv_vertex_tl", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                               "in:u:layer in:mass:layer in:dU:layer in:dMass:layer in:fVertex:column "
                               "out:qVertex:layer out:dqVertex:layer int:vertexDegree int:slotStride "
@@ -112,24 +100,26 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                "in:extra:layer " + _RK.format(y="dMass") + " "
                                + _RK.format(y="dThetaMass") + " out:pi:layer out:dPi:layer "
                                "out:dBernoulli:layer out:wFlux:interface out:dWFlux:interface "
-                               "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:writeFlux "
-                               "int:maxEdges int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
+                               "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:maxEdges "
+                               "int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
                                "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R "
                                "real:cp " + _RK_SCALARS, threads="warp"),
     Kernel("hs_edge_stage_tl", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                                "in:F:layer in:dF:layer in:qEdge:layer in:dqEdge:layer "
-                               + _EDGE_STAGE_TL, threads="level"),
-    Kernel("hs_edge_stage_tl_recompute", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge "
-                                         "coef:invDcEdge idx:verticesOnEdge in:qVertex:layer "
-                                         "in:dqVertex:layer " + _EDGE_STAGE_TL, threads="level"),
-    *(Kernel("hs_adj_edge" + suffix, "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
-                                      "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
-                                      "in:thetaMassTendAdj:layer " + flux_and_q + " in:pi:layer "
-                                      "in:mass:layer in:thetaMass:layer in:wFlux:interface in:u:layer "
-                                      "out:qEdgeAdj:layer out:fluxAdj:layer out:thetaEdgeAdj:layer "
-                                      "out:massEdgeAdj:layer out:wEdgeAdj:interface out:uAdjPart:layer "
-                                      "int:maxEdges2 int:slotStride int:nVertLevels", threads="level")
-      for suffix, flux_and_q in _ADJ_FLUX_AND_Q.items()),
+                               "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "
+                               "in:thetaMass:layer in:dMass:layer in:dThetaMass:layer "
+                               "in:wFlux:interface in:dWFlux:interface in:u:layer in:dU:layer "
+                               "in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
+                               + " int:maxEdges2 int:slotStride int:nExtra int:extraStride "
+                               "real:extraScale " + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS,
+           threads="level"),
+    Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
+                          "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
+                          "in:thetaMassTendAdj:layer in:F:layer in:qEdge:layer in:pi:layer "
+                          "in:mass:layer in:thetaMass:layer in:wFlux:interface in:u:layer "
+                          "out:qEdgeAdj:layer out:fluxAdj:layer out:thetaEdgeAdj:layer "
+                          "out:massEdgeAdj:layer out:wEdgeAdj:interface out:uAdjPart:layer "
+                          "int:maxEdges2 int:slotStride int:nVertLevels", threads="level"),
     Kernel("hs_adj_vertex", "idx:verticesOnEdgeT idx:cellsOnVertex coef:c2vCoef in:qEdgeAdj:layer "
                             "in:qVertex:layer in:mass:layer out:vortAdj:layer out:qVortAdj:layer "
                             "int:SE int:strideE int:vertexDegree int:slotStride int:nVertLevels",
@@ -156,16 +146,14 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                           "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "
                           "in:newThetaMassAdj:layer out:kThetaMassAdj:layer int:SE int:strideE "
                           "int:SV int:strideV int:extra int:nVertLevels " + _ADJ_RK, threads="level"),
-    *(Kernel("hs_adj_edge" + suffix + "_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge "
-                                             "coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
-                                             "in:thetaMassTendAdj:layer " + flux_and_q + " in:pi:layer "
-                                             "in:mass:layer in:thetaMass:layer in:wFlux:interface "
-                                             "in:u:layer out:fluxAcc:layer out:qEdgeAcc:layer "
-                                             "out:bernoulliAcc:layer out:piAcc:layer out:thetaAcc:layer "
-                                             "out:wAcc:interface out:massEdgeAdj:layer "
-                                             "out:uAdjPart:layer int:maxEdges2 int:slotStride "
-                                             "int:nVertLevels", threads="level")
-      for suffix, flux_and_q in _ADJ_FLUX_AND_Q.items()),
+    Kernel("hs_adj_edge_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
+                                 "coef:divAdjCoef in:uTendAdj:layer in:thetaMassTendAdj:layer "
+                                 "in:F:layer in:qEdge:layer in:pi:layer in:mass:layer "
+                                 "in:thetaMass:layer in:wFlux:interface in:u:layer out:fluxAcc:layer "
+                                 "out:qEdgeAcc:layer out:bernoulliAcc:layer out:piAcc:layer "
+                                 "out:thetaAcc:layer out:wAcc:interface out:massEdgeAdj:layer "
+                                 "out:uAdjPart:layer int:maxEdges2 int:slotStride int:nVertLevels",
+           threads="level"),
     Kernel("hs_adj_vertex_atomic", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                                    "in:qEdgeAcc:layer in:qVertex:layer in:mass:layer out:uAcc:layer "
                                    "out:massAcc:layer int:vertexDegree int:slotStride int:nVertLevels",
@@ -199,15 +187,10 @@ def reads_theta(active) -> bool:
 
 class FusedStage:
     """One RK4 stage of the state (mass, theta_mass, u) through the fused passes on `mesh` (a
-    `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields. With
-    `recompute`, the edge pass computes F and q_e at the edges it reads them
-    (`hs_edge_stage_recompute`): neither is written, and no q_e pass runs (three passes); a
-    record of such a stage holds neither (`record_stage`), the adjoint edge passes compute them
-    too (`edge_inputs`)."""
+    `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields."""
 
-    def __init__(self, mesh, recompute: bool = False):
+    def __init__(self, mesh):
         self.mesh = mesh
-        self.recompute = recompute
         self._scratch: dict = {}
 
     def scratch(self, name: str, location: str, like, levels: int = 0):
@@ -257,15 +240,13 @@ class FusedStage:
                         cellsOnVertex=cov, c2vCoef=kite, u=u, mass=mass, fVertex=f_vertex,
                         qVertex=q_vertex, vertexDegree=trisk.width(eov, stride), slotStride=stride,
                         nVertLevels=N)
-        if not self.recompute:
-            q_edge = self.scratch("qEdge", "edge", u)
-            _KERNELS.launch("hs_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
-                            qVertex=q_vertex, qEdge=q_edge, nVertLevels=N)
+        q_edge = self.scratch("qEdge", "edge", u)
+        _KERNELS.launch("hs_pv_edge", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                        qVertex=q_vertex, qEdge=q_edge, nVertLevels=N)
 
         form = physics.kinetic_energy
         ke = mass if form == "trisk" else terms.kinetic_energy(m, u, form)
-        F = mass if self.recompute else self.scratch("F", "edge", u)  # mass: stands in, unwritten
-        pi = self.scratch("pi", "cell", mass)
+        F, pi = self.scratch("F", "edge", u), self.scratch("pi", "cell", mass)
         bernoulli, w_flux = self.scratch("bernoulli", "cell", mass), self.scratch("W", "cell", mass, 1)
         (eoc, across, div, ke_coef), stride = m.stencil(
             ("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef"), (phi_s,), mass.dtype)
@@ -275,18 +256,16 @@ class FusedStage:
                         massOld=old[0], massNew=new[0], massNext=next[0], thetaMassOld=old[1],
                         thetaMassNew=new[1], thetaMassNext=next[1], pi=pi, bernoulli=bernoulli,
                         wFlux=w_flux, thetaFluxDiv=self.scratch("thetaFluxDiv", "cell", mass), F=F,
-                        writeFlux=int(not self.recompute), maxEdges=trisk.width(eoc, stride),
-                        slotStride=stride, keInline=int(form == "trisk"), nVertLevels=N, gravity=physics.gravity,
+                        maxEdges=trisk.width(eoc, stride), slotStride=stride,
+                        keInline=int(form == "trisk"), nVertLevels=N, gravity=physics.gravity,
                         pTop=physics.p_top, p0=P0, kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY,
                         **update.arguments())
 
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
-        flux_and_q = (dict(verticesOnEdge=m.table("verticesOnEdge"), qVertex=q_vertex)
-                      if self.recompute else dict(F=F, qEdge=q_edge))
-        _KERNELS.launch("hs_edge_stage_recompute" if self.recompute else "hs_edge_stage", m.nEdges,
-                        edgesOnEdge=eoe, weightsOnEdge=weights, cellsOnEdge=m.table("cellsOnEdge"),
-                        invDcEdge=m.table("invDcEdge", u.dtype), **flux_and_q,
-                        bernoulli=bernoulli, pi=pi, mass=mass, thetaMass=theta_mass, wFlux=w_flux, u=u,
+        _KERNELS.launch("hs_edge_stage", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+                        cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
+                        F=F, qEdge=q_edge, bernoulli=bernoulli, pi=pi, mass=mass,
+                        thetaMass=theta_mass, wFlux=w_flux, u=u,
                         **_edge_extra(xp, m, extra["tend_u"], u),
                         uOld=old[2], uNew=new[2], uNext=next[2], maxEdges2=trisk.width(eoe, stride),
                         slotStride=stride, nVertLevels=N, **update.arguments())
@@ -361,14 +340,14 @@ def _extra(xp, parts, like, scaled: bool = False) -> dict:
     return dict(extra=stacked, nExtra=len(parts), extraStride=int(like.size), **scale)
 
 
-def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics, recompute=False):
-    """(tend_mass, tend_theta_mass, tend_u) through the fused passes (`FusedStage`'s `recompute`):
-    one stage with old = 0 and new_coef = 1 (new = 0 + 1 * k = k exactly). The reference is
+def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics):
+    """(tend_mass, tend_theta_mass, tend_u) through the fused passes: one stage with old = 0 and
+    new_coef = 1 (new = 0 + 1 * k = k exactly). The reference is
     `hydrostatic.dynamics.tendencies`."""
     xp = array_module(mass, u)
     state = (mass, theta_mass, u)
     tend = [xp.empty_like(y) for y in state]
-    FusedStage(mesh, recompute)(*state, phi_s, f_vertex, physics, Update(1.0, 0.0, False, False),
+    FusedStage(mesh)(*state, phi_s, f_vertex, physics, Update(1.0, 0.0, False, False),
                      old=[xp.zeros_like(y) for y in state], new=tend,
                      next=[xp.empty_like(y) for y in state])
     return tuple(tend)
@@ -376,22 +355,10 @@ def fused_tendencies(mesh, mass, theta_mass, u, phi_s, f_vertex, physics, recomp
 
 def _record_of(stage: FusedStage, mass, theta_mass, u) -> dict:
     """The record of the stage `stage` just ran on (mass, theta_mass, u): that state and the
-    forward fields the tangent-linear and adjoint stages read (its scratch fields): q_v, pi, W and,
-    where the stage wrote them (not `recompute`), q_e and F."""
-    record = dict(mass=mass, theta_mass=theta_mass, u=u, q_vertex=stage.scratch("qVertex", "vertex", u),
-                  pi=stage.scratch("pi", "cell", mass), W=stage.scratch("W", "cell", mass, 1))
-    if not stage.recompute:
-        record.update(q_edge=stage.scratch("qEdge", "edge", u), F=stage.scratch("F", "edge", u))
-    return record
-
-
-def edge_inputs(m, record: dict) -> tuple[str, dict]:
-    """(kernel name suffix, arguments) of the F and q_e an adjoint edge pass takes from `record`
-    on DeviceMesh m: the recorded fields, or, in a record without them (a recomputing stage's),
-    what the pass computes them from where it reads them (`_ADJ_FLUX_AND_Q`)."""
-    if "F" in record:
-        return "", dict(F=record["F"], qEdge=record["q_edge"])
-    return "_recompute", dict(verticesOnEdge=m.table("verticesOnEdge"), qVertex=record["q_vertex"])
+    forward fields the tangent-linear and adjoint stages read (its scratch fields)."""
+    return dict(mass=mass, theta_mass=theta_mass, u=u, q_vertex=stage.scratch("qVertex", "vertex", u),
+                q_edge=stage.scratch("qEdge", "edge", u), F=stage.scratch("F", "edge", u),
+                pi=stage.scratch("pi", "cell", mass), W=stage.scratch("W", "cell", mass, 1))
 
 
 def record_stage(stage: FusedStage, provisional, phi_s, f_vertex, physics, update: Update, old,
@@ -410,9 +377,8 @@ def record_stage(stage: FusedStage, provisional, phi_s, f_vertex, physics, updat
     return _record_of(stage, *provisional), (next if update.provisional else None)
 
 
-def fused_record(mesh, mass, theta_mass, u, phi_s, f_vertex, physics, recompute=False) -> dict:
-    """The record of a first stage at the state (mass, theta_mass, u) (`record_stage`, by a
-    `FusedStage(mesh, recompute)`)."""
+def fused_record(mesh, mass, theta_mass, u, phi_s, f_vertex, physics) -> dict:
+    """The record of a first stage at the state (mass, theta_mass, u) (`record_stage`)."""
     state = (mass, theta_mass, u)
-    return record_stage(FusedStage(mesh, recompute), state, phi_s, f_vertex, physics, updates(1.0)[0],
+    return record_stage(FusedStage(mesh), state, phi_s, f_vertex, physics, updates(1.0)[0],
                         state)[0]

@@ -6,9 +6,8 @@ every run). The reference is the operator path, `hydrostatic.dynamics.tendencies
 From the adjoint tendencies (tend_mass_adj, tend_theta_mass_adj on cells, tend_u_adj on edges) of
 one stage, with the stage's record of the fused forward (`hydrostatic.fused.record_stage`: its
 provisional state mass, theta_mass, u and its q_v, q_e, F, pi and W, so that none of them is
-derived again; a recomputing stage's record holds no q_e and F, which the edge passes then compute
-where they read them, the `_recompute` kernels: `hydrostatic.fused.edge_inputs`), five passes
-where the operator path runs each operator's adjoint and the elementwise arithmetic between them:
+derived again), five passes where the operator path runs each operator's adjoint and the
+elementwise arithmetic between them:
 
     hs_adj_edge    (edge, layer)    the PV flux's adjoint (F and q_e: the TRiSK stencil with its
                                     reverse weights), theta flux's (-div_e2c^T(tend_theta_mass_adj)
@@ -51,8 +50,8 @@ from meshops.operators import trisk
 from meshops.operators.vertical import CP_DRY, P0, R_DRY
 
 from hydrostatic import dynamics, terms
-from hydrostatic.fused import (_KERNELS, EXTRA_TERMS, FusedStage, Laplacian, edge_inputs,
-                               in_pass_laplacian, reads_theta)
+from hydrostatic.fused import (_KERNELS, EXTRA_TERMS, FusedStage, Laplacian, in_pass_laplacian,
+                               reads_theta)
 
 #: The mesh tables the adjoint passes read, per mode (built together before the first stage).
 TABLES = {"deterministic": (*trisk.SYMMETRIC, "cellsOnEdge", "invDcEdge", "divAdjCoef",
@@ -220,12 +219,12 @@ class FusedStageAdjoint(FusedStage):
         mass_edge_adj, u_part = self.scratch("massEdgeAdj", "edge", u), self.scratch("uAdjPart", "edge", u)
         w_edge_adj = self.scratch("wEdgeAdj", "edge", u, 1)
         (eoe, weights, reverse), stride = m.stencil(trisk.SYMMETRIC, (u,))
-        suffix, flux_and_q = edge_inputs(m, record)
-        _KERNELS.launch("hs_adj_edge" + suffix, m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+        _KERNELS.launch("hs_adj_edge", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
                         weightsOnEdgeReverse=reverse, cellsOnEdge=m.table("cellsOnEdge"),
                         invDcEdge=m.table("invDcEdge", u.dtype),
                         divAdjCoef=m.table("divAdjCoef", u.dtype), uTendAdj=tend_adj[2],
-                        thetaMassTendAdj=tend_adj[1], **flux_and_q, pi=record["pi"], mass=mass, thetaMass=theta_mass, wFlux=record["W"], u=u,
+                        thetaMassTendAdj=tend_adj[1], F=record["F"], qEdge=record["q_edge"],
+                        pi=record["pi"], mass=mass, thetaMass=theta_mass, wFlux=record["W"], u=u,
                         qEdgeAdj=q_edge_adj, fluxAdj=flux_adj, thetaEdgeAdj=theta_edge_adj,
                         massEdgeAdj=mass_edge_adj, wEdgeAdj=w_edge_adj, uAdjPart=u_part,
                         maxEdges2=trisk.width(eoe, stride), slotStride=stride, nVertLevels=N)
@@ -282,12 +281,11 @@ class FusedStageAdjoint(FusedStage):
                               ("thetaAcc", "cell", 0), ("massAcc", "cell", 0), ("wAcc", "cell", 1))
         mass_edge_adj, u_part = self.scratch("massEdgeAdj", "edge", u), self.scratch("uAdjPart", "edge", u)
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
-        suffix, flux_and_q = edge_inputs(m, record)
-        _KERNELS.launch("hs_adj_edge" + suffix + "_atomic", m.nEdges, edgesOnEdge=eoe,
-                        weightsOnEdge=weights, cellsOnEdge=m.table("cellsOnEdge"),
-                        invDcEdge=m.table("invDcEdge", u.dtype),
+        _KERNELS.launch("hs_adj_edge_atomic", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+                        cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
                         divAdjCoef=m.table("divAdjCoef", u.dtype), uTendAdj=tend_adj[2],
-                        thetaMassTendAdj=tend_adj[1], **flux_and_q, pi=record["pi"], mass=mass, thetaMass=theta_mass, wFlux=record["W"], u=u,
+                        thetaMassTendAdj=tend_adj[1], F=record["F"], qEdge=record["q_edge"],
+                        pi=record["pi"], mass=mass, thetaMass=theta_mass, wFlux=record["W"], u=u,
                         fluxAcc=flux_acc, qEdgeAcc=q_edge_acc, bernoulliAcc=bernoulli_acc,
                         piAcc=pi_acc, thetaAcc=theta_acc, wAcc=w_acc, massEdgeAdj=mass_edge_adj,
                         uAdjPart=u_part, maxEdges2=trisk.width(eoe, stride), slotStride=stride,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from framework import stepper
 from framework.timestepping import AdjointRK4
-from meshops.device.kernels import tuning
 
 from hydrostatic.fused import FusedStage, record_stage
 from hydrostatic.fused_adjoint import FusedStageAdjoint
@@ -33,7 +32,7 @@ class FusedStages(stepper.TendencyStages):
         super().__init__(operator_stages.tendency, operator_stages.tendency_tl,
                          operator_stages.tendency_adj)
         self.model = model
-        self.forward = FusedStage(model.device_mesh, recompute=tuning().fused_edge_recompute)
+        self.forward = FusedStage(model.device_mesh)
         self._tangent = self._adjoint = None
         self._recorders: dict = {}
 
@@ -50,13 +49,13 @@ class FusedStages(stepper.TendencyStages):
         m = self.model
         recorder = self._recorders.get(j)
         if recorder is None:
-            recorder = self._recorders[j] = FusedStage(m.device_mesh, self.forward.recompute)
+            recorder = self._recorders[j] = FusedStage(m.device_mesh)
         return record_stage(recorder, provisional, m.phi_s, m.f_vertex, m.physics, update, old,
                             dump=self.forward)
 
     def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
         if self._tangent is None:
-            self._tangent = FusedTangentStage(self.model.device_mesh, self.forward.recompute)
+            self._tangent = FusedTangentStage(self.model.device_mesh)
         m = self.model
         next = _provisional(self._tangent, "d", j, dprovisional)
         self._tangent(record["mass"], record["theta_mass"], record["u"], *dprovisional,

@@ -35,8 +35,7 @@ from hydrostatic.fused import (_KERNELS, EXTRA_TERMS, FusedStage, _edge_extra, _
 
 class FusedTangentStage(FusedStage):
     """One tangent-linear RK4 stage through the fused passes on `mesh` (a `meshops.DeviceMesh`
-    on CuPy, or a mesh), holding the passes' scratch fields; `recompute` as the forward's (the
-    edge pass computes F, dF, q_e and dq_e where it reads them: three passes)."""
+    on CuPy, or a mesh), holding the passes' scratch fields."""
 
     def tangent_extras(self, mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s,
                        physics) -> dict:
@@ -79,20 +78,14 @@ class FusedTangentStage(FusedStage):
                         cellsOnVertex=cov, c2vCoef=kite, u=u, mass=mass, dU=du, dMass=dmass,
                         fVertex=f_vertex, qVertex=q_vertex, dqVertex=dq_vertex,
                         vertexDegree=trisk.width(eov, stride), slotStride=stride, nVertLevels=N)
-        if self.recompute:
-            F = dF = mass  # stand in, unwritten
-            flux_and_q = dict(verticesOnEdge=m.table("verticesOnEdge"), qVertex=q_vertex,
-                              dqVertex=dq_vertex)
-        else:
-            q_edge, dq_edge = self.scratch("qEdge", "edge", u), self.scratch("dqEdge", "edge", u)
-            _KERNELS.launch("hs_pv_edge_tl", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
-                            qVertex=q_vertex, dqVertex=dq_vertex, qEdge=q_edge, dqEdge=dq_edge,
-                            nVertLevels=N)
-            F, dF = self.scratch("F", "edge", u), self.scratch("dF", "edge", u)
-            flux_and_q = dict(F=F, dF=dF, qEdge=q_edge, dqEdge=dq_edge)
+        q_edge, dq_edge = self.scratch("qEdge", "edge", u), self.scratch("dqEdge", "edge", u)
+        _KERNELS.launch("hs_pv_edge_tl", m.nEdges, verticesOnEdge=m.table("verticesOnEdge"),
+                        qVertex=q_vertex, dqVertex=dq_vertex, qEdge=q_edge, dqEdge=dq_edge,
+                        nVertLevels=N)
 
         form = physics.kinetic_energy
         dke = mass if form == "trisk" else terms.kinetic_energy_tl(m, u, du, form)
+        F, dF = self.scratch("F", "edge", u), self.scratch("dF", "edge", u)
         pi, dpi = self.scratch("pi", "cell", mass), self.scratch("dPi", "cell", mass)
         w_flux, dw_flux = self.scratch("W", "cell", mass, 1), self.scratch("dW", "cell", mass, 1)
         dbernoulli = self.scratch("dBernoulli", "cell", mass)
@@ -107,16 +100,15 @@ class FusedTangentStage(FusedStage):
                         dThetaMassNew=new[1], dThetaMassNext=next[1], pi=pi, dPi=dpi,
                         dBernoulli=dbernoulli, wFlux=w_flux, dWFlux=dw_flux,
                         thetaFluxDiv=self.scratch("thetaFluxDiv", "cell", mass), F=F, dF=dF,
-                        writeFlux=int(not self.recompute), maxEdges=trisk.width(eoc, stride), slotStride=stride,
+                        maxEdges=trisk.width(eoc, stride), slotStride=stride,
                         keInline=int(form == "trisk"), perturbPhiS=int(dphi_s is not None),
                         nVertLevels=N, gravity=physics.gravity, pTop=physics.p_top, p0=P0,
                         kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY, **update.arguments())
 
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
-        _KERNELS.launch("hs_edge_stage_tl_recompute" if self.recompute else "hs_edge_stage_tl",
-                        m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+        _KERNELS.launch("hs_edge_stage_tl", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
                         cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
-                        **flux_and_q, dBernoulli=dbernoulli, pi=pi,
+                        F=F, dF=dF, qEdge=q_edge, dqEdge=dq_edge, dBernoulli=dbernoulli, pi=pi,
                         dPi=dpi, mass=mass, thetaMass=theta_mass, dMass=dmass,
                         dThetaMass=dtheta_mass, wFlux=w_flux, dWFlux=dw_flux, u=u, dU=du,
                         **_edge_extra(xp, m, extra["tend_u"], u), dUOld=old[2], dUNew=new[2],
@@ -125,14 +117,13 @@ class FusedTangentStage(FusedStage):
 
 
 def fused_tendencies_tl(mesh, mass, theta_mass, u, phi_s, f_vertex, physics, dmass, dtheta_mass, du,
-                        dphi_s=None, recompute=False):
-    """(dtend_mass, dtend_theta_mass, dtend_u) through the fused tangent-linear passes (with
-    `recompute`, the edge pass's: `hydrostatic.fused.FusedStage`): one stage with old = 0 and
-    new_coef = 1. The reference is `hydrostatic.dynamics.tendencies_tl`."""
+                        dphi_s=None):
+    """(dtend_mass, dtend_theta_mass, dtend_u) through the fused tangent-linear passes: one stage
+    with old = 0 and new_coef = 1. The reference is `hydrostatic.dynamics.tendencies_tl`."""
     xp = array_module(mass, u)
     state = (mass, theta_mass, u)
     tend = [xp.empty_like(y) for y in state]
-    FusedTangentStage(mesh, recompute)(*state, dmass, dtheta_mass, du, dphi_s, phi_s, f_vertex, physics,
+    FusedTangentStage(mesh)(*state, dmass, dtheta_mass, du, dphi_s, phi_s, f_vertex, physics,
                             Update(1.0, 0.0, False, False), old=[xp.zeros_like(y) for y in state],
                             new=tend, next=[xp.empty_like(y) for y in state])
     return tuple(tend)

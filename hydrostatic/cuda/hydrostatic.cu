@@ -128,38 +128,6 @@ __device__ __forceinline__ T with_extra_or_laplacian(T k, const T* __restrict__ 
     return k + mul_rn(scale, laplacian.v[0]);
 }
 
-// The edge passes' F and q_e at edge e2, level k (entry e2k): read from the field written
-// (ReadAt), or computed where read with the arithmetic of the pass that writes it (FluxOf: the cell
-// pass's F = interp_c2e(mass) u; QOf: the q edge pass's q_e = interp_v2e(qVertex)).
-template <typename T>
-struct ReadAt {
-    const T* __restrict__ x;
-    __device__ __forceinline__ T operator()(int, meshops_offset e2k) const { return x[e2k]; }
-};
-
-template <typename T>
-struct FluxOf {
-    const int* __restrict__ cellsOnEdge;
-    const T* __restrict__ mass;
-    const T* __restrict__ u;
-    int N, k;
-    __device__ __forceinline__ T operator()(int e2, meshops_offset e2k) const
-    {
-        return mul_rn(mean_of_ends(mass, cellsOnEdge[2 * e2], cellsOnEdge[2 * e2 + 1], N, k), u[e2k]);
-    }
-};
-
-template <typename T>
-struct QOf {
-    const int* __restrict__ verticesOnEdge;
-    const T* __restrict__ qVertex;
-    int N, k;
-    __device__ __forceinline__ T operator()(int e2, meshops_offset) const
-    {
-        return mean_of_ends(qVertex, verticesOnEdge[2 * e2], verticesOnEdge[2 * e2 + 1], N, k);
-    }
-};
-
 }  // namespace hydrostatic
 
 // qVertex[v,k] = (sum_i curlCoef[v,i] u[e_i,k] + fVertex[v]) / sum_i c2vCoef[v,i] mass[c_i,k], e_i =
@@ -200,8 +168,7 @@ MESHOPS_INSTANTIATE(hs_pv_edge)
 
 // The cell pass (file comment), one warp per column c of cells [first, last) (warp_column.cuh);
 // edgesOnCell, cellsAcross, divCoef and keCoef in one layout (slotStride); cellsAcross as in
-// swm/cuda/shallow_water.cu (-2 - the other cell where c writes the edge's flux F, with writeFlux:
-// not for hs_edge_stage_recompute, which computes F where it reads it). Two sweeps over
+// swm/cuda/shallow_water.cu (-2 - the other cell where c writes the edge's flux F). Two sweeps over
 // the column's chunks of levels, each lane at its level k:
 //   down (chunks from the top): the horizontal sums at layer k (D, div_e2c(theta_e F), K when
 //     keInline); the scans from the top, in the order k = N-1..0: p_i[k] = pTop + g sum_{j>=k}
@@ -223,9 +190,9 @@ __global__ void hs_cell_stage(
     const T* __restrict__ massOld, T* __restrict__ massNew, T* __restrict__ massNext,
     const T* __restrict__ thetaMassOld, T* __restrict__ thetaMassNew, T* __restrict__ thetaMassNext,
     T* __restrict__ pi, T* __restrict__ bernoulli, T* __restrict__ wFlux,
-    T* __restrict__ thetaFluxDiv, T* __restrict__ F, int writeFlux, int maxEdges, int slotStride,
-    int keInline, int nExtra, int extraStride, int nVertLevels, T gravity, T pTop, T p0, T kappa,
-    T R, T cp, T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, int maxEdges, int slotStride, int keInline,
+    int nExtra, int extraStride, int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp,
+    T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
     using hydrostatic::mul_rn;
     const int N = nVertLevels;
@@ -248,7 +215,7 @@ __global__ void hs_cell_stage(
                     const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
                     const T thetaEdge = (T)0.5 * (other >= 0 ? thc + thetaMass[ok] / mass[ok] : thc);
                     const T flux = mul_rn(massEdge, ue);
-                    if (across < 0 && writeFlux) F[ek] = flux;
+                    if (across < 0) F[ek] = flux;
                     div += divCoef[p] * flux;
                     divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
                     if (keInline) kinetic += keCoef[p] * (ue * ue);
@@ -310,48 +277,8 @@ __global__ void hs_cell_stage(
 }
 MESHOPS_INSTANTIATE(hs_cell_stage)
 
-namespace hydrostatic {
-
-// tend_u at (e, k) (entry i) of the edge pass (file comment), with F and q_e at the edge e2 of its
-// stencil (entry e2k) from fluxAt(e2, e2k) and qAt(e2, e2k); wFlux on interfaces.
-template <typename T, typename FluxAt, typename QAt>
-__device__ __forceinline__ T edge_tendency(
-    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
-    const T* __restrict__ bernoulli, const T* __restrict__ pi, const T* __restrict__ mass,
-    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, const T* __restrict__ u,
-    int maxEdges2, int slotStride, int N, int e, int k, meshops_offset i, FluxAt fluxAt, QAt qAt)
-{
-    const T qe = qAt(e, i);
-    T acc = 0;
-    meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
-        const meshops_offset e2k = (meshops_offset)e2 * N + k;
-        acc += weightsOnEdge[p] * (fluxAt(e2, e2k) * (qe + qAt(e2, e2k)));
-    });
-    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-    const T invDc = invDcEdge[e];
-    // theta_e = interp_c2e(theta_mass / mass)
-    T thetaSum = 0;
-    if (c0 >= 0) thetaSum += thetaMass[(meshops_offset)c0 * N + k] / mass[(meshops_offset)c0 * N + k];
-    if (c1 >= 0) thetaSum += thetaMass[(meshops_offset)c1 * N + k] / mass[(meshops_offset)c1 * N + k];
-    const T thetaEdge = (T)0.5 * thetaSum;
-    const T massEdge = mean_of_ends(mass, c0, c1, N, k);
-    const T gradB = difference_of_ends(bernoulli, c0, c1, invDc, N, k);
-    const T gradPi = difference_of_ends(pi, c0, c1, invDc, N, k);
-    // avg_i2l(interp_c2e(W) diff_l2i(u)) at layer k, from interfaces k and k + 1
-    const T* ue = u + (meshops_offset)e * N;
-    const T below = mul_rn(mean_of_ends(wFlux, c0, c1, N + 1, k),
-                           diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N));
-    const T above = mul_rn(mean_of_ends(wFlux, c0, c1, N + 1, k + 1),
-                           diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N));
-    return mul_rn((T)0.5, acc) - gradB - mul_rn(thetaEdge, gradPi) - avg_i2l(below, above) / massEdge;
-}
-
-}  // namespace hydrostatic
-
-// The edge pass (file comment) over (edge, layer) of edges [first, last), reading F (the cell
-// pass's) and qEdge (the q edge pass's): edgesOnEdge and weightsOnEdge in one layout (slotStride),
-// cellsOnEdge row-major.
+// The edge pass (file comment) over (edge, layer) of edges [first, last): edgesOnEdge and
+// weightsOnEdge in one layout (slotStride), cellsOnEdge row-major; wFlux on interfaces.
 template <typename T, int W>
 __global__ void hs_edge_stage(
     const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
@@ -364,13 +291,34 @@ __global__ void hs_edge_stage(
     int extraStride, T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef,
     T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
 {
+    using hydrostatic::mul_rn;
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const T tend = hydrostatic::edge_tendency(
-            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, bernoulli, pi, mass, thetaMass,
-            wFlux, u, maxEdges2, slotStride, N, e, k, i,
-            hydrostatic::ReadAt<T>{F}, hydrostatic::ReadAt<T>{qEdge});
+        const T qe = qEdge[i];
+        T acc = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            acc += weightsOnEdge[p] * (F[e2k] * (qe + qEdge[e2k]));
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        const T invDc = invDcEdge[e];
+        // theta_e = interp_c2e(theta_mass / mass)
+        T thetaSum = 0;
+        if (c0 >= 0) thetaSum += thetaMass[(meshops_offset)c0 * N + k] / mass[(meshops_offset)c0 * N + k];
+        if (c1 >= 0) thetaSum += thetaMass[(meshops_offset)c1 * N + k] / mass[(meshops_offset)c1 * N + k];
+        const T thetaEdge = (T)0.5 * thetaSum;
+        const T massEdge = hydrostatic::mean_of_ends(mass, c0, c1, N, k);
+        const T gradB = hydrostatic::difference_of_ends(bernoulli, c0, c1, invDc, N, k);
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+        // avg_i2l(interp_c2e(W) diff_l2i(u)) at layer k, from interfaces k and k + 1
+        const T* ue = u + (meshops_offset)e * N;
+        const T below = mul_rn(hydrostatic::mean_of_ends(wFlux, c0, c1, N + 1, k),
+                               hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N));
+        const T above = mul_rn(hydrostatic::mean_of_ends(wFlux, c0, c1, N + 1, k + 1),
+                               hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N));
+        const T tend = mul_rn((T)0.5, acc) - gradB - mul_rn(thetaEdge, gradPi) -
+                       hydrostatic::avg_i2l(below, above) / massEdge;
         hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
                                     tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
                                     coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
@@ -378,38 +326,6 @@ __global__ void hs_edge_stage(
     }
 }
 MESHOPS_INSTANTIATE(hs_edge_stage)
-
-// The same, computing F = interp_c2e(mass) u and q_e = interp_v2e(qVertex) at each edge it reads
-// them (the arithmetic of the cell and q edge passes) instead of reading them: no F written by the
-// cell pass, no q edge pass.
-template <typename T, int W>
-__global__ void hs_edge_stage_recompute(
-    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
-    const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
-    const T* __restrict__ bernoulli, const T* __restrict__ pi, const T* __restrict__ mass,
-    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, const T* __restrict__ u,
-    const T* __restrict__ extra, const int* __restrict__ edgesOnEdgeDel2,
-    const T* __restrict__ coefDel2, const T* __restrict__ del2In, const T* __restrict__ uOld,
-    T* __restrict__ uNew, T* __restrict__ uNext, int maxEdges2, int slotStride, int nExtra,
-    int extraStride, T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef,
-    T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
-{
-    const int N = nVertLevels;
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(e, k, i, nlev);
-        const T tend = hydrostatic::edge_tendency(
-            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, bernoulli, pi, mass, thetaMass,
-            wFlux, u, maxEdges2, slotStride, N, e, k, i,
-            hydrostatic::FluxOf<T>{cellsOnEdge, mass, u, N, k},
-            hydrostatic::QOf<T>{verticesOnEdge, qVertex, N, k});
-        hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
-                                    tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
-                                    coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
-                                uOld, uNew, uNext, newCoef, nextCoef, accumulate, provisional, i);
-    }
-}
-MESHOPS_INSTANTIATE(hs_edge_stage_recompute)
 
 // -- tangent-linear: the stage of hydrostatic.dynamics.tendencies_tl about the provisional state
 // (mass, thetaMass, u) for its perturbation (dMass, dThetaMass, dU) and, with perturbPhiS, dPhiS;
@@ -461,8 +377,7 @@ MESHOPS_INSTANTIATE(hs_pv_edge_tl)
 
 // The tangent-linear cell pass: as hs_cell_stage (one warp per column, the same sweeps and scans),
 // with theta = thetaMass / mass and dtheta = (dThetaMass - theta dMass) / mass:
-//   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both
-//     with writeFlux),
+//   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both),
 //     D, dD = div_e2c(dF), div_e2c(dtheta_e F + theta_e dF), dK = ke_e2c_tl (keCoef2 sum of u dU)
 //     when keInline; p and dp = avg_i2l(g sum_layers_from_top_l2i(dMass)), the totals of D and dD;
 //     held in pi, dPi, wFlux, dWFlux, thetaFluxDiv and dBernoulli (the lowest chunk's in the
@@ -483,8 +398,8 @@ __global__ void hs_cell_stage_tl(
     const T* __restrict__ dThetaMassOld, T* __restrict__ dThetaMassNew,
     T* __restrict__ dThetaMassNext, T* __restrict__ pi, T* __restrict__ dPi,
     T* __restrict__ dBernoulli, T* __restrict__ wFlux, T* __restrict__ dWFlux,
-    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int writeFlux,
-    int maxEdges, int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int maxEdges,
+    int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
     T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
     int provisional, int first, int last, int nlev)
 {
@@ -526,7 +441,7 @@ __global__ void hs_cell_stage_tl(
                     const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
                     const T flux = mul_rn(massEdge, ue);
                     const T dFlux = mul_rn(dMassEdge, ue) + mul_rn(massEdge, due);
-                    if (across < 0 && writeFlux) {
+                    if (across < 0) {
                         F[ek] = flux;
                         dF[ek] = dFlux;
                     }
@@ -616,71 +531,10 @@ __global__ void hs_cell_stage_tl(
 }
 MESHOPS_INSTANTIATE(hs_cell_stage_tl)
 
-namespace hydrostatic {
-
-// The tangent-linear edge pass's dtend_u at (e, k) (entry i): pv_flux_e2e_tl(F, qEdge; dF, dqEdge)
-// - grad_c2e(dB) - (dtheta_e grad_c2e(pi) + theta_e grad_c2e(dpi)) - (dV - V dmass_e / mass_e) /
-// mass_e, with V = avg_i2l(interp_c2e(W) diff_l2i(u)), dV = avg_i2l(interp_c2e(dW) diff_l2i(u) +
-// interp_c2e(W) diff_l2i(dU)); F, dF at the stencil's edge e2 (entry e2k) from fluxAt(e2, e2k, F,
-// dF), q_e, dq_e from qAt(e2, e2k, q, dq).
-template <typename T, typename FluxAt, typename QAt>
-__device__ __forceinline__ T edge_tendency_tl(
-    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
-    const T* __restrict__ dBernoulli, const T* __restrict__ pi, const T* __restrict__ dPi,
-    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ dMass,
-    const T* __restrict__ dThetaMass, const T* __restrict__ wFlux, const T* __restrict__ dWFlux,
-    const T* __restrict__ u, const T* __restrict__ dU, int maxEdges2, int slotStride, int N, int e,
-    int k, meshops_offset i, FluxAt fluxAt, QAt qAt)
-{
-    T qe, dqe;
-    qAt(e, i, qe, dqe);
-    T acc = 0;
-    meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
-        const meshops_offset e2k = (meshops_offset)e2 * N + k;
-        T flux, dFlux, q, dq;
-        fluxAt(e2, e2k, flux, dFlux);
-        qAt(e2, e2k, q, dq);
-        acc += weightsOnEdge[p] * (dFlux * (qe + q) + flux * (dqe + dq));
-    });
-    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-    const T invDc = invDcEdge[e];
-    // theta_e and dtheta_e = interp_c2e of theta_mass / mass and (dtheta_mass - theta dmass) / mass
-    T thetaSum = 0, dThetaSum = 0;
-    const int ends[2] = {c0, c1};
-    for (int h = 0; h < 2; ++h) {
-        if (ends[h] < 0) continue;
-        const meshops_offset ck = (meshops_offset)ends[h] * N + k;
-        const T theta = thetaMass[ck] / mass[ck];
-        thetaSum += theta;
-        dThetaSum += (dThetaMass[ck] - mul_rn(theta, dMass[ck])) / mass[ck];
-    }
-    const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
-    const T massEdge = mean_of_ends(mass, c0, c1, N, k), dMassEdge = mean_of_ends(dMass, c0, c1, N, k);
-    const T gradDB = difference_of_ends(dBernoulli, c0, c1, invDc, N, k);
-    const T gradPi = difference_of_ends(pi, c0, c1, invDc, N, k);
-    const T gradDPi = difference_of_ends(dPi, c0, c1, invDc, N, k);
-    // the vertical advection of u at layer k, from interfaces k and k + 1
-    const T* ue = u + (meshops_offset)e * N;
-    const T* due = dU + (meshops_offset)e * N;
-    T V[2], dV[2];
-    for (int h = 0; h < 2; ++h) {
-        const int j = k + h;
-        const T we = mean_of_ends(wFlux, c0, c1, N + 1, j), dwe = mean_of_ends(dWFlux, c0, c1, N + 1, j);
-        const T du = diff_l2i(j > 0 ? ue[j - 1] : (T)0, j < N ? ue[j] : (T)0, j, N);
-        const T ddu = diff_l2i(j > 0 ? due[j - 1] : (T)0, j < N ? due[j] : (T)0, j, N);
-        V[h] = mul_rn(we, du);
-        dV[h] = mul_rn(dwe, du) + mul_rn(we, ddu);
-    }
-    const T v = avg_i2l(V[0], V[1]), dv = avg_i2l(dV[0], dV[1]);
-    return mul_rn((T)0.5, acc) - gradDB - (mul_rn(dThetaEdge, gradPi) + mul_rn(thetaEdge, gradDPi)) -
-           (dv - mul_rn(v, dMassEdge) / massEdge) / massEdge;
-}
-
-}  // namespace hydrostatic
-
-// The tangent-linear edge pass (hydrostatic::edge_tendency_tl) and its RK4 update, reading F, dF
-// (the cell pass's) and qEdge, dqEdge (the q edge pass's).
+// The tangent-linear edge pass: dtend_u = pv_flux_e2e_tl(F, qEdge; dF, dqEdge) - grad_c2e(dB)
+// - (dtheta_e grad_c2e(pi) + theta_e grad_c2e(dpi)) - (dV - V dmass_e / mass_e) / mass_e, with
+// V = avg_i2l(interp_c2e(W) diff_l2i(u)), dV = avg_i2l(interp_c2e(dW) diff_l2i(u) + interp_c2e(W)
+// diff_l2i(dU)); its RK4 update.
 template <typename T, int W>
 __global__ void hs_edge_stage_tl(
     const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
@@ -696,20 +550,50 @@ __global__ void hs_edge_stage_tl(
     int del2Width, int del2SlotStride, int nVertLevels, T newCoef, T nextCoef, int accumulate,
     int provisional, int first, int last, int nlev)
 {
+    using hydrostatic::mean_of_ends;
+    using hydrostatic::mul_rn;
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        const T tend = hydrostatic::edge_tendency_tl(
-            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, dBernoulli, pi, dPi, mass, thetaMass,
-            dMass, dThetaMass, wFlux, dWFlux, u, dU, maxEdges2, slotStride, N, e, k, i,
-            [&](int, meshops_offset e2k, T& flux, T& dFlux) {
-                flux = F[e2k];
-                dFlux = dF[e2k];
-            },
-            [&](int, meshops_offset e2k, T& q, T& dq) {
-                q = qEdge[e2k];
-                dq = dqEdge[e2k];
-            });
+        const T qe = qEdge[i], dqe = dqEdge[i];
+        T acc = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            acc += weightsOnEdge[p] * (dF[e2k] * (qe + qEdge[e2k]) + F[e2k] * (dqe + dqEdge[e2k]));
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        const T invDc = invDcEdge[e];
+        // theta_e and dtheta_e = interp_c2e of theta_mass / mass and (dtheta_mass - theta dmass) / mass
+        T thetaSum = 0, dThetaSum = 0;
+        const int ends[2] = {c0, c1};
+        for (int h = 0; h < 2; ++h) {
+            if (ends[h] < 0) continue;
+            const meshops_offset ck = (meshops_offset)ends[h] * N + k;
+            const T theta = thetaMass[ck] / mass[ck];
+            thetaSum += theta;
+            dThetaSum += (dThetaMass[ck] - mul_rn(theta, dMass[ck])) / mass[ck];
+        }
+        const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
+        const T massEdge = mean_of_ends(mass, c0, c1, N, k), dMassEdge = mean_of_ends(dMass, c0, c1, N, k);
+        const T gradDB = hydrostatic::difference_of_ends(dBernoulli, c0, c1, invDc, N, k);
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+        const T gradDPi = hydrostatic::difference_of_ends(dPi, c0, c1, invDc, N, k);
+        // the vertical advection of u at layer k, from interfaces k and k + 1
+        const T* ue = u + (meshops_offset)e * N;
+        const T* due = dU + (meshops_offset)e * N;
+        T V[2], dV[2];
+        for (int h = 0; h < 2; ++h) {
+            const int j = k + h;
+            const T we = mean_of_ends(wFlux, c0, c1, N + 1, j), dwe = mean_of_ends(dWFlux, c0, c1, N + 1, j);
+            const T du = hydrostatic::diff_l2i(j > 0 ? ue[j - 1] : (T)0, j < N ? ue[j] : (T)0, j, N);
+            const T ddu = hydrostatic::diff_l2i(j > 0 ? due[j - 1] : (T)0, j < N ? due[j] : (T)0, j, N);
+            V[h] = mul_rn(we, du);
+            dV[h] = mul_rn(dwe, du) + mul_rn(we, ddu);
+        }
+        const T v = hydrostatic::avg_i2l(V[0], V[1]), dv = hydrostatic::avg_i2l(dV[0], dV[1]);
+        const T tend = mul_rn((T)0.5, acc) - gradDB -
+                       (mul_rn(dThetaEdge, gradPi) + mul_rn(thetaEdge, gradDPi)) -
+                       (dv - mul_rn(v, dMassEdge) / massEdge) / massEdge;
         hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
                                     tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
                                     coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
@@ -717,51 +601,6 @@ __global__ void hs_edge_stage_tl(
     }
 }
 MESHOPS_INSTANTIATE(hs_edge_stage_tl)
-
-// The same, computing F, dF = interp_c2e(mass) u, interp_c2e(dMass) u + interp_c2e(mass) dU and
-// q_e, dq_e = interp_v2e of qVertex, dqVertex where it reads them (the arithmetic of the cell and
-// q edge passes), as hs_edge_stage_recompute.
-template <typename T, int W>
-__global__ void hs_edge_stage_tl_recompute(
-    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
-    const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
-    const T* __restrict__ dqVertex, const T* __restrict__ dBernoulli, const T* __restrict__ pi,
-    const T* __restrict__ dPi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
-    const T* __restrict__ dMass, const T* __restrict__ dThetaMass, const T* __restrict__ wFlux,
-    const T* __restrict__ dWFlux, const T* __restrict__ u, const T* __restrict__ dU,
-    const T* __restrict__ extra, const int* __restrict__ edgesOnEdgeDel2,
-    const T* __restrict__ coefDel2, const T* __restrict__ del2In, const T* __restrict__ dUOld,
-    T* __restrict__ dUNew, T* __restrict__ dUNext, int maxEdges2, int slotStride, int nExtra,
-    int extraStride, T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef,
-    T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
-{
-    using hydrostatic::mean_of_ends;
-    using hydrostatic::mul_rn;
-    const int N = nVertLevels;
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(e, k, i, nlev);
-        const T tend = hydrostatic::edge_tendency_tl(
-            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, dBernoulli, pi, dPi, mass, thetaMass,
-            dMass, dThetaMass, wFlux, dWFlux, u, dU, maxEdges2, slotStride, N, e, k, i,
-            [&](int e2, meshops_offset e2k, T& flux, T& dFlux) {
-                const int a = cellsOnEdge[2 * e2], b = cellsOnEdge[2 * e2 + 1];
-                const T massEdge = mean_of_ends(mass, a, b, N, k), ue = u[e2k];
-                flux = mul_rn(massEdge, ue);
-                dFlux = mul_rn(mean_of_ends(dMass, a, b, N, k), ue) + mul_rn(massEdge, dU[e2k]);
-            },
-            [&](int e2, meshops_offset, T& q, T& dq) {
-                const int a = verticesOnEdge[2 * e2], b = verticesOnEdge[2 * e2 + 1];
-                q = mean_of_ends(qVertex, a, b, N, k);
-                dq = mean_of_ends(dqVertex, a, b, N, k);
-            });
-        hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
-                                    tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
-                                    coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
-                                dUOld, dUNew, dUNext, newCoef, nextCoef, accumulate, provisional, i);
-    }
-}
-MESHOPS_INSTANTIATE(hs_edge_stage_tl_recompute)
 
 // -- adjoint, deterministic: the stage of hydrostatic.dynamics.tendencies_adj about the provisional
 // state (mass, thetaMass, u) with the forward's fields F, qVertex, qEdge and W of the stage's record
@@ -813,66 +652,6 @@ __device__ __forceinline__ T vertical_advection_h(const T* __restrict__ g, const
 
 }  // namespace hydrostatic
 
-namespace hydrostatic {
-
-// One row (e, k, entry i) of hs_adj_edge, F and q_e at edge e2 (entry e2k) from fluxAt(e2, e2k)
-// and qAt(e2, e2k) (ReadAt, or FluxOf and QOf).
-template <typename T, typename FluxAt, typename QAt>
-__device__ __forceinline__ void adj_edge_row(
-    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-    const T* __restrict__ weightsOnEdgeReverse, const int* __restrict__ cellsOnEdge,
-    const T* __restrict__ invDcEdge, const T* __restrict__ divAdjCoef,
-    const T* __restrict__ uTendAdj, const T* __restrict__ thetaMassTendAdj,
-    const T* __restrict__ pi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
-    const T* __restrict__ wFlux, const T* __restrict__ u, T* __restrict__ qEdgeAdj,
-    T* __restrict__ fluxAdj, T* __restrict__ thetaEdgeAdj, T* __restrict__ massEdgeAdj,
-    T* __restrict__ wEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
-    int nVertLevels, int e, int k, meshops_offset i, FluxAt fluxAt, QAt qAt)
-{
-    const int N = nVertLevels;
-    const T g = uTendAdj[i], qe = qAt(e, i), Fe = fluxAt(e, i);
-    T t1 = 0, t2 = 0, fluxSum = 0;
-    meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
-        const meshops_offset e2k = (meshops_offset)e2 * N + k;
-        const T g2 = uTendAdj[e2k], wr = weightsOnEdgeReverse[p];
-        t1 += wr * g2;
-        t2 += wr * (g2 * qAt(e2, e2k));
-        fluxSum += weightsOnEdge[p] * fluxAt(e2, e2k);
-    });
-    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-    T divAdj = 0;
-    if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
-    if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
-    const T hTheta = -divAdj;
-    const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
-    const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDcEdge[e], N, k);
-    qEdgeAdj[i] = (T)0.5 * (g * fluxSum + Fe * t1);
-    fluxAdj[i] = (T)0.5 * (t2 + qe * t1) + thetaEdge * hTheta;
-    thetaEdgeAdj[i] = Fe * hTheta - gradPi * g;
-    // the vertical advection -V / mass_e, V = avg_i2l(W_e diff_l2i(u))
-    const meshops_offset row = (meshops_offset)e * N;
-    const T* ue = u + row;
-    const T massEdge = mean_of_ends(mass, c0, c1, N, k);
-    const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
-    const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
-    const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
-    const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
-    const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
-    massEdgeAdj[i] = v * g / (massEdge * massEdge);
-    const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
-    const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
-    const meshops_offset rowi = (meshops_offset)e * (N + 1);
-    wEdgeAdj[rowi + k] = duBelow * hBelow;
-    if (k == N - 1) wEdgeAdj[rowi + N] = duAbove * hAbove;
-    // diff_l2i^T(W_e h) at layer k: +z[k] (k > 0), -z[k + 1] (k + 1 < N)
-    T part = 0;
-    if (k > 0) part += wBelow * hBelow;
-    if (k + 1 < N) part -= wAbove * hAbove;
-    uAdjPart[i] = part;
-}
-
-}  // namespace hydrostatic
-
 // The adjoint edge pass (comment above) over (edge, layer): edgesOnEdge, weightsOnEdge and
 // weightsOnEdgeReverse in one layout (slotStride), cellsOnEdge and divAdjCoef row-major (2 slots).
 template <typename T, int W>
@@ -887,43 +666,52 @@ __global__ void hs_adj_edge(
     T* __restrict__ wEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
     int nVertLevels, int first, int last, int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(e, k, i, nlev);
-        hydrostatic::adj_edge_row(
-            edgesOnEdge, weightsOnEdge, weightsOnEdgeReverse, cellsOnEdge, invDcEdge, divAdjCoef,
-            uTendAdj, thetaMassTendAdj, pi, mass, thetaMass, wFlux, u, qEdgeAdj, fluxAdj,
-            thetaEdgeAdj, massEdgeAdj, wEdgeAdj, uAdjPart, maxEdges2, slotStride, nVertLevels, e,
-            k, i, hydrostatic::ReadAt<T>{F}, hydrostatic::ReadAt<T>{qEdge});
-    }
-}
-MESHOPS_INSTANTIATE(hs_adj_edge)
-
-// hs_adj_edge with F and q_e computed where read (FluxOf, QOf), as hs_edge_stage_recompute.
-template <typename T, int W>
-__global__ void hs_adj_edge_recompute(
-    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-    const T* __restrict__ weightsOnEdgeReverse, const int* __restrict__ cellsOnEdge,
-    const T* __restrict__ invDcEdge, const T* __restrict__ divAdjCoef,
-    const T* __restrict__ uTendAdj, const T* __restrict__ thetaMassTendAdj,
-    const int* __restrict__ verticesOnEdge, const T* __restrict__ qVertex,
-    const T* __restrict__ pi, const T* __restrict__ mass, const T* __restrict__ thetaMass,
-    const T* __restrict__ wFlux, const T* __restrict__ u, T* __restrict__ qEdgeAdj,
-    T* __restrict__ fluxAdj, T* __restrict__ thetaEdgeAdj, T* __restrict__ massEdgeAdj,
-    T* __restrict__ wEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
-    int nVertLevels, int first, int last, int nlev)
-{
+    using hydrostatic::mean_of_ends;
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        hydrostatic::adj_edge_row(
-            edgesOnEdge, weightsOnEdge, weightsOnEdgeReverse, cellsOnEdge, invDcEdge, divAdjCoef,
-            uTendAdj, thetaMassTendAdj, pi, mass, thetaMass, wFlux, u, qEdgeAdj, fluxAdj,
-            thetaEdgeAdj, massEdgeAdj, wEdgeAdj, uAdjPart, maxEdges2, slotStride, nVertLevels, e,
-            k, i, hydrostatic::FluxOf<T>{cellsOnEdge, mass, u, N, k},
-            hydrostatic::QOf<T>{verticesOnEdge, qVertex, N, k});
+        const T g = uTendAdj[i], qe = qEdge[i], Fe = F[i];
+        T t1 = 0, t2 = 0, fluxSum = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            const T g2 = uTendAdj[e2k], wr = weightsOnEdgeReverse[p];
+            t1 += wr * g2;
+            t2 += wr * (g2 * qEdge[e2k]);
+            fluxSum += weightsOnEdge[p] * F[e2k];
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        T divAdj = 0;
+        if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
+        if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
+        const T hTheta = -divAdj;
+        const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDcEdge[e], N, k);
+        qEdgeAdj[i] = (T)0.5 * (g * fluxSum + Fe * t1);
+        fluxAdj[i] = (T)0.5 * (t2 + qe * t1) + thetaEdge * hTheta;
+        thetaEdgeAdj[i] = Fe * hTheta - gradPi * g;
+        // the vertical advection -V / mass_e, V = avg_i2l(W_e diff_l2i(u))
+        const meshops_offset row = (meshops_offset)e * N;
+        const T* ue = u + row;
+        const T massEdge = mean_of_ends(mass, c0, c1, N, k);
+        const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
+        const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
+        const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
+        const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
+        const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
+        massEdgeAdj[i] = v * g / (massEdge * massEdge);
+        const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
+        const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
+        const meshops_offset rowi = (meshops_offset)e * (N + 1);
+        wEdgeAdj[rowi + k] = duBelow * hBelow;
+        if (k == N - 1) wEdgeAdj[rowi + N] = duAbove * hAbove;
+        // diff_l2i^T(W_e h) at layer k: +z[k] (k > 0), -z[k + 1] (k + 1 < N)
+        T part = 0;
+        if (k > 0) part += wBelow * hBelow;
+        if (k + 1 < N) part -= wAbove * hAbove;
+        uAdjPart[i] = part;
     }
 }
-MESHOPS_INSTANTIATE(hs_adj_edge_recompute)
+MESHOPS_INSTANTIATE(hs_adj_edge)
 
 // The adjoint vertex pass over (vertex, layer): verticesOnEdgeT (the edges of each vertex, SE slots,
 // strideE; interp_v2e's 1/2 applied to the sum), cellsOnVertex and c2vCoef (vertexDegree slots,
@@ -1189,78 +977,6 @@ MESHOPS_INSTANTIATE(hs_adj_mass)
 //   u pass       as hs_adj_u, with the curl part from uAcc, interp_c2e^T(mass_e_adj) scattered (massAcc)
 //   mass pass    mass_adj = its column part + massAcc (+ extra); the RK4 bookkeeping of both
 
-namespace hydrostatic {
-
-// One row (e, k, entry i) of hs_adj_edge_atomic(_recompute), F and q_e at edge e2 (entry e2k) from
-// fluxAt(e2, e2k) and qAt(e2, e2k) (ReadAt, or FluxOf and QOf).
-template <typename T, typename FluxAt, typename QAt>
-__device__ __forceinline__ void adj_edge_atomic_row(
-    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
-    const T* __restrict__ divAdjCoef, const T* __restrict__ uTendAdj,
-    const T* __restrict__ thetaMassTendAdj, const T* __restrict__ pi, const T* __restrict__ mass,
-    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, const T* __restrict__ u,
-    T* __restrict__ fluxAcc, T* __restrict__ qEdgeAcc, T* __restrict__ bernoulliAcc,
-    T* __restrict__ piAcc, T* __restrict__ thetaAcc, T* __restrict__ wAcc,
-    T* __restrict__ massEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
-    int nVertLevels, int e, int k, meshops_offset i, FluxAt fluxAt, QAt qAt)
-{
-    const int N = nVertLevels;
-    const T g = uTendAdj[i], qe = qAt(e, i), Fe = fluxAt(e, i);
-    const T half = (T)0.5 * g;
-    T fluxSum = 0;
-    meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
-        const meshops_offset e2k = (meshops_offset)e2 * N + k;
-        const T w = weightsOnEdge[p], F2 = fluxAt(e2, e2k);
-        fluxSum += w * F2;
-        atomicAdd(&fluxAcc[e2k], w * ((qe + qAt(e2, e2k)) * half));
-        atomicAdd(&qEdgeAcc[e2k], w * (F2 * half));
-    });
-    const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
-    T divAdj = 0;
-    if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
-    if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
-    const T hTheta = -divAdj;
-    const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
-    const T invDc = invDcEdge[e];
-    const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
-    atomicAdd(&qEdgeAcc[i], half * fluxSum);
-    atomicAdd(&fluxAcc[i], thetaEdge * hTheta);
-    const T thetaEdgeAdj = (T)0.5 * (Fe * hTheta - gradPi * g);
-    // the vertical advection, as hs_adj_edge
-    const meshops_offset row = (meshops_offset)e * N;
-    const T* ue = u + row;
-    const T massEdge = mean_of_ends(mass, c0, c1, N, k);
-    const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
-    const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
-    const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
-    const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
-    const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
-    massEdgeAdj[i] = v * g / (massEdge * massEdge);
-    const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
-    const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
-    T part = 0;
-    if (k > 0) part += wBelow * hBelow;
-    if (k + 1 < N) part -= wAbove * hAbove;
-    uAdjPart[i] = part;
-    const T wBelowAdj = (T)0.5 * (duBelow * hBelow), wTopAdj = (T)0.5 * (duAbove * hAbove);
-    // to the edge's cells: grad_c2e^T (-1 / dcEdge at c0, +1 / dcEdge at c1), interp_c2e^T (1/2)
-    const int ends[2] = {c0, c1};
-    for (int s = 0; s < 2; ++s) {
-        const int c = ends[s];
-        if (c < 0) continue;
-        const T coef = s == 1 ? invDc : -invDc;
-        const meshops_offset ck = (meshops_offset)c * N + k, ci = (meshops_offset)c * (N + 1);
-        atomicAdd(&bernoulliAcc[ck], -(coef * g));
-        atomicAdd(&piAcc[ck], -(coef * (thetaEdge * g)));
-        atomicAdd(&thetaAcc[ck], thetaEdgeAdj);
-        atomicAdd(&wAcc[ci + k], wBelowAdj);
-        if (k == N - 1) atomicAdd(&wAcc[ci + N], wTopAdj);
-    }
-}
-
-}  // namespace hydrostatic
-
 template <typename T, int W>
 __global__ void hs_adj_edge_atomic(
     const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
@@ -1274,43 +990,64 @@ __global__ void hs_adj_edge_atomic(
     T* __restrict__ uAdjPart, int maxEdges2, int slotStride, int nVertLevels, int first, int last,
     int nlev)
 {
-    MESHOPS_ROWS(i, first, last, nlev) {
-        MESHOPS_ROW_LANE(e, k, i, nlev);
-        hydrostatic::adj_edge_atomic_row(
-            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, divAdjCoef, uTendAdj,
-            thetaMassTendAdj, pi, mass, thetaMass, wFlux, u, fluxAcc, qEdgeAcc, bernoulliAcc,
-            piAcc, thetaAcc, wAcc, massEdgeAdj, uAdjPart, maxEdges2, slotStride, nVertLevels, e, k,
-            i, hydrostatic::ReadAt<T>{F}, hydrostatic::ReadAt<T>{qEdge});
-    }
-}
-MESHOPS_INSTANTIATE(hs_adj_edge_atomic)
-
-// hs_adj_edge_atomic with F and q_e computed where read (FluxOf, QOf), as hs_edge_stage_recompute.
-template <typename T, int W>
-__global__ void hs_adj_edge_recompute_atomic(
-    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
-    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge,
-    const T* __restrict__ divAdjCoef, const T* __restrict__ uTendAdj,
-    const T* __restrict__ thetaMassTendAdj, const int* __restrict__ verticesOnEdge,
-    const T* __restrict__ qVertex, const T* __restrict__ pi, const T* __restrict__ mass,
-    const T* __restrict__ thetaMass, const T* __restrict__ wFlux, const T* __restrict__ u,
-    T* __restrict__ fluxAcc, T* __restrict__ qEdgeAcc, T* __restrict__ bernoulliAcc,
-    T* __restrict__ piAcc, T* __restrict__ thetaAcc, T* __restrict__ wAcc,
-    T* __restrict__ massEdgeAdj, T* __restrict__ uAdjPart, int maxEdges2, int slotStride,
-    int nVertLevels, int first, int last, int nlev)
-{
+    using hydrostatic::mean_of_ends;
     const int N = nVertLevels;
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
-        hydrostatic::adj_edge_atomic_row(
-            edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, divAdjCoef, uTendAdj,
-            thetaMassTendAdj, pi, mass, thetaMass, wFlux, u, fluxAcc, qEdgeAcc, bernoulliAcc,
-            piAcc, thetaAcc, wAcc, massEdgeAdj, uAdjPart, maxEdges2, slotStride, nVertLevels, e, k,
-            i, hydrostatic::FluxOf<T>{cellsOnEdge, mass, u, N, k},
-            hydrostatic::QOf<T>{verticesOnEdge, qVertex, N, k});
+        const T g = uTendAdj[i], qe = qEdge[i], Fe = F[i];
+        const T half = (T)0.5 * g;
+        T fluxSum = 0;
+        meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
+            const meshops_offset e2k = (meshops_offset)e2 * N + k;
+            const T w = weightsOnEdge[p], F2 = F[e2k];
+            fluxSum += w * F2;
+            atomicAdd(&fluxAcc[e2k], w * ((qe + qEdge[e2k]) * half));
+            atomicAdd(&qEdgeAcc[e2k], w * (F2 * half));
+        });
+        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+        T divAdj = 0;
+        if (c0 >= 0) divAdj += divAdjCoef[2 * e] * thetaMassTendAdj[(meshops_offset)c0 * N + k];
+        if (c1 >= 0) divAdj += divAdjCoef[2 * e + 1] * thetaMassTendAdj[(meshops_offset)c1 * N + k];
+        const T hTheta = -divAdj;
+        const T thetaEdge = hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k);
+        const T invDc = invDcEdge[e];
+        const T gradPi = hydrostatic::difference_of_ends(pi, c0, c1, invDc, N, k);
+        atomicAdd(&qEdgeAcc[i], half * fluxSum);
+        atomicAdd(&fluxAcc[i], thetaEdge * hTheta);
+        const T thetaEdgeAdj = (T)0.5 * (Fe * hTheta - gradPi * g);
+        // the vertical advection, as hs_adj_edge
+        const meshops_offset row = (meshops_offset)e * N;
+        const T* ue = u + row;
+        const T massEdge = mean_of_ends(mass, c0, c1, N, k);
+        const T duBelow = hydrostatic::diff_l2i(k > 0 ? ue[k - 1] : (T)0, ue[k], k, N);
+        const T duAbove = hydrostatic::diff_l2i(ue[k], k + 1 < N ? ue[k + 1] : (T)0, k + 1, N);
+        const T wBelow = mean_of_ends(wFlux, c0, c1, N + 1, k);
+        const T wAbove = mean_of_ends(wFlux, c0, c1, N + 1, k + 1);
+        const T v = hydrostatic::avg_i2l(wBelow * duBelow, wAbove * duAbove);
+        massEdgeAdj[i] = v * g / (massEdge * massEdge);
+        const T hBelow = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k, N);
+        const T hAbove = hydrostatic::vertical_advection_h(uTendAdj, mass, c0, c1, row, k + 1, N);
+        T part = 0;
+        if (k > 0) part += wBelow * hBelow;
+        if (k + 1 < N) part -= wAbove * hAbove;
+        uAdjPart[i] = part;
+        const T wBelowAdj = (T)0.5 * (duBelow * hBelow), wTopAdj = (T)0.5 * (duAbove * hAbove);
+        // to the edge's cells: grad_c2e^T (-1 / dcEdge at c0, +1 / dcEdge at c1), interp_c2e^T (1/2)
+        const int ends[2] = {c0, c1};
+        for (int s = 0; s < 2; ++s) {
+            const int c = ends[s];
+            if (c < 0) continue;
+            const T coef = s == 1 ? invDc : -invDc;
+            const meshops_offset ck = (meshops_offset)c * N + k, ci = (meshops_offset)c * (N + 1);
+            atomicAdd(&bernoulliAcc[ck], -(coef * g));
+            atomicAdd(&piAcc[ck], -(coef * (thetaEdge * g)));
+            atomicAdd(&thetaAcc[ck], thetaEdgeAdj);
+            atomicAdd(&wAcc[ci + k], wBelowAdj);
+            if (k == N - 1) atomicAdd(&wAcc[ci + N], wTopAdj);
+        }
     }
 }
-MESHOPS_INSTANTIATE(hs_adj_edge_recompute_atomic)
+MESHOPS_INSTANTIATE(hs_adj_edge_atomic)
 
 // The atomic vertex pass over (vertex, layer): edgesOnVertex and curlCoef, cellsOnVertex and c2vCoef
 // in one layout (vertexDegree slots, slotStride); uAcc and massAcc accumulate.

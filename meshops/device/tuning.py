@@ -38,9 +38,6 @@ class Tuning:
     slot_major_runtime_nlev: bool = False
     #: Bytes of levels per edge from which vector_laplacian_e2e runs as one composed stencil.
     composed_from_bytes: int = 16
-    #: The hydrostatic fused edge pass computes F and q_e where it reads them instead of reading
-    #: the fields the cell and q_e passes wrote (`hydrostatic.fused.FusedStage(recompute=...)`).
-    fused_edge_recompute: bool = False
 
     def wide(self, kernel: str, dtype) -> bool:
         """Whether `kernel` runs with wide lanes in `dtype` (a NumPy dtype)."""

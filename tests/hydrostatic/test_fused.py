@@ -5,9 +5,8 @@ On the host (the CUDA sources compiled with g++, tests/meshops/host_harness.py),
 contracts multiply-adds, the fused tendencies, their tangents, a 3-step run and a tangent-linear
 step (hydrostatic.fused_tangent) equal the operator path's device code bitwise in float64 and
 float32 (JW06's baroclinic wave and Held-Suarez, every kinetic-energy form, with del2 / del4 on u
-and theta, phi_s perturbed or not; the edge passes reading F and q_e or computing them where read),
-on a level-3 SCVT mesh with 26 levels and fresh random perturbations, and on a rank's mesh with
-missing neighbours (every row). On a GPU (marked gpu)
+and theta, phi_s perturbed or not), on a level-3 SCVT mesh with 26 levels and fresh random
+perturbations, and on a rank's mesh with missing neighbours (every row). On a GPU (marked gpu)
 the same comparisons run on CuPy: float64 bitwise (every product of the operator path rounded on
 its own in the kernels) but for the tangent-linear step (to 1e-12 relative: nvcc contracts the
 operator kernels' multiply-add pairs its own way), float32 within F32_TOL relative to the largest
@@ -95,10 +94,8 @@ def setup(mesh, rng, variant, dtype, cast, coefficients=(A, B)):
     return state, (cast(s.phi_s.astype(dtype)), cast(s.f_vertex.astype(dtype))), physics
 
 
-def run(mesh, state, fixed, physics, fused_path, recompute=False):
+def run(mesh, state, fixed, physics, fused_path):
     model = Model(mesh, *state, *fixed, DT, physics, fused=fused_path)
-    if recompute:
-        model.stages.forward.recompute = True
     for _ in range(STEPS):
         model.step()
     return model.state
@@ -134,20 +131,13 @@ def test_declarations_match_the_cuda_signatures():
 
 # -- on the host ----------------------------------------------------------------------------------
 
-#: The forward passes: F and q_e written and read, or computed where the edge pass reads them.
-PASSES = {False: ["hs_pv_vertex", "hs_pv_edge", "hs_cell_stage", "hs_edge_stage"],
-          True: ["hs_pv_vertex", "hs_cell_stage", "hs_edge_stage_recompute"]}
-TL_PASSES = {False: ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl", "hs_edge_stage_tl"],
-             True: ["hs_pv_vertex_tl", "hs_cell_stage_tl", "hs_edge_stage_tl_recompute"]}
-
-
-@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, recompute):
+def test_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
     state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
     ref = dynamics.tendencies(mesh, *state, *fixed, physics)
-    got = fused.fused_tendencies(mesh, *state, *fixed, physics, recompute)
-    assert on_host["hydrostatic"] == PASSES[recompute]
+    got = fused.fused_tendencies(mesh, *state, *fixed, physics)
+    assert on_host["hydrostatic"][:4] == ["hs_pv_vertex", "hs_pv_edge", "hs_cell_stage",
+                                          "hs_edge_stage"]
     for name, a, b in zip(dynamics.TARGETS, got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
@@ -159,35 +149,27 @@ def perturbation(state, fixed, rng, cast):
                  zip((*state, fixed[0]), (10.0, 3000.0, 1.0, 100.0)))
 
 
-@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("control", [False, True], ids=["state", "state_and_phi_s"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_tangent_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, control,
-                                                            recompute):
+def test_tangent_tendencies_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, control):
     state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
     *dstate, dphi_s = perturbation(state, fixed, rng, host)
     dphi_s = dphi_s if control else None
     ref = dynamics.tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s)
-    got = fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s,
-                                            recompute)
-    assert on_host["hydrostatic"] == TL_PASSES[recompute]
+    got = fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *dstate, dphi_s)
     for name, a, b in zip(dynamics.TARGETS, got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
-@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_tangent_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, dtype, recompute):
-    """rk4_step_tl of the fused model against the operator model's, with phi_s perturbed; with
-    `recompute` both the forward and the tangent-linear edge passes compute F and q_e (the
-    records keep the passes that write them)."""
+def test_tangent_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, dtype):
+    """rk4_step_tl of the fused model against the operator model's, with phi_s perturbed."""
     state, fixed, physics = setup(mesh, rng, variant, dtype, host)
     dstate = perturbation(state, fixed, rng, host)
-    model = Model(mesh, *state, *fixed, DT, physics, fused=True)
-    model.stages.forward.recompute = recompute
-    got = rk4_step_tl(model, *state, *dstate)
-    assert on_host["hydrostatic"][-len(TL_PASSES[recompute]):] == TL_PASSES[recompute]
+    got = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *dstate)
+    assert on_host["hydrostatic"][-4:] == ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl",
+                                           "hs_edge_stage_tl"]
     ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
     for name, a, b in zip(Model.state_names, got, ref):
         assert a.dtype == dtype
@@ -203,12 +185,7 @@ def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank
            *dynamics.tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
     got = (*fused.fused_tendencies(rank_mesh, *state, *fixed, physics),
            *fused_tangent.fused_tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate))
-    recomputed = (*fused.fused_tendencies(rank_mesh, *state, *fixed, physics, recompute=True),
-                  *fused_tangent.fused_tendencies_tl(rank_mesh, *state, *fixed, physics, *dstate,
-                                                     recompute=True))
-    names = dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS)
-    for name, a, b in zip(names + tuple(f"{t} (recompute)" for t in names), got + recomputed,
-                          ref + ref):
+    for name, a, b in zip(dynamics.TARGETS + tuple("d" + t for t in dynamics.TARGETS), got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
@@ -235,23 +212,21 @@ def test_local_rows_equal_one_process_on_host(on_host, mesh, rng, variant):
             np.testing.assert_array_equal(g[:n], w[local.l2g[loc][:n]], err_msg=f"{rank} {loc}")
 
 
-@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, recompute):
+def test_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
     state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
-    got = run(mesh, state, fixed, physics, True, recompute)
-    assert on_host["hydrostatic"] == PASSES[recompute] * 4 * STEPS
+    got = run(mesh, state, fixed, physics, True)
+    assert len(on_host["hydrostatic"]) == 4 * 4 * STEPS
     for name, a, b in zip(Model.state_names, got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
-@pytest.mark.parametrize("recompute", PASSES, ids=["read", "recompute"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, recompute):
+def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
     state, fixed, physics = setup(mesh, rng, variant, np.float32, host)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
-    got = run(mesh, state, fixed, physics, True, recompute)
+    got = run(mesh, state, fixed, physics, True)
     for name, a, b in zip(Model.state_names, got, ref):
         assert a.dtype == np.float32
         np.testing.assert_array_equal(a, b, err_msg=name)
@@ -286,27 +261,16 @@ def test_gpu_columns_longer_than_a_warp_equal_the_operator_path(mesh, rng, varia
                                         levels.hybrid_coefficients(45, top_pa=500.0))
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["baroclinic", "del4", "perot_ke_held_suarez_del4"])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_gpu_steps_with_the_recomputing_edge_pass_equal_the_operator_path(mesh, rng, variant, dtype):
-    """As above, through hs_edge_stage_recompute and hs_edge_stage_tl_recompute (F and q_e, and
-    their tangents, computed where read)."""
-    check_gpu_against_the_operator_path(mesh, rng, variant, dtype, (A, B), recompute=True)
-
-
-def check_gpu_against_the_operator_path(mesh, rng, variant, dtype, coefficients, recompute=False):
+def check_gpu_against_the_operator_path(mesh, rng, variant, dtype, coefficients):
     cupy = pytest.importorskip("cupy")
     state, fixed, physics = setup(mesh, rng, variant, dtype, cupy.asarray, coefficients)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
-    got = run(mesh, state, fixed, physics, None, recompute)
+    got = run(mesh, state, fixed, physics, None)
     tend_ref = dynamics.tendencies(mesh, *state, *fixed, physics)
-    tend = fused.fused_tendencies(mesh, *state, *fixed, physics, recompute)
+    tend = fused.fused_tendencies(mesh, *state, *fixed, physics)
     dstate = perturbation(state, fixed, rng, cupy.asarray)
     tl_ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
-    tl_model = Model(mesh, *state, *fixed, DT, physics)
-    tl_model.stages.forward.recompute = recompute
-    tl = rk4_step_tl(tl_model, *state, *dstate)
+    tl = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics), *state, *dstate)
     for name, a, b in [*zip(Model.state_names, got, ref), *zip(dynamics.TARGETS, tend, tend_ref),
                        *zip(("dmass", "dtheta_mass", "du"), tl, tl_ref)]:
         a, b = cupy.asnumpy(a), cupy.asnumpy(b)

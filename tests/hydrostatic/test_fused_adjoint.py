@@ -215,27 +215,6 @@ def test_atomic_step_adjoint(on_host, mesh, rng, variant):
 
 
 @pytest.mark.parametrize("mode", ["deterministic", "atomic"])
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_step_adjoint_with_recomputing_edge_passes_equals_the_reading_one(on_host, mesh, rng,
-                                                                          variant, mode):
-    """A fused model whose edge passes compute F and q_e where they read them (its records hold
-    neither): the adjoint step bitwise the reading model's (the same values in the same order)."""
-    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
-    adj = adjoint_inputs(state, rng, host)
-    ref = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *adj, mode=mode)
-    on_host["hydrostatic"].clear()
-    model = Model(mesh, *state, *fixed, DT, physics, fused=True)
-    model.stages.forward.recompute = True
-    got = rk4_step_adj(model, *state, *adj, mode=mode)
-    launched = set(on_host["hydrostatic"])
-    assert {"hs_edge_stage_recompute", "hs_adj_edge_recompute" + ("_atomic" if mode == "atomic"
-                                                                  else "")} <= launched
-    assert not launched & {"hs_pv_edge", "hs_edge_stage", "hs_adj_edge", "hs_adj_edge_atomic"}
-    for name, g, r in zip(NAMES, got, ref):
-        np.testing.assert_array_equal(g, r, err_msg=name)
-
-
-@pytest.mark.parametrize("mode", ["deterministic", "atomic"])
 def test_stage_adjoint_builds_the_tables_it_reads_first(on_host, mesh, rng, mode):
     """The first stage adjoint of a mode builds `fused_adjoint.TABLES[mode]` together; its passes
     read no other table (the forward record's tables aside)."""
@@ -275,27 +254,7 @@ def test_gpu_columns_longer_than_a_warp_step_adjoint(mesh, rng, variant, mode):
                            levels.hybrid_coefficients(45, top_pa=500.0))
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
-@pytest.mark.parametrize("mode", ["deterministic", "atomic"])
-def test_gpu_step_adjoint_with_recomputing_edge_passes(mesh, rng, variant, mode):
-    """As above in float64, the edge passes computing F and q_e where they read them (the records
-    holding neither); in the deterministic mode bitwise the reading model's."""
-    cupy = pytest.importorskip("cupy")
-    got, fields, physics, args = check_gpu_step_adjoint(mesh, rng, variant, np.float64, mode,
-                                                        (A, B), recompute=True)
-    if mode == "deterministic":
-        reading = Model(mesh, *fields[:5], DT, physics)
-        reading.stages.forward.recompute = False
-        ref = rk4_step_adj(reading, *args, mode=mode)
-        for name, g, r in zip(NAMES, got, ref):
-            assert bool((g == r).all()), name
-        assert cupy.asnumpy(got[2]).any()
-
-
-def check_gpu_step_adjoint(mesh, rng, variant, dtype, mode, coefficients, recompute=None):
-    """The checks of test_gpu_step_adjoint (`recompute`: the edge passes', None: the model's);
-    returns (the step's adjoint, the model's fields and physics, the step's arguments)."""
+def check_gpu_step_adjoint(mesh, rng, variant, dtype, mode, coefficients):
     cupy = pytest.importorskip("cupy")
     state, fixed, physics = setup(mesh, rng, variant, np.float64, cupy.asarray, coefficients)
     adj = adjoint_inputs(state, rng, cupy.asarray)
@@ -304,8 +263,6 @@ def check_gpu_step_adjoint(mesh, rng, variant, dtype, mode, coefficients, recomp
     fields, physics_t = in_dtype(mesh, (*state, *fixed, *adj), physics, dtype, cupy.asarray)
     args = (*fields[:3], *fields[5:])
     model = Model(mesh, *fields[:5], DT, physics_t)
-    if recompute is not None:
-        model.stages.forward.recompute = recompute
     got = rk4_step_adj(model, *args, mode=mode)
     again = rk4_step_adj(model, *args, mode=mode)
     for name, g, a, r in zip(NAMES, got, again, ref):
@@ -319,4 +276,3 @@ def check_gpu_step_adjoint(mesh, rng, variant, dtype, mode, coefficients, recomp
         left = sum(float(cupy.vdot(t, g)) for t, g in zip(tangent, adj))
         right = sum(float(cupy.vdot(x, a)) for x, a in zip(d, got))
         assert abs(left - right) <= 1e-12 * abs(left)
-    return got, fields, physics_t, args
