@@ -83,10 +83,11 @@ class DynamicsConfig(Strict):
         "trisk", description="the kinetic energy on cells in the momentum equation: trisk "
         "(ke_e2c), mpas (MPAS-Atmosphere's blend, 0.625 ke_e2c + 0.375 of the vertex kinetic "
         "energy), perot (half the square of the reconstructed velocity)")
-    fused: bool = Field(
-        False, description="backend cupy only: the RK4 stages (forward, tangent-linear and "
-        "adjoint) in the fused kernels of hydrostatic/cuda, the forward bitwise the operator "
-        "path's in float64; false: the operator path (the reference)")
+    fused: bool | None = Field(
+        None, description="the RK4 stages (forward, tangent-linear and adjoint) in the fused "
+        "kernels of hydrostatic/cuda (backend cupy only), the forward bitwise the operator path's "
+        "in float64; false: the operator path (the reference); null (default): fused on backend "
+        "cupy, the operator path on numpy")
 
 
 class TimeConfig(Strict):

@@ -282,7 +282,7 @@ def check_gpu_against_the_operator_path(mesh, rng, variant, dtype, coefficients)
             assert _max_rel(a, b) <= F32_TOL, name
 
 
-def test_the_config_refuses_fused_kernels_off_the_gpu():
+def test_the_config_refuses_fused_kernels_off_the_gpu_and_leaves_the_choice_to_the_model():
     from framework.errors import ConfigError
     from meshrun.config import load_config
 
@@ -290,6 +290,8 @@ def test_the_config_refuses_fused_kernels_off_the_gpu():
                                           r"expected backend: cupy"):
         load_config("jw06_baroclinic_l5", ["dynamics.fused=true"])
     assert load_config("jw06_baroclinic_l5", ["backend=cupy", "dynamics.fused=true"]).dynamics.fused
+    # by default the model's choice: fused on CuPy, the operator path on NumPy
+    assert load_config("jw06_baroclinic_l5").dynamics.fused is None
 
 
 @pytest.mark.gpu
