@@ -29,34 +29,19 @@ inline T broadcast(T v, int)
 }
 #endif
 
-// Terms a scan fetches from their lanes before adding them: independent shuffles in flight at once,
-// where one at a time each addition would wait for its shuffle.
-#ifndef MESHOPS_SCAN_BATCH
-#define MESHOPS_SCAN_BATCH 8
-#endif
-constexpr int kScanBatch = MESHOPS_SCAN_BATCH;
-
 // The scan of a chunk's levels from the surface up (lanes 0 .. levels-1 in turn): `sum` gains
 // each lane's `term`, the same additions in every lane; `below` and `above` get the running sums
 // before and after the calling lane's own term (its lower and upper interface).
 template <typename T>
 __device__ __forceinline__ void scan_up(T term, int levels, int lane, T& sum, T& below, T& above)
 {
-    for (int j0 = 0; j0 < levels; j0 += kScanBatch) {
-        T terms[kScanBatch];
-#pragma unroll
-        for (int d = 0; d < kScanBatch; ++d) terms[d] = broadcast(term, (j0 + d) & (kWarpLanes - 1));
-#pragma unroll
-        for (int d = 0; d < kScanBatch; ++d) {
-            const int j = j0 + d;
-            if (j >= levels) break;
-            const T next = sum + terms[d];
-            if (j == lane) {
-                below = sum;
-                above = next;
-            }
-            sum = next;
+    for (int j = 0; j < levels; ++j) {
+        const T next = sum + broadcast(term, j);
+        if (j == lane) {
+            below = sum;
+            above = next;
         }
+        sum = next;
     }
 }
 
@@ -65,21 +50,13 @@ __device__ __forceinline__ void scan_up(T term, int levels, int lane, T& sum, T&
 template <typename T>
 __device__ __forceinline__ void scan_down(T term, int levels, int lane, T& sum, T& above, T& below)
 {
-    for (int j0 = levels - 1; j0 >= 0; j0 -= kScanBatch) {
-        T terms[kScanBatch];
-#pragma unroll
-        for (int d = 0; d < kScanBatch; ++d) terms[d] = broadcast(term, (j0 - d) & (kWarpLanes - 1));
-#pragma unroll
-        for (int d = 0; d < kScanBatch; ++d) {
-            const int j = j0 - d;
-            if (j < 0) break;
-            const T next = sum + terms[d];
-            if (j == lane) {
-                above = sum;
-                below = next;
-            }
-            sum = next;
+    for (int j = levels - 1; j >= 0; --j) {
+        const T next = sum + broadcast(term, j);
+        if (j == lane) {
+            above = sum;
+            below = next;
         }
+        sum = next;
     }
 }
 
@@ -87,16 +64,7 @@ __device__ __forceinline__ void scan_down(T term, int levels, int lane, T& sum, 
 template <typename T>
 __device__ __forceinline__ void add_down(T term, int levels, T& sum)
 {
-    for (int j0 = levels - 1; j0 >= 0; j0 -= kScanBatch) {
-        T terms[kScanBatch];
-#pragma unroll
-        for (int d = 0; d < kScanBatch; ++d) terms[d] = broadcast(term, (j0 - d) & (kWarpLanes - 1));
-#pragma unroll
-        for (int d = 0; d < kScanBatch; ++d) {
-            if (j0 - d < 0) break;
-            sum = sum + terms[d];
-        }
-    }
+    for (int j = levels - 1; j >= 0; --j) sum = sum + broadcast(term, j);
 }
 
 // A value of the sweep down kept for the sweep up, which starts with the chunk at base 0: that
