@@ -3,7 +3,7 @@
     python benchmarks/bench_driver.py configs/williamson5_l9_gpu.yaml --set time.days=1 \
         [--dtypes float64 float32] [--levels 8 9 10] [--json out.json]
     python benchmarks/bench_driver.py configs/jw06_baroclinic_l9_gpu.yaml --set time.days=0.05 \
-        --set output.interval_hours=0.6 [--set dynamics.fused=true]
+        --set output.interval_hours=0.6 [--set dynamics.fused=false]
 
 For each (level, dtype): `run_model.py CONFIG` as a subprocess (with --cold first on an empty mesh
 cache, then `--repeat` times cached), its wall time, its start-up (until the first step), its
