@@ -91,9 +91,9 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex_tl", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                               "in:u:layer in:mass:layer in:dU:layer in:dMass:layer in:fVertex:column "
                               "out:qVertex:layer out:dqVertex:layer int:vertexDegree int:slotStride "
-                              "int:nVertLevels", threads="level"),
+                              "int:nVertLevels", threads="level", group="tangent"),
     Kernel("hs_pv_edge_tl", "idx:verticesOnEdge in:qVertex:layer in:dqVertex:layer out:qEdge:layer "
-                            "out:dqEdge:layer int:nVertLevels", threads="level"),
+                            "out:dqEdge:layer int:nVertLevels", threads="level", group="tangent"),
     Kernel("hs_cell_stage_tl", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef2 coef:dB "
                                "in:mass:layer in:thetaMass:layer in:u:layer in:dMass:layer "
                                "in:dThetaMass:layer in:dU:layer in:dPhiS:column in:dKe:layer "
@@ -103,7 +103,7 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:maxEdges "
                                "int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
                                "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R "
-                               "real:cp " + _RK_SCALARS, threads="warp"),
+                               "real:cp " + _RK_SCALARS, threads="warp", group="tangent"),
     Kernel("hs_edge_stage_tl", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                                "in:F:layer in:dF:layer in:qEdge:layer in:dqEdge:layer "
                                "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "
@@ -112,18 +112,18 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                "in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
                                + " int:maxEdges2 int:slotStride int:nExtra int:extraStride "
                                "real:extraScale " + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS,
-           threads="level"),
+           threads="level", group="tangent"),
     Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
                           "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
                           "in:thetaMassTendAdj:layer in:F:layer in:qEdge:layer in:pi:layer "
                           "in:mass:layer in:thetaMass:layer in:wFlux:interface in:u:layer "
                           "out:qEdgeAdj:layer out:fluxAdj:layer out:thetaEdgeAdj:layer "
                           "out:massEdgeAdj:layer out:wEdgeAdj:interface out:uAdjPart:layer "
-                          "int:maxEdges2 int:slotStride int:nVertLevels", threads="level"),
+                          "int:maxEdges2 int:slotStride int:nVertLevels", threads="level", group="adjoint"),
     Kernel("hs_adj_vertex", "idx:verticesOnEdgeT idx:cellsOnVertex coef:c2vCoef in:qEdgeAdj:layer "
                             "in:qVertex:layer in:mass:layer out:vortAdj:layer out:qVortAdj:layer "
                             "int:SE int:strideE int:vertexDegree int:slotStride int:nVertLevels",
-           threads="level"),
+           threads="level", group="adjoint"),
     Kernel("hs_adj_column", "idx:edgesOnCell idx:cellsOnEdge coef:invDcEdge coef:dB "
                             "in:uTendAdj:layer in:massTendAdj:layer in:thetaMassTendAdj:layer "
                             "in:thetaEdgeAdj:layer in:wEdgeAdj:interface in:bernoulliAcc:layer "
@@ -132,20 +132,20 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "out:divAdj:layer out:massAdjPart:layer out:thetaMassAdj:layer "
                             "out:pAdj:layer out:phiSAdj:column int:maxEdges int:slotStride "
                             "int:scattered int:accumulatePhiS int:nVertLevels real:gravity "
-                            "real:pTop real:p0 real:kappa real:R real:cp", threads="warp"),
+                            "real:pTop real:p0 real:kappa real:R real:cp", threads="warp", group="adjoint"),
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
                        "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
                        "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
                        "idx:edgesOnEdgeDel2 coef:coefDel2T out:massEdgeAdj:layer out:yAdj:layer "
                        "in:newAdj:layer out:kAdj:layer int:S int:slotStride int:keInline int:extra "
                        "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
-           threads="level"),
+           threads="level", group="adjoint"),
     Kernel("hs_adj_mass", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:massAdjPart:layer "
                           "in:massEdgeAdj:layer in:qVortAdj:layer in:thetaMassAdj:layer "
                           "in:massExtra:layer in:thetaMassExtra:layer out:yMassAdj:layer "
                           "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "
                           "in:newThetaMassAdj:layer out:kThetaMassAdj:layer int:SE int:strideE "
-                          "int:SV int:strideV int:extra int:nVertLevels " + _ADJ_RK, threads="level"),
+                          "int:SV int:strideV int:extra int:nVertLevels " + _ADJ_RK, threads="level", group="adjoint"),
     Kernel("hs_adj_edge_atomic", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                                  "coef:divAdjCoef in:uTendAdj:layer in:thetaMassTendAdj:layer "
                                  "in:F:layer in:qEdge:layer in:pi:layer in:mass:layer "
@@ -153,23 +153,23 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                  "out:qEdgeAcc:layer out:bernoulliAcc:layer out:piAcc:layer "
                                  "out:thetaAcc:layer out:wAcc:interface out:massEdgeAdj:layer "
                                  "out:uAdjPart:layer int:maxEdges2 int:slotStride int:nVertLevels",
-           threads="level"),
+           threads="level", group="adjoint_atomic"),
     Kernel("hs_adj_vertex_atomic", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef "
                                    "in:qEdgeAcc:layer in:qVertex:layer in:mass:layer out:uAcc:layer "
                                    "out:massAcc:layer int:vertexDegree int:slotStride int:nVertLevels",
-           threads="level"),
+           threads="level", group="adjoint_atomic"),
     Kernel("hs_adj_u_atomic", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef in:fluxAcc:layer "
                               "in:divAdj:layer in:bernoulliAdj:layer in:uAcc:layer in:mass:layer "
                               "in:u:layer in:uAdjPart:layer in:uExtra:layer idx:edgesOnEdgeDel2 "
                               "coef:coefDel2T in:massEdgeAdj:layer out:massAcc:layer out:yAdj:layer "
                               "in:newAdj:layer out:kAdj:layer int:keInline int:extra "
                               "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
-           threads="level"),
+           threads="level", group="adjoint_atomic"),
     Kernel("hs_adj_mass_sum", "in:massAdjPart:layer in:massAcc:layer in:thetaMassAdj:layer "
                               "in:massExtra:layer in:thetaMassExtra:layer out:yMassAdj:layer "
                               "in:newMassAdj:layer out:kMassAdj:layer out:yThetaMassAdj:layer "
                               "in:newThetaMassAdj:layer out:kThetaMassAdj:layer int:extra "
-                              "int:nVertLevels " + _ADJ_RK, threads="level"),
+                              "int:nVertLevels " + _ADJ_RK, threads="level", group="adjoint_atomic"),
 ))
 
 #: The mesh tables the passes (forward and tangent-linear) read.

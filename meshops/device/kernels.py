@@ -8,8 +8,9 @@ once, by name, and a wrong argument raises an error naming the kernel and the ar
 
 A `Launcher` turns a call into a launch: it reads the tuning of the device's architecture
 (meshops/device/tuning.py) for the lane width, grid, offset width and the level count compiled in,
-compiles a module with NVRTC on first use (cached per source directory, family, dtype, W, lanes per
-row, offset width, device and block size) and runs it. `use_launcher` installs another one (tests on
+compiles a module with NVRTC on first use (the kernels of the launched one's group, `Kernel`; cached
+per source directory, family, group, dtype, W, lanes per row, offset width, device and block size)
+and runs it. `use_launcher` installs another one (tests on
 the host, benchmark variants); `observe_launches` reports every launch (byte counting, tests).
 Nothing here touches CUDA at import time.
 
@@ -64,10 +65,14 @@ class Kernel:
 
     A vertical kernel gives `threads` ("column", "warp" or "level", module docstring), an `int:nVertLevels`
     argument and each field as "role:name:where", `where` a key of `VERTICAL_LEVELS`, e.g.
-    Kernel("avg_i2l", "in:x:interface out:y:layer int:nVertLevels", threads="level")."""
+    Kernel("avg_i2l", "in:x:interface out:y:layer int:nVertLevels", threads="level").
+    `group`: the kernels of a family compiled together (a module holds one group's kernels of
+    one lane shape), e.g. a model's forward, tangent-linear and adjoint kernels apart, so that a
+    run compiles the kernels it launches and few others."""
 
-    def __init__(self, name: str, signature: str, *, threads: str | None = None):
+    def __init__(self, name: str, signature: str, *, threads: str | None = None, group: str = ""):
         self.name = name
+        self.group = group
         items = [item.split(":") for item in signature.split()]
         if threads is not None and threads not in THREADS:
             raise ValueError(f"kernel {name}: threads {threads!r}; expected one of {THREADS} or None")
@@ -88,6 +93,10 @@ class Kernel:
             first_out = next(n for role, n in self.arguments if role == "out")
             self.fields = (first_out,) + tuple(f for f in self.fields if f != first_out)
         self.scatters = name.endswith("_atomic")
+        # The kernels a module of this one compiles: its group's that launch with the same lanes
+        # (a warp, a column or a level per thread, or lanes of W levels; `Launcher.launch`).
+        self.compiled_with = (group, threads if threads in ("warp", "column") else
+                              "scatter" if self.scatters else "lanes")
 
     def bind(self, n: int, arguments: dict):
         """(argument values in the kernel's order, the level-carrying fields): `arguments` checked
@@ -189,7 +198,7 @@ class Module(NamedTuple):
     """What a compiled module is specific to (the key of its cache)."""
     sources: pathlib.Path
     family: str
-    names: tuple
+    names: tuple             # the kernels compiled: the launched one's group (`Kernel`)
     ctype: str
     width: int               # W, levels per lane
     lanes: int               # lanes per row compiled in (MESHOPS_NLEV; 0: at run time)
@@ -327,7 +336,7 @@ class Launcher:
                 break
         fixed_nlev = fixed_nlev and not (nlev == 1 and name in tuning.runtime_nlev)
         lanes = nlev if fixed_nlev else 0
-        module = Module(family.sources or self.sources, family.family, family.names, _CTYPES[dtype], width, lanes,
+        module = Module(family.sources or self.sources, family.family, family.groups[name], _CTYPES[dtype], width, lanes,
                         bool(offset32), device, self.block_size)
         for observe in _OBSERVERS:
             observe(Launch(family.family, name, dict(arguments), width, lanes, bool(offset32),
@@ -404,6 +413,8 @@ class Family:
         self.sources = None if sources is None else pathlib.Path(sources)
         self.kernels = {k.name: k for k in (_SHARED[k] if isinstance(k, str) else k for k in kernels)}
         self.names = tuple(self.kernels)
+        self.groups = {name: tuple(n for n, k in self.kernels.items() if k.compiled_with == kernel.compiled_with)
+                       for name, kernel in self.kernels.items()}
 
     def launch(self, name: str, n: int, *, rows=None, **arguments) -> None:
         """Run kernel `name` over rows [first, last) of its n rows (`rows`, default all), with its

@@ -27,9 +27,9 @@ from hydrostatic.distribution import halo_depth
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
-from framework.stepper import rk4_step_tl
+from framework.stepper import rk4_step_adj, rk4_step_tl
 
-from meshops.device import backend
+from meshops.device import backend, kernels
 from tests.meshops.host_harness import host, host_fixtures, route_to_host
 
 #: Families the fused stage and the operator path launch.
@@ -230,6 +230,43 @@ def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, varia
     for name, a, b in zip(Model.state_names, got, ref):
         assert a.dtype == np.float32
         np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_each_run_compiles_the_kernels_it_launches(on_host, mesh, rng):
+    """A module of the family holds one group (forward, tangent-linear, adjoint) of one lane shape:
+    forward steps compile their four kernels, a tangent-linear step adds its four, an adjoint step
+    those of its mode (deterministic, then atomic); no module holds kernels of two groups or lane
+    shapes."""
+    modules = []
+    current = kernels.launcher()
+
+    def compile(module):
+        modules.append(module)
+        return current.compile(module)
+
+    def compiled():
+        return {name for m in modules if m.family == "hydrostatic" for name in m.names}
+    state, fixed, physics = setup(mesh, rng, "del4", np.float64, host)
+    with kernels.use_launcher(current.replace(compile=compile)):
+        model = Model(mesh, *state, *fixed, DT, physics, fused=True)
+        model.step()
+        assert compiled() == set(on_host["hydrostatic"]) == {"hs_pv_vertex", "hs_pv_edge",
+                                                             "hs_cell_stage", "hs_edge_stage"}
+        rk4_step_tl(model, *model.state, *perturbation(model.state, fixed, rng, host))
+        assert compiled() == set(on_host["hydrostatic"])
+        assert {name for name in compiled() if name.endswith("_tl")} == {
+            "hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl", "hs_edge_stage_tl"}
+        adj = tuple(host(rng.standard_normal(np.shape(y))) for y in model.state)
+        rk4_step_adj(model, *model.state, *adj, mode="deterministic")
+        assert compiled() == set(on_host["hydrostatic"])
+        assert {name for name in compiled() if name.startswith("hs_adj")} == {
+            "hs_adj_edge", "hs_adj_vertex", "hs_adj_u", "hs_adj_mass", "hs_adj_column"}
+        rk4_step_adj(model, *model.state, *adj, mode="atomic")
+        assert compiled() == set(on_host["hydrostatic"])
+    for module in modules:
+        shapes = {(fused._KERNELS.kernels[name].group, fused._KERNELS.kernels[name].threads)
+                  for name in module.names} if module.family == "hydrostatic" else {()}
+        assert len(shapes) == 1, module
 
 
 def test_fused_path_refuses_numpy_fields(mesh, rng):
