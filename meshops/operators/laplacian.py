@@ -183,38 +183,24 @@ def _merge_repeats(weights, appearances):
     return coef
 
 
-@table("edgesOnEdgeDel2", "coefDel2", "coefDel2T", kind=("int", "float", "float"), location="edge")
-def _composed(h) -> dict:
-    """vector_laplacian_e2e as one edge stencil: edgesOnEdgeDel2 / coefDel2, the padded rows of
-    A = Gc Dv - Gv Zc, and coefDel2T, those of A^T over the same candidates. Row e lists the edges
-    of cellsOnEdge[e, 0], cellsOnEdge[e, 1] (edgesOnCell order), verticesOnEdge[e, 0] and
-    verticesOnEdge[e, 1] (edgesOnVertex order), each at its first appearance, with the sum of its
-    paths' products in that order:
-
-        A[e, e'] = sum_{i, c = cellsOnEdge[e,i]} (-1)^(i+1) / dcEdge[e] * cellCoef[c, slot of e' in c]
-                 - sum_{i, v = verticesOnEdge[e,i]} (-1)^(i+1) / dvEdge[e] * vertexCoef[v, slot of e' in v]
-
-    so the summation order follows the mesh's connectivity, not its numbering (a rank's local mesh
-    sums as the global one). Row e' of A^T lists the same candidates, A[e, e'] summed over the paths
-    from e to e' in e''s candidate order. Built in blocks of rows on threads
-    (`grids.geometry.blocks`), the same tables for any thread count."""
-    from grids.geometry import blocks
-
+def _del2_paths(h, transpose: bool):
+    """paths(e) for rows e of the composed vector Laplacian (`_composed`): the (candidates,
+    weights) of the rows, slot-major (candidate order down the slots), the weights A's products
+    (transpose: A^T's, each path from e' to e read backwards)."""
     mesh = h.mesh
     sign = np.array([-1.0, 1.0])
     grad = {"cell": sign * h["invDcEdge"][:, None], "vertex": -sign * h["invDvEdge"][:, None]}
     parts = {"cell": (mesh.cellsOnEdge, h["edgesOnCell"], h["divCoef"], "cellsOnEdge", "edgesOnCell"),
              "vertex": (mesh.verticesOnEdge, h["edgesOnVertex"], h["lapVertexCoef"], "verticesOnEdge",
                         "edgesOnVertex")}
-    # end[k][p, m]: which end of edge edges[p, m] p is; slot[k][e, i]: e's slot in ends[e, i]'s list
-    end = {k: connectivity.slot_map(edges, ends, name_e, name_ends)
-           for k, (ends, edges, _, name_ends, name_e) in parts.items()}
-    slot = {k: connectivity.slot_map(ends, edges, name_ends, name_e)
-            for k, (ends, edges, _, name_ends, name_e) in parts.items()}
+    if transpose:   # end[k][p, m]: which end of edges[p, m] p is; slot[k][e, i]: e's slot at ends[e, i]
+        end = {k: connectivity.slot_map(edges, ends, name_e, name_ends)
+               for k, (ends, edges, _, name_ends, name_e) in parts.items()}
+        slot = {k: connectivity.slot_map(ends, edges, name_ends, name_e)
+                for k, (ends, edges, _, name_ends, name_e) in parts.items()}
 
-    def rows(block):
-        e = np.arange(block.start, block.stop)
-        candidates, forward, adjoint = [], [], []
+    def paths(e):
+        candidates, weights = [], []
         for k, (ends, edges, pass_coef, _, _) in parts.items():
             for i in range(2):
                 p = ends[e, i]
@@ -222,24 +208,65 @@ def _composed(h) -> dict:
                 p = np.where(valid, p, 0)
                 other = np.where(valid[:, None], edges[p], -1)
                 inside = other >= 0
-                o = np.where(inside, other, 0)
                 candidates.append(other.T)
-                forward.append(np.where(inside, grad[k][e, i][:, None] * pass_coef[p], 0.0).T)
-                mine = np.take_along_axis(pass_coef[p], np.maximum(slot[k][e, i], 0)[:, None], axis=1)
-                theirs = grad[k][o, np.maximum(end[k][p], 0)]
-                adjoint.append(np.where(inside, theirs * mine, 0.0).T)
-        candidates = np.ascontiguousarray(np.concatenate(candidates))
+                if transpose:
+                    o = np.where(inside, other, 0)
+                    mine = np.take_along_axis(pass_coef[p], np.maximum(slot[k][e, i], 0)[:, None], axis=1)
+                    weight = grad[k][o, np.maximum(end[k][p], 0)] * mine
+                else:
+                    weight = grad[k][e, i][:, None] * pass_coef[p]
+                weights.append(np.where(inside, weight, 0.0).T)
+        return np.ascontiguousarray(np.concatenate(candidates)), np.concatenate(weights)
+    return paths
+
+
+@table("edgesOnEdgeDel2", "coefDel2", kind=("int", "float"), location="edge")
+def _composed(h) -> dict:
+    """vector_laplacian_e2e as one edge stencil: edgesOnEdgeDel2 / coefDel2, the padded rows of
+    A = Gc Dv - Gv Zc. Row e lists the edges of cellsOnEdge[e, 0], cellsOnEdge[e, 1] (edgesOnCell
+    order), verticesOnEdge[e, 0] and verticesOnEdge[e, 1] (edgesOnVertex order), each at its first
+    appearance, with the sum of its paths' products in that order:
+
+        A[e, e'] = sum_{i, c = cellsOnEdge[e,i]} (-1)^(i+1) / dcEdge[e] * cellCoef[c, slot of e' in c]
+                 - sum_{i, v = verticesOnEdge[e,i]} (-1)^(i+1) / dvEdge[e] * vertexCoef[v, slot of e' in v]
+
+    so the summation order follows the mesh's connectivity, not its numbering (a rank's local mesh
+    sums as the global one). Built in blocks of rows on threads (`grids.geometry.blocks`), the
+    same tables for any thread count; the transpose's coefficients apart (`_composed_transpose`),
+    which a forward run never reads."""
+    from grids.geometry import blocks
+
+    paths = _del2_paths(h, transpose=False)
+
+    def rows(block):
+        candidates, weights = paths(np.arange(block.start, block.stop))
         appearances = _first_appearances(candidates)
-        return {"edgesOnEdgeDel2": appearances[-1],
-                "coefDel2": _merge_repeats(np.concatenate(forward), appearances),
-                "coefDel2T": _merge_repeats(np.concatenate(adjoint), appearances)}
-    done = list(blocks(rows, mesh.nEdges))
-    width = max((part["edgesOnEdgeDel2"].shape[1] for _, part in done), default=0)
-    out = {"edgesOnEdgeDel2": np.full((mesh.nEdges, width), -1, dtype=np.int32),
-           "coefDel2": np.zeros((mesh.nEdges, width)), "coefDel2T": np.zeros((mesh.nEdges, width))}
-    for block, part in done:
-        for name, rows_of_block in part.items():
-            out[name][block, :rows_of_block.shape[1]] = rows_of_block
+        return appearances[-1], _merge_repeats(weights, appearances)
+    done = list(blocks(rows, h.mesh.nEdges))
+    width = max((nbr.shape[1] for _, (nbr, _) in done), default=0)
+    out = {"edgesOnEdgeDel2": np.full((h.mesh.nEdges, width), -1, dtype=np.int32),
+           "coefDel2": np.zeros((h.mesh.nEdges, width))}
+    for block, (nbr, coef) in done:
+        out["edgesOnEdgeDel2"][block, :nbr.shape[1]] = nbr
+        out["coefDel2"][block, :coef.shape[1]] = coef
+    return out
+
+
+@table("coefDel2T", kind="float", location="edge")
+def _composed_transpose(h) -> np.ndarray:
+    """The rows of A^T (`_composed`) over edgesOnEdgeDel2's candidates: row e' lists A[e, e'] for
+    the same edges e as A's row e', each summed over the paths from e to e' in e''s candidate
+    order."""
+    from grids.geometry import for_blocks
+
+    paths = _del2_paths(h, transpose=True)
+    out = np.zeros(h["edgesOnEdgeDel2"].shape)
+
+    def rows(block):
+        candidates, weights = paths(np.arange(block.start, block.stop))
+        coef = _merge_repeats(weights, _first_appearances(candidates))
+        out[block, :coef.shape[1]] = coef
+    for_blocks(rows, h.mesh.nEdges)
     return out
 
 

@@ -109,10 +109,14 @@ def test_rank_mesh_forward_is_bitwise_the_global_one(name, nlev, mpas_mesh, lapl
 def test_the_composed_stencil_is_the_same_in_blocks_on_threads(mpas_mesh, monkeypatch):
     """The composed stencil's tables built in blocks of 97 rows on 3 threads equal those built in
     one block on one thread, bit for bit (blocks of different widths padded alike); its rows are
-    A = Gc Dv - Gv Zc applied to unit vectors."""
+    A = Gc Dv - Gv Zc applied to unit vectors; the forward's tables build without the transpose's
+    coefficients (a forward run reads none)."""
     import grids.geometry
     from meshops.device.tables import HostTables
 
+    forward = HostTables(mpas_mesh)
+    forward.build(["edgesOnEdgeDel2"])
+    assert "coefDel2" in forward.names() and "coefDel2T" not in forward.names()
     monkeypatch.setenv(grids.geometry.THREADS_ENV, "1")
     whole = HostTables(mpas_mesh)
     whole.build(["edgesOnEdgeDel2", "coefDel2T"])
