@@ -137,10 +137,11 @@ def lambda_max(distribution, operator, location: str, xp, exchange=None, columns
     the halo rows before each application, so the estimate is the same on any number of ranks.
     `dtype`: the state's (the exchange's)."""
     mesh, n = distribution.mesh, distribution.owned[location]
-    lat, lon = ((mesh.latCell, mesh.lonCell) if location == "cell" else (mesh.latEdge, mesh.lonEdge))
-    k = np.arange(1, columns + 1)[None, :]
-    start = np.sin(np.asarray(lat)[:, None] * 1.0e3 * k + np.asarray(lon)[:, None] * 7.0e2 + k)
-    v = xp.asarray((start * 43758.5453) % 1.0 - 0.5, dtype=dtype)
+    lat, lon = (xp.asarray(np.asarray(a, dtype=np.float64)) for a in (
+        (mesh.latCell, mesh.lonCell) if location == "cell" else (mesh.latEdge, mesh.lonEdge)))
+    v = xp.empty((lat.shape[0], columns), dtype=dtype)
+    for k in range(1, columns + 1):     # on the run's device, one column's temporaries at a time
+        v[:, k - 1] = (xp.sin(lat * 1.0e3 * k + lon * 7.0e2 + k) * 43758.5453) % 1.0 - 0.5
     comm = distribution.comm
     total = (lambda x: x) if is_serial(comm) else (lambda x: comm.allreduce(x, op=_sum_op()))
     estimate = np.zeros(columns)
