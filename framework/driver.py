@@ -97,7 +97,9 @@ def step_through(sim, config, t0: float) -> None:
     the last good state was written; any other stop abandons the loop before it finished."""
     try:
         sim.prepare()
-        log.info("ready to step in %.2f s", time.perf_counter() - t0)
+        log.info("ready to step in %.2f s (of it the first step, computed and discarded, %.2f s; "
+                 "the first records %.2f s)", time.perf_counter() - t0, sim.first_step_seconds,
+                 sim.first_records_seconds)
         sim.run()
     except WatchdogError:
         if sim.comm.Get_rank() == 0:          # one line, not one per rank

@@ -48,6 +48,7 @@ class Simulation:
         self.watchdog, self.files = watchdog, files
         self.outcome = None
         self.loop_seconds = self.finish_seconds = 0.0
+        self.first_step_seconds = self.first_records_seconds = 0.0
         self._prepared = False
 
     @property
@@ -72,16 +73,22 @@ class Simulation:
     def prepare(self) -> None:
         """Everything before the first step: one step computed and discarded (it builds the
         device tables and compiles the kernels the stepping uses, so the loop runs at the
-        step's speed), then every callback's `start` (the first history record)."""
+        step's speed), then every callback's `start` (the first history record); their wall
+        times in `first_step_seconds` (to the step's completion on the device) and
+        `first_records_seconds`."""
         if self._prepared:
             return
         self._prepared = True
         try:
+            t0 = time.perf_counter()
             with np.errstate(all="ignore"):
                 self.model.advance(*self.model.state)
+            synchronize(self.model.state[0])
+            t1 = time.perf_counter()
             for cb in self._all():
                 if hasattr(cb, "start"):
                     cb.start(self)
+            self.first_step_seconds, self.first_records_seconds = t1 - t0, time.perf_counter() - t1
         except BaseException:
             self.abandon()
             raise

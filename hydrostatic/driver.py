@@ -181,9 +181,11 @@ def build_simulation(config, *, progress: bool = True):
                  config.vertical.nVertLevels, config.backend, config.dtype,
                  "fused stages" if s.model.fused else "operator path", dt, total,
                  time.perf_counter() - t0)
+        t1 = time.perf_counter()
         found = assess(config, s.model, dist)
         if comm.Get_rank() == 0:
             report(found)
+            log.info("time step and diffusion limits estimated in %.2f s", time.perf_counter() - t1)
         w = config.watchdog
         sim = Simulation(s.model, total, comm=comm, files=Files(writer, files),
                          watchdog=Watchdog(StateCheck(dist, w.max_wind, w.min_theta, w.max_theta),
