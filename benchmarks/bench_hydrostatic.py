@@ -17,7 +17,8 @@ arithmetic between them and the host's launch overhead where the GPU waits for i
 default both on CuPy) and reports each step's time and its ratio to the floor; `--passes` times
 each fused kernel of one step (CUDA events around each launch, summed over the step's four
 stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`: its
-recording sweep included), `--adjoint` an adjoint step in each adjoint mode
+recording sweep included) with its ratio to the forward step (the fused path's target: <= 2x;
+with `--passes`, each fused kernel of one tangent-linear step too), `--adjoint` an adjoint step in each adjoint mode
 (`framework.stepper.rk4_step_adj`, deterministic and atomic: its recording sweep included) with
 its ratio to the forward step (the fused path's targets: deterministic <= 2.5x, atomic <= 3x; with
 `--passes`, each fused kernel of one adjoint step too). The JW06 configs' del4
@@ -76,6 +77,8 @@ def time_steps(model, xp, steps: int) -> float:
 
 #: The fused adjoint step's targets, as multiples of the fused forward step, per adjoint mode.
 ADJOINT_TARGETS = {"deterministic": 2.5, "atomic": 3.0}
+#: The fused tangent-linear step's target, as a multiple of the fused forward step.
+TANGENT_TARGET = 2.0
 
 
 def time_adjoint(model, xp, steps: int, mode: str) -> float:
@@ -232,7 +235,9 @@ def main(argv=None) -> int:
                   f"{days_per_hour:.2f} simulated days per hour", flush=True)
             if args.tangent:
                 row["tangent_step_ms"] = ms = 1e3 * time_tangent(model, xp, args.steps)
-                print(f"    tangent-linear step {ms:.2f} ms", flush=True)
+                goal = f" (target <= {TANGENT_TARGET:g}x)" if path == "fused" else ""
+                print(f"    tangent-linear step {ms:.2f} ms, {ms / (1e3 * seconds):.2f}x the forward"
+                      f"{goal}", flush=True)
             if args.adjoint:
                 for mode, target in ADJOINT_TARGETS.items():
                     ms = 1e3 * time_adjoint(model, xp, args.steps, mode)
@@ -245,6 +250,14 @@ def main(argv=None) -> int:
                 row["passes_ms"] = passes = pass_times(model, xp)
                 for name, ms in passes.items():
                     print(f"    {name:32s} {ms:8.3f} ms per step")
+                if args.tangent:
+                    state = model.state
+                    dstate = [1e-3 * f for f in state]
+                    row["tangent_passes_ms"] = passes = pass_times(
+                        model, xp, lambda: rk4_step_tl(model, *state, *dstate))
+                    print("  tangent-linear step (its recording sweep included):")
+                    for name, ms in passes.items():
+                        print(f"    {name:32s} {ms:8.3f} ms per step")
                 if args.adjoint:
                     state = model.state
                     state_adj = [1e-3 * f for f in state]
