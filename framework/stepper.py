@@ -70,6 +70,11 @@ class Stages(Protocol):
     def stage_tl(self, j: int, record, dprovisional, dcontrols: tuple, update: Update, old, new):
         """Tangent-linear stage: dk = T'(record)(dprovisional, dcontrols) applied by `update`."""
 
+    # Optional: tangent_record(j, provisional) -> the record `stage_tl` reads of a stage whose
+    # next provisional state nothing reads (the last), from its provisional state alone, where
+    # the path's tangent-linear stage reads no more of it; `records(..., tangent=True)` then runs
+    # no forward for that stage.
+
     def stage_adj(self, j: int, record, k_adj: list, update: AdjointUpdate, y_adj: list,
                   new_adj: tuple, controls_adj, mode: str) -> tuple:
         """Adjoint stage: (p_adj, c_adj) = T'(record)^T k_adj, y_adj updated in place as `update`
@@ -108,9 +113,13 @@ class TendencyStages:
 
     def record(self, j, provisional, update, old):
         if not update.provisional:
-            return provisional, None
+            return self.tangent_record(j, provisional), None
         k = self.tendency(provisional)
         return provisional, [y + update.next_coef * k_j for y, k_j in zip(old, k)]
+
+    @staticmethod
+    def tangent_record(j, provisional):
+        return provisional
 
     def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
         return self._apply(self.tendency_tl(record, dprovisional, dcontrols), update, old, new)
@@ -142,13 +151,19 @@ def step(stages: Stages, state: Sequence, dt: float, exchange=None) -> tuple:
     return tuple(new)
 
 
-def records(stages: Stages, state: Sequence, dt: float, exchange=None) -> list:
+def records(stages: Stages, state: Sequence, dt: float, exchange=None, *,
+            tangent: bool = False) -> list:
     """The stage records of the step from `state` (each stage's provisional state, halo rows
-    exchanged in place, stage 1's being `state` itself), computed as `step` computes them."""
+    exchanged in place, stage 1's being `state` itself), computed as `step` computes them.
+    `tangent`: the records `stage_tl` reads; the last stage's from its provisional state alone
+    where the path has `tangent_record` (its forward is not run)."""
     out, provisional = [], state
     for j, update in enumerate(updates(dt)):
         if exchange is not None:
             exchange(*provisional)
+        if tangent and not update.provisional and hasattr(stages, "tangent_record"):
+            out.append(stages.tangent_record(j, provisional))
+            continue
         record, provisional = stages.record(j, provisional, update, state)
         out.append(record)
     return out
@@ -222,14 +237,15 @@ def rk4_step(model, *state) -> tuple:
     return step(model.stages, state, model.dt, _exchanges(model)[0])
 
 
-def stage_records(model, *state) -> list:
+def stage_records(model, *state, tangent: bool = False) -> list:
     """The stage records of the model's RK4 step from `state` (`records`; the operator path's are
     the provisional states p_1..p_4, halo rows exchanged), computed as `rk4_step` computes them
-    (bitwise the forward's); `state` is not modified."""
+    (bitwise the forward's); `state` is not modified. `tangent`: those the tangent-linear step
+    reads (`records`)."""
     exchange = _exchanges(model)[0]
     if exchange is not None:
         state = [y.copy() for y in state]
-    return records(model.stages, state, model.dt, exchange)
+    return records(model.stages, state, model.dt, exchange, tangent=tangent)
 
 
 def rk4_step_tl(model, *args) -> tuple:
@@ -242,8 +258,8 @@ def rk4_step_tl(model, *args) -> tuple:
     state, dstate, dcontrols = _split(model, args, 2, "rk4_step_tl")
     if all(c is None for c in dcontrols):
         dcontrols = ()
-    return step_tl(model.stages, stage_records(model, *state), dstate, dcontrols, model.dt,
-                   exchange_tl)
+    return step_tl(model.stages, stage_records(model, *state, tangent=True), dstate, dcontrols,
+                   model.dt, exchange_tl)
 
 
 def rk4_step_adj(model, *args, mode=None) -> tuple:

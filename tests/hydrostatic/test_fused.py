@@ -176,6 +176,18 @@ def test_tangent_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, varia
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+def test_tangent_step_runs_the_forward_of_three_stages(on_host, mesh, rng):
+    """rk4_step_tl's records: the forward passes of the first three stages (the next provisional
+    states), none for the last, whose tangent-linear stage reads its provisional state alone."""
+    state, fixed, physics = setup(mesh, rng, "del4", np.float64, host)
+    model = Model(mesh, *state, *fixed, DT, physics, fused=True)
+    start = len(on_host["hydrostatic"])
+    rk4_step_tl(model, *state, *perturbation(state, fixed, rng, host))
+    launched = on_host["hydrostatic"][start:]
+    assert launched.count("hs_cell_stage") == launched.count("hs_edge_stage") == 3
+    assert launched.count("hs_cell_stage_tl") == launched.count("hs_edge_stage_tl") == 4
+
+
 @pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
 def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank_mesh, rng, variant):
     """The tendencies and their tangents, every row, halo rows with missing neighbours included."""
