@@ -22,7 +22,7 @@ import contextlib
 from adjoint.checkpointing import make_schedule, reverse_sweep
 from adjoint.snapshot_memory import plan, step_bytes
 from framework import stop
-from framework.stepper import rk4_step_adj, rk4_step_tl
+from framework.stepper import rk4_step_adj, rk4_step_and_tl
 
 
 def advance(model, state):
@@ -197,8 +197,8 @@ def run_tangent(model, state0, dstate0, dcontrols, n_steps: int, *, check=None):
     for k in range(n_steps):
         if check is not None:
             check(k, state)
-        tangent = rk4_step_tl(model, *state, *tangent, *dcontrols)
-        state = advance(model, state)
+        state, tangent = rk4_step_and_tl(model, *state, *tangent, *dcontrols)
+        state = list(state)
     if check is not None:
         check(n_steps, state)
     return tangent

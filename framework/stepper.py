@@ -262,6 +262,36 @@ def rk4_step_tl(model, *args) -> tuple:
                    model.dt, exchange_tl)
 
 
+def rk4_step_and_tl(model, *args) -> tuple:
+    """(the state one step later, dstate one step later): `rk4_step` and `rk4_step_tl` of the
+    same arguments (bitwise both; the halo rows of the state exchanged in place, as `rk4_step`
+    does), in one sweep, each stage's forward and then its tangent-linear on the same provisional
+    state, where the path's tangent-linear stages read their provisional states alone
+    (`Stages.tangent_record`: no records, no forward sweep apart); else the two steps."""
+    exchange, exchange_tl = _exchanges(model, "exchange_tl")
+    state, dstate, dcontrols = _split(model, args, 2, "rk4_step_and_tl")
+    stages = model.stages
+    if not hasattr(stages, "tangent_record"):
+        dstate_next = rk4_step_tl(model, *args)
+        return rk4_step(model, *state), dstate_next
+    if all(c is None for c in dcontrols):
+        dcontrols = ()
+    dstate = [d.copy() for d in dstate]
+    dcontrols = tuple(c.copy() for c in dcontrols)
+    new, dnew = stages.outputs(state), stages.outputs(dstate)
+    provisional, dprovisional = state, dstate
+    for j, update in enumerate(updates(model.dt)):
+        if exchange is not None:
+            exchange(*provisional)
+        if exchange_tl is not None:
+            exchange_tl(*dprovisional, *(() if j else dcontrols))
+        record = stages.tangent_record(j, provisional)
+        next_provisional = stages.stage(j, provisional, update, state, new)
+        dprovisional = stages.stage_tl(j, record, dprovisional, dcontrols, update, dstate, dnew)
+        provisional = next_provisional
+    return tuple(new), tuple(dnew)
+
+
 def rk4_step_adj(model, *args, mode=None) -> tuple:
     """Adjoint of one RK4 step about the state at its start: `rk4_step_adj(model, *state,
     *state_adj)` (shallow water: h, u, h_adj, u_adj), the adjoint of the step's end state ->

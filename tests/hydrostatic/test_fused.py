@@ -27,7 +27,7 @@ from hydrostatic.distribution import halo_depth
 from hydrostatic.dynamics import Physics
 from hydrostatic.forcing import HeldSuarez
 from hydrostatic.model import Model
-from framework.stepper import rk4_step_adj, rk4_step_tl
+from framework.stepper import rk4_step, rk4_step_adj, rk4_step_and_tl, rk4_step_tl
 
 from meshops.device import backend, kernels
 from tests.meshops.host_harness import host, host_fixtures, route_to_host
@@ -186,6 +186,22 @@ def test_tangent_step_runs_the_forward_of_three_stages(on_host, mesh, rng):
     launched = on_host["hydrostatic"][start:]
     assert launched.count("hs_cell_stage") == launched.count("hs_edge_stage") == 3
     assert launched.count("hs_cell_stage_tl") == launched.count("hs_edge_stage_tl") == 4
+
+
+@pytest.mark.parametrize("variant", ["del4", "perot_ke_held_suarez_del4"])
+def test_step_and_tangent_in_one_sweep_equal_the_two_steps_bitwise(on_host, mesh, rng, variant):
+    """rk4_step_and_tl of the fused model: rk4_step's state and rk4_step_tl's tangent bitwise,
+    with the forward passes of four stages, not seven."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    dstate = perturbation(state, fixed, rng, host)
+    model = Model(mesh, *state, *fixed, DT, physics, fused=True)
+    want = rk4_step(model, *(y.copy() for y in state)), rk4_step_tl(model, *state, *dstate)
+    start = len(on_host["hydrostatic"])
+    got = rk4_step_and_tl(model, *(y.copy() for y in state), *dstate)
+    assert on_host["hydrostatic"][start:].count("hs_cell_stage") == 4
+    for g, w in zip(got, want):
+        for name, a, b in zip(Model.state_names, g, w):
+            np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 @pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from adjoint import dot_product_test, tangent_taylor_test
-from framework.stepper import TendencyStages, rk4_step, rk4_step_adj, rk4_step_tl
+from framework.stepper import TendencyStages, rk4_step, rk4_step_adj, rk4_step_and_tl, rk4_step_tl
 
 N_CELLS, N_EDGES, DT = 12, 20, 0.05
 
@@ -101,3 +101,23 @@ def test_exchanges_of_the_state_tuple(toy, rng):
         assert np.array_equal(g[:n], r[:n]) and not np.any(g[n:])
     with pytest.raises(TypeError, match=r"rk4_step_adj: expected the state and its adjoint \(6 arrays\), got 7"):
         rk4_step_adj(model, *state, *directions(rng))
+
+
+def test_the_step_and_its_tangent_linear_in_one_sweep(toy, rng):
+    """rk4_step_and_tl: rk4_step's state and rk4_step_tl's tangent bitwise, the perturbation
+    inputs unmodified; on a distribution one exchange of the state and one of its tangent per
+    stage (the control's perturbation with the first)."""
+    model, state, s = toy
+    x = directions(rng)
+    want = rk4_step(model, *(a.copy() for a in state)), rk4_step_tl(model, *state, *x)
+    inputs = [a.copy() for a in x]
+    got = rk4_step_and_tl(model, *(a.copy() for a in state), *x)
+    for g, w in zip(got, want):
+        assert all(np.array_equal(a, b) for a, b in zip(g, w))
+    assert all(np.array_equal(a, b) for a, b in zip(inputs, x))
+    calls = []
+    model.distribution = SimpleNamespace(exchange=lambda *f: calls.append(("state", len(f))),
+                                         exchange_tl=lambda *f: calls.append(("tl", len(f))))
+    model.mesh = SimpleNamespace(nCellsSolve=N_CELLS - 3, nEdgesSolve=N_EDGES - 5)
+    rk4_step_and_tl(model, *(a.copy() for a in state), *x)
+    assert calls == [("state", 3), ("tl", 4)] + [("state", 3), ("tl", 3)] * 3
