@@ -18,7 +18,8 @@ default both on CuPy) and reports each step's time and its ratio to the floor; `
 each fused kernel of one step (CUDA events around each launch, summed over the step's four
 stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`: its
 recording sweep included) with its ratio to the forward step (the fused path's target: <= 2x;
-with `--passes`, each fused kernel of one tangent-linear step too), `--adjoint` an adjoint step in each adjoint mode
+with `--passes`, each fused kernel of one tangent-linear step too) and the step of a
+tangent-linear run (`rk4_step_and_tl`: the step and its tangent-linear in one sweep), `--adjoint` an adjoint step in each adjoint mode
 (`framework.stepper.rk4_step_adj`, deterministic and atomic: its recording sweep included) with
 its ratio to the forward step (the fused path's targets: deterministic <= 2.5x, atomic <= 3x; with
 `--passes`, each fused kernel of one adjoint step too). The JW06 configs' del4
@@ -46,7 +47,7 @@ from hydrostatic import dynamics, fused, fused_adjoint, levels, terms, testcases
 from hydrostatic.dynamics import Physics  # noqa: E402
 from hydrostatic.model import Model  # noqa: E402
 from framework.constants import GRAVITY  # noqa: E402
-from framework.stepper import rk4_step_adj, rk4_step_tl  # noqa: E402
+from framework.stepper import rk4_step_adj, rk4_step_and_tl, rk4_step_tl  # noqa: E402
 
 #: dt (s) and del4 viscosity (m4 s-1) of the JW06 configs at level 5; dt halves with each level
 #: and the viscosity scales with the grid distance cubed (configs/jw06_*).
@@ -94,15 +95,16 @@ def time_adjoint(model, xp, steps: int, mode: str) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def time_tangent(model, xp, steps: int) -> float:
-    """Seconds per tangent-linear step about the model's state after one warm-up step."""
+def time_tangent(model, xp, steps: int, sweep=rk4_step_tl) -> float:
+    """Seconds per tangent-linear step (`sweep`: rk4_step_tl, or rk4_step_and_tl, the step of a
+    tangent-linear run) about the model's state after one warm-up step."""
     state = model.state
     dstate = [1e-3 * f for f in state]
-    rk4_step_tl(model, *state, *dstate)
+    sweep(model, *state, *dstate)
     synchronize(xp)
     t0 = time.perf_counter()
     for _ in range(steps):
-        rk4_step_tl(model, *state, *dstate)
+        sweep(model, *state, *dstate)
     synchronize(xp)
     return (time.perf_counter() - t0) / steps
 
@@ -238,6 +240,10 @@ def main(argv=None) -> int:
                 goal = f" (target <= {TANGENT_TARGET:g}x)" if path == "fused" else ""
                 print(f"    tangent-linear step {ms:.2f} ms, {ms / (1e3 * seconds):.2f}x the forward"
                       f"{goal}", flush=True)
+                row["step_and_tangent_ms"] = ms = 1e3 * time_tangent(model, xp, args.steps,
+                                                                     rk4_step_and_tl)
+                print(f"    step and tangent-linear in one sweep (a tangent-linear run's step) "
+                      f"{ms:.2f} ms, {ms / (1e3 * seconds):.2f}x the forward", flush=True)
             if args.adjoint:
                 for mode, target in ADJOINT_TARGETS.items():
                     ms = 1e3 * time_adjoint(model, xp, args.steps, mode)
