@@ -70,10 +70,10 @@ class Stages(Protocol):
     def stage_tl(self, j: int, record, dprovisional, dcontrols: tuple, update: Update, old, new):
         """Tangent-linear stage: dk = T'(record)(dprovisional, dcontrols) applied by `update`."""
 
-    # Optional: tangent_record(j, provisional) -> the record `stage_tl` reads of a stage whose
-    # next provisional state nothing reads (the last), from its provisional state alone, where
-    # the path's tangent-linear stage reads no more of it; `records(..., tangent=True)` then runs
-    # no forward for that stage.
+    # Optional, on paths whose tangent-linear stages read nothing of the forward but the
+    # provisional state: tangent_record(j, provisional) -> the record `stage_tl` reads of stage j.
+    # With it `records(..., tangent=True)` runs no forward for the last stage, and
+    # `rk4_step_and_tl` runs each stage's forward and tangent-linear in one sweep.
 
     def stage_adj(self, j: int, record, k_adj: list, update: AdjointUpdate, y_adj: list,
                   new_adj: tuple, controls_adj, mode: str) -> tuple:
