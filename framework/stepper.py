@@ -73,7 +73,10 @@ class Stages(Protocol):
     # Optional, on paths whose tangent-linear stages read nothing of the forward but the
     # provisional state: tangent_record(j, provisional) -> the record `stage_tl` reads of stage j.
     # With it `records(..., tangent=True)` runs no forward for the last stage, and
-    # `rk4_step_and_tl` runs each stage's forward and tangent-linear in one sweep.
+    # `rk4_step_and_tl` runs each stage's forward and tangent-linear in one sweep: through
+    # stage_and_tl(j, provisional, dprovisional, dcontrols, update, old, new, dold, dnew) ->
+    # (next, dnext), where the path has it (both in the same passes), else `stage` then
+    # `stage_tl`; `rk4_step_tl` then takes that sweep too.
 
     def stage_adj(self, j: int, record, k_adj: list, update: AdjointUpdate, y_adj: list,
                   new_adj: tuple, controls_adj, mode: str) -> tuple:
@@ -254,8 +257,12 @@ def rk4_step_tl(model, *args) -> tuple:
     None or left out: no control perturbation. Inputs are not modified; on ranks their owned rows
     are read (halo rows come from the exchange) and the halo rows of the outputs are not valid.
     The model's stages run it on the stage records of its forward (`stage_records`)."""
-    exchange_tl = _exchanges(model, "exchange_tl")[1]
+    exchange, exchange_tl = _exchanges(model, "exchange_tl")
     state, dstate, dcontrols = _split(model, args, 2, "rk4_step_tl")
+    if hasattr(model.stages, "stage_and_tl"):       # the forward in the tangent-linear passes
+        if exchange is not None:
+            state = [y.copy() for y in state]
+        return rk4_step_and_tl(model, *state, *args[len(state):])[1]
     if all(c is None for c in dcontrols):
         dcontrols = ()
     return step_tl(model.stages, stage_records(model, *state, tangent=True), dstate, dcontrols,
@@ -285,6 +292,10 @@ def rk4_step_and_tl(model, *args) -> tuple:
             exchange(*provisional)
         if exchange_tl is not None:
             exchange_tl(*dprovisional, *(() if j else dcontrols))
+        if hasattr(stages, "stage_and_tl"):
+            provisional, dprovisional = stages.stage_and_tl(j, provisional, dprovisional, dcontrols,
+                                                            update, state, new, dstate, dnew)
+            continue
         record = stages.tangent_record(j, provisional)
         next_provisional = stages.stage(j, provisional, update, state, new)
         dprovisional = stages.stage_tl(j, record, dprovisional, dcontrols, update, dstate, dnew)

@@ -67,6 +67,31 @@ _ADJ_RK = "int:rk real:bCoef real:aCoef int:next"
 # The edge passes' composed vector Laplacian (`_edge_extra`).
 _DEL2 = "idx:edgesOnEdgeDel2 coef:coefDel2 in:del2In:layer"
 _DEL2_INTS = "int:del2Width int:del2SlotStride"
+# The tangent-linear cell and edge passes, and what those advancing the forward too add (the
+# `_ftl` kernels: its B, its extra terms and RK4 update).
+_CELL_TL = ("idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef2 coef:dB "
+            "in:mass:layer in:thetaMass:layer in:u:layer in:dMass:layer "
+            "in:dThetaMass:layer in:dU:layer in:dPhiS:column in:dKe:layer "
+            "in:extra:layer " + _RK.format(y="dMass") + " "
+            + _RK.format(y="dThetaMass") + " out:pi:layer out:dPi:layer "
+            "out:dBernoulli:layer out:wFlux:interface out:dWFlux:interface "
+            "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:maxEdges "
+            "int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
+            "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R "
+            "real:cp " + _RK_SCALARS)
+_CELL_FORWARD = ("coef:keCoef in:phiS:column in:ke:layer in:extraF:layer int:nExtraF "
+                 "int:extraStrideF " + _RK.format(y="mass") + " " + _RK.format(y="thetaMass")
+                 + " out:bernoulli:layer out:thetaFluxDivF:layer")
+_EDGE_TL = ("idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
+            "in:F:layer in:dF:layer in:qEdge:layer in:dqEdge:layer "
+            "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "
+            "in:thetaMass:layer in:dMass:layer in:dThetaMass:layer "
+            "in:wFlux:interface in:dWFlux:interface in:u:layer in:dU:layer "
+            "in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
+            + " int:maxEdges2 int:slotStride int:nExtra int:extraStride "
+            "real:extraScale " + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS)
+_EDGE_FORWARD = ("in:bernoulli:layer in:extraF:layer int:nExtraF int:extraStrideF real:extraScaleF "
+                 "in:del2InF:layer " + _RK.format(y="u"))
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
                            "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
@@ -94,25 +119,10 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                               "int:nVertLevels", threads="level", group="tangent"),
     Kernel("hs_pv_edge_tl", "idx:verticesOnEdge in:qVertex:layer in:dqVertex:layer out:qEdge:layer "
                             "out:dqEdge:layer int:nVertLevels", threads="level", group="tangent"),
-    Kernel("hs_cell_stage_tl", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef2 coef:dB "
-                               "in:mass:layer in:thetaMass:layer in:u:layer in:dMass:layer "
-                               "in:dThetaMass:layer in:dU:layer in:dPhiS:column in:dKe:layer "
-                               "in:extra:layer " + _RK.format(y="dMass") + " "
-                               + _RK.format(y="dThetaMass") + " out:pi:layer out:dPi:layer "
-                               "out:dBernoulli:layer out:wFlux:interface out:dWFlux:interface "
-                               "out:thetaFluxDiv:layer put:F:layer put:dF:layer int:maxEdges "
-                               "int:slotStride int:keInline int:perturbPhiS int:nExtra int:extraStride "
-                               "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R "
-                               "real:cp " + _RK_SCALARS, threads="warp", group="tangent"),
-    Kernel("hs_edge_stage_tl", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
-                               "in:F:layer in:dF:layer in:qEdge:layer in:dqEdge:layer "
-                               "in:dBernoulli:layer in:pi:layer in:dPi:layer in:mass:layer "
-                               "in:thetaMass:layer in:dMass:layer in:dThetaMass:layer "
-                               "in:wFlux:interface in:dWFlux:interface in:u:layer in:dU:layer "
-                               "in:extra:layer " + _DEL2 + " " + _RK.format(y="dU")
-                               + " int:maxEdges2 int:slotStride int:nExtra int:extraStride "
-                               "real:extraScale " + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS,
-           threads="level", group="tangent"),
+    Kernel("hs_cell_stage_tl", _CELL_TL, threads="warp", group="tangent_stage"),
+    Kernel("hs_cell_stage_ftl", _CELL_TL + " " + _CELL_FORWARD, threads="warp", group="tangent"),
+    Kernel("hs_edge_stage_tl", _EDGE_TL, threads="level", group="tangent_stage"),
+    Kernel("hs_edge_stage_ftl", _EDGE_TL + " " + _EDGE_FORWARD, threads="level", group="tangent"),
     Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "
                           "idx:cellsOnEdge coef:invDcEdge coef:divAdjCoef in:uTendAdj:layer "
                           "in:thetaMassTendAdj:layer in:F:layer in:qEdge:layer in:pi:layer "
@@ -301,17 +311,26 @@ def in_pass_laplacian(m, field, like, names) -> dict | None:
             "del2SlotStride": stride}
 
 
-def _edge_extra(xp, m, parts, like) -> dict:
-    """The edge passes' extra arguments (`_extra`, scaled) and their composed vector Laplacian's:
-    a lone `Laplacian` part applied by the pass (its input del2In, the stencil edgesOnEdgeDel2 /
-    coefDel2) where the operator is one gather over that stencil (`laplacian.composed` on
-    DeviceMesh m), every other `Laplacian` computed here by the operator."""
+def lone_laplacian(m, parts, like) -> dict | None:
+    """The arguments of an edge pass applying `parts` itself (`_edge_extra`): where they are a
+    lone `Laplacian` part whose operator is one gather (`in_pass_laplacian`), its coefficient as
+    extraScale, its input del2In and the stencil's; else None."""
     if len(parts) == 1 and isinstance(parts[0][1], Laplacian):
         coefficient, field = parts[0][0], parts[0][1].of
         stencil = in_pass_laplacian(m, field, like, ("edgesOnEdgeDel2", "coefDel2"))
         if stencil is not None:
-            return dict(_extra(xp, [], like, scaled=True), extraScale=coefficient, del2In=field,
-                        **stencil)
+            return dict(extraScale=coefficient, del2In=field, **stencil)
+    return None
+
+
+def _edge_extra(xp, m, parts, like, in_pass: bool = True) -> dict:
+    """The edge passes' extra arguments (`_extra`, scaled) and their composed vector Laplacian's:
+    a lone `Laplacian` part applied by the pass (its input del2In, the stencil edgesOnEdgeDel2 /
+    coefDel2) where the operator is one gather over that stencil (`lone_laplacian`) and
+    `in_pass`, every other `Laplacian` computed here by the operator."""
+    lone = lone_laplacian(m, parts, like) if in_pass else None
+    if lone is not None:
+        return dict(_extra(xp, [], like, scaled=True), **lone)
     parts = [(c, meshops.vector_laplacian_e2e(m, f.of) if isinstance(f, Laplacian) else f)
              for c, f in parts]
     eoc = m.table("cellsOnEdge")

@@ -23,7 +23,8 @@ class FusedStages(stepper.TendencyStages):
     """The fused path's stages for `framework.stepper`, of a hydrostatic `model` (its device_mesh,
     phi_s, f_vertex and physics, read at each call): the forward stage in `FusedStage`'s passes,
     the records in them too (each stage's in its own scratch: `record_stage`), the tangent-linear
-    stage in `hydrostatic.fused_tangent`'s on the records, the adjoint stage in
+    stage in `hydrostatic.fused_tangent`'s on the records, or with the forward stage in the same
+    passes (`stage_and_tl`, which the tangent-linear steps take), the adjoint stage in
     `hydrostatic.fused_adjoint`'s (either mode) with the RK4 bookkeeping inside its last two
     passes; `operator_stages` (the operator path's) gives the tendency callables of the base
     class."""
@@ -69,6 +70,19 @@ class FusedStages(stepper.TendencyStages):
                       dcontrols[0] if dcontrols else None, m.phi_s, m.f_vertex, m.physics, update,
                       old=old, new=new, next=next)
         return next
+
+    def stage_and_tl(self, j, provisional, dprovisional, dcontrols, update, old, new, dold, dnew):
+        """The forward stage and its tangent-linear in the tangent-linear passes, which advance
+        the forward too (`FusedTangentStage`, forward=...): (next, dnext)."""
+        if self._tangent is None:
+            self._tangent = FusedTangentStage(self.model.device_mesh)
+        m = self.model
+        next = _provisional(self.forward, "", j, provisional)
+        dnext = _provisional(self._tangent, "d", j, dprovisional)
+        self._tangent(*provisional, *dprovisional, dcontrols[0] if dcontrols else None, m.phi_s,
+                      m.f_vertex, m.physics, update, old=dold, new=dnew, next=dnext,
+                      forward=(old, new, next))
+        return next, dnext
 
     def stage_adj(self, j, record, k_adj, update, y_adj, new_adj, controls_adj, mode):
         """The fused adjoint in `mode` with its bookkeeping in the kernels: k_adj is overwritten

@@ -19,6 +19,12 @@ and the terms' `tangent`, the module doc of `hydrostatic.dynamics`):
 Kinetic energy other than TRiSK's, del2 / del4 and the forcing come in as in the forward
 (`hydrostatic.fused`): their tangents by their operator code, added to the passes' tendency in the
 operator path's order. The arithmetic is the operator path's, in the same order.
+
+With `forward`, the cell and edge passes are the `_ftl` kernels, which also apply the forward
+stage's tendencies to the state (the forward cell pass's K, phi and B, its theta flux divergence
+and extra terms; the edge pass's u tendency), bitwise the forward passes': a tangent-linear step
+then advances its base state itself, with no forward sweep and no records before it
+(`framework.stepper.rk4_step_and_tl`, `hydrostatic.fused_stages.FusedStages.stage_and_tl`).
 """
 from __future__ import annotations
 
@@ -29,8 +35,8 @@ from meshops.operators.vertical import CP_DRY, P0, R_DRY
 from framework.timestepping import Update
 
 from hydrostatic import dynamics, terms
-from hydrostatic.fused import (_KERNELS, EXTRA_TERMS, FusedStage, _edge_extra, _extra, reads_theta,
-                               scaled_part)
+from hydrostatic.fused import (_KERNELS, EXTRA_TERMS, FusedStage, _edge_extra, _extra,
+                               lone_laplacian, reads_theta, scaled_part)
 
 
 class FusedTangentStage(FusedStage):
@@ -63,14 +69,20 @@ class FusedTangentStage(FusedStage):
         return extra
 
     def __call__(self, mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s, f_vertex, physics,
-                 update: Update, *, old, new, next) -> None:
+                 update: Update, *, old, new, next, forward=None) -> None:
         """One tangent-linear stage: the tangents of the tendencies of (mass, theta_mass, u) for
         (dmass, dtheta_mass, du, dphi_s) (dphi_s None: none) applied by `update` to the triples
-        `old`, `new` and `next` of perturbations (`next` must hold none of the inputs)."""
+        `old`, `new` and `next` of perturbations (`next` must hold none of the inputs).
+        `forward`: the triples (old, new, next) of the state, to which the same passes apply the
+        forward stage's tendencies too (the `_ftl` kernels; bitwise `FusedStage`'s)."""
         m = for_fields(self.mesh, mass, u)
         xp, N = array_module(mass), int(mass.shape[1])
         extra = self.tangent_extras(mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s,
                                     physics)
+        cell_forward, edge_forward = {}, {}
+        if forward is not None:
+            cell_forward, edge_forward = self._forward_arguments(
+                xp, m, mass, theta_mass, u, phi_s, physics, extra, *forward)
         q_vertex, dq_vertex = self.scratch("qVertex", "vertex", u), self.scratch("dqVertex", "vertex", u)
         (eov, curl, cov, kite), stride = m.stencil(
             ("edgesOnVertex", "curlCoef", "cellsOnVertex", "c2vCoef"), (u, mass))
@@ -91,7 +103,8 @@ class FusedTangentStage(FusedStage):
         dbernoulli = self.scratch("dBernoulli", "cell", mass)
         (eoc, across, div, ke_coef2), stride = m.stencil(
             ("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef2"), (phi_s,), mass.dtype)
-        _KERNELS.launch("hs_cell_stage_tl", m.nCells, edgesOnCell=eoc, cellsAcross=across,
+        _KERNELS.launch("hs_cell_stage_ftl" if cell_forward else "hs_cell_stage_tl", m.nCells,
+                        edgesOnCell=eoc, cellsAcross=across,
                         divCoef=div, keCoef2=ke_coef2, dB=physics.dB, mass=mass, thetaMass=theta_mass,
                         u=u, dMass=dmass, dThetaMass=dtheta_mass, dU=du,
                         dPhiS=phi_s if dphi_s is None else dphi_s, dKe=dke,
@@ -103,17 +116,51 @@ class FusedTangentStage(FusedStage):
                         maxEdges=trisk.width(eoc, stride), slotStride=stride,
                         keInline=int(form == "trisk"), perturbPhiS=int(dphi_s is not None),
                         nVertLevels=N, gravity=physics.gravity, pTop=physics.p_top, p0=P0,
-                        kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY, **update.arguments())
+                        kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY, **update.arguments(),
+                        **cell_forward)
 
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
-        _KERNELS.launch("hs_edge_stage_tl", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,
+        tangent_extra = _edge_extra(xp, m, extra["tend_u"], u,
+                                    in_pass=edge_forward.pop("in_pass", True))
+        _KERNELS.launch("hs_edge_stage_ftl" if edge_forward else "hs_edge_stage_tl", m.nEdges,
+                        edgesOnEdge=eoe, weightsOnEdge=weights,
                         cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
                         F=F, dF=dF, qEdge=q_edge, dqEdge=dq_edge, dBernoulli=dbernoulli, pi=pi,
                         dPi=dpi, mass=mass, thetaMass=theta_mass, dMass=dmass,
                         dThetaMass=dtheta_mass, wFlux=w_flux, dWFlux=dw_flux, u=u, dU=du,
-                        **_edge_extra(xp, m, extra["tend_u"], u), dUOld=old[2], dUNew=new[2],
-                        dUNext=next[2], maxEdges2=trisk.width(eoe, stride), slotStride=stride,
-                        nVertLevels=N, **update.arguments())
+                        **tangent_extra, dUOld=old[2], dUNew=new[2], dUNext=next[2],
+                        maxEdges2=trisk.width(eoe, stride), slotStride=stride, nVertLevels=N,
+                        **update.arguments(), **edge_forward)
+
+    def _forward_arguments(self, xp, m, mass, theta_mass, u, phi_s, physics, tangent_extra, old,
+                           new, next) -> tuple[dict, dict]:
+        """The `_ftl` kernels' forward arguments ({cell pass}, {edge pass}): the forward's extra
+        terms (`FusedStage.extras`), K where not TRiSK's, its B and the state's (old, new, next);
+        the edge pass's `in_pass` says whether both its Laplacians (the forward's and the
+        tangent's) are applied in the pass (their stencil is one) or both by the operators."""
+        forward_extra = self.extras(mass, theta_mass, u, phi_s, physics)
+        form = physics.kinetic_energy
+        (ke_coef,), _ = m.stencil(("keCoef",), (phi_s,), mass.dtype)
+        cell = dict(keCoef=ke_coef, phiS=phi_s,
+                    ke=mass if form == "trisk" else terms.kinetic_energy(m, u, form),
+                    **_renamed(_extra(xp, forward_extra["tend_theta_mass"], mass)),
+                    massOld=old[0], massNew=new[0], massNext=next[0], thetaMassOld=old[1],
+                    thetaMassNew=new[1], thetaMassNext=next[1],
+                    bernoulli=self.scratch("bernoulli", "cell", mass),
+                    thetaFluxDivF=self.scratch("thetaFluxDivF", "cell", mass))
+        in_pass = ((lone_laplacian(m, forward_extra["tend_u"], u) is None)
+                   == (lone_laplacian(m, tangent_extra["tend_u"], u) is None))
+        edge = _edge_extra(xp, m, forward_extra["tend_u"], u, in_pass=in_pass)
+        edge = dict(bernoulli=cell["bernoulli"], extraF=edge["extra"], nExtraF=edge["nExtra"],
+                    extraStrideF=edge["extraStride"], extraScaleF=edge["extraScale"],
+                    del2InF=edge["del2In"], uOld=old[2], uNew=new[2], uNext=next[2])
+        return cell, dict(edge, in_pass=in_pass)
+
+
+def _renamed(arguments: dict) -> dict:
+    """The forward's extra, nExtra and extraStride arguments (`_extra`) under the `_ftl` kernels'
+    names."""
+    return {f"{name}F": value for name, value in arguments.items()}
 
 
 def fused_tendencies_tl(mesh, mass, theta_mass, u, phi_s, f_vertex, physics, dmass, dtheta_mass, du,

@@ -387,8 +387,8 @@ MESHOPS_INSTANTIATE(hs_pv_edge_tl)
 //     avg_i2l(dphi_i), W and dW, pi = cp exner(p), and
 //     dtend_mass = -dD - div_vflux(dW),
 //     dtend_thetaMass = -div_e2c(dtheta_e F + theta_e dF) - div_vflux(dW avg_l2i(theta) + W avg_l2i(dtheta)).
-template <typename T, int W>
-__global__ void hs_cell_stage_tl(
+template <typename T, bool Advance>
+__device__ __forceinline__ void cell_stage_tl(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
     const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ dB,
     const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
@@ -401,7 +401,11 @@ __global__ void hs_cell_stage_tl(
     T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int maxEdges,
     int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
     T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
-    int provisional, int first, int last, int nlev)
+    int provisional, int first, int last, int nlev, const T* __restrict__ keCoef,
+    const T* __restrict__ phiS, const T* __restrict__ ke, const T* __restrict__ extraF, int nExtraF,
+    int extraStrideF, const T* __restrict__ massOld, T* __restrict__ massNew,
+    T* __restrict__ massNext, const T* __restrict__ thetaMassOld, T* __restrict__ thetaMassNew,
+    T* __restrict__ thetaMassNext, T* __restrict__ bernoulli, T* __restrict__ thetaFluxDivF)
 {
     using hydrostatic::mul_rn;
     const int N = nVertLevels;
@@ -415,6 +419,7 @@ __global__ void hs_cell_stage_tl(
         T massAbove = 0, dMassAbove = 0, divAbove = 0, dDivAbove = 0;
         // the lowest chunk's p, dp, D, dD, div_e2c(dtheta_e F + theta_e dF) and dK
         T heldP = 0, heldDp = 0, heldDiv = 0, heldDDiv = 0, heldDDivTheta = 0, heldDKinetic = 0;
+        T heldDivTheta = 0, heldKinetic = 0;  // (Advance) the forward's div_e2c(theta_e F) and K
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -424,7 +429,7 @@ __global__ void hs_cell_stage_tl(
                 dmc = dMass[col + k];
                 const T thc = thetaMass[col + k] / mc;
                 const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
-                T dDivTheta = 0, dKinetic = 0;
+                T dDivTheta = 0, dKinetic = 0, divTheta = 0, kinetic = 0;
                 meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
                     const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
                     const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
@@ -449,11 +454,19 @@ __global__ void hs_cell_stage_tl(
                     dDiv += divCoef[p] * dFlux;
                     dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
                     if (keInline) dKinetic += keCoef2[p] * (ue * due);
+                    if constexpr (Advance) {
+                        divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
+                        if (keInline) kinetic += keCoef[p] * (ue * ue);
+                    }
                 });
                 meshops::hold(base, div, heldDiv, wFlux, coli + k);
                 meshops::hold(base, dDiv, heldDDiv, dWFlux, coli + k);
                 meshops::hold(base, dDivTheta, heldDDivTheta, thetaFluxDiv, col + k);
                 if (keInline) meshops::hold(base, dKinetic, heldDKinetic, dBernoulli, col + k);
+                if constexpr (Advance) {
+                    meshops::hold(base, divTheta, heldDivTheta, thetaFluxDivF, col + k);
+                    if (keInline) meshops::hold(base, kinetic, heldKinetic, bernoulli, col + k);
+                }
             }
             T massUpper = 0, massLower = 0, dMassUpper = 0, dMassLower = 0;
             meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
@@ -470,7 +483,8 @@ __global__ void hs_cell_stage_tl(
             }
         }
         const T total = divAbove, dTotal = dDivAbove, dPhiSurface = perturbPhiS ? dPhiS[c] : (T)0;
-        T w = 0, dw = 0, sum = 0;
+        T w = 0, dw = 0, sum = 0, massAlpha = 0, phiSurface = 0;
+        if constexpr (Advance) phiSurface = phiS[c];
         // dphi_i of the interface whose sum of layerSum below is s
         auto dPhi = [&](T s) {
             const T dPhiMass = mul_rn(gravity, s);
@@ -479,7 +493,8 @@ __global__ void hs_cell_stage_tl(
         for (int base = 0; base < N; base += meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
             const meshops_offset ck = col + k;
-            T theta = 0, dTheta = 0, layerSum = 0, rise = 0, dRise = 0, dDiv = 0;
+            T theta = 0, dTheta = 0, layerSum = 0, rise = 0, dRise = 0, dDiv = 0, div = 0;
+            T massAlphaLayer = 0;
             if (lane < levels) {
                 thetas(ck, theta, dTheta);
                 const T p = meshops::held(base, heldP, pi, ck), dp = meshops::held(base, heldDp, dPi, ck);
@@ -492,13 +507,18 @@ __global__ void hs_cell_stage_tl(
                 dPi[ck] = cp * (kappa * pow(p / p0, kappa) / p * dp);
                 layerSum = mul_rn(dMass[ck], alpha) + mul_rn(mass[ck], dAlpha);
                 dDiv = meshops::held(base, heldDDiv, dWFlux, coli + k);
-                rise = mul_rn(dB[k], total) - meshops::held(base, heldDiv, wFlux, coli + k);
+                div = meshops::held(base, heldDiv, wFlux, coli + k);
+                rise = mul_rn(dB[k], total) - div;
+                if constexpr (Advance) massAlphaLayer = mul_rn(mass[ck], alpha);
                 dRise = mul_rn(dB[k], dTotal) - dDiv;
             }
             T sumLower = 0, sumUpper = 0, wLower = 0, wUpper = 0, dwLower = 0, dwUpper = 0;
             meshops::scan_up(layerSum, levels, lane, sum, sumLower, sumUpper);
             meshops::scan_up(rise, levels, lane, w, wLower, wUpper);
             meshops::scan_up(dRise, levels, lane, dw, dwLower, dwUpper);
+            T massAlphaLower = 0, massAlphaUpper = 0;
+            if constexpr (Advance)
+                meshops::scan_up(massAlphaLayer, levels, lane, massAlpha, massAlphaLower, massAlphaUpper);
             if (lane < levels) {
                 const T dKinetic = keInline ? meshops::held(base, heldDKinetic, dBernoulli, ck) : dKe[ck];
                 dBernoulli[ck] = dKinetic + hydrostatic::avg_i2l(dPhi(sumLower), dPhi(sumUpper));
@@ -521,6 +541,23 @@ __global__ void hs_cell_stage_tl(
                                         accumulate, provisional, ck);
                 hydrostatic::rk4_update(dTendTheta, dThetaMassOld, dThetaMassNew, dThetaMassNext,
                                         newCoef, nextCoef, accumulate, provisional, ck);
+                if constexpr (Advance) {   // the forward's B and update, as hs_cell_stage's
+                    const T phiLower = phiSurface + mul_rn(gravity, massAlphaLower);
+                    const T phiUpper = phiSurface + mul_rn(gravity, massAlphaUpper);
+                    const T kineticK = keInline ? meshops::held(base, heldKinetic, bernoulli, ck) : ke[ck];
+                    bernoulli[ck] = kineticK + hydrostatic::avg_i2l(phiLower, phiUpper);
+                    const T wTheta = mul_rn(wLower, hydrostatic::avg_l2i(thetaBelow, theta, k, N));
+                    const T wThetaAbove = mul_rn(wUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N));
+                    const T tendMass = -div - hydrostatic::div_vflux(wLower, wUpper, k, N);
+                    const T divThetaK = meshops::held(base, heldDivTheta, thetaFluxDivF, ck);
+                    const T tendTheta = hydrostatic::with_extra(
+                        -divThetaK - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extraF, nExtraF,
+                        extraStrideF, ck);
+                    hydrostatic::rk4_update(tendMass, massOld, massNew, massNext, newCoef, nextCoef,
+                                            accumulate, provisional, ck);
+                    hydrostatic::rk4_update(tendTheta, thetaMassOld, thetaMassNew, thetaMassNext, newCoef,
+                                            nextCoef, accumulate, provisional, ck);
+                }
             }
         }
         if (lane == 0) {
@@ -529,14 +566,74 @@ __global__ void hs_cell_stage_tl(
         }
     }
 }
+
+template <typename T, int W>
+__global__ void hs_cell_stage_tl(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ dB,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
+    const T* __restrict__ dMass, const T* __restrict__ dThetaMass, const T* __restrict__ dU,
+    const T* __restrict__ dPhiS, const T* __restrict__ dKe, const T* __restrict__ extra,
+    const T* __restrict__ dMassOld, T* __restrict__ dMassNew, T* __restrict__ dMassNext,
+    const T* __restrict__ dThetaMassOld, T* __restrict__ dThetaMassNew,
+    T* __restrict__ dThetaMassNext, T* __restrict__ pi, T* __restrict__ dPi,
+    T* __restrict__ dBernoulli, T* __restrict__ wFlux, T* __restrict__ dWFlux,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int maxEdges,
+    int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
+    T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
+    int provisional, int first, int last, int nlev)
+{
+    cell_stage_tl<T, false>(edgesOnCell, cellsAcross, divCoef, keCoef2, dB, mass, thetaMass, u,
+                            dMass, dThetaMass, dU, dPhiS, dKe, extra, dMassOld, dMassNew, dMassNext,
+                            dThetaMassOld, dThetaMassNew, dThetaMassNext, pi, dPi, dBernoulli,
+                            wFlux, dWFlux, thetaFluxDiv, F, dF, maxEdges, slotStride, keInline,
+                            perturbPhiS, nExtra, extraStride, nVertLevels, gravity, pTop, p0, kappa,
+                            R, cp, newCoef, nextCoef, accumulate, provisional, first, last, nlev,
+                            nullptr, nullptr, nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr,
+                            nullptr, nullptr, nullptr, nullptr, nullptr);
+}
 MESHOPS_INSTANTIATE(hs_cell_stage_tl)
+
+// The tangent-linear cell pass advancing the forward too (hs_cell_stage's B and RK4 update of
+// mass and theta_mass, bitwise; its W and pi are the pass's): both stages in one pass.
+template <typename T, int W>
+__global__ void hs_cell_stage_ftl(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ dB,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
+    const T* __restrict__ dMass, const T* __restrict__ dThetaMass, const T* __restrict__ dU,
+    const T* __restrict__ dPhiS, const T* __restrict__ dKe, const T* __restrict__ extra,
+    const T* __restrict__ dMassOld, T* __restrict__ dMassNew, T* __restrict__ dMassNext,
+    const T* __restrict__ dThetaMassOld, T* __restrict__ dThetaMassNew,
+    T* __restrict__ dThetaMassNext, T* __restrict__ pi, T* __restrict__ dPi,
+    T* __restrict__ dBernoulli, T* __restrict__ wFlux, T* __restrict__ dWFlux,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int maxEdges,
+    int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
+    T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
+    int provisional, const T* __restrict__ keCoef, const T* __restrict__ phiS,
+    const T* __restrict__ ke, const T* __restrict__ extraF, int nExtraF, int extraStrideF,
+    const T* __restrict__ massOld, T* __restrict__ massNew, T* __restrict__ massNext,
+    const T* __restrict__ thetaMassOld, T* __restrict__ thetaMassNew, T* __restrict__ thetaMassNext,
+    T* __restrict__ bernoulli, T* __restrict__ thetaFluxDivF, int first, int last, int nlev)
+{
+    cell_stage_tl<T, true>(edgesOnCell, cellsAcross, divCoef, keCoef2, dB, mass, thetaMass, u,
+                           dMass, dThetaMass, dU, dPhiS, dKe, extra, dMassOld, dMassNew, dMassNext,
+                           dThetaMassOld, dThetaMassNew, dThetaMassNext, pi, dPi, dBernoulli, wFlux,
+                           dWFlux, thetaFluxDiv, F, dF, maxEdges, slotStride, keInline, perturbPhiS,
+                           nExtra, extraStride, nVertLevels, gravity, pTop, p0, kappa, R, cp,
+                           newCoef, nextCoef, accumulate, provisional, first, last, nlev, keCoef,
+                           phiS, ke, extraF, nExtraF, extraStrideF, massOld, massNew, massNext,
+                           thetaMassOld, thetaMassNew, thetaMassNext, bernoulli, thetaFluxDivF);
+}
+MESHOPS_INSTANTIATE(hs_cell_stage_ftl)
+
 
 // The tangent-linear edge pass: dtend_u = pv_flux_e2e_tl(F, qEdge; dF, dqEdge) - grad_c2e(dB)
 // - (dtheta_e grad_c2e(pi) + theta_e grad_c2e(dpi)) - (dV - V dmass_e / mass_e) / mass_e, with
 // V = avg_i2l(interp_c2e(W) diff_l2i(u)), dV = avg_i2l(interp_c2e(dW) diff_l2i(u) + interp_c2e(W)
 // diff_l2i(dU)); its RK4 update.
-template <typename T, int W>
-__global__ void hs_edge_stage_tl(
+template <typename T, bool Advance>
+__device__ __forceinline__ void edge_stage_tl(
     const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
     const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge, const T* __restrict__ F,
     const T* __restrict__ dF, const T* __restrict__ qEdge, const T* __restrict__ dqEdge,
@@ -546,9 +643,12 @@ __global__ void hs_edge_stage_tl(
     const T* __restrict__ u, const T* __restrict__ dU, const T* __restrict__ extra,
     const int* __restrict__ edgesOnEdgeDel2, const T* __restrict__ coefDel2,
     const T* __restrict__ del2In, const T* __restrict__ dUOld, T* __restrict__ dUNew,
-    T* __restrict__ dUNext, int maxEdges2, int slotStride, int nExtra, int extraStride, T extraScale,
-    int del2Width, int del2SlotStride, int nVertLevels, T newCoef, T nextCoef, int accumulate,
-    int provisional, int first, int last, int nlev)
+    T* __restrict__ dUNext, int maxEdges2, int slotStride, int nExtra, int extraStride,
+    T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef, T nextCoef,
+    int accumulate, int provisional, int first, int last, int nlev, const T* __restrict__ bernoulli,
+    const T* __restrict__ extraF, int nExtraF, int extraStrideF, T extraScaleF,
+    const T* __restrict__ del2InF, const T* __restrict__ uOld, T* __restrict__ uNew,
+    T* __restrict__ uNext)
 {
     using hydrostatic::mean_of_ends;
     using hydrostatic::mul_rn;
@@ -556,10 +656,11 @@ __global__ void hs_edge_stage_tl(
     MESHOPS_ROWS(i, first, last, nlev) {
         MESHOPS_ROW_LANE(e, k, i, nlev);
         const T qe = qEdge[i], dqe = dqEdge[i];
-        T acc = 0;
+        T acc = 0, accF = 0;
         meshops::for_each_slot(edgesOnEdge, e, maxEdges2, slotStride, [&](meshops_offset p, int e2) {
             const meshops_offset e2k = (meshops_offset)e2 * N + k;
             acc += weightsOnEdge[p] * (dF[e2k] * (qe + qEdge[e2k]) + F[e2k] * (dqe + dqEdge[e2k]));
+            if constexpr (Advance) accF += weightsOnEdge[p] * (F[e2k] * (qe + qEdge[e2k]));
         });
         const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
         const T invDc = invDcEdge[e];
@@ -598,9 +699,73 @@ __global__ void hs_edge_stage_tl(
                                     tend, extra, nExtra, extraStride, i, extraScale, edgesOnEdgeDel2,
                                     coefDel2, del2In, e, del2Width, del2SlotStride, N, k),
                                 dUOld, dUNew, dUNext, newCoef, nextCoef, accumulate, provisional, i);
+        if constexpr (Advance) {   // the forward's tendency and update, as hs_edge_stage's
+            const T gradB = hydrostatic::difference_of_ends(bernoulli, c0, c1, invDc, N, k);
+            const T tendF = mul_rn((T)0.5, accF) - gradB - mul_rn(thetaEdge, gradPi) - v / massEdge;
+            hydrostatic::rk4_update(hydrostatic::with_extra_or_laplacian(
+                                        tendF, extraF, nExtraF, extraStrideF, i, extraScaleF,
+                                        edgesOnEdgeDel2, coefDel2, del2InF, e, del2Width,
+                                        del2SlotStride, N, k),
+                                    uOld, uNew, uNext, newCoef, nextCoef, accumulate, provisional, i);
+        }
     }
 }
+
+template <typename T, int W>
+__global__ void hs_edge_stage_tl(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge, const T* __restrict__ F,
+    const T* __restrict__ dF, const T* __restrict__ qEdge, const T* __restrict__ dqEdge,
+    const T* __restrict__ dBernoulli, const T* __restrict__ pi, const T* __restrict__ dPi,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ dMass,
+    const T* __restrict__ dThetaMass, const T* __restrict__ wFlux, const T* __restrict__ dWFlux,
+    const T* __restrict__ u, const T* __restrict__ dU, const T* __restrict__ extra,
+    const int* __restrict__ edgesOnEdgeDel2, const T* __restrict__ coefDel2,
+    const T* __restrict__ del2In, const T* __restrict__ dUOld, T* __restrict__ dUNew,
+    T* __restrict__ dUNext, int maxEdges2, int slotStride, int nExtra, int extraStride,
+    T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef, T nextCoef,
+    int accumulate, int provisional, int first, int last, int nlev)
+{
+    edge_stage_tl<T, false>(edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, F, dF, qEdge,
+                            dqEdge, dBernoulli, pi, dPi, mass, thetaMass, dMass, dThetaMass, wFlux,
+                            dWFlux, u, dU, extra, edgesOnEdgeDel2, coefDel2, del2In, dUOld, dUNew,
+                            dUNext, maxEdges2, slotStride, nExtra, extraStride, extraScale,
+                            del2Width, del2SlotStride, nVertLevels, newCoef, nextCoef, accumulate,
+                            provisional, first, last, nlev, nullptr, nullptr, 0, 0, (T)0, nullptr,
+                            nullptr, nullptr, nullptr);
+}
 MESHOPS_INSTANTIATE(hs_edge_stage_tl)
+
+// The tangent-linear edge pass advancing the forward too (hs_edge_stage's tendency and RK4
+// update of u, bitwise, from the cell pass's B): both stages in one pass.
+template <typename T, int W>
+__global__ void hs_edge_stage_ftl(
+    const int* __restrict__ edgesOnEdge, const T* __restrict__ weightsOnEdge,
+    const int* __restrict__ cellsOnEdge, const T* __restrict__ invDcEdge, const T* __restrict__ F,
+    const T* __restrict__ dF, const T* __restrict__ qEdge, const T* __restrict__ dqEdge,
+    const T* __restrict__ dBernoulli, const T* __restrict__ pi, const T* __restrict__ dPi,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ dMass,
+    const T* __restrict__ dThetaMass, const T* __restrict__ wFlux, const T* __restrict__ dWFlux,
+    const T* __restrict__ u, const T* __restrict__ dU, const T* __restrict__ extra,
+    const int* __restrict__ edgesOnEdgeDel2, const T* __restrict__ coefDel2,
+    const T* __restrict__ del2In, const T* __restrict__ dUOld, T* __restrict__ dUNew,
+    T* __restrict__ dUNext, int maxEdges2, int slotStride, int nExtra, int extraStride,
+    T extraScale, int del2Width, int del2SlotStride, int nVertLevels, T newCoef, T nextCoef,
+    int accumulate, int provisional, const T* __restrict__ bernoulli, const T* __restrict__ extraF,
+    int nExtraF, int extraStrideF, T extraScaleF, const T* __restrict__ del2InF,
+    const T* __restrict__ uOld, T* __restrict__ uNew, T* __restrict__ uNext, int first, int last,
+    int nlev)
+{
+    edge_stage_tl<T, true>(edgesOnEdge, weightsOnEdge, cellsOnEdge, invDcEdge, F, dF, qEdge, dqEdge,
+                           dBernoulli, pi, dPi, mass, thetaMass, dMass, dThetaMass, wFlux, dWFlux,
+                           u, dU, extra, edgesOnEdgeDel2, coefDel2, del2In, dUOld, dUNew, dUNext,
+                           maxEdges2, slotStride, nExtra, extraStride, extraScale, del2Width,
+                           del2SlotStride, nVertLevels, newCoef, nextCoef, accumulate, provisional,
+                           first, last, nlev, bernoulli, extraF, nExtraF, extraStrideF, extraScaleF,
+                           del2InF, uOld, uNew, uNext);
+}
+MESHOPS_INSTANTIATE(hs_edge_stage_ftl)
+
 
 // -- adjoint, deterministic: the stage of hydrostatic.dynamics.tendencies_adj about the provisional
 // state (mass, thetaMass, u) with the forward's fields F, qVertex, qEdge and W of the stage's record

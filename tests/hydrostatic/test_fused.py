@@ -168,37 +168,38 @@ def test_tangent_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, varia
     state, fixed, physics = setup(mesh, rng, variant, dtype, host)
     dstate = perturbation(state, fixed, rng, host)
     got = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *dstate)
-    assert on_host["hydrostatic"][-4:] == ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl",
-                                           "hs_edge_stage_tl"]
+    assert on_host["hydrostatic"][-4:] == ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_ftl",
+                                           "hs_edge_stage_ftl"]
     ref = rk4_step_tl(Model(mesh, *state, *fixed, DT, physics, fused=False), *state, *dstate)
     for name, a, b in zip(Model.state_names, got, ref):
         assert a.dtype == dtype
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
-def test_tangent_step_runs_the_forward_of_three_stages(on_host, mesh, rng):
-    """rk4_step_tl's records: the forward passes of the first three stages (the next provisional
-    states), none for the last, whose tangent-linear stage reads its provisional state alone."""
+def test_tangent_step_runs_its_forward_in_its_own_passes(on_host, mesh, rng):
+    """rk4_step_tl: no forward passes and no records, the forward's provisional states from the
+    tangent-linear cell and edge passes that advance it too (`_ftl`), four stages of four passes."""
     state, fixed, physics = setup(mesh, rng, "del4", np.float64, host)
     model = Model(mesh, *state, *fixed, DT, physics, fused=True)
     start = len(on_host["hydrostatic"])
     rk4_step_tl(model, *state, *perturbation(state, fixed, rng, host))
-    launched = on_host["hydrostatic"][start:]
-    assert launched.count("hs_cell_stage") == launched.count("hs_edge_stage") == 3
-    assert launched.count("hs_cell_stage_tl") == launched.count("hs_edge_stage_tl") == 4
+    assert on_host["hydrostatic"][start:] == ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_ftl",
+                                              "hs_edge_stage_ftl"] * 4
 
 
-@pytest.mark.parametrize("variant", ["del4", "perot_ke_held_suarez_del4"])
-def test_step_and_tangent_in_one_sweep_equal_the_two_steps_bitwise(on_host, mesh, rng, variant):
-    """rk4_step_and_tl of the fused model: rk4_step's state and rk4_step_tl's tangent bitwise,
-    with the forward passes of four stages, not seven."""
-    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_step_and_tangent_in_one_sweep_equal_the_two_steps_bitwise(on_host, mesh, rng, variant, dtype):
+    """rk4_step_and_tl of the fused model: rk4_step's state bitwise (the `_ftl` passes' forward
+    against the forward passes) and rk4_step_tl's tangent, in four stages of four passes."""
+    state, fixed, physics = setup(mesh, rng, variant, dtype, host)
     dstate = perturbation(state, fixed, rng, host)
     model = Model(mesh, *state, *fixed, DT, physics, fused=True)
     want = rk4_step(model, *(y.copy() for y in state)), rk4_step_tl(model, *state, *dstate)
     start = len(on_host["hydrostatic"])
     got = rk4_step_and_tl(model, *(y.copy() for y in state), *dstate)
-    assert on_host["hydrostatic"][start:].count("hs_cell_stage") == 4
+    assert on_host["hydrostatic"][start:] == ["hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_ftl",
+                                              "hs_edge_stage_ftl"] * 4
     for g, w in zip(got, want):
         for name, a, b in zip(Model.state_names, g, w):
             np.testing.assert_array_equal(a, b, err_msg=name)
@@ -262,7 +263,8 @@ def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, varia
 
 def test_each_run_compiles_the_kernels_it_launches(on_host, mesh, rng):
     """A module of the family holds one group (forward, tangent-linear, adjoint) of one lane shape:
-    forward steps compile their four kernels, a tangent-linear step adds its four, an adjoint step
+    forward steps compile their four kernels, a tangent-linear step adds its four (those that
+    advance the forward too), an adjoint step
     those of its mode (deterministic, then atomic); no module holds kernels of two groups or lane
     shapes."""
     modules = []
@@ -282,8 +284,8 @@ def test_each_run_compiles_the_kernels_it_launches(on_host, mesh, rng):
                                                              "hs_cell_stage", "hs_edge_stage"}
         rk4_step_tl(model, *model.state, *perturbation(model.state, fixed, rng, host))
         assert compiled() == set(on_host["hydrostatic"])
-        assert {name for name in compiled() if name.endswith("_tl")} == {
-            "hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_tl", "hs_edge_stage_tl"}
+        assert {name for name in compiled() if "_tl" in name or "_ftl" in name} == {
+            "hs_pv_vertex_tl", "hs_pv_edge_tl", "hs_cell_stage_ftl", "hs_edge_stage_ftl"}
         adj = tuple(host(rng.standard_normal(np.shape(y))) for y in model.state)
         rk4_step_adj(model, *model.state, *adj, mode="deterministic")
         assert compiled() == set(on_host["hydrostatic"])
