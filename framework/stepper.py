@@ -72,11 +72,10 @@ class Stages(Protocol):
 
     # Optional, on paths whose tangent-linear stages read nothing of the forward but the
     # provisional state: tangent_record(j, provisional) -> the record `stage_tl` reads of stage j.
-    # With it `records(..., tangent=True)` runs no forward for the last stage, and
-    # `rk4_step_and_tl` runs each stage's forward and tangent-linear in one sweep: through
+    # With it `rk4_step_and_tl` runs each stage's forward and tangent-linear in one sweep: through
     # stage_and_tl(j, provisional, dprovisional, dcontrols, update, old, new, dold, dnew) ->
-    # (next, dnext), where the path has it (both in the same passes), else `stage` then
-    # `stage_tl`; `rk4_step_tl` then takes that sweep too.
+    # (next, dnext), where the path has it (both in the same passes; `rk4_step_tl` then takes
+    # that sweep too), else `stage` then `stage_tl`.
 
     def stage_adj(self, j: int, record, k_adj: list, update: AdjointUpdate, y_adj: list,
                   new_adj: tuple, controls_adj, mode: str) -> tuple:
@@ -154,19 +153,13 @@ def step(stages: Stages, state: Sequence, dt: float, exchange=None) -> tuple:
     return tuple(new)
 
 
-def records(stages: Stages, state: Sequence, dt: float, exchange=None, *,
-            tangent: bool = False) -> list:
+def records(stages: Stages, state: Sequence, dt: float, exchange=None) -> list:
     """The stage records of the step from `state` (each stage's provisional state, halo rows
-    exchanged in place, stage 1's being `state` itself), computed as `step` computes them.
-    `tangent`: the records `stage_tl` reads; the last stage's from its provisional state alone
-    where the path has `tangent_record` (its forward is not run)."""
+    exchanged in place, stage 1's being `state` itself), computed as `step` computes them."""
     out, provisional = [], state
     for j, update in enumerate(updates(dt)):
         if exchange is not None:
             exchange(*provisional)
-        if tangent and not update.provisional and hasattr(stages, "tangent_record"):
-            out.append(stages.tangent_record(j, provisional))
-            continue
         record, provisional = stages.record(j, provisional, update, state)
         out.append(record)
     return out
@@ -240,15 +233,14 @@ def rk4_step(model, *state) -> tuple:
     return step(model.stages, state, model.dt, _exchanges(model)[0])
 
 
-def stage_records(model, *state, tangent: bool = False) -> list:
+def stage_records(model, *state) -> list:
     """The stage records of the model's RK4 step from `state` (`records`; the operator path's are
     the provisional states p_1..p_4, halo rows exchanged), computed as `rk4_step` computes them
-    (bitwise the forward's); `state` is not modified. `tangent`: those the tangent-linear step
-    reads (`records`)."""
+    (bitwise the forward's); `state` is not modified."""
     exchange = _exchanges(model)[0]
     if exchange is not None:
         state = [y.copy() for y in state]
-    return records(model.stages, state, model.dt, exchange, tangent=tangent)
+    return records(model.stages, state, model.dt, exchange)
 
 
 def rk4_step_tl(model, *args) -> tuple:
@@ -256,7 +248,8 @@ def rk4_step_tl(model, *args) -> tuple:
     *dstate, *dcontrols)` (shallow water: h, u, dh, du, db) -> dstate one step later; dcontrols
     None or left out: no control perturbation. Inputs are not modified; on ranks their owned rows
     are read (halo rows come from the exchange) and the halo rows of the outputs are not valid.
-    The model's stages run it on the stage records of its forward (`stage_records`)."""
+    The model's stages run it on the stage records of its forward (`stage_records`), or with the
+    forward in the same passes where they can (`Stages.stage_and_tl`: `rk4_step_and_tl`)."""
     exchange, exchange_tl = _exchanges(model, "exchange_tl")
     state, dstate, dcontrols = _split(model, args, 2, "rk4_step_tl")
     if hasattr(model.stages, "stage_and_tl"):       # the forward in the tangent-linear passes
@@ -265,8 +258,8 @@ def rk4_step_tl(model, *args) -> tuple:
         return rk4_step_and_tl(model, *state, *args[len(state):])[1]
     if all(c is None for c in dcontrols):
         dcontrols = ()
-    return step_tl(model.stages, stage_records(model, *state, tangent=True), dstate, dcontrols,
-                   model.dt, exchange_tl)
+    return step_tl(model.stages, stage_records(model, *state), dstate, dcontrols, model.dt,
+                   exchange_tl)
 
 
 def rk4_step_and_tl(model, *args) -> tuple:
