@@ -115,7 +115,7 @@ class TendencyStages:
 
     def record(self, j, provisional, update, old):
         if not update.provisional:
-            return self.tangent_record(j, provisional), None
+            return provisional, None
         k = self.tendency(provisional)
         return provisional, [y + update.next_coef * k_j for y, k_j in zip(old, k)]
 
@@ -266,12 +266,12 @@ def rk4_step_and_tl(model, *args) -> tuple:
     """(the state one step later, dstate one step later): `rk4_step` and `rk4_step_tl` of the
     same arguments (bitwise both; the halo rows of the state exchanged in place, as `rk4_step`
     does), in one sweep, each stage's forward and then its tangent-linear on the same provisional
-    state, where the path's tangent-linear stages read their provisional states alone
-    (`Stages.tangent_record`: no records, no forward sweep apart); else the two steps."""
+    state, where the path can (`Stages.stage_and_tl`, or `Stages.tangent_record`: no records, no
+    forward sweep apart); else the two steps."""
     exchange, exchange_tl = _exchanges(model, "exchange_tl")
     state, dstate, dcontrols = _split(model, args, 2, "rk4_step_and_tl")
     stages = model.stages
-    if not hasattr(stages, "tangent_record"):
+    if not (hasattr(stages, "stage_and_tl") or hasattr(stages, "tangent_record")):
         dstate_next = rk4_step_tl(model, *args)
         return rk4_step(model, *state), dstate_next
     if all(c is None for c in dcontrols):

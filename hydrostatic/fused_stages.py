@@ -54,13 +54,6 @@ class FusedStages(stepper.TendencyStages):
         return record_stage(recorder, provisional, m.phi_s, m.f_vertex, m.physics, update, old,
                             dump=self.forward)
 
-    @staticmethod
-    def tangent_record(j, provisional):
-        """The tangent-linear stage reads the provisional state alone (its passes compute the
-        forward fields they need)."""
-        mass, theta_mass, u = provisional
-        return dict(mass=mass, theta_mass=theta_mass, u=u)
-
     def stage_tl(self, j, record, dprovisional, dcontrols, update, old, new):
         if self._tangent is None:
             self._tangent = FusedTangentStage(self.model.device_mesh)

@@ -79,9 +79,9 @@ class FusedTangentStage(FusedStage):
         xp, N = array_module(mass), int(mass.shape[1])
         extra = self.tangent_extras(mass, theta_mass, u, dmass, dtheta_mass, du, dphi_s, phi_s,
                                     physics)
-        cell_forward, edge_forward = {}, {}
+        cell_forward, edge_forward, in_pass = {}, {}, True
         if forward is not None:
-            cell_forward, edge_forward = self._forward_arguments(
+            cell_forward, edge_forward, in_pass = self._forward_arguments(
                 xp, m, mass, theta_mass, u, phi_s, physics, extra, *forward)
         q_vertex, dq_vertex = self.scratch("qVertex", "vertex", u), self.scratch("dqVertex", "vertex", u)
         (eov, curl, cov, kite), stride = m.stencil(
@@ -120,8 +120,7 @@ class FusedTangentStage(FusedStage):
                         **cell_forward)
 
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
-        tangent_extra = _edge_extra(xp, m, extra["tend_u"], u,
-                                    in_pass=edge_forward.pop("in_pass", True))
+        tangent_extra = _edge_extra(xp, m, extra["tend_u"], u, in_pass=in_pass)
         _KERNELS.launch("hs_edge_stage_ftl" if edge_forward else "hs_edge_stage_tl", m.nEdges,
                         edgesOnEdge=eoe, weightsOnEdge=weights,
                         cellsOnEdge=m.table("cellsOnEdge"), invDcEdge=m.table("invDcEdge", u.dtype),
@@ -133,11 +132,11 @@ class FusedTangentStage(FusedStage):
                         **update.arguments(), **edge_forward)
 
     def _forward_arguments(self, xp, m, mass, theta_mass, u, phi_s, physics, tangent_extra, old,
-                           new, next) -> tuple[dict, dict]:
-        """The `_ftl` kernels' forward arguments ({cell pass}, {edge pass}): the forward's extra
-        terms (`FusedStage.extras`), K where not TRiSK's, its B and the state's (old, new, next);
-        the edge pass's `in_pass` says whether both its Laplacians (the forward's and the
-        tangent's) are applied in the pass (their stencil is one) or both by the operators."""
+                           new, next) -> tuple[dict, dict, bool]:
+        """The `_ftl` kernels' forward arguments ({cell pass}, {edge pass}, in_pass): the forward's
+        extra terms (`FusedStage.extras`), K where not TRiSK's, its B and the state's (old, new,
+        next); `in_pass` whether both the edge pass's Laplacians (the forward's and the tangent's)
+        are applied in the pass (their stencil is one) or both by the operators."""
         forward_extra = self.extras(mass, theta_mass, u, phi_s, physics)
         form = physics.kinetic_energy
         (ke_coef,), _ = m.stencil(("keCoef",), (phi_s,), mass.dtype)
@@ -154,7 +153,7 @@ class FusedTangentStage(FusedStage):
         edge = dict(bernoulli=cell["bernoulli"], extraF=edge["extra"], nExtraF=edge["nExtra"],
                     extraStrideF=edge["extraStride"], extraScaleF=edge["extraScale"],
                     del2InF=edge["del2In"], uOld=old[2], uNew=new[2], uNext=next[2])
-        return cell, dict(edge, in_pass=in_pass)
+        return cell, edge, in_pass
 
 
 def _renamed(arguments: dict) -> dict:
