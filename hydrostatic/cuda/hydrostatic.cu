@@ -224,9 +224,11 @@ __global__ void hs_cell_stage(
                 meshops::hold(base, divTheta, heldDivTheta, thetaFluxDiv, col + k);
                 if (keInline) meshops::hold(base, kinetic, heldKinetic, bernoulli, col + k);
             }
-            T massUpper = 0, massLower = 0;
-            meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
-            meshops::add_down(div, levels, divAbove);
+            T down[2] = {mc, div}, sums[2] = {massAbove, divAbove}, upper[2] = {}, lower[2] = {};
+            meshops::scans<false>(down, levels, lane, sums, upper, lower);
+            massAbove = sums[0];
+            divAbove = sums[1];
+            const T massUpper = upper[0], massLower = lower[0];
             if (lane < levels) {
                 const T p = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
                                                  pTop + mul_rn(gravity, massUpper));
@@ -248,9 +250,11 @@ __global__ void hs_cell_stage(
                 div = meshops::held(base, heldDiv, wFlux, coli + k);
                 rise = mul_rn(dB[k], total) - div;
             }
-            T massAlphaLower = 0, massAlphaUpper = 0, wLower = 0, wUpper = 0;
-            meshops::scan_up(massAlphaLayer, levels, lane, massAlpha, massAlphaLower, massAlphaUpper);
-            meshops::scan_up(rise, levels, lane, w, wLower, wUpper);
+            T up[2] = {massAlphaLayer, rise}, sums[2] = {massAlpha, w}, lower[2] = {}, upper[2] = {};
+            meshops::scans<true>(up, levels, lane, sums, lower, upper);
+            massAlpha = sums[0];
+            w = sums[1];
+            const T massAlphaLower = lower[0], massAlphaUpper = upper[0], wLower = lower[1], wUpper = upper[1];
             if (lane < levels) {
                 const T phiLower = phiSurface + mul_rn(gravity, massAlphaLower);
                 const T phiUpper = phiSurface + mul_rn(gravity, massAlphaUpper);
@@ -468,11 +472,14 @@ __device__ __forceinline__ void cell_stage_tl(
                     if (keInline) meshops::hold(base, kinetic, heldKinetic, bernoulli, col + k);
                 }
             }
-            T massUpper = 0, massLower = 0, dMassUpper = 0, dMassLower = 0;
-            meshops::scan_down(mc, levels, lane, massAbove, massUpper, massLower);
-            meshops::scan_down(dmc, levels, lane, dMassAbove, dMassUpper, dMassLower);
-            meshops::add_down(div, levels, divAbove);
-            meshops::add_down(dDiv, levels, dDivAbove);
+            T down[4] = {mc, dmc, div, dDiv}, sums[4] = {massAbove, dMassAbove, divAbove, dDivAbove};
+            T upper[4] = {}, lower[4] = {};
+            meshops::scans<false>(down, levels, lane, sums, upper, lower);
+            massAbove = sums[0];
+            dMassAbove = sums[1];
+            divAbove = sums[2];
+            dDivAbove = sums[3];
+            const T massUpper = upper[0], massLower = lower[0], dMassUpper = upper[1], dMassLower = lower[1];
             if (lane < levels) {
                 const T p = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
                                                  pTop + mul_rn(gravity, massUpper));
@@ -512,13 +519,24 @@ __device__ __forceinline__ void cell_stage_tl(
                 if constexpr (Advance) massAlphaLayer = mul_rn(mass[ck], alpha);
                 dRise = mul_rn(dB[k], dTotal) - dDiv;
             }
-            T sumLower = 0, sumUpper = 0, wLower = 0, wUpper = 0, dwLower = 0, dwUpper = 0;
-            meshops::scan_up(layerSum, levels, lane, sum, sumLower, sumUpper);
-            meshops::scan_up(rise, levels, lane, w, wLower, wUpper);
-            meshops::scan_up(dRise, levels, lane, dw, dwLower, dwUpper);
+            // the forward's massAlpha scan with the tangent-linear's when Advance
+            constexpr int nUp = Advance ? 4 : 3;
+            T up[nUp], sums[nUp], lower[nUp] = {}, upper[nUp] = {};
+            up[0] = layerSum, up[1] = rise, up[2] = dRise;
+            sums[0] = sum, sums[1] = w, sums[2] = dw;
+            if constexpr (Advance) up[nUp - 1] = massAlphaLayer, sums[nUp - 1] = massAlpha;
+            meshops::scans<true>(up, levels, lane, sums, lower, upper);
+            sum = sums[0];
+            w = sums[1];
+            dw = sums[2];
+            const T sumLower = lower[0], sumUpper = upper[0], wLower = lower[1], wUpper = upper[1];
+            const T dwLower = lower[2], dwUpper = upper[2];
             T massAlphaLower = 0, massAlphaUpper = 0;
-            if constexpr (Advance)
-                meshops::scan_up(massAlphaLayer, levels, lane, massAlpha, massAlphaLower, massAlphaUpper);
+            if constexpr (Advance) {
+                massAlpha = sums[nUp - 1];
+                massAlphaLower = lower[nUp - 1];
+                massAlphaUpper = upper[nUp - 1];
+            }
             if (lane < levels) {
                 const T dKinetic = keInline ? meshops::held(base, heldDKinetic, dBernoulli, ck) : dKe[ck];
                 dBernoulli[ck] = dKinetic + hydrostatic::avg_i2l(dPhi(sumLower), dPhi(sumUpper));
@@ -933,7 +951,6 @@ __global__ void hs_adj_column(
     T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
     int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
 {
-    using meshops::broadcast;
     const int N = nVertLevels;
     MESHOPS_WARP_COLUMNS(c, lane, first, last) {
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
@@ -982,13 +999,15 @@ __global__ void hs_adj_column(
                        hydrostatic::avg_l2i(theta, thetaAbove, j, N) * vAbove + wPart;
             }
             T Y = 0, X = 0, p = 0;
+            const T shared[4] = {wAdj, bAdj, mc, dBk};
+            const T* terms = meshops::share_terms(shared, levels, lane, lane);
             for (int l = levels - 1; l >= 0; --l) {
-                ySum += broadcast(wAdj, l);
-                const T b = broadcast(bAdj, l);
+                ySum += terms[l];
+                const T b = terms[meshops::kWarpLanes + l];
                 const T phiIAdj = (base + l + 1 < N ? (T)0.5 * bAbove : (T)0) + (T)0.5 * b;
                 phiS += phiIAdj;
                 xSum += phiIAdj;
-                massAbove += broadcast(mc, l);
+                massAbove += terms[2 * meshops::kWarpLanes + l];
                 const T pBelow = pTop + gravity * massAbove;
                 if (l == lane) {
                     Y = ySum;
@@ -996,7 +1015,7 @@ __global__ void hs_adj_column(
                     p = hydrostatic::avg_i2l(pBelow, pAbove);
                 }
                 pAbove = pBelow;
-                total += broadcast(dBk, l) * ySum;
+                total += terms[3 * meshops::kWarpLanes + l] * ySum;
                 bAbove = b;
             }
             if (lane < levels) {
@@ -1031,8 +1050,10 @@ __global__ void hs_adj_column(
                 pa = meshops::held(base, heldPAdj, pAdj, ck);
             }
             T z = 0;
+            const T shared[1] = {pa};
+            const T* terms = meshops::share_terms(shared, levels, lane, lane);
             for (int l = 0; l < levels; ++l) {
-                const T paLevel = broadcast(pa, l);
+                const T paLevel = terms[l];
                 zSum += (T)0.5 * paLevel + (base + l > 0 ? (T)0.5 * pAdjBelow : (T)0);
                 pAdjBelow = paLevel;
                 if (l == lane) z = zSum;

@@ -1,10 +1,10 @@
 // Column kernels with one warp per column (the fused stages' cell passes, hydrostatic/cuda): lane l
 // of a column's warp holds level base + l of each chunk of kWarpLanes levels, so that the warp's
 // loads of a column, whose levels are contiguous, coalesce. A vertical scan keeps the order of a
-// one-thread scan: each lane broadcasts its level's term and every lane adds the terms up one after
-// the other (the same sum, bitwise, in every lane), taking the partial sums at its own level. The
-// host build of the tests (tests/meshops/host_harness.py) runs one lane per column (kWarpLanes 1):
-// the same code, one level per chunk.
+// one-thread scan: each lane puts its level's term in the warp's shared-memory scratch and every
+// lane adds the terms up one after the other (the same sum, bitwise, in every lane), taking the
+// partial sums at its own level. The host build of the tests (tests/meshops/host_harness.py) runs
+// one lane per column (kWarpLanes 1): the same code, one level per chunk.
 #pragma once
 #include "common.cuh"
 
@@ -12,59 +12,69 @@ namespace meshops {
 
 #ifdef __CUDACC__
 constexpr int kWarpLanes = 32;
-
-// Lane `source`'s v, in every lane of the warp (all of whose lanes take part).
-template <typename T>
-__device__ __forceinline__ T broadcast(T v, int source)
-{
-    return __shfl_sync(0xffffffffu, v, source);
-}
 #else
 constexpr int kWarpLanes = 1;
-
-template <typename T>
-inline T broadcast(T v, int)
-{
-    return v;
-}
 #endif
 
-// The scan of a chunk's levels from the surface up (lanes 0 .. levels-1 in turn): `sum` gains
-// each lane's `term`, the same additions in every lane; `below` and `above` get the running sums
-// before and after the calling lane's own term (its lower and upper interface).
-template <typename T>
-__device__ __forceinline__ void scan_up(T term, int levels, int lane, T& sum, T& below, T& above)
+// Scratch for the terms of S scans of one warp: each lane writes its level's term of each scan, the
+// warp reads them all back in the scan's order (shared-memory loads, independent of the running
+// sums, so that they pipeline, several scans' in one instruction stream).
+#ifdef __CUDACC__
+template <typename T, int S>
+__device__ __forceinline__ T* warp_terms()
 {
-    for (int j = 0; j < levels; ++j) {
-        const T next = sum + broadcast(term, j);
-        if (j == lane) {
-            below = sum;
-            above = next;
-        }
-        sum = next;
-    }
+    __shared__ T terms[MESHOPS_BLOCK_SIZE / kWarpLanes][S][kWarpLanes];
+    return &terms[threadIdx.x / kWarpLanes][0][0];
+}
+#define MESHOPS_SYNC_WARP() __syncwarp()
+#else
+template <typename T, int S>
+inline T* warp_terms()
+{
+    static thread_local T terms[S][kWarpLanes];
+    return &terms[0][0];
+}
+#define MESHOPS_SYNC_WARP()
+#endif
+
+// The lanes' terms of S sums in the warp's scratch, lane l's of sum s at terms[s * kWarpLanes +
+// slot(l)] (lanes 0 .. levels-1), for every lane to read.
+template <typename T, int S>
+__device__ __forceinline__ const T* share_terms(const T (&term)[S], int levels, int lane, int slot)
+{
+    T* terms = warp_terms<T, S>();
+    MESHOPS_SYNC_WARP();  // the warp's reads of the last terms done
+    if (lane < levels)
+        for (int s = 0; s < S; ++s) terms[s * kWarpLanes + slot] = term[s];
+    MESHOPS_SYNC_WARP();
+    return terms;
 }
 
-// The same from the top down (lanes levels-1 .. 0): `above` and `below` get the running sums before
-// and after the calling lane's term (its upper and lower interface).
-template <typename T>
-__device__ __forceinline__ void scan_down(T term, int levels, int lane, T& sum, T& above, T& below)
+// S scans of a chunk's levels at once, from the surface up (Up: lanes 0 .. levels-1 in turn) or
+// from the top down: sum[s] gains each lane's term[s], the same additions in every lane, in the
+// one-thread scan's order; before[s] and after[s] get the running sums before and after the
+// calling lane's own term (going up its lower and upper interface, going down its upper and lower).
+// The terms sit in scratch in the order they are added, so that the unrolled loop's loads have
+// constant offsets.
+template <bool Up, typename T, int S>
+__device__ __forceinline__ void scans(const T (&term)[S], int levels, int lane, T (&sum)[S],
+                                      T (&before)[S], T (&after)[S])
 {
-    for (int j = levels - 1; j >= 0; --j) {
-        const T next = sum + broadcast(term, j);
-        if (j == lane) {
-            above = sum;
-            below = next;
+    const int slot = Up ? lane : levels - 1 - lane;  // the lane's place in the order of addition
+    const T* terms = share_terms(term, levels, lane, slot);
+#pragma unroll
+    for (int j = 0; j < kWarpLanes; ++j) {
+        if (j < levels) {
+            for (int s = 0; s < S; ++s) {
+                const T next = sum[s] + terms[s * kWarpLanes + j];
+                if (j == slot) {
+                    before[s] = sum[s];
+                    after[s] = next;
+                }
+                sum[s] = next;
+            }
         }
-        sum = next;
     }
-}
-
-// The sum alone of a chunk's terms, added from the top down as scan_down adds them.
-template <typename T>
-__device__ __forceinline__ void add_down(T term, int levels, T& sum)
-{
-    for (int j = levels - 1; j >= 0; --j) sum = sum + broadcast(term, j);
 }
 
 // A value of the sweep down kept for the sweep up, which starts with the chunk at base 0: that
