@@ -200,6 +200,8 @@ __global__ void hs_cell_stage(
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, divAbove = 0;
         T heldP = 0, heldDiv = 0, heldDivTheta = 0, heldKinetic = 0;  // the lowest chunk's
+        const meshops::ColumnSlots slots =
+            meshops::column_slots(edgesOnCell, cellsAcross, c, maxEdges, slotStride, lane);
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -208,8 +210,8 @@ __global__ void hs_cell_stage(
                 mc = mass[col + k];
                 const T thc = thetaMass[col + k] / mc;
                 T divTheta = 0, kinetic = 0;
-                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
-                    const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
+                meshops::for_each_column_slot(slots, [&](meshops_offset p, int e, int across) {
+                    const int other = across < 0 ? -2 - across : across;
                     const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
                     const T ue = u[ek];
                     const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
@@ -424,6 +426,8 @@ __device__ __forceinline__ void cell_stage_tl(
         // the lowest chunk's p, dp, D, dD, div_e2c(dtheta_e F + theta_e dF) and dK
         T heldP = 0, heldDp = 0, heldDiv = 0, heldDDiv = 0, heldDDivTheta = 0, heldDKinetic = 0;
         T heldDivTheta = 0, heldKinetic = 0;  // (Advance) the forward's div_e2c(theta_e F) and K
+        const meshops::ColumnSlots slots =
+            meshops::column_slots(edgesOnCell, cellsAcross, c, maxEdges, slotStride, lane);
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -434,8 +438,8 @@ __device__ __forceinline__ void cell_stage_tl(
                 const T thc = thetaMass[col + k] / mc;
                 const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
                 T dDivTheta = 0, dKinetic = 0, divTheta = 0, kinetic = 0;
-                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset p, int e) {
-                    const int across = cellsAcross[p], other = across < 0 ? -2 - across : across;
+                meshops::for_each_column_slot(slots, [&](meshops_offset p, int e, int across) {
+                    const int other = across < 0 ? -2 - across : across;
                     const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
                     const T ue = u[ek], due = dU[ek];
                     T massSum = mc, dMassSum = dmc, thetaSum = thc, dThetaSum = dthc;

@@ -7,6 +7,7 @@
 // one lane per column (kWarpLanes 1): the same code, one level per chunk.
 #pragma once
 #include "common.cuh"
+#include "stencil.cuh"
 
 namespace meshops {
 
@@ -74,6 +75,47 @@ __device__ __forceinline__ void scans(const T (&term)[S], int levels, int lane, 
                 sum[s] = next;
             }
         }
+    }
+}
+
+// The stencil row of a column (for_each_slot's), its entries idx[p] and beside them aux[p] read
+// once for the whole warp: lane m loads slot m, and every lane reads the slots back from the
+// warp's scratch, so that a visit's gathers wait on one load, not on the two table loads before
+// them. Rows wider than the warp (and the host build) read the tables in the visit.
+struct ColumnSlots {
+    const int* entries;  // idx then aux of slots 0 .. S-1, kWarpLanes apart; null: read the tables
+    const int* idx;
+    const int* aux;
+    int row, S, slotStride;
+};
+
+// Every lane of the warp calls it (the scratch is written between two warp syncs).
+__device__ __forceinline__ ColumnSlots column_slots(const int* __restrict__ idx,
+                                                    const int* __restrict__ aux, int row, int S,
+                                                    int slotStride, int lane)
+{
+    ColumnSlots slots{nullptr, idx, aux, row, S, slotStride};
+    if (kWarpLanes > 1 && S <= kWarpLanes) {
+        int entry[2] = {-1, -1};
+        if (lane < S) {
+            const meshops_offset p = slot_index(row, lane, S, slotStride);
+            entry[0] = idx[p];
+            entry[1] = aux[p];
+        }
+        slots.entries = share_terms(entry, S, lane, lane);
+    }
+    return slots;
+}
+
+// visit(p, t, a) for each slot m < S in slot order whose entry t = idx[p] is present (t >= 0), a =
+// aux[p] (for_each_slot's order and p).
+template <typename Visit>
+__device__ __forceinline__ void for_each_column_slot(const ColumnSlots& slots, Visit visit)
+{
+    for (int m = 0; m < slots.S; ++m) {
+        const meshops_offset p = slot_index(slots.row, m, slots.S, slots.slotStride);
+        const int t = slots.entries ? slots.entries[m] : slots.idx[p];
+        if (t >= 0) visit(p, t, slots.entries ? slots.entries[kWarpLanes + m] : slots.aux[p]);
     }
 }
 
