@@ -200,8 +200,9 @@ __global__ void hs_cell_stage(
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, divAbove = 0;
         T heldP = 0, heldDiv = 0, heldDivTheta = 0, heldKinetic = 0;  // the lowest chunk's
-        const meshops::ColumnSlots slots =
-            meshops::column_slots(edgesOnCell, cellsAcross, c, maxEdges, slotStride, lane);
+        const auto slots = meshops::column_slots<2>(
+            edgesOnCell, c, maxEdges, slotStride, lane,
+            [&](meshops_offset p, int, int (&more)[1]) { more[0] = cellsAcross[p]; });
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -210,8 +211,8 @@ __global__ void hs_cell_stage(
                 mc = mass[col + k];
                 const T thc = thetaMass[col + k] / mc;
                 T divTheta = 0, kinetic = 0;
-                meshops::for_each_column_slot(slots, [&](meshops_offset p, int e, int across) {
-                    const int other = across < 0 ? -2 - across : across;
+                meshops::for_each_column_slot(slots, [&](meshops_offset p, int e, const int (&more)[1]) {
+                    const int across = more[0], other = across < 0 ? -2 - across : across;
                     const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
                     const T ue = u[ek];
                     const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
@@ -426,8 +427,9 @@ __device__ __forceinline__ void cell_stage_tl(
         // the lowest chunk's p, dp, D, dD, div_e2c(dtheta_e F + theta_e dF) and dK
         T heldP = 0, heldDp = 0, heldDiv = 0, heldDDiv = 0, heldDDivTheta = 0, heldDKinetic = 0;
         T heldDivTheta = 0, heldKinetic = 0;  // (Advance) the forward's div_e2c(theta_e F) and K
-        const meshops::ColumnSlots slots =
-            meshops::column_slots(edgesOnCell, cellsAcross, c, maxEdges, slotStride, lane);
+        const auto slots = meshops::column_slots<2>(
+            edgesOnCell, c, maxEdges, slotStride, lane,
+            [&](meshops_offset p, int, int (&more)[1]) { more[0] = cellsAcross[p]; });
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -438,8 +440,8 @@ __device__ __forceinline__ void cell_stage_tl(
                 const T thc = thetaMass[col + k] / mc;
                 const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
                 T dDivTheta = 0, dKinetic = 0, divTheta = 0, kinetic = 0;
-                meshops::for_each_column_slot(slots, [&](meshops_offset p, int e, int across) {
-                    const int other = across < 0 ? -2 - across : across;
+                meshops::for_each_column_slot(slots, [&](meshops_offset p, int e, const int (&more)[1]) {
+                    const int across = more[0], other = across < 0 ? -2 - across : across;
                     const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
                     const T ue = u[ek], due = dU[ek];
                     T massSum = mc, dMassSum = dmc, thetaSum = thc, dThetaSum = dthc;
@@ -962,6 +964,12 @@ __global__ void hs_adj_column(
         T ySum = 0, xSum = 0, phiS = 0, total = 0;
         T bAbove = 0;  // B_adj of the layer above (none above the top)
         T heldY = 0, heldPAdj = 0;  // the lowest chunk's
+        const auto slots = meshops::column_slots<3>(
+            edgesOnCell, c, scattered ? 0 : maxEdges, slotStride, lane,
+            [&](meshops_offset, int e, int (&more)[2]) {
+                more[0] = cellsOnEdge[2 * e];
+                more[1] = cellsOnEdge[2 * e + 1];
+            });
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -975,8 +983,8 @@ __global__ void hs_adj_column(
                     thetaPart = thetaAcc[ck];
                     wPart = wAcc[coli + k + 1];
                 } else {
-                    meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset, int e) {
-                        const int c0 = cellsOnEdge[2 * e], c1 = cellsOnEdge[2 * e + 1];
+                    meshops::for_each_column_slot(slots, [&](meshops_offset, int e, const int (&more)[2]) {
+                        const int c0 = more[0], c1 = more[1];
                         const T coef = c == c1 ? invDcEdge[e] : -invDcEdge[e];
                         const meshops_offset ek = (meshops_offset)e * N + k;
                         const T g = uTendAdj[ek];

@@ -78,44 +78,55 @@ __device__ __forceinline__ void scans(const T (&term)[S], int levels, int lane, 
     }
 }
 
-// The stencil row of a column (for_each_slot's), its entries idx[p] and beside them aux[p] read
-// once for the whole warp: lane m loads slot m, and every lane reads the slots back from the
-// warp's scratch, so that a visit's gathers wait on one load, not on the two table loads before
-// them. Rows wider than the warp (and the host build) read the tables in the visit.
+// The stencil row of a column (for_each_slot's) read once for the whole warp: lane m loads slot
+// m's entry t = idx[p] and the K - 1 ints `load(p, t, more)` reads for it, and every lane reads
+// them back from the warp's scratch, so that a visit's gathers wait on one load, not on the table
+// loads before them. Rows wider than the warp (and the host build) read the tables in the visit.
+template <int K, typename Load>
 struct ColumnSlots {
-    const int* entries;  // idx then aux of slots 0 .. S-1, kWarpLanes apart; null: read the tables
+    const int* entries;  // per slot m: t, then the ints of `load`, at m + j kWarpLanes; null: none
     const int* idx;
-    const int* aux;
+    Load load;
     int row, S, slotStride;
 };
 
 // Every lane of the warp calls it (the scratch is written between two warp syncs).
-__device__ __forceinline__ ColumnSlots column_slots(const int* __restrict__ idx,
-                                                    const int* __restrict__ aux, int row, int S,
-                                                    int slotStride, int lane)
+template <int K, typename Load>
+__device__ __forceinline__ ColumnSlots<K, Load> column_slots(const int* __restrict__ idx, int row,
+                                                             int S, int slotStride, int lane,
+                                                             Load load)
 {
-    ColumnSlots slots{nullptr, idx, aux, row, S, slotStride};
+    ColumnSlots<K, Load> slots{nullptr, idx, load, row, S, slotStride};
     if (kWarpLanes > 1 && S <= kWarpLanes) {
-        int entry[2] = {-1, -1};
+        int entry[K];
+        entry[0] = -1;
         if (lane < S) {
             const meshops_offset p = slot_index(row, lane, S, slotStride);
             entry[0] = idx[p];
-            entry[1] = aux[p];
+            int more[K - 1];
+            if (entry[0] >= 0) load(p, entry[0], more);
+            for (int j = 1; j < K; ++j) entry[j] = entry[0] >= 0 ? more[j - 1] : -1;
         }
         slots.entries = share_terms(entry, S, lane, lane);
     }
     return slots;
 }
 
-// visit(p, t, a) for each slot m < S in slot order whose entry t = idx[p] is present (t >= 0), a =
-// aux[p] (for_each_slot's order and p).
-template <typename Visit>
-__device__ __forceinline__ void for_each_column_slot(const ColumnSlots& slots, Visit visit)
+// visit(p, t, more) for each slot m < S in slot order whose entry t = idx[p] is present (t >= 0),
+// `more` the K - 1 ints that `load` reads for it (for_each_slot's order and p).
+template <int K, typename Load, typename Visit>
+__device__ __forceinline__ void for_each_column_slot(const ColumnSlots<K, Load>& slots, Visit visit)
 {
     for (int m = 0; m < slots.S; ++m) {
         const meshops_offset p = slot_index(slots.row, m, slots.S, slots.slotStride);
         const int t = slots.entries ? slots.entries[m] : slots.idx[p];
-        if (t >= 0) visit(p, t, slots.entries ? slots.entries[kWarpLanes + m] : slots.aux[p]);
+        if (t < 0) continue;
+        int more[K - 1];
+        if (slots.entries)
+            for (int j = 1; j < K; ++j) more[j - 1] = slots.entries[j * kWarpLanes + m];
+        else
+            slots.load(p, t, more);
+        visit(p, t, more);
     }
 }
 
