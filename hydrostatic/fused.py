@@ -106,6 +106,16 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "int:keInline int:nExtra int:extraStride int:nVertLevels real:gravity "
                             "real:pTop real:p0 real:kappa real:R real:cp " + _RK_SCALARS,
            threads="warp"),
+    Kernel("hs_cell_flux", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef in:mass:layer "
+                           "in:thetaMass:layer in:u:layer out:thetaFluxDiv:layer out:wFlux:interface "
+                           "out:bernoulli:layer put:F:layer int:maxEdges int:slotStride int:keInline "
+                           "int:nVertLevels", threads="level"),
+    Kernel("hs_cell_column", "coef:dB in:mass:layer in:thetaMass:layer in:phiS:column in:ke:layer "
+                             "in:extra:layer " + _RK.format(y="mass") + " " + _RK.format(y="thetaMass")
+                             + " out:pi:layer out:bernoulli:layer out:wFlux:interface "
+                             "in:thetaFluxDiv:layer int:keInline int:nExtra int:extraStride "
+                             "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R real:cp "
+                             + _RK_SCALARS, threads="warp"),
     Kernel("hs_edge_stage", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                             "in:F:layer in:qEdge:layer in:bernoulli:layer in:pi:layer in:mass:layer "
                             "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "
@@ -199,6 +209,10 @@ class FusedStage:
     """One RK4 stage of the state (mass, theta_mass, u) through the fused passes on `mesh` (a
     `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields."""
 
+    #: The cell pass as two kernels, hs_cell_flux's gathers one level per thread and
+    #: hs_cell_column's scans one warp per column, instead of hs_cell_stage's one (bitwise the same).
+    split_cell_pass = False
+
     def __init__(self, mesh):
         self.mesh = mesh
         self._scratch: dict = {}
@@ -260,16 +274,23 @@ class FusedStage:
         bernoulli, w_flux = self.scratch("bernoulli", "cell", mass), self.scratch("W", "cell", mass, 1)
         (eoc, across, div, ke_coef), stride = m.stencil(
             ("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef"), (phi_s,), mass.dtype)
-        _KERNELS.launch("hs_cell_stage", m.nCells, edgesOnCell=eoc, cellsAcross=across, divCoef=div,
-                        keCoef=ke_coef, dB=physics.dB, mass=mass, thetaMass=theta_mass, u=u,
-                        phiS=phi_s, ke=ke, **_extra(xp, extra["tend_theta_mass"], mass),
-                        massOld=old[0], massNew=new[0], massNext=next[0], thetaMassOld=old[1],
-                        thetaMassNew=new[1], thetaMassNext=next[1], pi=pi, bernoulli=bernoulli,
-                        wFlux=w_flux, thetaFluxDiv=self.scratch("thetaFluxDiv", "cell", mass), F=F,
-                        maxEdges=trisk.width(eoc, stride), slotStride=stride,
-                        keInline=int(form == "trisk"), nVertLevels=N, gravity=physics.gravity,
-                        pTop=physics.p_top, p0=P0, kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY,
-                        **update.arguments())
+        theta_flux_div = self.scratch("thetaFluxDiv", "cell", mass)
+        column = dict(dB=physics.dB, mass=mass, thetaMass=theta_mass, phiS=phi_s, ke=ke,
+                      **_extra(xp, extra["tend_theta_mass"], mass), massOld=old[0], massNew=new[0],
+                      massNext=next[0], thetaMassOld=old[1], thetaMassNew=new[1],
+                      thetaMassNext=next[1], pi=pi, bernoulli=bernoulli, wFlux=w_flux,
+                      thetaFluxDiv=theta_flux_div, keInline=int(form == "trisk"), nVertLevels=N,
+                      gravity=physics.gravity, pTop=physics.p_top, p0=P0, kappa=R_DRY / CP_DRY,
+                      R=R_DRY, cp=CP_DRY, **update.arguments())
+        fluxes = dict(edgesOnCell=eoc, cellsAcross=across, divCoef=div, keCoef=ke_coef,
+                      maxEdges=trisk.width(eoc, stride), slotStride=stride)
+        if self.split_cell_pass:
+            _KERNELS.launch("hs_cell_flux", m.nCells, **fluxes, mass=mass, thetaMass=theta_mass, u=u,
+                            thetaFluxDiv=theta_flux_div, wFlux=w_flux, bernoulli=bernoulli, F=F,
+                            keInline=column["keInline"], nVertLevels=N)
+            _KERNELS.launch("hs_cell_column", m.nCells, **column)
+        else:
+            _KERNELS.launch("hs_cell_stage", m.nCells, **fluxes, **column, u=u, F=F)
 
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
         _KERNELS.launch("hs_edge_stage", m.nEdges, edgesOnEdge=eoe, weightsOnEdge=weights,

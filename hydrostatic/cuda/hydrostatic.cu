@@ -180,9 +180,36 @@ MESHOPS_INSTANTIATE(hs_pv_edge)
 //     W[k+1] = W[k] + (dB[k] total - D[k]); B = K + avg_i2l(phi_i) and the tendencies
 //     tend_mass = -D - div_vflux(W), tend_thetaMass = -div_e2c(theta_e F) - div_vflux(W avg_l2i(theta)).
 // Without keInline, K is the field ke.
-template <typename T, int W>
-MESHOPS_COLUMN_OCCUPANCY
-__global__ void hs_cell_stage(
+// The cell pass's gathers at level k of column c (F at the edges whose first present cell c is,
+// D = div_e2c(F), div_e2c(theta_e F) and TRiSK's K = ke_e2c(u) when keInline), each column slot's
+// entry by `visit`'s (p, e, across): for_each_slot's or for_each_column_slot's.
+template <typename T, typename Slots>
+__device__ __forceinline__ void cell_fluxes(Slots for_slots, const T* __restrict__ divCoef,
+                                            const T* __restrict__ keCoef, const T* __restrict__ mass,
+                                            const T* __restrict__ thetaMass, const T* __restrict__ u,
+                                            T* __restrict__ F, T mc, T thc, int keInline, int N, int k,
+                                            T& div, T& divTheta, T& kinetic)
+{
+    using hydrostatic::mul_rn;
+    for_slots([&](meshops_offset p, int e, int across) {
+        const int other = across < 0 ? -2 - across : across;
+        const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
+        const T ue = u[ek];
+        const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
+        const T thetaEdge = (T)0.5 * (other >= 0 ? thc + thetaMass[ok] / mass[ok] : thc);
+        const T flux = mul_rn(massEdge, ue);
+        if (across < 0) F[ek] = flux;
+        div += divCoef[p] * flux;
+        divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
+        if (keInline) kinetic += keCoef[p] * (ue * ue);
+    });
+}
+
+// The cell pass (file comment) over columns [first, last), one warp each. Gather: the pass's own
+// gathers down the column; otherwise hs_cell_flux's, read from wFlux (D at layer k), thetaFluxDiv
+// and bernoulli (K when keInline).
+template <typename T, bool Gather>
+__device__ __forceinline__ void cell_stage(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
     const T* __restrict__ divCoef, const T* __restrict__ keCoef, const T* __restrict__ dB,
     const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
@@ -192,7 +219,7 @@ __global__ void hs_cell_stage(
     T* __restrict__ pi, T* __restrict__ bernoulli, T* __restrict__ wFlux,
     T* __restrict__ thetaFluxDiv, T* __restrict__ F, int maxEdges, int slotStride, int keInline,
     int nExtra, int extraStride, int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp,
-    T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
+    T newCoef, T nextCoef, int accumulate, int provisional, int first, int last)
 {
     using hydrostatic::mul_rn;
     const int N = nVertLevels;
@@ -200,32 +227,37 @@ __global__ void hs_cell_stage(
         const meshops_offset col = (meshops_offset)c * N, coli = (meshops_offset)c * (N + 1);
         T massAbove = 0, divAbove = 0;
         T heldP = 0, heldDiv = 0, heldDivTheta = 0, heldKinetic = 0;  // the lowest chunk's
-        const auto slots = meshops::column_slots<2>(
-            edgesOnCell, c, maxEdges, slotStride, lane,
-            [&](meshops_offset p, int, int (&more)[1]) { more[0] = cellsAcross[p]; });
+        [[maybe_unused]] const auto slots = [&] {
+            if constexpr (Gather)
+                return meshops::column_slots<2>(
+                    edgesOnCell, c, maxEdges, slotStride, lane,
+                    [&](meshops_offset p, int, int (&more)[1]) { more[0] = cellsAcross[p]; });
+            else
+                return 0;
+        }();
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
             T mc = 0, div = 0;
             if (lane < levels) {
                 mc = mass[col + k];
-                const T thc = thetaMass[col + k] / mc;
-                T divTheta = 0, kinetic = 0;
-                meshops::for_each_column_slot(slots, [&](meshops_offset p, int e, const int (&more)[1]) {
-                    const int across = more[0], other = across < 0 ? -2 - across : across;
-                    const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
-                    const T ue = u[ek];
-                    const T massEdge = (T)0.5 * (other >= 0 ? mc + mass[ok] : mc);
-                    const T thetaEdge = (T)0.5 * (other >= 0 ? thc + thetaMass[ok] / mass[ok] : thc);
-                    const T flux = mul_rn(massEdge, ue);
-                    if (across < 0) F[ek] = flux;
-                    div += divCoef[p] * flux;
-                    divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
-                    if (keInline) kinetic += keCoef[p] * (ue * ue);
-                });
-                meshops::hold(base, div, heldDiv, wFlux, coli + k);
-                meshops::hold(base, divTheta, heldDivTheta, thetaFluxDiv, col + k);
-                if (keInline) meshops::hold(base, kinetic, heldKinetic, bernoulli, col + k);
+                if constexpr (Gather) {
+                    T divTheta = 0, kinetic = 0;
+                    cell_fluxes(
+                        [&](auto visit) {
+                            meshops::for_each_column_slot(
+                                slots, [&](meshops_offset p, int e, const int (&more)[1]) {
+                                    visit(p, e, more[0]);
+                                });
+                        },
+                        divCoef, keCoef, mass, thetaMass, u, F, mc, thetaMass[col + k] / mc, keInline, N,
+                        k, div, divTheta, kinetic);
+                    meshops::hold(base, div, heldDiv, wFlux, coli + k);
+                    meshops::hold(base, divTheta, heldDivTheta, thetaFluxDiv, col + k);
+                    if (keInline) meshops::hold(base, kinetic, heldKinetic, bernoulli, col + k);
+                } else {
+                    div = wFlux[coli + k];
+                }
             }
             T down[2] = {mc, div}, sums[2] = {massAbove, divAbove}, upper[2] = {}, lower[2] = {};
             meshops::scans<false>(down, levels, lane, sums, upper, lower);
@@ -236,6 +268,8 @@ __global__ void hs_cell_stage(
                 const T p = hydrostatic::avg_i2l(pTop + mul_rn(gravity, massLower),
                                                  pTop + mul_rn(gravity, massUpper));
                 meshops::hold(base, p, heldP, pi, col + k);
+                if constexpr (!Gather)
+                    if (base == 0) heldDiv = div;  // the others stay in memory
             }
         }
         const T total = divAbove, phiSurface = phiS[c];
@@ -261,7 +295,9 @@ __global__ void hs_cell_stage(
             if (lane < levels) {
                 const T phiLower = phiSurface + mul_rn(gravity, massAlphaLower);
                 const T phiUpper = phiSurface + mul_rn(gravity, massAlphaUpper);
-                const T kinetic = keInline ? meshops::held(base, heldKinetic, bernoulli, ck) : ke[ck];
+                const T kinetic = !keInline ? ke[ck]
+                                  : Gather ? meshops::held(base, heldKinetic, bernoulli, ck)
+                                           : bernoulli[ck];
                 bernoulli[ck] = kinetic + hydrostatic::avg_i2l(phiLower, phiUpper);
                 wFlux[coli + k] = wLower;
                 const T thetaBelow = k > 0 ? thetaMass[ck - 1] / mass[ck - 1] : theta;
@@ -269,7 +305,8 @@ __global__ void hs_cell_stage(
                 const T wTheta = mul_rn(wLower, hydrostatic::avg_l2i(thetaBelow, theta, k, N));
                 const T wThetaAbove = mul_rn(wUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N));
                 const T tendMass = -div - hydrostatic::div_vflux(wLower, wUpper, k, N);
-                const T divTheta = meshops::held(base, heldDivTheta, thetaFluxDiv, ck);
+                const T divTheta = Gather ? meshops::held(base, heldDivTheta, thetaFluxDiv, ck)
+                                          : thetaFluxDiv[ck];
                 const T tendTheta = hydrostatic::with_extra(
                     -divTheta - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extra, nExtra,
                     extraStride, ck);
@@ -282,7 +319,78 @@ __global__ void hs_cell_stage(
         if (lane == 0) wFlux[coli + N] = w;
     }
 }
+
+template <typename T, int W>
+MESHOPS_COLUMN_OCCUPANCY
+__global__ void hs_cell_stage(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef, const T* __restrict__ dB,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
+    const T* __restrict__ phiS, const T* __restrict__ ke, const T* __restrict__ extra,
+    const T* __restrict__ massOld, T* __restrict__ massNew, T* __restrict__ massNext,
+    const T* __restrict__ thetaMassOld, T* __restrict__ thetaMassNew, T* __restrict__ thetaMassNext,
+    T* __restrict__ pi, T* __restrict__ bernoulli, T* __restrict__ wFlux,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, int maxEdges, int slotStride, int keInline,
+    int nExtra, int extraStride, int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp,
+    T newCoef, T nextCoef, int accumulate, int provisional, int first, int last, int nlev)
+{
+    cell_stage<T, true>(edgesOnCell, cellsAcross, divCoef, keCoef, dB, mass, thetaMass, u, phiS, ke,
+                        extra, massOld, massNew, massNext, thetaMassOld, thetaMassNew, thetaMassNext,
+                        pi, bernoulli, wFlux, thetaFluxDiv, F, maxEdges, slotStride, keInline, nExtra,
+                        extraStride, nVertLevels, gravity, pTop, p0, kappa, R, cp, newCoef, nextCoef,
+                        accumulate, provisional, first, last);
+}
 MESHOPS_INSTANTIATE(hs_cell_stage)
+
+// The cell pass in two kernels: hs_cell_flux's gathers over (cell, layer), one level per thread,
+// into wFlux (D at layer k), thetaFluxDiv and bernoulli (K when keInline), then hs_cell_column's
+// scans and updates, one warp per column (cell_stage without Gather). The same values, bitwise.
+template <typename T, int W>
+__global__ void hs_cell_flux(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef, const T* __restrict__ mass,
+    const T* __restrict__ thetaMass, const T* __restrict__ u, T* __restrict__ thetaFluxDiv,
+    T* __restrict__ wFlux, T* __restrict__ bernoulli, T* __restrict__ F, int maxEdges,
+    int slotStride, int keInline, int nVertLevels, int first, int last, int nlev)
+{
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        const T mc = mass[i];
+        T div = 0, divTheta = 0, kinetic = 0;
+        cell_fluxes(
+            [&](auto visit) {
+                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride,
+                                       [&](meshops_offset p, int e) { visit(p, e, cellsAcross[p]); });
+            },
+            divCoef, keCoef, mass, thetaMass, u, F, mc, thetaMass[i] / mc, keInline, N, k, div,
+            divTheta, kinetic);
+        wFlux[(meshops_offset)c * (N + 1) + k] = div;
+        thetaFluxDiv[i] = divTheta;
+        if (keInline) bernoulli[i] = kinetic;
+    }
+}
+MESHOPS_INSTANTIATE(hs_cell_flux)
+
+template <typename T, int W>
+MESHOPS_COLUMN_OCCUPANCY
+__global__ void hs_cell_column(
+    const T* __restrict__ dB, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ phiS, const T* __restrict__ ke, const T* __restrict__ extra,
+    const T* __restrict__ massOld, T* __restrict__ massNew, T* __restrict__ massNext,
+    const T* __restrict__ thetaMassOld, T* __restrict__ thetaMassNew, T* __restrict__ thetaMassNext,
+    T* __restrict__ pi, T* __restrict__ bernoulli, T* __restrict__ wFlux,
+    const T* __restrict__ thetaFluxDiv, int keInline, int nExtra, int extraStride, int nVertLevels,
+    T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
+    int provisional, int first, int last, int nlev)
+{
+    cell_stage<T, false>(nullptr, nullptr, nullptr, nullptr, dB, mass, thetaMass, nullptr, phiS, ke,
+                         extra, massOld, massNew, massNext, thetaMassOld, thetaMassNew, thetaMassNext,
+                         pi, bernoulli, wFlux, const_cast<T*>(thetaFluxDiv), nullptr, 0, 0, keInline, nExtra,
+                         extraStride, nVertLevels, gravity, pTop, p0, kappa, R, cp, newCoef, nextCoef,
+                         accumulate, provisional, first, last);
+}
+MESHOPS_INSTANTIATE(hs_cell_column)
 
 // The edge pass (file comment) over (edge, layer) of edges [first, last): edgesOnEdge and
 // weightsOnEdge in one layout (slotStride), cellsOnEdge row-major; wFlux on interfaces.

@@ -94,6 +94,14 @@ def setup(mesh, rng, variant, dtype, cast, coefficients=(A, B)):
     return state, (cast(s.phi_s.astype(dtype)), cast(s.f_vertex.astype(dtype))), physics
 
 
+@pytest.fixture(params=[False, True], ids=["one_cell_pass", "split_cell_pass"])
+def cell_pass(request, monkeypatch):
+    """The forward cell pass as hs_cell_stage alone or as hs_cell_flux then hs_cell_column
+    (`fused.FusedStage.split_cell_pass`); True when split."""
+    monkeypatch.setattr(fused.FusedStage, "split_cell_pass", request.param)
+    return request.param
+
+
 def run(mesh, state, fixed, physics, fused_path):
     model = Model(mesh, *state, *fixed, DT, physics, fused=fused_path)
     for _ in range(STEPS):
@@ -206,7 +214,8 @@ def test_step_and_tangent_in_one_sweep_equal_the_two_steps_bitwise(on_host, mesh
 
 
 @pytest.mark.parametrize("variant", ["baroclinic", "perot_ke_held_suarez_del4"])
-def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank_mesh, rng, variant):
+def test_tendencies_on_a_rank_mesh_equal_the_operator_path_bitwise(on_host, rank_mesh, rng, variant,
+                                                                   cell_pass):
     """The tendencies and their tangents, every row, halo rows with missing neighbours included."""
     state, fixed, physics = setup(rank_mesh, rng, variant, np.float64, host)
     dstate = perturbation(state, fixed, rng, host)
@@ -242,17 +251,17 @@ def test_local_rows_equal_one_process_on_host(on_host, mesh, rng, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+def test_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, cell_pass):
     state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
     got = run(mesh, state, fixed, physics, True)
-    assert len(on_host["hydrostatic"]) == 4 * 4 * STEPS
+    assert len(on_host["hydrostatic"]) == (5 if cell_pass else 4) * 4 * STEPS
     for name, a, b in zip(Model.state_names, got, ref):
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant):
+def test_float32_steps_equal_the_operator_path_bitwise(on_host, mesh, rng, variant, cell_pass):
     state, fixed, physics = setup(mesh, rng, variant, np.float32, host)
     ref = run(mesh, [y.copy() for y in state], fixed, physics, False)
     got = run(mesh, state, fixed, physics, True)
@@ -311,7 +320,7 @@ def test_fused_path_refuses_numpy_fields(mesh, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
+def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype, cell_pass):
     """Steps, tendencies and a tangent-linear step (phi_s perturbed) of the fused path on CuPy:
     in float64 the steps and tendencies bitwise, the tangent-linear step to 1e-12 (nvcc contracts
     the multiply-add pairs of the operator path's pv_flux_e2e_tl and specific_volume_tl in its
@@ -321,7 +330,7 @@ def test_gpu_steps_equal_the_operator_path(mesh, rng, variant, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["baroclinic", "mpas_ke_diffusion"])
-def test_gpu_columns_longer_than_a_warp_equal_the_operator_path(mesh, rng, variant):
+def test_gpu_columns_longer_than_a_warp_equal_the_operator_path(mesh, rng, variant, cell_pass):
     """45 layers: the column passes take a column's levels in two chunks of a warp's lanes
     (meshops/cuda/warp_column.cuh), with the scans carried from one to the next; as above in float64."""
     check_gpu_against_the_operator_path(mesh, rng, variant, np.float64,
