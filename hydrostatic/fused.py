@@ -109,13 +109,13 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_cell_flux", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef in:mass:layer "
                            "in:thetaMass:layer in:u:layer out:thetaFluxDiv:layer out:wFlux:interface "
                            "out:bernoulli:layer put:F:layer int:maxEdges int:slotStride int:keInline "
-                           "int:nVertLevels", threads="level"),
+                           "int:nVertLevels", threads="level", group="split_cell"),
     Kernel("hs_cell_column", "coef:dB in:mass:layer in:thetaMass:layer in:phiS:column in:ke:layer "
                              "in:extra:layer " + _RK.format(y="mass") + " " + _RK.format(y="thetaMass")
                              + " out:pi:layer out:bernoulli:layer out:wFlux:interface "
                              "in:thetaFluxDiv:layer int:keInline int:nExtra int:extraStride "
                              "int:nVertLevels real:gravity real:pTop real:p0 real:kappa real:R real:cp "
-                             + _RK_SCALARS, threads="warp"),
+                             + _RK_SCALARS, threads="warp", group="split_cell"),
     Kernel("hs_edge_stage", "idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
                             "in:F:layer in:qEdge:layer in:bernoulli:layer in:pi:layer in:mass:layer "
                             "in:thetaMass:layer in:wFlux:interface in:u:layer in:extra:layer "
