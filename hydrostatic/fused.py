@@ -131,6 +131,15 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "out:dqEdge:layer int:nVertLevels", threads="level", group="tangent"),
     Kernel("hs_cell_stage_tl", _CELL_TL, threads="warp", group="tangent_stage"),
     Kernel("hs_cell_stage_ftl", _CELL_TL + " " + _CELL_FORWARD, threads="warp", group="tangent"),
+    Kernel("hs_cell_flux_ftl", "idx:edgesOnCell idx:cellsAcross coef:divCoef coef:keCoef2 "
+                               "coef:keCoef in:mass:layer in:thetaMass:layer in:u:layer in:dMass:layer "
+                               "in:dThetaMass:layer in:dU:layer out:thetaFluxDiv:layer "
+                               "out:wFlux:interface out:dWFlux:interface out:dBernoulli:layer "
+                               "out:thetaFluxDivF:layer out:bernoulli:layer put:F:layer put:dF:layer "
+                               "int:maxEdges int:slotStride int:keInline int:nVertLevels",
+           threads="level", group="split_cell_tangent"),
+    Kernel("hs_cell_column_ftl", _CELL_TL + " " + _CELL_FORWARD, threads="warp",
+           group="split_cell_tangent"),
     Kernel("hs_edge_stage_tl", _EDGE_TL, threads="level", group="tangent_stage"),
     Kernel("hs_edge_stage_ftl", _EDGE_TL + " " + _EDGE_FORWARD, threads="level", group="tangent"),
     Kernel("hs_adj_edge", "idx:edgesOnEdge coef:weightsOnEdge coef:weightsOnEdgeReverse "

@@ -103,21 +103,27 @@ class FusedTangentStage(FusedStage):
         dbernoulli = self.scratch("dBernoulli", "cell", mass)
         (eoc, across, div, ke_coef2), stride = m.stencil(
             ("edgesOnCell", "cellsAcrossOnCell", "divCoef", "keCoef2"), (phi_s,), mass.dtype)
-        _KERNELS.launch("hs_cell_stage_ftl" if cell_forward else "hs_cell_stage_tl", m.nCells,
-                        edgesOnCell=eoc, cellsAcross=across,
-                        divCoef=div, keCoef2=ke_coef2, dB=physics.dB, mass=mass, thetaMass=theta_mass,
-                        u=u, dMass=dmass, dThetaMass=dtheta_mass, dU=du,
-                        dPhiS=phi_s if dphi_s is None else dphi_s, dKe=dke,
-                        **_extra(xp, extra["tend_theta_mass"], mass), dMassOld=old[0],
-                        dMassNew=new[0], dMassNext=next[0], dThetaMassOld=old[1],
-                        dThetaMassNew=new[1], dThetaMassNext=next[1], pi=pi, dPi=dpi,
-                        dBernoulli=dbernoulli, wFlux=w_flux, dWFlux=dw_flux,
-                        thetaFluxDiv=self.scratch("thetaFluxDiv", "cell", mass), F=F, dF=dF,
-                        maxEdges=trisk.width(eoc, stride), slotStride=stride,
-                        keInline=int(form == "trisk"), perturbPhiS=int(dphi_s is not None),
-                        nVertLevels=N, gravity=physics.gravity, pTop=physics.p_top, p0=P0,
-                        kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY, **update.arguments(),
-                        **cell_forward)
+        cell = dict(edgesOnCell=eoc, cellsAcross=across,
+                    divCoef=div, keCoef2=ke_coef2, dB=physics.dB, mass=mass, thetaMass=theta_mass,
+                    u=u, dMass=dmass, dThetaMass=dtheta_mass, dU=du,
+                    dPhiS=phi_s if dphi_s is None else dphi_s, dKe=dke,
+                    **_extra(xp, extra["tend_theta_mass"], mass), dMassOld=old[0],
+                    dMassNew=new[0], dMassNext=next[0], dThetaMassOld=old[1],
+                    dThetaMassNew=new[1], dThetaMassNext=next[1], pi=pi, dPi=dpi,
+                    dBernoulli=dbernoulli, wFlux=w_flux, dWFlux=dw_flux,
+                    thetaFluxDiv=self.scratch("thetaFluxDiv", "cell", mass), F=F, dF=dF,
+                    maxEdges=trisk.width(eoc, stride), slotStride=stride,
+                    keInline=int(form == "trisk"), perturbPhiS=int(dphi_s is not None),
+                    nVertLevels=N, gravity=physics.gravity, pTop=physics.p_top, p0=P0,
+                    kappa=R_DRY / CP_DRY, R=R_DRY, cp=CP_DRY, **update.arguments(),
+                    **cell_forward)
+        if cell_forward and self.split_cell_pass:
+            _KERNELS.launch("hs_cell_flux_ftl", m.nCells, **{
+                name: cell[name] for _, name in _KERNELS.kernels["hs_cell_flux_ftl"].arguments})
+            _KERNELS.launch("hs_cell_column_ftl", m.nCells, **cell)
+        else:
+            _KERNELS.launch("hs_cell_stage_ftl" if cell_forward else "hs_cell_stage_tl", m.nCells,
+                            **cell)
 
         (eoe, weights), stride = m.stencil(trisk.FORWARD, (u,))
         tangent_extra = _edge_extra(xp, m, extra["tend_u"], u, in_pass=in_pass)

@@ -490,6 +490,50 @@ __global__ void hs_pv_edge_tl(const int* __restrict__ verticesOnEdge, const T* _
 }
 MESHOPS_INSTANTIATE(hs_pv_edge_tl)
 
+// The tangent-linear cell pass's gathers at level k of column c (cell_fluxes' with their tangents:
+// F and dF where c is the edge's first present cell, D, dD, div_e2c(dtheta_e F + theta_e dF), dK;
+// when Advance the forward's div_e2c(theta_e F) and K), each slot through for_slots' visit(p, e,
+// across).
+template <typename T, bool Advance, typename Slots>
+__device__ __forceinline__ void cell_fluxes_tl(
+    Slots for_slots, const T* __restrict__ divCoef, const T* __restrict__ keCoef2,
+    const T* __restrict__ keCoef, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ u, const T* __restrict__ dMass, const T* __restrict__ dThetaMass,
+    const T* __restrict__ dU, T* __restrict__ F, T* __restrict__ dF, T mc, T dmc, T thc, T dthc,
+    int keInline, int N, int k, T& div, T& dDiv, T& dDivTheta, T& dKinetic, T& divTheta, T& kinetic)
+{
+    using hydrostatic::mul_rn;
+    for_slots([&](meshops_offset p, int e, int across) {
+        const int other = across < 0 ? -2 - across : across;
+        const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
+        const T ue = u[ek], due = dU[ek];
+        T massSum = mc, dMassSum = dmc, thetaSum = thc, dThetaSum = dthc;
+        if (other >= 0) {
+            const T mo = mass[ok], dmo = dMass[ok], tho = thetaMass[ok] / mo;
+            massSum += mo;
+            dMassSum += dmo;
+            thetaSum += tho;
+            dThetaSum += (dThetaMass[ok] - mul_rn(tho, dmo)) / mo;
+        }
+        const T massEdge = (T)0.5 * massSum, dMassEdge = (T)0.5 * dMassSum;
+        const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
+        const T flux = mul_rn(massEdge, ue);
+        const T dFlux = mul_rn(dMassEdge, ue) + mul_rn(massEdge, due);
+        if (across < 0) {
+            F[ek] = flux;
+            dF[ek] = dFlux;
+        }
+        div += divCoef[p] * flux;
+        dDiv += divCoef[p] * dFlux;
+        dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
+        if (keInline) dKinetic += keCoef2[p] * (ue * due);
+        if constexpr (Advance) {
+            divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
+            if (keInline) kinetic += keCoef[p] * (ue * ue);
+        }
+    });
+}
+
 // The tangent-linear cell pass: as hs_cell_stage (one warp per column, the same sweeps and scans),
 // with theta = thetaMass / mass and dtheta = (dThetaMass - theta dMass) / mass:
 //   down: F = mass_e u, dF = dmass_e u + mass_e dU (each edge's first present cell writes both),
@@ -502,7 +546,7 @@ MESHOPS_INSTANTIATE(hs_pv_edge_tl)
 //     avg_i2l(dphi_i), W and dW, pi = cp exner(p), and
 //     dtend_mass = -dD - div_vflux(dW),
 //     dtend_thetaMass = -div_e2c(dtheta_e F + theta_e dF) - div_vflux(dW avg_l2i(theta) + W avg_l2i(dtheta)).
-template <typename T, bool Advance>
+template <typename T, bool Advance, bool Gather = true>
 __device__ __forceinline__ void cell_stage_tl(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
     const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ dB,
@@ -535,9 +579,18 @@ __device__ __forceinline__ void cell_stage_tl(
         // the lowest chunk's p, dp, D, dD, div_e2c(dtheta_e F + theta_e dF) and dK
         T heldP = 0, heldDp = 0, heldDiv = 0, heldDDiv = 0, heldDDivTheta = 0, heldDKinetic = 0;
         T heldDivTheta = 0, heldKinetic = 0;  // (Advance) the forward's div_e2c(theta_e F) and K
-        const auto slots = meshops::column_slots<2>(
-            edgesOnCell, c, maxEdges, slotStride, lane,
-            [&](meshops_offset p, int, int (&more)[1]) { more[0] = cellsAcross[p]; });
+        [[maybe_unused]] const auto slots = [&] {
+            if constexpr (Gather)
+                return meshops::column_slots<2>(
+                    edgesOnCell, c, maxEdges, slotStride, lane,
+                    [&](meshops_offset p, int, int (&more)[1]) { more[0] = cellsAcross[p]; });
+            else
+                return 0;
+        }();
+        // a value the gathers held (Gather) or hs_cell_flux_ftl wrote to `memory` at i
+        const auto gathered = [&](int base, T kept, const T* memory, meshops_offset i) {
+            return Gather ? meshops::held(base, kept, memory, i) : memory[i];
+        };
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -545,45 +598,35 @@ __device__ __forceinline__ void cell_stage_tl(
             if (lane < levels) {
                 mc = mass[col + k];
                 dmc = dMass[col + k];
-                const T thc = thetaMass[col + k] / mc;
-                const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
-                T dDivTheta = 0, dKinetic = 0, divTheta = 0, kinetic = 0;
-                meshops::for_each_column_slot(slots, [&](meshops_offset p, int e, const int (&more)[1]) {
-                    const int across = more[0], other = across < 0 ? -2 - across : across;
-                    const meshops_offset ek = (meshops_offset)e * N + k, ok = (meshops_offset)other * N + k;
-                    const T ue = u[ek], due = dU[ek];
-                    T massSum = mc, dMassSum = dmc, thetaSum = thc, dThetaSum = dthc;
-                    if (other >= 0) {
-                        const T mo = mass[ok], dmo = dMass[ok], tho = thetaMass[ok] / mo;
-                        massSum += mo;
-                        dMassSum += dmo;
-                        thetaSum += tho;
-                        dThetaSum += (dThetaMass[ok] - mul_rn(tho, dmo)) / mo;
-                    }
-                    const T massEdge = (T)0.5 * massSum, dMassEdge = (T)0.5 * dMassSum;
-                    const T thetaEdge = (T)0.5 * thetaSum, dThetaEdge = (T)0.5 * dThetaSum;
-                    const T flux = mul_rn(massEdge, ue);
-                    const T dFlux = mul_rn(dMassEdge, ue) + mul_rn(massEdge, due);
-                    if (across < 0) {
-                        F[ek] = flux;
-                        dF[ek] = dFlux;
-                    }
-                    div += divCoef[p] * flux;
-                    dDiv += divCoef[p] * dFlux;
-                    dDivTheta += divCoef[p] * (mul_rn(dThetaEdge, flux) + mul_rn(thetaEdge, dFlux));
-                    if (keInline) dKinetic += keCoef2[p] * (ue * due);
+                if constexpr (Gather) {
+                    const T thc = thetaMass[col + k] / mc;
+                    const T dthc = (dThetaMass[col + k] - mul_rn(thc, dmc)) / mc;
+                    T dDivTheta = 0, dKinetic = 0, divTheta = 0, kinetic = 0;
+                    cell_fluxes_tl<T, Advance>(
+                        [&](auto visit) {
+                            meshops::for_each_column_slot(
+                                slots, [&](meshops_offset p, int e, const int (&more)[1]) {
+                                    visit(p, e, more[0]);
+                                });
+                        },
+                        divCoef, keCoef2, keCoef, mass, thetaMass, u, dMass, dThetaMass, dU, F, dF, mc,
+                        dmc, thc, dthc, keInline, N, k, div, dDiv, dDivTheta, dKinetic, divTheta,
+                        kinetic);
+                    meshops::hold(base, div, heldDiv, wFlux, coli + k);
+                    meshops::hold(base, dDiv, heldDDiv, dWFlux, coli + k);
+                    meshops::hold(base, dDivTheta, heldDDivTheta, thetaFluxDiv, col + k);
+                    if (keInline) meshops::hold(base, dKinetic, heldDKinetic, dBernoulli, col + k);
                     if constexpr (Advance) {
-                        divTheta += divCoef[p] * mul_rn(thetaEdge, flux);
-                        if (keInline) kinetic += keCoef[p] * (ue * ue);
+                        meshops::hold(base, divTheta, heldDivTheta, thetaFluxDivF, col + k);
+                        if (keInline) meshops::hold(base, kinetic, heldKinetic, bernoulli, col + k);
                     }
-                });
-                meshops::hold(base, div, heldDiv, wFlux, coli + k);
-                meshops::hold(base, dDiv, heldDDiv, dWFlux, coli + k);
-                meshops::hold(base, dDivTheta, heldDDivTheta, thetaFluxDiv, col + k);
-                if (keInline) meshops::hold(base, dKinetic, heldDKinetic, dBernoulli, col + k);
-                if constexpr (Advance) {
-                    meshops::hold(base, divTheta, heldDivTheta, thetaFluxDivF, col + k);
-                    if (keInline) meshops::hold(base, kinetic, heldKinetic, bernoulli, col + k);
+                } else {
+                    div = wFlux[coli + k];
+                    dDiv = dWFlux[coli + k];
+                    if (base == 0) {  // the others stay in memory
+                        heldDiv = div;
+                        heldDDiv = dDiv;
+                    }
                 }
             }
             T down[4] = {mc, dmc, div, dDiv}, sums[4] = {massAbove, dMassAbove, divAbove, dDivAbove};
@@ -652,7 +695,7 @@ __device__ __forceinline__ void cell_stage_tl(
                 massAlphaUpper = upper[nUp - 1];
             }
             if (lane < levels) {
-                const T dKinetic = keInline ? meshops::held(base, heldDKinetic, dBernoulli, ck) : dKe[ck];
+                const T dKinetic = keInline ? gathered(base, heldDKinetic, dBernoulli, ck) : dKe[ck];
                 dBernoulli[ck] = dKinetic + hydrostatic::avg_i2l(dPhi(sumLower), dPhi(sumUpper));
                 wFlux[coli + k] = wLower;
                 dWFlux[coli + k] = dwLower;
@@ -665,7 +708,7 @@ __device__ __forceinline__ void cell_stage_tl(
                     mul_rn(dwUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N)) +
                     mul_rn(wUpper, hydrostatic::avg_l2i(dTheta, dThetaAbove, k + 1, N));
                 const T dTendMass = -dDiv - hydrostatic::div_vflux(dwLower, dwUpper, k, N);
-                const T dDivTheta = meshops::held(base, heldDDivTheta, thetaFluxDiv, ck);
+                const T dDivTheta = gathered(base, heldDDivTheta, thetaFluxDiv, ck);
                 const T dTendTheta = hydrostatic::with_extra(
                     -dDivTheta - hydrostatic::div_vflux(vertical, verticalAbove, k, N), extra,
                     nExtra, extraStride, ck);
@@ -676,12 +719,12 @@ __device__ __forceinline__ void cell_stage_tl(
                 if constexpr (Advance) {   // the forward's B and update, as hs_cell_stage's
                     const T phiLower = phiSurface + mul_rn(gravity, massAlphaLower);
                     const T phiUpper = phiSurface + mul_rn(gravity, massAlphaUpper);
-                    const T kineticK = keInline ? meshops::held(base, heldKinetic, bernoulli, ck) : ke[ck];
+                    const T kineticK = keInline ? gathered(base, heldKinetic, bernoulli, ck) : ke[ck];
                     bernoulli[ck] = kineticK + hydrostatic::avg_i2l(phiLower, phiUpper);
                     const T wTheta = mul_rn(wLower, hydrostatic::avg_l2i(thetaBelow, theta, k, N));
                     const T wThetaAbove = mul_rn(wUpper, hydrostatic::avg_l2i(theta, thetaAbove, k + 1, N));
                     const T tendMass = -div - hydrostatic::div_vflux(wLower, wUpper, k, N);
-                    const T divThetaK = meshops::held(base, heldDivTheta, thetaFluxDivF, ck);
+                    const T divThetaK = gathered(base, heldDivTheta, thetaFluxDivF, ck);
                     const T tendTheta = hydrostatic::with_extra(
                         -divThetaK - hydrostatic::div_vflux(wTheta, wThetaAbove, k, N), extraF, nExtraF,
                         extraStrideF, ck);
@@ -758,6 +801,80 @@ __global__ void hs_cell_stage_ftl(
                            thetaMassOld, thetaMassNew, thetaMassNext, bernoulli, thetaFluxDivF);
 }
 MESHOPS_INSTANTIATE(hs_cell_stage_ftl)
+
+// The tangent-linear cell pass advancing the forward in two kernels, as hs_cell_flux and
+// hs_cell_column: hs_cell_flux_ftl's gathers over (cell, layer) into F, dF, wFlux (D), dWFlux
+// (dD), thetaFluxDiv, dBernoulli (dK), thetaFluxDivF and bernoulli (K), then hs_cell_column_ftl
+// (hs_cell_stage_ftl's arguments) reading them. The same values, bitwise.
+template <typename T, int W>
+__global__ void hs_cell_flux_ftl(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ keCoef,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
+    const T* __restrict__ dMass, const T* __restrict__ dThetaMass, const T* __restrict__ dU,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ wFlux, T* __restrict__ dWFlux,
+    T* __restrict__ dBernoulli, T* __restrict__ thetaFluxDivF, T* __restrict__ bernoulli,
+    T* __restrict__ F, T* __restrict__ dF, int maxEdges, int slotStride, int keInline,
+    int nVertLevels, int first, int last, int nlev)
+{
+    using hydrostatic::mul_rn;
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        const T mc = mass[i], dmc = dMass[i];
+        const T thc = thetaMass[i] / mc;
+        const T dthc = (dThetaMass[i] - mul_rn(thc, dmc)) / mc;
+        T div = 0, dDiv = 0, dDivTheta = 0, dKinetic = 0, divTheta = 0, kinetic = 0;
+        cell_fluxes_tl<T, true>(
+            [&](auto visit) {
+                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride,
+                                       [&](meshops_offset p, int e) { visit(p, e, cellsAcross[p]); });
+            },
+            divCoef, keCoef2, keCoef, mass, thetaMass, u, dMass, dThetaMass, dU, F, dF, mc, dmc, thc,
+            dthc, keInline, N, k, div, dDiv, dDivTheta, dKinetic, divTheta, kinetic);
+        const meshops_offset ik = (meshops_offset)c * (N + 1) + k;
+        wFlux[ik] = div;
+        dWFlux[ik] = dDiv;
+        thetaFluxDiv[i] = dDivTheta;
+        thetaFluxDivF[i] = divTheta;
+        if (keInline) {
+            dBernoulli[i] = dKinetic;
+            bernoulli[i] = kinetic;
+        }
+    }
+}
+MESHOPS_INSTANTIATE(hs_cell_flux_ftl)
+
+template <typename T, int W>
+__global__ void hs_cell_column_ftl(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
+    const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ dB,
+    const T* __restrict__ mass, const T* __restrict__ thetaMass, const T* __restrict__ u,
+    const T* __restrict__ dMass, const T* __restrict__ dThetaMass, const T* __restrict__ dU,
+    const T* __restrict__ dPhiS, const T* __restrict__ dKe, const T* __restrict__ extra,
+    const T* __restrict__ dMassOld, T* __restrict__ dMassNew, T* __restrict__ dMassNext,
+    const T* __restrict__ dThetaMassOld, T* __restrict__ dThetaMassNew,
+    T* __restrict__ dThetaMassNext, T* __restrict__ pi, T* __restrict__ dPi,
+    T* __restrict__ dBernoulli, T* __restrict__ wFlux, T* __restrict__ dWFlux,
+    T* __restrict__ thetaFluxDiv, T* __restrict__ F, T* __restrict__ dF, int maxEdges,
+    int slotStride, int keInline, int perturbPhiS, int nExtra, int extraStride, int nVertLevels,
+    T gravity, T pTop, T p0, T kappa, T R, T cp, T newCoef, T nextCoef, int accumulate,
+    int provisional, const T* __restrict__ keCoef, const T* __restrict__ phiS,
+    const T* __restrict__ ke, const T* __restrict__ extraF, int nExtraF, int extraStrideF,
+    const T* __restrict__ massOld, T* __restrict__ massNew, T* __restrict__ massNext,
+    const T* __restrict__ thetaMassOld, T* __restrict__ thetaMassNew, T* __restrict__ thetaMassNext,
+    T* __restrict__ bernoulli, T* __restrict__ thetaFluxDivF, int first, int last, int nlev)
+{
+    cell_stage_tl<T, true, false>(edgesOnCell, cellsAcross, divCoef, keCoef2, dB, mass, thetaMass, u,
+                                  dMass, dThetaMass, dU, dPhiS, dKe, extra, dMassOld, dMassNew, dMassNext,
+                           dThetaMassOld, dThetaMassNew, dThetaMassNext, pi, dPi, dBernoulli, wFlux,
+                           dWFlux, thetaFluxDiv, F, dF, maxEdges, slotStride, keInline, perturbPhiS,
+                           nExtra, extraStride, nVertLevels, gravity, pTop, p0, kappa, R, cp,
+                           newCoef, nextCoef, accumulate, provisional, first, last, nlev, keCoef,
+                           phiS, ke, extraF, nExtraF, extraStrideF, massOld, massNew, massNext,
+                           thetaMassOld, thetaMassNew, thetaMassNext, bernoulli, thetaFluxDivF);
+}
+MESHOPS_INSTANTIATE(hs_cell_column_ftl)
 
 
 // The tangent-linear edge pass: dtend_u = pv_flux_e2e_tl(F, qEdge; dF, dqEdge) - grad_c2e(dB)
