@@ -153,6 +153,11 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                             "in:qVertex:layer in:mass:layer out:vortAdj:layer out:qVortAdj:layer "
                             "int:SE int:strideE int:vertexDegree int:slotStride int:nVertLevels",
            threads="level", group="adjoint"),
+    Kernel("hs_adj_cell_gather", "idx:edgesOnCell idx:cellsOnEdge coef:invDcEdge in:uTendAdj:layer "
+                                 "in:thetaEdgeAdj:layer in:wEdgeAdj:interface in:mass:layer "
+                                 "in:thetaMass:layer out:bernoulliAcc:layer out:piAcc:layer "
+                                 "out:thetaAcc:layer out:wAcc:interface int:maxEdges int:slotStride "
+                                 "int:nVertLevels", threads="level", group="split_cell_adjoint"),
     Kernel("hs_adj_column", "idx:edgesOnCell idx:cellsOnEdge coef:invDcEdge coef:dB "
                             "in:uTendAdj:layer in:massTendAdj:layer in:thetaMassTendAdj:layer "
                             "in:thetaEdgeAdj:layer in:wEdgeAdj:interface in:bernoulliAcc:layer "

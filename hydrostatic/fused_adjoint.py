@@ -163,16 +163,28 @@ class FusedStageAdjoint(FusedStage):
     def _column(self, m, record, physics, tend_adj, phi_s_adj, accumulate, edges, sums=None):
         """The column pass: the edges' parts gathered from `edges` (theta_e_adj at edges, W_e's
         adjoint at their interfaces), or with `sums` read from what the atomic edge pass scattered
-        (B_adj, pi_adj, theta_adj's and W_adj's parts; `edges` then stand in, unread); returns
-        (bernoulli_adj, div_adj, mass_part, theta_mass_adj)."""
+        (B_adj, pi_adj, theta_adj's and W_adj's parts; `edges` then stand in, unread); with
+        `split_cell_pass` the gathers run first as their own kernel (hs_adj_cell_gather) into such
+        sums; returns (bernoulli_adj, div_adj, mass_part, theta_mass_adj)."""
         mass = record["mass"]
         N = int(mass.shape[1])
         fields = [self.scratch(name, "cell", mass) for name in
                   ("bernoulliAdj", "divAdj", "massAdjPart", "thetaMassAdj")]
         scattered = sums is not None
+        (eoc,), stride = m.stencil(("edgesOnCell",), (phi_s_adj,))
+        if sums is None and self.split_cell_pass:
+            sums = (*(self.scratch(name, "cell", mass) for name in ("bernoulliAcc", "piAcc", "thetaAcc")),
+                    self.scratch("wAcc", "cell", mass, 1))
+            _KERNELS.launch("hs_adj_cell_gather", m.nCells, edgesOnCell=eoc,
+                            cellsOnEdge=m.table("cellsOnEdge"),
+                            invDcEdge=m.table("invDcEdge", mass.dtype), uTendAdj=tend_adj[2],
+                            thetaEdgeAdj=edges[0], wEdgeAdj=edges[1], mass=mass,
+                            thetaMass=record["theta_mass"], bernoulliAcc=sums[0], piAcc=sums[1],
+                            thetaAcc=sums[2], wAcc=sums[3], maxEdges=trisk.width(eoc, stride),
+                            slotStride=stride, nVertLevels=N)
+            scattered = True
         if sums is None:
             sums = (mass, mass, mass, record["W"])
-        (eoc,), stride = m.stencil(("edgesOnCell",), (phi_s_adj,))
         _KERNELS.launch("hs_adj_column", m.nCells, edgesOnCell=eoc, cellsOnEdge=m.table("cellsOnEdge"),
                         invDcEdge=m.table("invDcEdge", mass.dtype), dB=physics.dB,
                         uTendAdj=tend_adj[2], massTendAdj=tend_adj[0],

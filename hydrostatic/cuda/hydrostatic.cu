@@ -1154,6 +1154,29 @@ __global__ void hs_adj_vertex(const int* __restrict__ verticesOnEdgeT,
 }
 MESHOPS_INSTANTIATE(hs_adj_vertex)
 
+// The adjoint column pass's gathers at layer k of column c (interface k + 1 for W): B_adj =
+// -grad_c2e^T(uTendAdj), pi_adj = -grad_c2e^T(theta_e uTendAdj), theta_adj's part
+// interp_c2e^T(thetaEdgeAdj) and W_adj's interp_c2e^T(wEdgeAdj), each edge of the column through
+// for_slots' visit(e, c0, c1) (its cellsOnEdge).
+template <typename T, typename Slots>
+__device__ __forceinline__ void adj_column_edges(
+    Slots for_slots, int c, const T* __restrict__ invDcEdge, const T* __restrict__ uTendAdj,
+    const T* __restrict__ thetaEdgeAdj, const T* __restrict__ wEdgeAdj, const T* __restrict__ mass,
+    const T* __restrict__ thetaMass, int N, int k, T& bAdj, T& piAdj, T& thetaPart, T& wPart)
+{
+    for_slots([&](int e, int c0, int c1) {
+        const T coef = c == c1 ? invDcEdge[e] : -invDcEdge[e];
+        const meshops_offset ek = (meshops_offset)e * N + k;
+        const T g = uTendAdj[ek];
+        bAdj -= coef * g;
+        piAdj -= coef * (hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k) * g);
+        thetaPart += thetaEdgeAdj[ek];
+        wPart += wEdgeAdj[(meshops_offset)e * (N + 1) + k + 1];
+    });
+    thetaPart = (T)0.5 * thetaPart;
+    wPart = (T)0.5 * wPart;
+}
+
 // The adjoint column pass, one warp per column c (warp_column.cuh; comment above); edgesOnCell
 // (maxEdges slots, slotStride), cellsOnEdge and invDcEdge (grad_c2e's coefficient of c at each edge:
 // +1 / dcEdge at the edge's second cell, -1 / dcEdge at its first). With `scattered` (atomic mode)
@@ -1208,18 +1231,15 @@ __global__ void hs_adj_column(
                     thetaPart = thetaAcc[ck];
                     wPart = wAcc[coli + k + 1];
                 } else {
-                    meshops::for_each_column_slot(slots, [&](meshops_offset, int e, const int (&more)[2]) {
-                        const int c0 = more[0], c1 = more[1];
-                        const T coef = c == c1 ? invDcEdge[e] : -invDcEdge[e];
-                        const meshops_offset ek = (meshops_offset)e * N + k;
-                        const T g = uTendAdj[ek];
-                        bAdj -= coef * g;
-                        piAdj -= coef * (hydrostatic::theta_edge(thetaMass, mass, c0, c1, N, k) * g);
-                        thetaPart += thetaEdgeAdj[ek];
-                        wPart += wEdgeAdj[(meshops_offset)e * (N + 1) + k + 1];
-                    });
-                    thetaPart = (T)0.5 * thetaPart;
-                    wPart = (T)0.5 * wPart;
+                    adj_column_edges(
+                        [&](auto visit) {
+                            meshops::for_each_column_slot(
+                                slots, [&](meshops_offset, int e, const int (&more)[2]) {
+                                    visit(e, more[0], more[1]);
+                                });
+                        },
+                        c, invDcEdge, uTendAdj, thetaEdgeAdj, wEdgeAdj, mass, thetaMass, N, k, bAdj,
+                        piAdj, thetaPart, wPart);
                 }
                 mc = mass[ck];
                 gt = thetaMassTendAdj[ck];
@@ -1301,6 +1321,38 @@ __global__ void hs_adj_column(
     }
 }
 MESHOPS_INSTANTIATE(hs_adj_column)
+
+// The column pass's gathers (adj_column_edges) over (cell, layer), one level per thread, into the
+// sums hs_adj_column reads with `scattered` (bernoulliAcc, piAcc, thetaAcc; wAcc at interface
+// k + 1): the deterministic pass in two kernels, the same values.
+template <typename T, int W>
+__global__ void hs_adj_cell_gather(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
+    const T* __restrict__ invDcEdge, const T* __restrict__ uTendAdj,
+    const T* __restrict__ thetaEdgeAdj, const T* __restrict__ wEdgeAdj, const T* __restrict__ mass,
+    const T* __restrict__ thetaMass, T* __restrict__ bernoulliAcc, T* __restrict__ piAcc,
+    T* __restrict__ thetaAcc, T* __restrict__ wAcc, int maxEdges, int slotStride, int nVertLevels,
+    int first, int last, int nlev)
+{
+    const int N = nVertLevels;
+    MESHOPS_ROWS(i, first, last, nlev) {
+        MESHOPS_ROW_LANE(c, k, i, nlev);
+        T bAdj = 0, piAdj = 0, thetaPart = 0, wPart = 0;
+        adj_column_edges(
+            [&](auto visit) {
+                meshops::for_each_slot(edgesOnCell, c, maxEdges, slotStride, [&](meshops_offset, int e) {
+                    visit(e, cellsOnEdge[2 * e], cellsOnEdge[2 * e + 1]);
+                });
+            },
+            c, invDcEdge, uTendAdj, thetaEdgeAdj, wEdgeAdj, mass, thetaMass, N, k, bAdj, piAdj,
+            thetaPart, wPart);
+        bernoulliAcc[i] = bAdj;
+        piAcc[i] = piAdj;
+        thetaAcc[i] = thetaPart;
+        wAcc[(meshops_offset)c * (N + 1) + k + 1] = wPart;
+    }
+}
+MESHOPS_INSTANTIATE(hs_adj_cell_gather)
 
 // The adjoint u pass over (edge, layer): cellsOnEdge, divAdjCoef and keAdjCoef row-major (2 slots),
 // edgesOnVertexT and curlCoefT (S slots, slotStride). massEdgeAdj is completed in place; with

@@ -30,8 +30,9 @@ from hydrostatic.fused import fused_record
 from hydrostatic.model import Model
 
 from tests.meshops.host_harness import host
-from tests.hydrostatic.test_fused import (A, B, DT, VARIANTS, _max_rel, host_kernels,  # noqa: F401
-                                          mesh, on_host, perturbation, rank_mesh, setup)
+from tests.hydrostatic.test_fused import (A, B, DT, VARIANTS, _max_rel, cell_pass,  # noqa: F401
+                                          host_kernels, mesh, on_host, perturbation, rank_mesh,
+                                          setup)
 
 #: The fused adjoint against the operator path's in float64, relative to each output's largest value.
 ADJ_TOL = 1e-12
@@ -125,7 +126,7 @@ def test_stage_adjoint_passes_the_dot_test_against_the_fused_tangent(on_host, me
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_step_adjoint_equals_the_operator_path(on_host, mesh, rng, variant):
+def test_step_adjoint_equals_the_operator_path(on_host, mesh, rng, variant, cell_pass):
     """rk4_step_adj of a fused model: the operator path's to ADJ_TOL, bitwise the same on a second
     call, and the dot-product test against the fused model's rk4_step_tl (phi_s perturbed)."""
     state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
@@ -144,6 +145,22 @@ def test_step_adjoint_equals_the_operator_path(on_host, mesh, rng, variant):
     left = sum(_vdot(t, g) for t, g in zip(tangent, adj))
     right = sum(_vdot(x, a) for x, a in zip(d, got))
     assert abs(left - right) <= 1e-12 * abs(left)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_split_column_pass_equals_the_one_pass_bitwise(on_host, mesh, rng, variant, monkeypatch):
+    """The deterministic adjoint step with the column pass's gathers as their own kernel
+    (hs_adj_cell_gather, then hs_adj_column reading its sums) equals the one-pass step bitwise."""
+    state, fixed, physics = setup(mesh, rng, variant, np.float64, host)
+    adj = adjoint_inputs(state, rng, host)
+    model = Model(mesh, *state, *fixed, DT, physics, fused=True)
+    one = rk4_step_adj(model, *state, *adj, mode="deterministic")
+    monkeypatch.setattr(fused_adjoint.FusedStageAdjoint, "split_cell_pass", True)
+    split = rk4_step_adj(Model(mesh, *state, *fixed, DT, physics, fused=True), *state, *adj,
+                         mode="deterministic")
+    assert on_host["hydrostatic"].count("hs_adj_cell_gather") == 4
+    for name, a, b in zip(NAMES, split, one):
+        np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 def in_dtype(mesh, fields, physics, dtype, cast):
@@ -237,7 +254,7 @@ def test_stage_adjoint_builds_the_tables_it_reads_first(on_host, mesh, rng, mode
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("mode", ["deterministic", "atomic"])
-def test_gpu_step_adjoint(mesh, rng, variant, dtype, mode):
+def test_gpu_step_adjoint(mesh, rng, variant, dtype, mode, cell_pass):
     """The fused adjoint step on CuPy in either mode against the operator path's deterministic one
     in float64 (ADJ_TOL, float32 F32_ADJ_TOL), bitwise the same on a second call in the
     deterministic mode, and the float64 dot-product test against the fused tangent-linear step."""
