@@ -92,6 +92,15 @@ _EDGE_TL = ("idx:edgesOnEdge coef:weightsOnEdge idx:cellsOnEdge coef:invDcEdge "
             "real:extraScale " + _DEL2_INTS + " int:nVertLevels " + _RK_SCALARS)
 _EDGE_FORWARD = ("in:bernoulli:layer in:extraF:layer int:nExtraF int:extraStrideF real:extraScaleF "
                  "in:del2InF:layer " + _RK.format(y="u"))
+_ADJ_COLUMN = ("idx:edgesOnCell idx:cellsOnEdge coef:invDcEdge coef:dB "
+               "in:uTendAdj:layer in:massTendAdj:layer in:thetaMassTendAdj:layer "
+               "in:thetaEdgeAdj:layer in:wEdgeAdj:interface in:bernoulliAcc:layer "
+               "in:piAcc:layer in:thetaAcc:layer in:wAcc:interface in:mass:layer "
+               "in:thetaMass:layer in:wFlux:interface out:bernoulliAdj:layer "
+               "out:divAdj:layer out:massAdjPart:layer out:thetaMassAdj:layer "
+               "out:pAdj:layer out:phiSAdj:column int:maxEdges int:slotStride "
+               "int:scattered int:accumulatePhiS int:nVertLevels real:gravity "
+               "real:pTop real:p0 real:kappa real:R real:cp")
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
                            "in:mass:layer in:fVertex:column out:qVertex:layer int:vertexDegree "
@@ -158,21 +167,14 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                  "in:thetaMass:layer out:bernoulliAcc:layer out:piAcc:layer "
                                  "out:thetaAcc:layer out:wAcc:interface int:maxEdges int:slotStride "
                                  "int:nVertLevels", threads="level", group="split_cell_adjoint"),
-    Kernel("hs_adj_column", "idx:edgesOnCell idx:cellsOnEdge coef:invDcEdge coef:dB "
-                            "in:uTendAdj:layer in:massTendAdj:layer in:thetaMassTendAdj:layer "
-                            "in:thetaEdgeAdj:layer in:wEdgeAdj:interface in:bernoulliAcc:layer "
-                            "in:piAcc:layer in:thetaAcc:layer in:wAcc:interface in:mass:layer "
-                            "in:thetaMass:layer in:wFlux:interface out:bernoulliAdj:layer "
-                            "out:divAdj:layer out:massAdjPart:layer out:thetaMassAdj:layer "
-                            "out:pAdj:layer out:phiSAdj:column int:maxEdges int:slotStride "
-                            "int:scattered int:accumulatePhiS int:nVertLevels real:gravity "
-                            "real:pTop real:p0 real:kappa real:R real:cp", threads="warp", group="adjoint"),
+    Kernel("hs_adj_column", _ADJ_COLUMN, threads="warp", group="adjoint"),
+    Kernel("hs_adj_column_summed", _ADJ_COLUMN, threads="warp", group="split_cell_adjoint"),
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
-                       "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
-                       "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
-                       "idx:edgesOnEdgeDel2 coef:coefDel2T out:massEdgeAdj:layer out:yAdj:layer "
-                       "in:newAdj:layer out:kAdj:layer int:S int:slotStride int:keInline int:extra "
-                       "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
+               "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
+               "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
+               "idx:edgesOnEdgeDel2 coef:coefDel2T out:massEdgeAdj:layer out:yAdj:layer "
+               "in:newAdj:layer out:kAdj:layer int:S int:slotStride int:keInline int:extra "
+               "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
            threads="level", group="adjoint"),
     Kernel("hs_adj_mass", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:massAdjPart:layer "
                           "in:massEdgeAdj:layer in:qVortAdj:layer in:thetaMassAdj:layer "

@@ -165,12 +165,12 @@ class FusedStageAdjoint(FusedStage):
         adjoint at their interfaces), or with `sums` read from what the atomic edge pass scattered
         (B_adj, pi_adj, theta_adj's and W_adj's parts; `edges` then stand in, unread); with
         `split_cell_pass` the gathers run first as their own kernel (hs_adj_cell_gather) into such
-        sums; returns (bernoulli_adj, div_adj, mass_part, theta_mass_adj)."""
+        sums, read by hs_adj_column_summed; returns (bernoulli_adj, div_adj, mass_part, theta_mass_adj)."""
         mass = record["mass"]
         N = int(mass.shape[1])
         fields = [self.scratch(name, "cell", mass) for name in
                   ("bernoulliAdj", "divAdj", "massAdjPart", "thetaMassAdj")]
-        scattered = sums is not None
+        scattered, kernel = sums is not None, "hs_adj_column"
         (eoc,), stride = m.stencil(("edgesOnCell",), (phi_s_adj,))
         if sums is None and self.split_cell_pass:
             sums = (*(self.scratch(name, "cell", mass) for name in ("bernoulliAcc", "piAcc", "thetaAcc")),
@@ -182,10 +182,10 @@ class FusedStageAdjoint(FusedStage):
                             thetaMass=record["theta_mass"], bernoulliAcc=sums[0], piAcc=sums[1],
                             thetaAcc=sums[2], wAcc=sums[3], maxEdges=trisk.width(eoc, stride),
                             slotStride=stride, nVertLevels=N)
-            scattered = True
+            scattered, kernel = True, "hs_adj_column_summed"
         if sums is None:
             sums = (mass, mass, mass, record["W"])
-        _KERNELS.launch("hs_adj_column", m.nCells, edgesOnCell=eoc, cellsOnEdge=m.table("cellsOnEdge"),
+        _KERNELS.launch(kernel, m.nCells, edgesOnCell=eoc, cellsOnEdge=m.table("cellsOnEdge"),
                         invDcEdge=m.table("invDcEdge", mass.dtype), dB=physics.dB,
                         uTendAdj=tend_adj[2], massTendAdj=tend_adj[0],
                         thetaMassTendAdj=tend_adj[1], thetaEdgeAdj=edges[0], wEdgeAdj=edges[1],

@@ -1192,8 +1192,9 @@ __device__ __forceinline__ void adj_column_edges(
 //     registers) until
 //   up (chunks from the surface) reads them: D_adj = -massTendAdj + sum_l dB[l] Y[l] - Y[k]; the scan
 //     from the surface, k = 0..N-1: mass_adj += g sum_{j <= k} avg_i2l^T(p_adj)[j].
-template <typename T, int W>
-__global__ void hs_adj_column(
+// Summed: the sums alone, the gathers not compiled (hs_adj_column_summed).
+template <typename T, bool Summed>
+__device__ __forceinline__ void adj_column(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
     const T* __restrict__ invDcEdge, const T* __restrict__ dB, const T* __restrict__ uTendAdj,
     const T* __restrict__ massTendAdj, const T* __restrict__ thetaMassTendAdj,
@@ -1203,7 +1204,7 @@ __global__ void hs_adj_column(
     const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj, T* __restrict__ divAdj,
     T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj, T* __restrict__ pAdj,
     T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
-    int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
+    int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last)
 {
     const int N = nVertLevels;
     MESHOPS_WARP_COLUMNS(c, lane, first, last) {
@@ -1212,12 +1213,17 @@ __global__ void hs_adj_column(
         T ySum = 0, xSum = 0, phiS = 0, total = 0;
         T bAbove = 0;  // B_adj of the layer above (none above the top)
         T heldY = 0, heldPAdj = 0;  // the lowest chunk's
-        const auto slots = meshops::column_slots<3>(
-            edgesOnCell, c, scattered ? 0 : maxEdges, slotStride, lane,
-            [&](meshops_offset, int e, int (&more)[2]) {
-                more[0] = cellsOnEdge[2 * e];
-                more[1] = cellsOnEdge[2 * e + 1];
-            });
+        [[maybe_unused]] const auto slots = [&] {
+            if constexpr (Summed)
+                return 0;
+            else
+                return meshops::column_slots<3>(
+                    edgesOnCell, c, scattered ? 0 : maxEdges, slotStride, lane,
+                    [&](meshops_offset, int e, int (&more)[2]) {
+                        more[0] = cellsOnEdge[2 * e];
+                        more[1] = cellsOnEdge[2 * e + 1];
+                    });
+        }();
         for (int base = (N - 1) / meshops::kWarpLanes * meshops::kWarpLanes; base >= 0;
              base -= meshops::kWarpLanes) {
             const int k = base + lane, levels = MESHOPS_CHUNK_LEVELS(base, N);
@@ -1225,12 +1231,12 @@ __global__ void hs_adj_column(
             T bAdj = 0, piAdj = 0, thetaPart = 0, mc = 0, gt = 0, theta = 0, vAbove = 0, wAdj = 0, dBk = 0;
             if (lane < levels) {
                 T wPart = 0;
-                if (scattered) {
+                if (Summed || scattered) {
                     bAdj = bernoulliAcc[ck];
                     piAdj = piAcc[ck];
                     thetaPart = thetaAcc[ck];
                     wPart = wAcc[coli + k + 1];
-                } else {
+                } else if constexpr (!Summed) {
                     adj_column_edges(
                         [&](auto visit) {
                             meshops::for_each_column_slot(
@@ -1320,7 +1326,50 @@ __global__ void hs_adj_column(
         if (lane == 0) phiSAdj[c] = accumulatePhiS ? phiSAdj[c] + phiS : phiS;
     }
 }
+
+template <typename T, int W>
+__global__ void hs_adj_column(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
+    const T* __restrict__ invDcEdge, const T* __restrict__ dB, const T* __restrict__ uTendAdj,
+    const T* __restrict__ massTendAdj, const T* __restrict__ thetaMassTendAdj,
+    const T* __restrict__ thetaEdgeAdj, const T* __restrict__ wEdgeAdj,
+    const T* __restrict__ bernoulliAcc, const T* __restrict__ piAcc, const T* __restrict__ thetaAcc,
+    const T* __restrict__ wAcc, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj, T* __restrict__ divAdj,
+    T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj, T* __restrict__ pAdj,
+    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
+    int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
+{
+    adj_column<T, false>(edgesOnCell, cellsOnEdge, invDcEdge, dB, uTendAdj, massTendAdj,
+                         thetaMassTendAdj, thetaEdgeAdj, wEdgeAdj, bernoulliAcc, piAcc, thetaAcc,
+                         wAcc, mass, thetaMass, wFlux, bernoulliAdj, divAdj, massAdjPart,
+                         thetaMassAdj, pAdj, phiSAdj, maxEdges, slotStride, scattered,
+                         accumulatePhiS, nVertLevels, gravity, pTop, p0, kappa, R, cp, first, last);
+}
 MESHOPS_INSTANTIATE(hs_adj_column)
+
+// hs_adj_column reading the sums alone (scattered = 1, the gathers not compiled): after
+// hs_adj_cell_gather.
+template <typename T, int W>
+__global__ void hs_adj_column_summed(
+    const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
+    const T* __restrict__ invDcEdge, const T* __restrict__ dB, const T* __restrict__ uTendAdj,
+    const T* __restrict__ massTendAdj, const T* __restrict__ thetaMassTendAdj,
+    const T* __restrict__ thetaEdgeAdj, const T* __restrict__ wEdgeAdj,
+    const T* __restrict__ bernoulliAcc, const T* __restrict__ piAcc, const T* __restrict__ thetaAcc,
+    const T* __restrict__ wAcc, const T* __restrict__ mass, const T* __restrict__ thetaMass,
+    const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj, T* __restrict__ divAdj,
+    T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj, T* __restrict__ pAdj,
+    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
+    int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
+{
+    adj_column<T, true>(edgesOnCell, cellsOnEdge, invDcEdge, dB, uTendAdj, massTendAdj,
+                        thetaMassTendAdj, thetaEdgeAdj, wEdgeAdj, bernoulliAcc, piAcc, thetaAcc,
+                        wAcc, mass, thetaMass, wFlux, bernoulliAdj, divAdj, massAdjPart,
+                        thetaMassAdj, pAdj, phiSAdj, maxEdges, slotStride, scattered,
+                        accumulatePhiS, nVertLevels, gravity, pTop, p0, kappa, R, cp, first, last);
+}
+MESHOPS_INSTANTIATE(hs_adj_column_summed)
 
 // The column pass's gathers (adj_column_edges) over (cell, layer), one level per thread, into the
 // sums hs_adj_column reads with `scattered` (bernoulliAcc, piAcc, thetaAcc; wAcc at interface
