@@ -373,7 +373,7 @@ __global__ void hs_cell_flux(
 MESHOPS_INSTANTIATE(hs_cell_flux)
 
 template <typename T, int W>
-MESHOPS_COLUMN_OCCUPANCY
+MESHOPS_COLUMN_RESIDENT(1024)
 __global__ void hs_cell_column(
     const T* __restrict__ dB, const T* __restrict__ mass, const T* __restrict__ thetaMass,
     const T* __restrict__ phiS, const T* __restrict__ ke, const T* __restrict__ extra,
@@ -846,6 +846,7 @@ __global__ void hs_cell_flux_ftl(
 MESHOPS_INSTANTIATE(hs_cell_flux_ftl)
 
 template <typename T, int W>
+MESHOPS_COLUMN_OCCUPANCY
 __global__ void hs_cell_column_ftl(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsAcross,
     const T* __restrict__ divCoef, const T* __restrict__ keCoef2, const T* __restrict__ dB,
@@ -1351,6 +1352,7 @@ MESHOPS_INSTANTIATE(hs_adj_column)
 // hs_adj_column reading the sums alone (scattered = 1, the gathers not compiled): after
 // hs_adj_cell_gather.
 template <typename T, int W>
+MESHOPS_COLUMN_OCCUPANCY
 __global__ void hs_adj_column_summed(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
     const T* __restrict__ invDcEdge, const T* __restrict__ dB, const T* __restrict__ uTendAdj,

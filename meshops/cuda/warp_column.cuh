@@ -148,16 +148,18 @@ __device__ __forceinline__ T held(int base, T kept, const T* memory, meshops_off
 
 }  // namespace meshops
 
-// Column passes compiled for 3 resident blocks of 256 threads a multiprocessor (768 threads: at
-// most 80 registers), not the 2 that their registers would allow: their scans wait on shuffles,
-// and more warps in flight hide more of it (decision 0032, measured on an H200). With 32-bit
-// offsets only (64-bit ones would spill under the cap).
+// Column passes compiled for `threads` resident threads a multiprocessor (768: 3 blocks of 256, at
+// most 80 registers; 1024: at most 64), not the fewer that their registers would allow: more warps
+// in flight hide more of their scans' and loads' waits (decision 0032, measured on an H200).
+// MESHOPS_COLUMN_OCCUPANCY: 768. With 32-bit offsets only (64-bit ones would spill under the cap).
 #ifdef MESHOPS_OFFSET32
-#define MESHOPS_COLUMN_OCCUPANCY \
-    __launch_bounds__(MESHOPS_BLOCK_SIZE, 768 / MESHOPS_BLOCK_SIZE > 0 ? 768 / MESHOPS_BLOCK_SIZE : 1)
+#define MESHOPS_COLUMN_RESIDENT(threads)   \
+    __launch_bounds__(MESHOPS_BLOCK_SIZE, \
+                      (threads) / MESHOPS_BLOCK_SIZE > 0 ? (threads) / MESHOPS_BLOCK_SIZE : 1)
 #else
-#define MESHOPS_COLUMN_OCCUPANCY
+#define MESHOPS_COLUMN_RESIDENT(threads)
 #endif
+#define MESHOPS_COLUMN_OCCUPANCY MESHOPS_COLUMN_RESIDENT(768)
 
 // Loop over the columns c of [first, last), one warp each, a warp's lanes on the same column (the
 // grid's threads are a multiple of the warp); declares the lane.
