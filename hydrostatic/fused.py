@@ -99,7 +99,7 @@ _ADJ_COLUMN = ("idx:edgesOnCell idx:cellsOnEdge coef:invDcEdge coef:dB "
                "in:thetaMass:layer in:wFlux:interface out:bernoulliAdj:layer "
                "out:divAdj:layer out:massAdjPart:layer out:thetaMassAdj:layer "
                "out:pAdj:layer out:phiSAdj:column int:maxEdges int:slotStride "
-               "int:scattered int:accumulatePhiS int:nVertLevels real:gravity "
+               "int:accumulatePhiS int:nVertLevels real:gravity "
                "real:pTop real:p0 real:kappa real:R real:cp")
 _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_pv_vertex", "idx:edgesOnVertex coef:curlCoef idx:cellsOnVertex coef:c2vCoef in:u:layer "
@@ -168,7 +168,7 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
                                  "out:thetaAcc:layer out:wAcc:interface int:maxEdges int:slotStride "
                                  "int:nVertLevels", threads="level", group="split_cell_adjoint"),
     Kernel("hs_adj_column", _ADJ_COLUMN, threads="warp", group="adjoint"),
-    Kernel("hs_adj_column_summed", _ADJ_COLUMN, threads="warp", group="split_cell_adjoint"),
+    Kernel("hs_adj_column_summed", _ADJ_COLUMN, threads="warp", group="adjoint_atomic"),
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
                "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
                "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "

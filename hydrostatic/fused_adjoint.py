@@ -30,7 +30,7 @@ column pass's B_adj); the passes add them before the bookkeeping.
 
 In atomic mode the transposed sums are atomicAdd scatters through the forward tables instead
 (hs_adj_edge_atomic, hs_adj_vertex_atomic into accumulators zeroed by one fill, the column pass on
-their sums, hs_adj_u_atomic, hs_adj_mass_sum): no transposed tables but the composed vector
+their sums without its gathers (hs_adj_column_summed), hs_adj_u_atomic, hs_adj_mass_sum): no transposed tables but the composed vector
 Laplacian's (the u pass's gather of a lone del2 / del4, as in deterministic mode), the sums' order
 left to the hardware. Neither mode is bitwise the operator path (the sums run in other orders):
 both equal it to round-off (tests/hydrostatic/test_fused_adjoint.py), as the shallow-water fused
@@ -163,14 +163,15 @@ class FusedStageAdjoint(FusedStage):
     def _column(self, m, record, physics, tend_adj, phi_s_adj, accumulate, edges, sums=None):
         """The column pass: the edges' parts gathered from `edges` (theta_e_adj at edges, W_e's
         adjoint at their interfaces), or with `sums` read from what the atomic edge pass scattered
-        (B_adj, pi_adj, theta_adj's and W_adj's parts; `edges` then stand in, unread); with
-        `split_cell_pass` the gathers run first as their own kernel (hs_adj_cell_gather) into such
-        sums, read by hs_adj_column_summed; returns (bernoulli_adj, div_adj, mass_part, theta_mass_adj)."""
+        (B_adj, pi_adj, theta_adj's and W_adj's parts: hs_adj_column_summed; `edges` then stand
+        in, unread); with `split_cell_pass` the gathers run first as their own kernel
+        (hs_adj_cell_gather) into such sums; returns (bernoulli_adj, div_adj, mass_part,
+        theta_mass_adj)."""
         mass = record["mass"]
         N = int(mass.shape[1])
         fields = [self.scratch(name, "cell", mass) for name in
                   ("bernoulliAdj", "divAdj", "massAdjPart", "thetaMassAdj")]
-        scattered, kernel = sums is not None, "hs_adj_column"
+        kernel = "hs_adj_column" if sums is None else "hs_adj_column_summed"
         (eoc,), stride = m.stencil(("edgesOnCell",), (phi_s_adj,))
         if sums is None and self.split_cell_pass:
             sums = (*(self.scratch(name, "cell", mass) for name in ("bernoulliAcc", "piAcc", "thetaAcc")),
@@ -182,7 +183,7 @@ class FusedStageAdjoint(FusedStage):
                             thetaMass=record["theta_mass"], bernoulliAcc=sums[0], piAcc=sums[1],
                             thetaAcc=sums[2], wAcc=sums[3], maxEdges=trisk.width(eoc, stride),
                             slotStride=stride, nVertLevels=N)
-            scattered, kernel = True, "hs_adj_column_summed"
+            kernel = "hs_adj_column_summed"
         if sums is None:
             sums = (mass, mass, mass, record["W"])
         _KERNELS.launch(kernel, m.nCells, edgesOnCell=eoc, cellsOnEdge=m.table("cellsOnEdge"),
@@ -194,7 +195,7 @@ class FusedStageAdjoint(FusedStage):
                         bernoulliAdj=fields[0], divAdj=fields[1], massAdjPart=fields[2],
                         thetaMassAdj=fields[3], pAdj=self.scratch("pAdj", "cell", mass),
                         phiSAdj=phi_s_adj, maxEdges=trisk.width(eoc, stride), slotStride=stride,
-                        scattered=int(scattered), accumulatePhiS=int(accumulate), nVertLevels=N,
+                        accumulatePhiS=int(accumulate), nVertLevels=N,
                         gravity=physics.gravity, pTop=physics.p_top, p0=P0, kappa=R_DRY / CP_DRY,
                         R=R_DRY, cp=CP_DRY)
         return fields

@@ -1180,9 +1180,9 @@ __device__ __forceinline__ void adj_column_edges(
 
 // The adjoint column pass, one warp per column c (warp_column.cuh; comment above); edgesOnCell
 // (maxEdges slots, slotStride), cellsOnEdge and invDcEdge (grad_c2e's coefficient of c at each edge:
-// +1 / dcEdge at the edge's second cell, -1 / dcEdge at its first). With `scattered` (atomic mode)
-// the edges' parts are read from the sums the edge pass scattered (bernoulliAcc, piAcc, thetaAcc,
-// wAcc) instead. Two sweeps over the column's chunks of levels, each lane at its layer k, interface
+// +1 / dcEdge at the edge's second cell, -1 / dcEdge at its first). When Summed the edges' parts
+// are read from sums instead (bernoulliAcc, piAcc, thetaAcc, wAcc: the atomic edge pass's
+// scatters or hs_adj_cell_gather's). Two sweeps over the column's chunks of levels, each lane at its layer k, interface
 // j = k + 1:
 //   down (chunks from the top): the edges' gathers at layer k (B_adj, pi_adj, theta_adj's part) and
 //     interface j (W_adj's part), W_adj[j]; the scans from the top, in the order k = N-1..0: Y[k] =
@@ -1193,7 +1193,6 @@ __device__ __forceinline__ void adj_column_edges(
 //     registers) until
 //   up (chunks from the surface) reads them: D_adj = -massTendAdj + sum_l dB[l] Y[l] - Y[k]; the scan
 //     from the surface, k = 0..N-1: mass_adj += g sum_{j <= k} avg_i2l^T(p_adj)[j].
-// Summed: the sums alone, the gathers not compiled (hs_adj_column_summed).
 template <typename T, bool Summed>
 __device__ __forceinline__ void adj_column(
     const int* __restrict__ edgesOnCell, const int* __restrict__ cellsOnEdge,
@@ -1204,7 +1203,7 @@ __device__ __forceinline__ void adj_column(
     const T* __restrict__ wAcc, const T* __restrict__ mass, const T* __restrict__ thetaMass,
     const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj, T* __restrict__ divAdj,
     T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj, T* __restrict__ pAdj,
-    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
+    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int accumulatePhiS,
     int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last)
 {
     const int N = nVertLevels;
@@ -1219,7 +1218,7 @@ __device__ __forceinline__ void adj_column(
                 return 0;
             else
                 return meshops::column_slots<3>(
-                    edgesOnCell, c, scattered ? 0 : maxEdges, slotStride, lane,
+                    edgesOnCell, c, maxEdges, slotStride, lane,
                     [&](meshops_offset, int e, int (&more)[2]) {
                         more[0] = cellsOnEdge[2 * e];
                         more[1] = cellsOnEdge[2 * e + 1];
@@ -1232,12 +1231,12 @@ __device__ __forceinline__ void adj_column(
             T bAdj = 0, piAdj = 0, thetaPart = 0, mc = 0, gt = 0, theta = 0, vAbove = 0, wAdj = 0, dBk = 0;
             if (lane < levels) {
                 T wPart = 0;
-                if (Summed || scattered) {
+                if constexpr (Summed) {
                     bAdj = bernoulliAcc[ck];
                     piAdj = piAcc[ck];
                     thetaPart = thetaAcc[ck];
                     wPart = wAcc[coli + k + 1];
-                } else if constexpr (!Summed) {
+                } else {
                     adj_column_edges(
                         [&](auto visit) {
                             meshops::for_each_column_slot(
@@ -1338,18 +1337,18 @@ __global__ void hs_adj_column(
     const T* __restrict__ wAcc, const T* __restrict__ mass, const T* __restrict__ thetaMass,
     const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj, T* __restrict__ divAdj,
     T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj, T* __restrict__ pAdj,
-    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
+    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int accumulatePhiS,
     int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
 {
     adj_column<T, false>(edgesOnCell, cellsOnEdge, invDcEdge, dB, uTendAdj, massTendAdj,
                          thetaMassTendAdj, thetaEdgeAdj, wEdgeAdj, bernoulliAcc, piAcc, thetaAcc,
                          wAcc, mass, thetaMass, wFlux, bernoulliAdj, divAdj, massAdjPart,
-                         thetaMassAdj, pAdj, phiSAdj, maxEdges, slotStride, scattered,
+                         thetaMassAdj, pAdj, phiSAdj, maxEdges, slotStride,
                          accumulatePhiS, nVertLevels, gravity, pTop, p0, kappa, R, cp, first, last);
 }
 MESHOPS_INSTANTIATE(hs_adj_column)
 
-// hs_adj_column reading the sums alone (scattered = 1, the gathers not compiled): after
+// hs_adj_column reading the sums alone, its gathers not compiled: in atomic mode and after
 // hs_adj_cell_gather.
 template <typename T, int W>
 MESHOPS_COLUMN_OCCUPANCY
@@ -1362,19 +1361,19 @@ __global__ void hs_adj_column_summed(
     const T* __restrict__ wAcc, const T* __restrict__ mass, const T* __restrict__ thetaMass,
     const T* __restrict__ wFlux, T* __restrict__ bernoulliAdj, T* __restrict__ divAdj,
     T* __restrict__ massAdjPart, T* __restrict__ thetaMassAdj, T* __restrict__ pAdj,
-    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int scattered, int accumulatePhiS,
+    T* __restrict__ phiSAdj, int maxEdges, int slotStride, int accumulatePhiS,
     int nVertLevels, T gravity, T pTop, T p0, T kappa, T R, T cp, int first, int last, int nlev)
 {
     adj_column<T, true>(edgesOnCell, cellsOnEdge, invDcEdge, dB, uTendAdj, massTendAdj,
                         thetaMassTendAdj, thetaEdgeAdj, wEdgeAdj, bernoulliAcc, piAcc, thetaAcc,
                         wAcc, mass, thetaMass, wFlux, bernoulliAdj, divAdj, massAdjPart,
-                        thetaMassAdj, pAdj, phiSAdj, maxEdges, slotStride, scattered,
+                        thetaMassAdj, pAdj, phiSAdj, maxEdges, slotStride,
                         accumulatePhiS, nVertLevels, gravity, pTop, p0, kappa, R, cp, first, last);
 }
 MESHOPS_INSTANTIATE(hs_adj_column_summed)
 
 // The column pass's gathers (adj_column_edges) over (cell, layer), one level per thread, into the
-// sums hs_adj_column reads with `scattered` (bernoulliAcc, piAcc, thetaAcc; wAcc at interface
+// sums hs_adj_column_summed reads (bernoulliAcc, piAcc, thetaAcc; wAcc at interface
 // k + 1): the deterministic pass in two kernels, the same values.
 template <typename T, int W>
 __global__ void hs_adj_cell_gather(
@@ -1499,7 +1498,7 @@ MESHOPS_INSTANTIATE(hs_adj_mass)
 //                thetaAcc, wAcc)
 //   vertex pass  w from qEdgeAcc over edgesOnVertex; curl_e2v^T(w) scattered to the vertex's edges
 //                (uAcc), -interp_c2v^T(q_v w) to its cells (massAcc)
-//   column pass  hs_adj_column reading the scattered sums (scattered = 1)
+//   column pass  hs_adj_column_summed reading the scattered sums
 //   u pass       as hs_adj_u, with the curl part from uAcc, interp_c2e^T(mass_e_adj) scattered (massAcc)
 //   mass pass    mass_adj = its column part + massAcc (+ extra); the RK4 bookkeeping of both
 
