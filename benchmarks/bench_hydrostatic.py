@@ -3,8 +3,8 @@ process, against the step's memory-traffic floor over the measured copy bandwidt
 of each operator in a tendency evaluation.
 
     python benchmarks/bench_hydrostatic.py --levels 8 9 --dtypes float64 float32 [--breakdown]
-        [--paths operator fused] [--passes] [--tangent] [--adjoint] [--inviscid] [--split-cell-pass] [--backend numpy]
-        [--json out.json]
+        [--paths operator fused] [--passes] [--tangent] [--adjoint] [--inviscid] [--split-cell-pass]
+        [--backend numpy] [--json out.json]
 
 Traffic floor of one RK4 step: 4 stages, each reading the provisional state (mass, theta_mass, u)
 and writing the next one, and reading and writing the accumulated new state: 4 x 3 x |state|
@@ -25,7 +25,7 @@ its ratio to the forward step (the fused path's targets: deterministic <= 2.5x, 
 `--passes`, each fused kernel of one adjoint step too). The JW06 configs' del4
 on u is computed outside the fused passes (by its operators, added by the edge pass);
 `--inviscid` leaves it out, so that the fused step is the four passes alone. `--split-cell-pass`
-runs the forward cell pass as its two kernels (`hydrostatic.fused.FusedStage.split_cell_pass`).
+runs the cell passes as two kernels each (`hydrostatic.fused.FusedStage.split_cell_pass`).
 """
 from __future__ import annotations
 
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
     ap.add_argument("--adjoint", action="store_true")
     ap.add_argument("--inviscid", action="store_true")
     ap.add_argument("--split-cell-pass", action="store_true",
-                    help="the forward cell pass as hs_cell_flux and hs_cell_column")
+                    help="the cell passes as two kernels each (gathers, then the column)")
     ap.add_argument("--json", type=pathlib.Path)
     args = ap.parse_args(argv)
     fused.FusedStage.split_cell_pass = args.split_cell_pass
@@ -234,8 +234,9 @@ def main(argv=None) -> int:
             floor = 12 * state_bytes / bandwidth
             days_per_hour = model.dt / 86400.0 * 3600.0 / seconds
             row = dict(level=level, cells=mesh.nCells, dtype=dtype, path=path, dt=model.dt,
-                       inviscid=args.inviscid, split_cell_pass=args.split_cell_pass, step_ms=1e3 * seconds, floor_ms=1e3 * floor,
-                       ratio=seconds / floor, days_per_hour=days_per_hour)
+                       inviscid=args.inviscid, split_cell_pass=args.split_cell_pass,
+                       step_ms=1e3 * seconds, floor_ms=1e3 * floor, ratio=seconds / floor,
+                       days_per_hour=days_per_hour)
             print(f"level {level} ({mesh.nCells} cells) {dtype} {path}: step {1e3 * seconds:.2f} ms, "
                   f"floor {1e3 * floor:.2f} ms ({seconds / floor:.2f}x), dt {model.dt:g} s, "
                   f"{days_per_hour:.2f} simulated days per hour", flush=True)

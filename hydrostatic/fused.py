@@ -170,11 +170,11 @@ _KERNELS = Family("hydrostatic", sources=CUDA_DIR, kernels=(
     Kernel("hs_adj_column", _ADJ_COLUMN, threads="warp", group="adjoint"),
     Kernel("hs_adj_column_summed", _ADJ_COLUMN, threads="warp", group="adjoint_atomic"),
     Kernel("hs_adj_u", "idx:cellsOnEdge coef:divAdjCoef coef:keAdjCoef idx:edgesOnVertexT "
-               "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
-               "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
-               "idx:edgesOnEdgeDel2 coef:coefDel2T out:massEdgeAdj:layer out:yAdj:layer "
-               "in:newAdj:layer out:kAdj:layer int:S int:slotStride int:keInline int:extra "
-               "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
+                       "coef:curlCoefT in:fluxAdj:layer in:divAdj:layer in:bernoulliAdj:layer "
+                       "in:vortAdj:layer in:mass:layer in:u:layer in:uAdjPart:layer in:uExtra:layer "
+                       "idx:edgesOnEdgeDel2 coef:coefDel2T out:massEdgeAdj:layer out:yAdj:layer "
+                       "in:newAdj:layer out:kAdj:layer int:S int:slotStride int:keInline int:extra "
+                       "real:uExtraScale " + _DEL2_INTS + " int:nVertLevels " + _ADJ_RK,
            threads="level", group="adjoint"),
     Kernel("hs_adj_mass", "idx:cellsOnEdgeT idx:verticesOnCell coef:c2vCoefT in:massAdjPart:layer "
                           "in:massEdgeAdj:layer in:qVortAdj:layer in:thetaMassAdj:layer "
@@ -225,8 +225,9 @@ class FusedStage:
     """One RK4 stage of the state (mass, theta_mass, u) through the fused passes on `mesh` (a
     `meshops.DeviceMesh` on CuPy, or a mesh), holding the passes' scratch fields."""
 
-    #: The cell pass as two kernels, hs_cell_flux's gathers one level per thread and
-    #: hs_cell_column's scans one warp per column, instead of hs_cell_stage's one (bitwise the same).
+    #: The cell pass as two kernels, its gathers one level per thread (hs_cell_flux) and its scans
+    #: and update one warp per column (hs_cell_column), instead of hs_cell_stage's one (bitwise
+    #: the same); the tangent-linear sweep's and the deterministic adjoint's likewise.
     split_cell_pass = False
 
     def __init__(self, mesh):

@@ -30,11 +30,11 @@ column pass's B_adj); the passes add them before the bookkeeping.
 
 In atomic mode the transposed sums are atomicAdd scatters through the forward tables instead
 (hs_adj_edge_atomic, hs_adj_vertex_atomic into accumulators zeroed by one fill, the column pass on
-their sums without its gathers (hs_adj_column_summed), hs_adj_u_atomic, hs_adj_mass_sum): no transposed tables but the composed vector
-Laplacian's (the u pass's gather of a lone del2 / del4, as in deterministic mode), the sums' order
-left to the hardware. Neither mode is bitwise the operator path (the sums run in other orders):
-both equal it to round-off (tests/hydrostatic/test_fused_adjoint.py), as the shallow-water fused
-adjoint (decision 0015).
+their sums without its gathers (hs_adj_column_summed), hs_adj_u_atomic, hs_adj_mass_sum): no
+transposed tables but the composed vector Laplacian's (the u pass's gather of a lone del2 / del4,
+as in deterministic mode), the sums' order left to the hardware. Neither mode is bitwise the
+operator path (the sums run in other orders): both equal it to round-off
+(tests/hydrostatic/test_fused_adjoint.py), as the shallow-water fused adjoint (decision 0015).
 """
 from __future__ import annotations
 
@@ -174,7 +174,8 @@ class FusedStageAdjoint(FusedStage):
         kernel = "hs_adj_column" if sums is None else "hs_adj_column_summed"
         (eoc,), stride = m.stencil(("edgesOnCell",), (phi_s_adj,))
         if sums is None and self.split_cell_pass:
-            sums = (*(self.scratch(name, "cell", mass) for name in ("bernoulliAcc", "piAcc", "thetaAcc")),
+            sums = (*(self.scratch(name, "cell", mass)
+                      for name in ("bernoulliAcc", "piAcc", "thetaAcc")),
                     self.scratch("wAcc", "cell", mass, 1))
             _KERNELS.launch("hs_adj_cell_gather", m.nCells, edgesOnCell=eoc,
                             cellsOnEdge=m.table("cellsOnEdge"),

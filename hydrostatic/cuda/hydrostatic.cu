@@ -386,9 +386,9 @@ __global__ void hs_cell_column(
 {
     cell_stage<T, false>(nullptr, nullptr, nullptr, nullptr, dB, mass, thetaMass, nullptr, phiS, ke,
                          extra, massOld, massNew, massNext, thetaMassOld, thetaMassNew, thetaMassNext,
-                         pi, bernoulli, wFlux, const_cast<T*>(thetaFluxDiv), nullptr, 0, 0, keInline, nExtra,
-                         extraStride, nVertLevels, gravity, pTop, p0, kappa, R, cp, newCoef, nextCoef,
-                         accumulate, provisional, first, last);
+                         pi, bernoulli, wFlux, const_cast<T*>(thetaFluxDiv), nullptr, 0, 0, keInline,
+                         nExtra, extraStride, nVertLevels, gravity, pTop, p0, kappa, R, cp, newCoef,
+                         nextCoef, accumulate, provisional, first, last);
 }
 MESHOPS_INSTANTIATE(hs_cell_column)
 
@@ -1182,8 +1182,8 @@ __device__ __forceinline__ void adj_column_edges(
 // (maxEdges slots, slotStride), cellsOnEdge and invDcEdge (grad_c2e's coefficient of c at each edge:
 // +1 / dcEdge at the edge's second cell, -1 / dcEdge at its first). When Summed the edges' parts
 // are read from sums instead (bernoulliAcc, piAcc, thetaAcc, wAcc: the atomic edge pass's
-// scatters or hs_adj_cell_gather's). Two sweeps over the column's chunks of levels, each lane at its layer k, interface
-// j = k + 1:
+// scatters or hs_adj_cell_gather's). Two sweeps over the column's chunks of levels, each lane at
+// its layer k, interface j = k + 1:
 //   down (chunks from the top): the edges' gathers at layer k (B_adj, pi_adj, theta_adj's part) and
 //     interface j (W_adj's part), W_adj[j]; the scans from the top, in the order k = N-1..0: Y[k] =
 //     sum_{j' > k} W_adj[j'], phi_i_adj[j] = avg_i2l^T(B_adj), X[k] = g sum_{j' > k} phi_i_adj[j'],
