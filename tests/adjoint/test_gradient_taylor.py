@@ -58,5 +58,9 @@ def test_gradient_of_every_cost_passes_the_taylor_test(run_setup, kind, schedule
     derivative = owned_inner(s.distribution, [("cell", gh, dm[0]), ("edge", gu, dm[1]),
                                               ("cell", gb, dm[2])])
 
-    result = taylor_test(cost_of_controls(model, cost, STEPS), (h0, u0, b0), dm, derivative, eps0=1.0, steps=4)
+    # The quadratic term of a regional mean can be small along a random dm (its Hessian is
+    # indefinite), so the steps start small enough for the cubic term not to bend the rate;
+    # the remainders stay far above round-off down to eps = 1/64.
+    result = taylor_test(cost_of_controls(model, cost, STEPS), (h0, u0, b0), dm, derivative,
+                         eps0=0.125, steps=4)
     assert result.passed(1.9), str(result)
