@@ -80,11 +80,14 @@ def decomposition(comm, mesh, method="metis", halo_depth=2):
     """This rank's Decomposition of `mesh` (partition computed on rank 0, mesh distributed)."""
     from grids.decompose import distribute_mesh
 
+    # The entry holds the mesh, so that its id is not reused by another mesh on one rank and not
+    # on another (a rank that took the other mesh's decomposition would skip this collective).
     key = (id(mesh), method, halo_depth)
     if key not in _DECOMPOSITIONS:
         root_mesh = mesh if comm.Get_rank() == 0 else None
-        _DECOMPOSITIONS[key] = distribute_mesh(comm, root_mesh, halo_depth=halo_depth, method=method)
-    return _DECOMPOSITIONS[key]
+        _DECOMPOSITIONS[key] = (mesh, distribute_mesh(comm, root_mesh, halo_depth=halo_depth,
+                                                      method=method))
+    return _DECOMPOSITIONS[key][1]
 
 
 def global_field(mesh, location, rng, nlev=None, dtype=np.float64):
