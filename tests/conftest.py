@@ -1,3 +1,4 @@
+import os
 import pathlib
 
 import numpy as np
@@ -25,8 +26,10 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def rng(request):
-    """A fresh random generator per test (seeded from the test id, printed on failure)."""
-    seed = np.random.SeedSequence().entropy % 2**32
+    """A fresh random generator per test: its seed is printed on failure, and
+    MESHOPS_TEST_SEED=<seed> replays it."""
+    replay = os.environ.get("MESHOPS_TEST_SEED")
+    seed = int(replay) if replay else np.random.SeedSequence().entropy % 2**32
     request.node.user_properties.append(("seed", seed))
     print(f"random seed: {seed}")
     return np.random.default_rng(seed)

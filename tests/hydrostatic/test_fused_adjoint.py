@@ -29,6 +29,7 @@ from hydrostatic.forcing import HeldSuarez
 from hydrostatic.fused import fused_record
 from hydrostatic.model import Model
 
+from tests.dot_products import assert_adjoint_identity
 from tests.meshops.host_harness import host
 from tests.hydrostatic.test_fused import (A, B, DT, VARIANTS, _max_rel, cell_pass,  # noqa: F401
                                           host_kernels, mesh, on_host, perturbation, rank_mesh,
@@ -51,10 +52,6 @@ def adjoint_inputs(state, rng, cast):
 def stage_adjoint(mesh, state, fixed, physics, adj):
     record = fused_record(mesh, *state, *fixed, physics)
     return fused_adjoint.fused_tendencies_adj(mesh, record, fixed[0], physics, *adj)
-
-
-def _vdot(a, b):
-    return float(np.vdot(np.asarray(a, np.float64), np.asarray(b, np.float64)))
 
 
 # -- on the host ----------------------------------------------------------------------------------
@@ -119,10 +116,7 @@ def test_stage_adjoint_passes_the_dot_test_against_the_fused_tangent(on_host, me
     d = perturbation(state, fixed, rng, host)
     adj = adjoint_inputs(state, rng, host)
     tangent = fused_tangent.fused_tendencies_tl(mesh, *state, *fixed, physics, *d)
-    left = sum(_vdot(t, g) for t, g in zip(tangent, adj))
-    got = stage_adjoint(mesh, state, fixed, physics, adj)
-    right = sum(_vdot(x, a) for x, a in zip(d, got))
-    assert abs(left - right) <= 1e-12 * abs(left)
+    assert_adjoint_identity(tangent, adj, d, stage_adjoint(mesh, state, fixed, physics, adj))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -141,10 +135,7 @@ def test_step_adjoint_equals_the_operator_path(on_host, mesh, rng, variant, cell
         np.testing.assert_array_equal(g, a, err_msg=name)
         assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
     d = perturbation(state, fixed, rng, host)
-    tangent = rk4_step_tl(fused, *state, *d)
-    left = sum(_vdot(t, g) for t, g in zip(tangent, adj))
-    right = sum(_vdot(x, a) for x, a in zip(d, got))
-    assert abs(left - right) <= 1e-12 * abs(left)
+    assert_adjoint_identity(rk4_step_tl(fused, *state, *d), adj, d, got)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -225,10 +216,7 @@ def test_atomic_step_adjoint(on_host, mesh, rng, variant):
     for name, g, r in zip(NAMES, got, ref):
         assert _max_rel(g, r) <= ADJ_TOL, (name, _max_rel(g, r))
     d = perturbation(state, fixed, rng, host)
-    tangent = rk4_step_tl(fused, *state, *d)
-    left = sum(_vdot(t, g) for t, g in zip(tangent, adj))
-    right = sum(_vdot(x, a) for x, a in zip(d, got))
-    assert abs(left - right) <= 1e-12 * abs(left)
+    assert_adjoint_identity(rk4_step_tl(fused, *state, *d), adj, d, got)
 
 
 @pytest.mark.parametrize("mode", ["deterministic", "atomic"])
@@ -289,7 +277,4 @@ def check_gpu_step_adjoint(mesh, rng, variant, dtype, mode, coefficients):
         assert _max_rel(cupy.asnumpy(g), cupy.asnumpy(r)) <= tol, name
     if dtype == np.float64:
         d = perturbation(state, fixed, rng, cupy.asarray)
-        tangent = rk4_step_tl(model, *state, *d)
-        left = sum(float(cupy.vdot(t, g)) for t, g in zip(tangent, adj))
-        right = sum(float(cupy.vdot(x, a)) for x, a in zip(d, got))
-        assert abs(left - right) <= 1e-12 * abs(left)
+        assert_adjoint_identity(rk4_step_tl(model, *state, *d), adj, d, got)
