@@ -98,7 +98,8 @@ def test_misfit_gradient_and_value(run_setup, tmp_path):
     eps = 1.0   # the misfit is quadratic: a centred difference is exact for any step, and a unit
     # step keeps the cancellation of two values of J far below the tolerance (1e-3 reached 1.4e-8)
     fd = (cost.value(k, [x[0] + eps * d, x[1]]) - cost.value(k, [x[0] - eps * d, x[1]])) / (2 * eps)
-    assert fd == pytest.approx(float((g[0] * d).sum()), rel=1e-8)
+    # bounded by the scale of <g, d>'s terms: a random d can make their sum cancel to near 0
+    assert abs(fd - float((g[0] * d).sum())) <= 1e-8 * float(np.abs(g[0] * d).sum())
     assert not g[1].any()
 
 
