@@ -4,14 +4,15 @@
 // one-thread scan: each lane puts its level's term in the warp's shared-memory scratch and every
 // lane adds the terms up one after the other (the same sum, bitwise, in every lane), taking the
 // partial sums at its own level. The host build of the tests (tests/meshops/host_harness.py) runs
-// one lane per column (kWarpLanes 1): the same code, one level per chunk.
+// one lane per column (kWarpLanes 1): the same code, one level per chunk; its warp build
+// (MESHOPS_HOST_WARP) runs a warp's 32 lanes as host threads, the warp syncs as their barrier.
 #pragma once
 #include "common.cuh"
 #include "stencil.cuh"
 
 namespace meshops {
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(MESHOPS_HOST_WARP)
 constexpr int kWarpLanes = 32;
 #else
 constexpr int kWarpLanes = 1;
@@ -20,7 +21,7 @@ constexpr int kWarpLanes = 1;
 // Scratch for the terms of S scans of one warp: each lane writes its level's term of each scan, the
 // warp reads them all back in the scan's order (shared-memory loads, independent of the running
 // sums, so that they pipeline, several scans' in one instruction stream).
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(MESHOPS_HOST_WARP)
 template <typename T, int S>
 __device__ __forceinline__ T* warp_terms()
 {

@@ -12,6 +12,7 @@ its own in the kernels) but for the tangent-linear step (to 1e-12 relative: nvcc
 operator kernels' multiply-add pairs its own way), float32 within F32_TOL relative to the largest
 value; also on columns longer than a warp (the column passes' chunks).
 """
+import contextlib
 import re
 from dataclasses import replace
 
@@ -38,15 +39,21 @@ FAMILIES = ("hydrostatic", "vertical", "curl", "divergence", "gradient", "interp
 host_kernels, _ = host_fixtures(*FAMILIES)
 
 
-@pytest.fixture
-def on_host(host_kernels):
-    """The CuPy code path on the host kernels, with the NumPy functions the Held-Suarez forcing
-    calls on the array module."""
-    with route_to_host(host_kernels, FAMILIES) as launches:
+@contextlib.contextmanager
+def on_kernels(table):
+    """The CuPy code path on the host kernels of `table`, with the NumPy functions the Held-Suarez
+    forcing calls on the array module; yields the launches."""
+    with route_to_host(table, FAMILIES) as launches:
         module = backend.BACKENDS["cupy"]
         for name in ("sin", "cos", "log", "maximum"):
             setattr(module, name, getattr(np, name))
         module.where = lambda *args: host(np.where(*args))
+        yield launches
+
+
+@pytest.fixture
+def on_host(host_kernels):
+    with on_kernels(host_kernels) as launches:
         yield launches
 
 A, B = levels.coefficients("jw06_26")

@@ -3,7 +3,10 @@ operator families without a GPU.
 
 Each kernel runs as one host thread (its grid-stride loop covers the whole range; atomicAdd is +=),
 with the lane width `meshops.device.kernels.Launcher` picks, so vector lanes (nlev divisible by 2 or
-4) run too.
+4) run too. Families built as a warp (`compile_families(..., warp_families=...)`) run each launch as
+one block of 32 host threads instead: the warp-per-column kernels (meshops/cuda/warp_column.cuh)
+then take their 32-lane code, with shared memory, warp syncs (a barrier of the 32 threads) and
+atomicAdd (under a lock) as on the GPU.
 `HostArray` stands for a device array: an operator given one takes its CuPy code path, whose
 allocations the fake array module of `route_to_host` makes HostArrays too. Every launch is checked
 against the kernel's C++ signature: argument count, pointer dtypes, contiguity and scalar types
@@ -15,6 +18,7 @@ import itertools
 import re
 import shutil
 import subprocess
+import threading
 import types
 
 import numpy as np
@@ -35,6 +39,56 @@ HOST_PRELUDE = """
 struct HostDim { unsigned x; };
 static HostDim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
 template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p += v; return old; }
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+struct double2 { double x, y; };
+"""
+#: Lanes of a warp build's block (one warp): its threads run the kernel together.
+WARP_LANES = 32
+HOST_WARP_PRELUDE = """
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __shared__ static
+struct HostDim { unsigned x; };
+static thread_local HostDim threadIdx = {0};
+static HostDim blockIdx = {0}, blockDim = {MESHOPS_HOST_WARP}, gridDim = {1};
+namespace meshops_host {
+// The block's barrier; a lane left waiting 60 s (lanes that diverged at a sync) aborts.
+struct Barrier {
+    std::mutex m;
+    std::condition_variable cv;
+    unsigned waiting = 0, generation = 0;
+    void wait() {
+        std::unique_lock<std::mutex> lock(m);
+        const unsigned g = generation;
+        if (++waiting == MESHOPS_HOST_WARP) {
+            waiting = 0;
+            ++generation;
+            cv.notify_all();
+        } else if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return generation != g; })) {
+            std::fprintf(stderr, "host warp: lane %u waited 60 s at a sync\\n", threadIdx.x);
+            std::abort();
+        }
+    }
+};
+static Barrier barrier;
+static std::mutex atomics;
+}
+inline void __syncwarp(unsigned = 0xffffffffu) { meshops_host::barrier.wait(); }
+#define __syncthreads() __syncwarp()
+template <class T> inline T atomicAdd(T* p, T v) {
+    std::lock_guard<std::mutex> lock(meshops_host::atomics);
+    T old = *p; *p += v; return old;
+}
+extern "C" void meshops_host_lane(unsigned lane) { threadIdx.x = lane; }
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 struct double2 { double x, y; };
@@ -99,17 +153,37 @@ def source_of(family: str):
     return path
 
 
-def compile_families(tmp, families) -> dict:
+def _warp_launch(handle, function):
+    """`function` run by WARP_LANES host threads at once, each its lane (threadIdx.x); ctypes
+    releases the GIL for the calls, so the lanes meet at the kernel's warp syncs."""
+    def launch(*c_args):
+        def lane(index):
+            handle.meshops_host_lane(ctypes.c_uint(index))
+            function(*c_args)
+        threads = [threading.Thread(target=lane, args=(i,)) for i in range(WARP_LANES)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return launch
+
+
+def compile_families(tmp, families, warp_families=()) -> dict:
     """{(family, kernel, ctype, width, offset32): (function, parameter types)}: the kernels of
     `families`.cu compiled into shared libraries under `tmp`, with 64-bit and with 32-bit offsets
-    (MESHOPS_OFFSET32); skips the test when g++, nm or c++filt is missing."""
+    (MESHOPS_OFFSET32), those of `warp_families` as a warp of host threads (MESHOPS_HOST_WARP);
+    skips the test when g++, nm or c++filt is missing."""
     if not (shutil.which("g++") and shutil.which("nm") and shutil.which("c++filt")):
         pytest.skip("needs g++, nm and c++filt")
     (tmp / "prelude.h").write_text(HOST_PRELUDE)
+    (tmp / "warp_prelude.h").write_text(HOST_WARP_PRELUDE)
     table = {}
     for family, offset32 in itertools.product(families, (False, True)):
-        lib = tmp / f"lib{family}{'_offset32' if offset32 else ''}.so"
-        subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-std=c++17", "-include", str(tmp / "prelude.h"),
+        warp = family in warp_families
+        lib = tmp / f"lib{family}{'_offset32' if offset32 else ''}{'_warp' if warp else ''}.so"
+        build = (["-pthread", f"-DMESHOPS_HOST_WARP={WARP_LANES}", "-include", str(tmp / "warp_prelude.h")]
+                 if warp else ["-include", str(tmp / "prelude.h")])
+        subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-std=c++17", *build,
                         "-DMESHOPS_NVCC_CHECK", *(["-DMESHOPS_OFFSET32"] if offset32 else []),
                         f"-I{CUDA_DIR}", "-x", "c++", "-o", str(lib),
                         str(source_of(family))], check=True, capture_output=True)
@@ -122,8 +196,10 @@ def compile_families(tmp, families) -> dict:
         for symbol, name in zip(symbols, names):
             match = re.fullmatch(r"void (\w+)<(float|double), (\d)>\((.*)\)", name)
             if match:
+                function = getattr(handle, symbol)
                 table[(family, match.group(1), match.group(2), int(match.group(3)), offset32)] = (
-                    getattr(handle, symbol), _split_params(match.group(4)))
+                    _warp_launch(handle, function) if warp else function,
+                    _split_params(match.group(4)))
     return table
 
 
