@@ -46,11 +46,12 @@ struct double2 { double x, y; };
 #: Lanes of a warp build's block (one warp): its threads run the kernel together.
 WARP_LANES = 32
 HOST_WARP_PRELUDE = """
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -61,21 +62,24 @@ struct HostDim { unsigned x; };
 static thread_local HostDim threadIdx = {0};
 static HostDim blockIdx = {0}, blockDim = {MESHOPS_HOST_WARP}, gridDim = {1};
 namespace meshops_host {
-// The block's barrier; a lane left waiting 60 s (lanes that diverged at a sync) aborts.
+// The block's barrier: the lanes yield until the last one arrives; a lane left waiting 60 s (lanes
+// that diverged at a sync) aborts.
 struct Barrier {
-    std::mutex m;
-    std::condition_variable cv;
-    unsigned waiting = 0, generation = 0;
+    std::atomic<unsigned> waiting{0}, generation{0};
     void wait() {
-        std::unique_lock<std::mutex> lock(m);
-        const unsigned g = generation;
-        if (++waiting == MESHOPS_HOST_WARP) {
-            waiting = 0;
-            ++generation;
-            cv.notify_all();
-        } else if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return generation != g; })) {
-            std::fprintf(stderr, "host warp: lane %u waited 60 s at a sync\\n", threadIdx.x);
-            std::abort();
+        const unsigned g = generation.load(std::memory_order_acquire);
+        if (waiting.fetch_add(1, std::memory_order_acq_rel) + 1 == MESHOPS_HOST_WARP) {
+            waiting.store(0, std::memory_order_relaxed);
+            generation.fetch_add(1, std::memory_order_acq_rel);
+            return;
+        }
+        const auto start = std::chrono::steady_clock::now();
+        for (unsigned spins = 1; generation.load(std::memory_order_acquire) == g; ++spins) {
+            std::this_thread::yield();
+            if (spins % 65536 == 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(60)) {
+                std::fprintf(stderr, "host warp: lane %u waited 60 s at a sync\\n", threadIdx.x);
+                std::abort();
+            }
         }
     }
 };
@@ -183,7 +187,9 @@ def compile_families(tmp, families, warp_families=()) -> dict:
         lib = tmp / f"lib{family}{'_offset32' if offset32 else ''}{'_warp' if warp else ''}.so"
         build = (["-pthread", f"-DMESHOPS_HOST_WARP={WARP_LANES}", "-include", str(tmp / "warp_prelude.h")]
                  if warp else ["-include", str(tmp / "prelude.h")])
-        subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-std=c++17", *build,
+        # -fno-gnu-unique: each library keeps its own statics (the scratch of warp_column.cuh is
+        # one lane's in one build and a warp's in the other; unique symbols would share one)
+        subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-fno-gnu-unique", "-std=c++17", *build,
                         "-DMESHOPS_NVCC_CHECK", *(["-DMESHOPS_OFFSET32"] if offset32 else []),
                         f"-I{CUDA_DIR}", "-x", "c++", "-o", str(lib),
                         str(source_of(family))], check=True, capture_output=True)
