@@ -3,7 +3,8 @@ process, against the step's memory-traffic floor over the measured copy bandwidt
 of each operator in a tendency evaluation.
 
     python benchmarks/bench_hydrostatic.py --levels 8 9 --dtypes float64 float32 [--breakdown]
-        [--paths operator fused] [--passes] [--tangent] [--adjoint] [--inviscid] [--split-cell-pass]
+        [--paths operator fused] [--passes] [--tangent] [--adjoint] [--inviscid]
+        [--cell-pass one split]
         [--backend numpy] [--json out.json]
 
 Traffic floor of one RK4 step: 4 stages, each reading the provisional state (mass, theta_mass, u)
@@ -24,8 +25,10 @@ tangent-linear run (`rk4_step_and_tl`: the step and its tangent-linear in one sw
 its ratio to the forward step (the fused path's targets: deterministic <= 2.5x, atomic <= 3x; with
 `--passes`, each fused kernel of one adjoint step too). The JW06 configs' del4
 on u is computed outside the fused passes (by its operators, added by the edge pass);
-`--inviscid` leaves it out, so that the fused step is the four passes alone. `--split-cell-pass`
-runs the cell passes as two kernels each (`hydrostatic.fused.FusedStage.split_cell_pass`).
+`--inviscid` leaves it out, so that the fused step is the four passes alone. `--cell-pass` times
+the fused path with each form of its cell passes in turn, in one process: `one` kernel each
+(default) and/or `split` into two (the gathers, then the column:
+`hydrostatic.fused.FusedStage.split_cell_pass`).
 """
 from __future__ import annotations
 
@@ -211,11 +214,11 @@ def main(argv=None) -> int:
     ap.add_argument("--tangent", action="store_true")
     ap.add_argument("--adjoint", action="store_true")
     ap.add_argument("--inviscid", action="store_true")
-    ap.add_argument("--split-cell-pass", action="store_true",
-                    help="the cell passes as two kernels each (gathers, then the column)")
+    ap.add_argument("--cell-pass", nargs="+", choices=("one", "split"), default=["one"],
+                    help="forms of the fused cell passes: one kernel each, or split in two "
+                         "(gathers, then the column)")
     ap.add_argument("--json", type=pathlib.Path)
     args = ap.parse_args(argv)
-    fused.FusedStage.split_cell_pass = args.split_cell_pass
     if args.backend == "cupy":
         import cupy as xp
         device = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
@@ -227,17 +230,21 @@ def main(argv=None) -> int:
     rows = []
     for level in args.levels:
         mesh = icosahedral_mesh(level)
-        for dtype, path in ((d, p) for d in args.dtypes for p in args.paths):
+        runs = [(d, p, form) for d in args.dtypes for p in args.paths
+                for form in (args.cell_pass if p == "fused" else ["one"])]
+        for dtype, path, form in runs:
+            fused.FusedStage.split_cell_pass = form == "split"
             model = build(mesh, level, np.dtype(dtype), xp, path == "fused", args.inviscid)
             seconds = time_steps(model, xp, args.steps)
             state_bytes = sum(int(f.nbytes) for f in model.state)
             floor = 12 * state_bytes / bandwidth
             days_per_hour = model.dt / 86400.0 * 3600.0 / seconds
             row = dict(level=level, cells=mesh.nCells, dtype=dtype, path=path, dt=model.dt,
-                       inviscid=args.inviscid, split_cell_pass=args.split_cell_pass,
+                       inviscid=args.inviscid, split_cell_pass=form == "split",
                        step_ms=1e3 * seconds, floor_ms=1e3 * floor, ratio=seconds / floor,
                        days_per_hour=days_per_hour)
-            print(f"level {level} ({mesh.nCells} cells) {dtype} {path}: step {1e3 * seconds:.2f} ms, "
+            label = f"{path}, split cell pass" if form == "split" else path
+            print(f"level {level} ({mesh.nCells} cells) {dtype} {label}: step {1e3 * seconds:.2f} ms, "
                   f"floor {1e3 * floor:.2f} ms ({seconds / floor:.2f}x), dt {model.dt:g} s, "
                   f"{days_per_hour:.2f} simulated days per hour", flush=True)
             if args.tangent:
