@@ -88,7 +88,7 @@ template <typename Scan, typename T>
 __device__ __forceinline__ void scan_columns(const T* __restrict__ x, int nx, T* __restrict__ y,
                                              int ny, int N, int first, int last)
 {
-    __shared__ alignas(16) unsigned char raw[kColumnTileBytes];
+    alignas(16) __shared__ unsigned char raw[kColumnTileBytes];
     T* tile = reinterpret_cast<T*>(raw);
     const int stride = nx + ny, threads = (int)blockDim.x, t = (int)threadIdx.x;
     const int fit = kColumnTileBytes / ((int)sizeof(T) * stride);

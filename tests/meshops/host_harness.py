@@ -15,6 +15,7 @@ against the kernel's C++ signature: argument count, pointer dtypes, contiguity a
 import contextlib
 import ctypes
 import itertools
+import os
 import re
 import shutil
 import subprocess
@@ -45,6 +46,18 @@ struct double2 { double x, y; };
 """
 #: Lanes of a warp build's block (one warp): its threads run the kernel together.
 WARP_LANES = 32
+#: MESHOPS_HOST_WARP=1: every family of `host_fixtures` built as a warp (a search for races).
+ALL_WARP = os.environ.get("MESHOPS_HOST_WARP") == "1"
+
+
+def assert_repeatable(got, want, err_msg=""):
+    """Results of two runs, atomic-mode ones among them: the same bits when the host's atomicAdd
+    runs in one order (one thread), to round-off (1e-13 of the largest) when lanes race for it as
+    on a GPU (ALL_WARP)."""
+    if ALL_WARP:
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max(), err_msg=err_msg)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=err_msg)
 HOST_WARP_PRELUDE = """
 #include <atomic>
 #include <chrono>
@@ -277,10 +290,12 @@ def host_fixtures(*families):
     """The pytest fixtures `host_kernels` (the kernels of `families` compiled once per module) and
     `on_host` (their CuPy code path routed to those kernels for one test; returns
     {family: [kernel names in launch order]}). Assign both in a test module:
-    `host_kernels, on_host = host_fixtures("divergence", ...)`."""
+    `host_kernels, on_host = host_fixtures("divergence", ...)`. With MESHOPS_HOST_WARP=1 in the
+    environment every family is built as a warp of host threads (a search for races: slower)."""
     @pytest.fixture(scope="module")
     def host_kernels(tmp_path_factory):
-        return compile_families(tmp_path_factory.mktemp("host_kernels"), families)
+        warp = families if ALL_WARP else ()
+        return compile_families(tmp_path_factory.mktemp("host_kernels"), families, warp_families=warp)
 
     @pytest.fixture
     def on_host(host_kernels):
