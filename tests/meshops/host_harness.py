@@ -6,7 +6,8 @@ with the lane width `meshops.device.kernels.Launcher` picks, so vector lanes (nl
 4) run too. Families built as a warp (`compile_families(..., warp_families=...)`) run each launch as
 one block of 32 host threads instead: the warp-per-column kernels (meshops/cuda/warp_column.cuh)
 then take their 32-lane code, with shared memory, warp syncs (a barrier of the 32 threads) and
-atomicAdd (under a lock) as on the GPU.
+atomicAdd (under a lock) as on the GPU. MESHOPS_HOST_WARP=1 builds every family of `host_fixtures`
+that way, so that the whole host-kernel test set runs with racing threads.
 `HostArray` stands for a device array: an operator given one takes its CuPy code path, whose
 allocations the fake array module of `route_to_host` makes HostArrays too. Every launch is checked
 against the kernel's C++ signature: argument count, pointer dtypes, contiguity and scalar types
