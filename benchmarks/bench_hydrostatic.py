@@ -17,15 +17,15 @@ arithmetic between them and the host's launch overhead where the GPU waits for i
 `--paths` steps the operator path and/or the fused stages (`hydrostatic.fused`, CuPy only;
 default both on CuPy) and reports each step's time and its ratio to the floor; `--passes` times
 each fused kernel of one step (CUDA events around each launch, summed over the step's four
-stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`: its
-recording sweep included) with its ratio to the forward step (the fused path's target: <= 2x;
-with `--passes`, each fused kernel of one tangent-linear step too) and the step of a
-tangent-linear run (`rk4_step_and_tl`: the step and its tangent-linear in one sweep), `--adjoint` an adjoint step in each adjoint mode
-(`framework.stepper.rk4_step_adj`, deterministic and atomic: its recording sweep included) with
-its ratio to the forward step (the fused path's targets: deterministic <= 2.5x, atomic <= 3x; with
-`--passes`, each fused kernel of one adjoint step too). The JW06 configs' del4
-on u is computed outside the fused passes (by its operators, added by the edge pass);
-`--inviscid` leaves it out, so that the fused step is the four passes alone. `--cell-pass` times
+stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`, the
+forward state it needs advanced in its own sweep) with its ratio to the forward step (the fused
+path's target: <= 2x; with `--passes`, each fused kernel of one tangent-linear step too) and the
+step of a tangent-linear run (`rk4_step_and_tl`: the step and its tangent-linear in one sweep);
+`--adjoint` an adjoint step in each adjoint mode (`framework.stepper.rk4_step_adj`,
+deterministic and atomic: its recording sweep included) with its ratio to the forward step (the
+fused path's targets: deterministic <= 2.5x, atomic <= 3x; with `--passes`, each fused kernel of
+one adjoint step too). The JW06 configs' del4 on u is computed outside the fused passes (by its
+operators, added by the edge pass); `--inviscid` leaves it out, so that the fused step is the four passes alone. `--cell-pass` times
 the fused path with each form of its cell passes in turn, in one process: `one` kernel each
 (default) and/or `split` into two (the gathers, then the column:
 `hydrostatic.fused.FusedStage.split_cell_pass`).
@@ -273,7 +273,7 @@ def main(argv=None) -> int:
                     dstate = [1e-3 * f for f in state]
                     row["tangent_passes_ms"] = passes = pass_times(
                         model, xp, lambda: rk4_step_tl(model, *state, *dstate))
-                    print("  tangent-linear step (its recording sweep included):")
+                    print("  tangent-linear step:")
                     for name, ms in passes.items():
                         print(f"    {name:32s} {ms:8.3f} ms per step")
                 if args.adjoint:

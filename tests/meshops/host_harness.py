@@ -30,7 +30,13 @@ import meshops.device.backend
 from meshops.device import kernels
 from meshops.device.kernels import CUDA_DIR
 
-HOST_PRELUDE = """
+#: The vector types of CUDA the sources use.
+_VECTOR_TYPES = """
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+struct double2 { double x, y; };
+"""
+HOST_PRELUDE = _VECTOR_TYPES + """
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -41,25 +47,12 @@ HOST_PRELUDE = """
 struct HostDim { unsigned x; };
 static HostDim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
 template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p += v; return old; }
-struct float2 { float x, y; };
-struct float4 { float x, y, z, w; };
-struct double2 { double x, y; };
 """
 #: Lanes of a warp build's block (one warp): its threads run the kernel together.
 WARP_LANES = 32
 #: MESHOPS_HOST_WARP=1: every family of `host_fixtures` built as a warp (a search for races).
 ALL_WARP = os.environ.get("MESHOPS_HOST_WARP") == "1"
-
-
-def assert_repeatable(got, want, err_msg=""):
-    """Results of two runs, atomic-mode ones among them: the same bits when the host's atomicAdd
-    runs in one order (one thread), to round-off (1e-13 of the largest) when lanes race for it as
-    on a GPU (ALL_WARP)."""
-    if ALL_WARP:
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max(), err_msg=err_msg)
-    else:
-        np.testing.assert_array_equal(got, want, err_msg=err_msg)
-HOST_WARP_PRELUDE = """
+HOST_WARP_PRELUDE = _VECTOR_TYPES + """
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -87,10 +80,10 @@ struct Barrier {
             generation.fetch_add(1, std::memory_order_acq_rel);
             return;
         }
-        const auto start = std::chrono::steady_clock::now();
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         for (unsigned spins = 1; generation.load(std::memory_order_acquire) == g; ++spins) {
             std::this_thread::yield();
-            if (spins % 65536 == 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(60)) {
+            if (spins % 65536 == 0 && std::chrono::steady_clock::now() > deadline) {
                 std::fprintf(stderr, "host warp: lane %u waited 60 s at a sync\\n", threadIdx.x);
                 std::abort();
             }
@@ -107,13 +100,20 @@ template <class T> inline T atomicAdd(T* p, T v) {
     T old = *p; *p += v; return old;
 }
 extern "C" void meshops_host_lane(unsigned lane) { threadIdx.x = lane; }
-struct float2 { float x, y; };
-struct float4 { float x, y, z, w; };
-struct double2 { double x, y; };
 """
 C_TYPES = {"int": np.int32, "float": np.float32, "double": np.float64}
 _C_SCALARS = {"int": ctypes.c_int, "float": ctypes.c_float, "double": ctypes.c_double}
 _CTYPE_OF = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def assert_repeatable(got, want, err_msg=""):
+    """Results of two runs, atomic-mode ones among them: the same bits when the host's atomicAdd
+    runs in one order (one thread), to round-off (1e-13 of the largest) when lanes race for it as
+    on a GPU (ALL_WARP)."""
+    if ALL_WARP:
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max(), err_msg=err_msg)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=err_msg)
 
 
 class HostArray(np.ndarray):
