@@ -18,7 +18,7 @@ arithmetic between them and the host's launch overhead where the GPU waits for i
 default both on CuPy) and reports each step's time and its ratio to the floor; `--passes` times
 each fused kernel of one step (CUDA events around each launch, summed over the step's four
 stages); `--tangent` times a tangent-linear step too (`framework.stepper.rk4_step_tl`, the
-forward state it needs advanced in its own sweep) with its ratio to the forward step (the fused
+forward states it needs included) with its ratio to the forward step (the fused
 path's target: <= 2x; with `--passes`, each fused kernel of one tangent-linear step too) and the
 step of a tangent-linear run (`rk4_step_and_tl`: the step and its tangent-linear in one sweep);
 `--adjoint` an adjoint step in each adjoint mode (`framework.stepper.rk4_step_adj`,
