@@ -56,6 +56,7 @@ def on_host(host_kernels):
     with on_kernels(host_kernels) as launches:
         yield launches
 
+
 A, B = levels.coefficients("jw06_26")
 #: Variants: (case, Physics keywords) of the stage.
 VARIANTS = {"baroclinic": ("jw06_baroclinic", {}),
