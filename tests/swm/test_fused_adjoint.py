@@ -75,7 +75,8 @@ def test_stage_adjoint_on_host(any_mesh, physics, nlev, on_host, rng):
 @pytest.mark.parametrize("physics", ["plain", "apvm_visc2_visc4"])
 def test_step_adjoint_on_host(ico, physics, on_host, rng):
     """The adjoint RK4 step of a fused model: equal to the operator path's to 1e-12, bitwise the
-    same on a second call, and the dot-product test against the tangent-linear step <= 1e-12."""
+    same on a second call, and the dot-product test against the tangent-linear step (1e-12 of
+    its sums' scale, tests.dot_products)."""
     physics = PHYSICS[physics]
     h, u, b, f = random_state(ico, rng)
     fused = Model(ico, *map(host, (h, u, b, f)), DT, physics, fused=True)
@@ -166,7 +167,7 @@ def test_atomic_step_adjoint_on_host(ico, on_host, rng):
 @pytest.mark.parametrize("with_db", [False, True])
 def test_tangent_step_on_host(ico, physics, with_db, on_host, rng):
     """The fused tangent-linear step equals the operator path's (NumPy) to 1e-12 and passes the dot
-    test against the fused adjoint step (1e-12)."""
+    test against the fused adjoint step (1e-12 of its sums' scale)."""
     physics = PHYSICS[physics]
     h, u, b, f = random_state(ico, rng)
     fused = Model(ico, *map(host, (h, u, b, f)), DT, physics, fused=True)
