@@ -36,12 +36,15 @@ struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 struct double2 { double x, y; };
 """
-HOST_PRELUDE = _VECTOR_TYPES + """
+#: CUDA's function qualifiers, for g++.
+_QUALIFIERS = """
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
+"""
+HOST_PRELUDE = _VECTOR_TYPES + _QUALIFIERS + """
 #define __shared__
 #define __syncthreads()
 struct HostDim { unsigned x; };
@@ -52,18 +55,13 @@ template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p += v; return o
 WARP_LANES = 32
 #: MESHOPS_HOST_WARP=1: every family of `host_fixtures` built as a warp (a search for races).
 ALL_WARP = os.environ.get("MESHOPS_HOST_WARP") == "1"
-HOST_WARP_PRELUDE = _VECTOR_TYPES + """
+HOST_WARP_PRELUDE = _VECTOR_TYPES + _QUALIFIERS + """
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __restrict__ __restrict
 #define __shared__ static
 struct HostDim { unsigned x; };
 static thread_local HostDim threadIdx = {0};
