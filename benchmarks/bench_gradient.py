@@ -24,8 +24,8 @@ optional: without them that half is skipped, saying so.
 
 On one H200 (CuPy and JAX CUDA), the issue's figures:
 
-    python benchmarks/bench_gradient.py --level 8 --days 1 --fused --json $OUT/gradient_l8_1d.json
-    python benchmarks/bench_gradient.py --level 8 --days 5 --fused --json $OUT/gradient_l8_5d.json
+    python benchmarks/bench_gradient.py --level 8 --days 1 --json $OUT/gradient_l8_1d.json
+    python benchmarks/bench_gradient.py --level 8 --days 5 --json $OUT/gradient_l8_5d.json
 
 (--no-fused for the operator path; --skip-dinosaur / --skip-meshops split the two halves into
 separate calls, each with its own --json.)
@@ -90,8 +90,9 @@ def meshops_side(args, tmp: pathlib.Path) -> dict:
     dt = args.dt or dt
     common = [f"mesh.generate.level={args.level}", f"mesh.generate.lloyd={args.lloyd}",
               f"time.days={args.days}", f"time.dt={dt}", f"diffusion.visc4={visc4}",
-              f"backend={args.backend}", f"dtype={args.dtype}", f"output.interval_hours={args.days * 24}",
-              f"dynamics.fused={str(args.fused).lower()}"]
+              f"backend={args.backend}", f"dtype={args.dtype}", f"output.interval_hours={args.days * 24}"]
+    if args.fused is not None:                     # otherwise the model's choice, as run_model.py's
+        common.append(f"dynamics.fused={str(args.fused).lower()}")
     pool = peak = None
     if args.backend == "cupy":
         import cupy
@@ -146,7 +147,7 @@ def meshops_side(args, tmp: pathlib.Path) -> dict:
         cupy.cuda.set_allocator(pool.malloc)
         pool.free_all_blocks()
     return dict(level=args.level, cells=cells, levels=levels, steps=steps, dt=dt, visc4=visc4,
-                backend=args.backend, dtype=args.dtype, fused=bool(args.fused and args.backend == "cupy"),
+                backend=args.backend, dtype=args.dtype, fused=args.backend == "cupy" and args.fused is not False,
                 lloyd=args.lloyd, forward_s=forward_s, gradient_s=gradient_s,
                 ratio=gradient_s / forward_s, forward_total_s=round(total_f, 2),
                 gradient_total_s=round(total_g, 2), forward_peak_bytes=peak_f,
@@ -307,8 +308,9 @@ def main(argv=None) -> int:
                    help="meshops time step (s); default 720 * 2^(5 - level)")
     p.add_argument("--backend", choices=("cupy", "numpy"), default="cupy")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    p.add_argument("--fused", action=argparse.BooleanOptionalAction, default=False,
-                   help="dynamics.fused (the fused RK4 kernels; cupy only)")
+    p.add_argument("--fused", action=argparse.BooleanOptionalAction, default=None,
+                   help="dynamics.fused (the fused RK4 kernels; cupy only); by default the "
+                        "model's choice, as run_model.py's: fused on cupy")
     p.add_argument("--snapshots", type=snapshot_count, default="auto",
                    help="sensitivity.checkpointing.snapshots_in_ram (multistage): a count, or auto "
                         "(as many as fit in the free device memory; none when every state fits)")
