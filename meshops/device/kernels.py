@@ -48,6 +48,8 @@ _FIELD_ROLES = ("in", "out", "put")
 #: The levels of a vertical kernel's fields ("role:name:where"), given nVertLevels N.
 VERTICAL_LEVELS = {"layer": lambda N: (N,), "interface": lambda N: (N + 1,), "column": lambda N: ()}
 THREADS = ("column", "warp", "level")
+_INT32 = np.dtype(np.int32)
+_REAL = (int, float, np.integer, np.floating)
 #: Threads of a warp: the lanes per row of a `threads="warp"` kernel.
 WARP_LANES = 32
 
@@ -93,6 +95,9 @@ class Kernel:
             first_out = next(n for role, n in self.arguments if role == "out")
             self.fields = (first_out,) + tuple(f for f in self.fields if f != first_out)
         self.scatters = name.endswith("_atomic")
+        self._names = frozenset(n for _, n in self.arguments)
+        # `bind`'s checks, the fields first (the first one decides dtype and levels)
+        self._checked = tuple(sorted(self.arguments, key=lambda a: a[0] not in _FIELD_ROLES))
         # The kernels a module of this one compiles: its group's that launch with the same lanes
         # (a warp, a column or a level per thread, or lanes of W levels; `Launcher.launch`).
         self.compiled_with = (group, threads if threads in ("warp", "column") else
@@ -103,18 +108,22 @@ class Kernel:
         against the declaration, the fields first (the first one decides dtype and levels); `n`
         is the kernel's row count (rows of its `out` fields unless it scatters; `put` fields live
         at another location); `real` scalars are passed in the fields' dtype."""
-        names = [n_ for _, n_ in self.arguments]
-        missing, extra = [a for a in names if a not in arguments], sorted(set(arguments) - set(names))
-        if missing or extra:
+        if arguments.keys() != self._names:
+            names = [n_ for _, n_ in self.arguments]
+            missing, extra = [a for a in names if a not in arguments], sorted(set(arguments) - self._names)
             raise TypeError(f"kernel {self.name}: missing arguments {missing}, unexpected {extra}; "
                             f"expected {names}")
         fields = [arguments[f] for f in self.fields]
         ref = fields[0]
-        if np.dtype(ref.dtype) not in _CTYPES:
+        dtype = ref.dtype
+        if dtype not in _CTYPES:
             raise TypeError(f"kernel {self.name}, argument {self.fields[0]}: expected float32 or "
-                            f"float64, got dtype {ref.dtype}")
+                            f"float64, got dtype {dtype}")
+        if self.threads is not None:
+            nlev = int(arguments["nVertLevels"])
+            levels_of = {where: shape(nlev) for where, shape in VERTICAL_LEVELS.items()}
         values = {}
-        for role, name in sorted(self.arguments, key=lambda a: a[0] not in _FIELD_ROLES):
+        for role, name in self._checked:
             value = arguments[name]
             if role == "int":
                 if not isinstance(value, (int, np.integer)) or not -INT32_MAX - 1 <= value <= INT32_MAX:
@@ -123,27 +132,27 @@ class Kernel:
                 values[name] = np.int32(value)
                 continue
             if role == "real":
-                real = (int, float, np.integer, np.floating)
-                if isinstance(value, (bool, np.bool_)) or not isinstance(value, real):
+                if isinstance(value, (bool, np.bool_)) or not isinstance(value, _REAL):
                     raise TypeError(f"kernel {self.name}, argument {name}: expected a real number, "
                                     f"got {value!r}")
-                values[name] = ref.dtype.type(value)
+                values[name] = dtype.type(value)
                 continue
-            expected = np.dtype(np.int32) if role == "idx" else ref.dtype
+            expected = _INT32 if role == "idx" else dtype
             if getattr(value, "dtype", None) != expected or not value.flags.c_contiguous:
                 raise TypeError(f"kernel {self.name}, argument {name}: expected a C-contiguous "
                                 f"{expected} array, got {type(value).__name__} of dtype "
                                 f"{getattr(value, 'dtype', None)}")
-            if role in _FIELD_ROLES and self.threads is not None:
-                where = self.levels[name]
-                levels = VERTICAL_LEVELS[where](int(arguments["nVertLevels"]))
-                if value.shape[1:] != levels:
-                    raise ValueError(f"kernel {self.name}, argument {name}: expected {where} levels "
-                                     f"{levels} (nVertLevels={arguments['nVertLevels']}), got shape "
+            if role in _FIELD_ROLES:
+                if self.threads is not None:
+                    where = self.levels[name]
+                    if value.shape[1:] != levels_of[where]:
+                        raise ValueError(f"kernel {self.name}, argument {name}: expected {where} "
+                                         f"levels {levels_of[where]} (nVertLevels={nlev}), got shape "
+                                         f"{tuple(value.shape)}")
+                elif value.shape[1:] != ref.shape[1:]:
+                    raise ValueError(f"kernel {self.name}, argument {name}: expected levels "
+                                     f"{tuple(ref.shape[1:])} as {self.fields[0]}, got shape "
                                      f"{tuple(value.shape)}")
-            elif role in _FIELD_ROLES and value.shape[1:] != ref.shape[1:]:
-                raise ValueError(f"kernel {self.name}, argument {name}: expected levels "
-                                 f"{tuple(ref.shape[1:])} as {self.fields[0]}, got shape {tuple(value.shape)}")
             if role == "out" and not self.scatters and value.shape[0] != n:
                 raise ValueError(f"kernel {self.name}, argument {name}: expected {n} rows, got "
                                  f"shape {tuple(value.shape)}")
