@@ -130,6 +130,7 @@ def meshops_side(args, tmp: pathlib.Path) -> dict:
         f"restart.interval_hours={args.days * 48}"])
     m = log_f.find(r"(\d+) steps in ([0-9.]+) s")
     steps, forward_s = int(m.group(1)), float(m.group(2))
+    fused = log_f.find(r"(fused stages|operator path); dt").group(1) == "fused stages"
     import yaml
     cells = int(history.sizes["nCells"])
     levels = int(yaml.safe_load(FORWARD_CONFIG.read_text())["vertical"]["nVertLevels"])
@@ -147,7 +148,7 @@ def meshops_side(args, tmp: pathlib.Path) -> dict:
         cupy.cuda.set_allocator(pool.malloc)
         pool.free_all_blocks()
     return dict(level=args.level, cells=cells, levels=levels, steps=steps, dt=dt, visc4=visc4,
-                backend=args.backend, dtype=args.dtype, fused=args.backend == "cupy" and args.fused is not False,
+                backend=args.backend, dtype=args.dtype, fused=fused,
                 lloyd=args.lloyd, forward_s=forward_s, gradient_s=gradient_s,
                 ratio=gradient_s / forward_s, forward_total_s=round(total_f, 2),
                 gradient_total_s=round(total_g, 2), forward_peak_bytes=peak_f,
